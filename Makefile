@@ -1,0 +1,35 @@
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+
+.PHONY: demo test lint typecheck pytest docs bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(BIN)/convlog demo
+
+test: $(STAMP)
+	$(BIN)/ruff check engine projections tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/python -m pytest
+
+docs: $(STAMP)
+	$(BIN)/python -m engine.docgen
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/replay.py
+
+clean:
+	rm -rf $(VENV) convlog-demo.db*

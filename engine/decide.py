@@ -1,0 +1,49 @@
+"""Commands that expand into several events, as pure functions of the lifecycle state.
+
+Each returns the events to append (without envelope); the session stamps and
+checks them like any other event, so the tables stay the only judge.
+"""
+
+from __future__ import annotations
+
+from engine import events as ev
+from engine.lifecycle import Lifecycle
+
+ABORTED_TOOL_ERROR = "Tool execution aborted"
+
+
+def abort(lc: Lifecycle, message_id: str, reason: str) -> list[ev.Event]:
+    """Settle every unfinished part of the message, then complete it as aborted.
+
+    Tools keep their real start time and partial output (the projection merges
+    the running metadata); ``metadata.interrupted`` marks them.
+    """
+    out: list[ev.Event] = []
+    for part_id, part in lc.unsettled(message_id):
+        if part.kind == "tool":
+            out.append(ev.ToolFailed(
+                message_id=message_id, part_id=part_id, error=ABORTED_TOOL_ERROR,
+                kind="aborted", metadata={"interrupted": True},
+            ))
+        else:
+            out.append(ev.PartEnded(message_id=message_id, part_id=part_id))
+    out.append(ev.MessageCompleted(
+        message_id=message_id, error=ev.MessageError(kind="aborted", message=reason),
+        finish="aborted",
+    ))
+    return out
+
+
+def expire(lc: Lifecycle, now_ms: int) -> list[ev.ToolFailed]:
+    """A timeout failure for every running tool whose deadline has passed."""
+    out = []
+    for message_id, msg in lc.messages.items():
+        for part_id in msg.unsettled:
+            part = msg.parts[part_id]
+            if part.state == "running" and part.deadline is not None and part.deadline <= now_ms:
+                out.append(ev.ToolFailed(
+                    message_id=message_id, part_id=part_id, kind="timeout",
+                    error=f"Tool execution timed out (deadline {part.deadline} ms)",
+                    metadata={"deadline": part.deadline},
+                ))
+    return out

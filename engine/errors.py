@@ -1,0 +1,125 @@
+"""Typed errors. Every rejection leaves the log exactly as it was."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class ConvlogError(Exception):
+    """Base class of every error convlog raises on purpose."""
+
+
+class EventDecodeError(ConvlogError):
+    """Bytes or a dict that are not a valid event (unknown type, missing or mistyped field)."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        where = f" (line {line})" if line is not None else ""
+        super().__init__(f"invalid event{where}: {message}")
+
+
+class PartValidationError(ConvlogError):
+    """An event breaks a business rule of the seed (BR-01..BR-14) or a field constraint."""
+
+    def __init__(self, rule: str, message: str, *, event_id: str = "", event_type: str = "") -> None:
+        self.rule = rule
+        self.event_id = event_id
+        self.event_type = event_type
+        super().__init__(f"{rule}: {message}")
+
+
+class IllegalTransition(ConvlogError):
+    """An event that the transition tables do not allow from the entity's current state."""
+
+    def __init__(
+        self,
+        *,
+        entity: str,
+        session_id: str,
+        message_id: str | None,
+        part_id: str | None,
+        current: str,
+        attempted: str,
+        event_type: str,
+        valid: Sequence[str],
+        valid_events: Sequence[str],
+        reason: str = "",
+        event_id: str = "",
+    ) -> None:
+        self.entity = entity
+        self.session_id = session_id
+        self.message_id = message_id
+        self.part_id = part_id
+        self.current = current
+        self.attempted = attempted
+        self.event_type = event_type
+        self.valid = tuple(valid)
+        self.valid_events = tuple(valid_events)
+        self.reason = reason
+        self.event_id = event_id
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        ids = [f"message {self.message_id}"] if self.message_id else []
+        if self.part_id:
+            ids.append(f"part {self.part_id}")
+        who = f"{self.entity} " + (" ".join(ids) if ids else f"session {self.session_id}")
+        valid = ", ".join(self.valid) if self.valid else "none (terminal)"
+        events = f" via {', '.join(self.valid_events)}" if self.valid_events else ""
+        why = f": {self.reason}" if self.reason else ""
+        return (
+            f"illegal {self.event_type} on {who}: state is '{self.current}', "
+            f"attempted '{self.attempted}'; valid next states: {valid}{events}{why}"
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "entity": self.entity,
+            "session_id": self.session_id,
+            "message_id": self.message_id,
+            "part_id": self.part_id,
+            "current": self.current,
+            "attempted": self.attempted,
+            "event_type": self.event_type,
+            "valid": list(self.valid),
+            "valid_events": list(self.valid_events),
+            "reason": self.reason,
+            "event_id": self.event_id,
+        }
+
+
+class ConcurrencyError(ConvlogError):
+    """Optimistic concurrency: the session's version is not the one the writer expected."""
+
+    def __init__(self, session_id: str, expected: int, actual: int) -> None:
+        self.session_id = session_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session {session_id}: expected version {expected}, but the log is at {actual}"
+        )
+
+
+class DuplicateEventId(ConvlogError):
+    """An event id that already names a different event."""
+
+    def __init__(self, event_id: str, where: str) -> None:
+        self.event_id = event_id
+        super().__init__(f"event id {event_id} is already used by {where}")
+
+
+class UnknownSession(ConvlogError):
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"no session {session_id!r} in this store")
+
+
+class SessionExists(ConvlogError):
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"session {session_id!r} already exists")
+
+
+class StoreError(ConvlogError):
+    """A store URL that cannot be opened, or a store in a state it cannot work with."""

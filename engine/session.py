@@ -1,0 +1,429 @@
+"""The write side: a session turns commands into checked events and appends them.
+
+Every command builds events, passes each through the lifecycle's table check,
+appends the accepted batch to the store with the expected version, and only then
+notifies subscribers. A rejection rolls the lifecycle back and leaves the log as
+it was.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+import msgspec
+import structlog
+
+from engine import decide
+from engine import events as ev
+from engine.errors import (
+    ConvlogError,
+    DuplicateEventId,
+    IllegalTransition,
+    PartValidationError,
+)
+from engine.events import DEFAULT_ACTOR, Event, tag_of
+from engine.ids import EventIds, is_uuid, part_id, uuid7
+from engine.lifecycle import Lifecycle
+from engine.store.base import SessionInfo, Store
+
+log = structlog.get_logger("convlog.session")
+
+Clock = Callable[[], int]
+Subscriber = Callable[[Event], None]
+
+
+def system_clock() -> int:
+    """Milliseconds since the epoch."""
+    return _time.time_ns() // 1_000_000
+
+
+class PartRef(NamedTuple):
+    """Addresses a part: part ids are unique within their message (BR-02)."""
+
+    message_id: str
+    part_id: str
+
+
+class Session:
+    """One session's write side. Not thread-safe; one writer object per session."""
+
+    def __init__(self, store: Store, info: SessionInfo, lifecycle: Lifecycle,
+                 clock: Clock | None = None) -> None:
+        self.store = store
+        self.info = info
+        self.id = info.id
+        self._lc = lifecycle
+        self._clock: Clock = clock or system_clock
+        self._ids = EventIds()
+        self._subscribers: list[Subscriber] = []
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def create(cls, store: Store, session_id: str | None = None, *,
+               clock: Clock | None = None) -> Session:
+        clock = clock or system_clock
+        sid = session_id or uuid7(clock())
+        if not is_uuid(sid):
+            raise PartValidationError("BR-04", f"session id {sid!r} is not a UUID")
+        info = store.create_session(sid, created=clock())
+        return cls(store, info, Lifecycle(sid), clock)
+
+    @classmethod
+    def open(cls, store: Store, session_id: str, *, clock: Clock | None = None) -> Session:
+        info = store.session_info(session_id)
+        lc = Lifecycle(session_id)
+        for e in store.read(session_id):
+            lc.replay(e)
+        lc.version = store.version(session_id)
+        return cls(store, info, lc, clock)
+
+    @classmethod
+    def open_or_create(cls, store: Store, session_id: str, *,
+                       clock: Clock | None = None) -> Session:
+        if any(s.id == session_id for s in store.sessions()):
+            return cls.open(store, session_id, clock=clock)
+        return cls.create(store, session_id, clock=clock)
+
+    def fork(self, at: int | None = None, *, session_id: str | None = None) -> Session:
+        """A new session whose history is this one's first ``at`` events (shared, not copied)."""
+        at = self.version if at is None else at
+        if not 0 <= at <= self.version:
+            raise ValueError(f"fork point {at} is outside 0..{self.version}")
+        sid = session_id or uuid7(self._clock())
+        if not is_uuid(sid):
+            raise PartValidationError("BR-04", f"session id {sid!r} is not a UUID")
+        self.store.create_session(sid, created=self._clock(), parent=self.id, fork_seq=at)
+        return Session.open(self.store, sid, clock=self._clock)
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def version(self) -> int:
+        """The seq of the last event in this session's log (0 when empty)."""
+        return self._lc.version
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        return self._lc
+
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        """Call ``fn`` with every event after it is durably appended. Returns an unsubscribe."""
+        self._subscribers.append(fn)
+        return lambda: self._subscribers.remove(fn)
+
+    # ------------------------------------------------------------------ appending
+
+    def _stamp(self, e: Event, actor: str | None = None) -> Event:
+        now = self._clock()
+        return msgspec.structs.replace(
+            e, id=e.id or self._ids(now), session_id=self.id, seq=0,
+            time=e.time or now, actor=e.actor or actor or DEFAULT_ACTOR[type(e)],
+        )
+
+    def _commit(self, events: Sequence[Event]) -> list[Event]:
+        """Check, append atomically, notify. Events need not carry seqs yet."""
+        lc = self._lc
+        accepted: list[Event] = []
+        lc.begin()
+        try:
+            for e in events:
+                if e.seq != lc.version + 1:
+                    e = msgspec.structs.replace(e, seq=lc.version + 1)
+                if lc.apply(e):
+                    accepted.append(e)
+            self.store.append(self.id, accepted, lc.version - len(accepted))
+        except BaseException as exc:
+            lc.rollback()
+            if isinstance(exc, IllegalTransition):
+                log.warning("transition_rejected", **exc.as_dict())
+            elif isinstance(exc, ConvlogError):
+                log.warning("event_rejected", session_id=self.id, error=str(exc))
+            raise
+        lc.commit()
+        for fn in self._subscribers:
+            for e in accepted:
+                fn(e)
+        return accepted
+
+    def _one(self, e: Event) -> int:
+        accepted = self._commit((e,))
+        return accepted[0].seq if accepted else self._entered_seq(e)
+
+    def _entered_seq(self, e: Event) -> int:
+        msg = self._lc.messages[e.message_id]  # type: ignore[attr-defined]
+        part_id_ = getattr(e, "part_id", None)
+        return (msg.entered if part_id_ is None else msg.parts[part_id_].entered).seq
+
+    def append(self, events: Iterable[Event]) -> list[int]:
+        """Append raw events (importers, adapters): one atomic, table-checked batch.
+
+        Empty envelope fields are filled in (id, session, time, actor); ``seq`` is
+        always assigned here. An event whose id is already in this session's
+        history is a no-op and reports its original seq. Returns one seq per event.
+        """
+        stamped: list[Event] = []
+        seqs: list[int | None] = []
+        seen: dict[str, int] = {}
+        for raw in events:
+            if raw.session_id and raw.session_id != self.id:
+                raise PartValidationError(
+                    "session", f"event {raw.id} belongs to session {raw.session_id}, not {self.id}",
+                    event_id=raw.id, event_type=tag_of(type(raw)),
+                )
+            if raw.id:
+                if raw.id in seen:
+                    raise DuplicateEventId(raw.id, "another event of the same batch")
+                seen[raw.id] = len(seqs)
+                known = self.store.contains(self.id, raw.id)
+                if known is not None:
+                    seqs.append(known)
+                    continue
+                if self.store.find_event(raw.id) is not None:
+                    where = self.store.find_event(raw.id)
+                    raise DuplicateEventId(raw.id, f"session {where[0]} seq {where[1]}"
+                                           if where else "another session")
+            stamped.append(self._stamp(raw))
+            seqs.append(None)
+        accepted = iter(self._commit(stamped))
+        accepted_ids = {}
+        for e in accepted:
+            accepted_ids[e.id] = e.seq
+        out: list[int] = []
+        pending = iter(stamped)
+        for s in seqs:
+            if s is not None:
+                out.append(s)
+                continue
+            e = next(pending)
+            out.append(accepted_ids.get(e.id) or self._entered_seq(e))
+        return out
+
+    # ------------------------------------------------------------------ envelope helpers
+
+    def _new(self, cls: type[Event], actor: str | None = None, **fields: Any) -> Event:
+        now = self._clock()
+        return cls(id=self._ids(now), session_id=self.id, seq=self._lc.version + 1, time=now,
+                   actor=actor or DEFAULT_ACTOR[cls], **fields)
+
+    def _new_part_id(self, given: str | None) -> str:
+        return given or part_id(self._clock())
+
+    # ------------------------------------------------------------------ messages
+
+    def start_message(
+        self, role: ev.Role, *, message_id: str | None = None, agent: str = "",
+        model: ev.ModelRef | None = None, system: str | None = None,
+        tools: dict[str, bool] | None = None, variant: str | None = None,
+        summary: ev.UserSummary | None = None, path: ev.PathInfo | None = None,
+        parent_id: str | None = None, actor: str | None = None,
+    ) -> str:
+        mid = message_id or uuid7(self._clock())
+        self._one(self._new(
+            ev.MessageStarted, actor or role, message_id=mid, role=role, agent=agent,
+            model=model, system=system, tools=tools, variant=variant, summary=summary,
+            path=path, parent_id=parent_id,
+        ))
+        return mid
+
+    def complete_message(
+        self, message_id: str, *, cost: float = 0.0, tokens: ev.Tokens | None = None,
+        finish: str | None = None, error: ev.MessageError | None = None,
+    ) -> int:
+        """Close a message. An ``aborted`` error settles unfinished parts first."""
+        if error is not None and error.kind == "aborted":
+            return self.abort(message_id, error.message or "aborted")
+        role = self._lc.messages[message_id].role if message_id in self._lc.messages else None
+        return self._one(self._new(
+            ev.MessageCompleted, role, message_id=message_id, cost=cost, tokens=tokens,
+            finish=finish, error=error,
+        ))
+
+    def abort(self, message_id: str, reason: str = "The operation was aborted") -> int:
+        """Fail unfinished tools (kind aborted), end streaming parts, complete as aborted."""
+        if message_id not in self._lc.messages:
+            self._one(self._new(ev.MessageCompleted, message_id=message_id))  # raises
+        planned = [self._stamp(e) for e in decide.abort(self._lc, message_id, reason)]
+        accepted = self._commit(planned)
+        return accepted[-1].seq if accepted else self.version
+
+    def user_message(self, text: str, *, agent: str = "", model: ev.ModelRef | None = None,
+                     system: str | None = None, message_id: str | None = None) -> str:
+        """Convenience: a user message with one finished text part, completed."""
+        mid = message_id or uuid7(self._clock())
+        pid = part_id(self._clock())
+        self._commit([
+            self._stamp(ev.MessageStarted(message_id=mid, role="user", agent=agent, model=model,
+                                          system=system), "user"),
+            self._stamp(ev.TextAdded(message_id=mid, part_id=pid, text=text), "user"),
+            self._stamp(ev.PartEnded(message_id=mid, part_id=pid), "user"),
+            self._stamp(ev.MessageCompleted(message_id=mid), "user"),
+        ])
+        return mid
+
+    # ------------------------------------------------------------------ text and reasoning
+
+    def add_text(
+        self, message_id: str, text: str = "", *, streaming: bool = True,
+        synthetic: bool = False, ignored: bool = False, metadata: dict[str, Any] | None = None,
+        part_id: str | None = None, actor: str | None = None,
+    ) -> PartRef:
+        pid = self._new_part_id(part_id)
+        added = self._new(ev.TextAdded, actor, message_id=message_id, part_id=pid, text=text,
+                          synthetic=synthetic, ignored=ignored, metadata=metadata)
+        if streaming:
+            self._one(added)
+        else:
+            ended = self._stamp(ev.PartEnded(message_id=message_id, part_id=pid), actor)
+            self._commit([added, ended])
+        return PartRef(message_id, pid)
+
+    def text_delta(self, ref: PartRef, delta: str) -> int:
+        """O(1): one small event; the part's text is never copied."""
+        now = self._clock()
+        return self._one(ev.TextDelta(
+            id=self._ids(now), session_id=self.id, seq=self._lc.version + 1, time=now,
+            actor="assistant", message_id=ref[0], part_id=ref[1], delta=delta,
+        ))
+
+    def add_reasoning(
+        self, message_id: str, text: str = "", *, streaming: bool = True,
+        metadata: dict[str, Any] | None = None, part_id: str | None = None,
+    ) -> PartRef:
+        pid = self._new_part_id(part_id)
+        added = self._new(ev.ReasoningAdded, message_id=message_id, part_id=pid, text=text,
+                          metadata=metadata)
+        if streaming:
+            self._one(added)
+        else:
+            self._commit([added, self._stamp(ev.PartEnded(message_id=message_id, part_id=pid))])
+        return PartRef(message_id, pid)
+
+    def reasoning_delta(self, ref: PartRef, delta: str) -> int:
+        now = self._clock()
+        return self._one(ev.ReasoningDelta(
+            id=self._ids(now), session_id=self.id, seq=self._lc.version + 1, time=now,
+            actor="assistant", message_id=ref[0], part_id=ref[1], delta=delta,
+        ))
+
+    def end_part(self, ref: PartRef, *, metadata: dict[str, Any] | None = None) -> int:
+        return self._one(self._new(ev.PartEnded, message_id=ref[0], part_id=ref[1],
+                                   metadata=metadata))
+
+    # ------------------------------------------------------------------ files and other parts
+
+    def add_file(self, message_id: str, mime: str, url: str, *, filename: str | None = None,
+                 source: ev.FilePartSource | None = None, part_id: str | None = None) -> PartRef:
+        return self._add_part(ev.FileAdded, message_id, part_id, mime=mime, url=url,
+                              filename=filename, source=source)
+
+    def add_snapshot(self, message_id: str, snapshot: str, *, part_id: str | None = None
+                     ) -> PartRef:
+        return self._add_part(ev.SnapshotAdded, message_id, part_id, snapshot=snapshot)
+
+    def add_patch(self, message_id: str, hash: str, files: Sequence[str], *,
+                  part_id: str | None = None) -> PartRef:
+        return self._add_part(ev.PatchAdded, message_id, part_id, hash=hash, files=list(files))
+
+    def add_agent(self, message_id: str, name: str, *, source: ev.SourceText | None = None,
+                  part_id: str | None = None) -> PartRef:
+        return self._add_part(ev.AgentAdded, message_id, part_id, name=name, source=source)
+
+    def add_subtask(self, message_id: str, prompt: str, description: str, agent: str, *,
+                    model: ev.ModelRef | None = None, command: str | None = None,
+                    part_id: str | None = None) -> PartRef:
+        return self._add_part(ev.SubtaskAdded, message_id, part_id, prompt=prompt,
+                              description=description, agent=agent, model=model, command=command)
+
+    def add_retry(self, message_id: str, attempt: int, error: ev.MessageError, *,
+                  part_id: str | None = None) -> PartRef:
+        return self._add_part(ev.RetryAdded, message_id, part_id, attempt=attempt, error=error)
+
+    def add_compaction(self, message_id: str, *, auto: bool = False,
+                       overflow: bool | None = None, part_id: str | None = None) -> PartRef:
+        return self._add_part(ev.CompactionAdded, message_id, part_id, auto=auto,
+                              overflow=overflow)
+
+    def start_step(self, message_id: str, *, snapshot: str | None = None,
+                   part_id: str | None = None) -> PartRef:
+        return self._add_part(ev.StepStarted, message_id, part_id, snapshot=snapshot)
+
+    def finish_step(self, message_id: str, reason: str, *, cost: float = 0.0,
+                    tokens: ev.Tokens | None = None, snapshot: str | None = None,
+                    part_id: str | None = None) -> PartRef:
+        return self._add_part(ev.StepFinished, message_id, part_id, reason=reason, cost=cost,
+                              tokens=tokens or ev.Tokens(), snapshot=snapshot)
+
+    def _add_part(self, cls: type[Event], message_id: str, given: str | None,
+                  **fields: Any) -> PartRef:
+        pid = self._new_part_id(given)
+        self._one(self._new(cls, message_id=message_id, part_id=pid, **fields))
+        return PartRef(message_id, pid)
+
+    # ------------------------------------------------------------------ tools
+
+    def add_tool(self, message_id: str, call_id: str, tool: str, *,
+                 input: dict[str, Any] | None = None, raw: str = "",
+                 metadata: dict[str, Any] | None = None, part_id: str | None = None) -> PartRef:
+        return self._add_part(ev.ToolAdded, message_id, part_id, call_id=call_id, tool=tool,
+                              input=input or {}, raw=raw, metadata=metadata)
+
+    def tool_input_delta(self, ref: PartRef, fragment: str) -> int:
+        return self._one(self._new(ev.ToolInputDelta, message_id=ref[0], part_id=ref[1],
+                                   fragment=fragment))
+
+    def tool_input_ready(self, ref: PartRef, input: dict[str, Any]) -> int:
+        return self._one(self._new(ev.ToolInputReady, message_id=ref[0], part_id=ref[1],
+                                   input=input))
+
+    def request_approval(self, ref: PartRef, *, reason: str | None = None,
+                         metadata: dict[str, Any] | None = None) -> int:
+        return self._one(self._new(ev.ToolApprovalRequested, message_id=ref[0],
+                                   part_id=ref[1], reason=reason, metadata=metadata))
+
+    def approve(self, ref: PartRef, *, reason: str | None = None) -> int:
+        return self._one(self._new(ev.ToolApprovalGranted, message_id=ref[0], part_id=ref[1],
+                                   reason=reason))
+
+    def deny(self, ref: PartRef, reason: str = "") -> int:
+        """The tool ends in error with kind ``denied``."""
+        return self._one(self._new(ev.ToolApprovalDenied, message_id=ref[0], part_id=ref[1],
+                                   reason=reason))
+
+    def start_tool(self, ref: PartRef, *, input: dict[str, Any] | None = None,
+                   title: str | None = None, metadata: dict[str, Any] | None = None,
+                   deadline: int | None = None, timeout_ms: int | None = None) -> int:
+        if timeout_ms is not None:
+            deadline = self._clock() + timeout_ms
+        return self._one(self._new(ev.ToolStarted, message_id=ref[0], part_id=ref[1],
+                                   input=input, title=title, metadata=metadata,
+                                   deadline=deadline))
+
+    def tool_progress(self, ref: PartRef, *, title: str | None = None,
+                      metadata: dict[str, Any] | None = None) -> int:
+        return self._one(self._new(ev.ToolProgress, message_id=ref[0], part_id=ref[1],
+                                   title=title, metadata=metadata))
+
+    def complete_tool(self, ref: PartRef, output: str, *, title: str = "",
+                      metadata: dict[str, Any] | None = None,
+                      attachments: Sequence[ev.Attachment] = ()) -> int:
+        return self._one(self._new(ev.ToolCompleted, message_id=ref[0], part_id=ref[1],
+                                   output=output, title=title, metadata=metadata,
+                                   attachments=list(attachments)))
+
+    def fail_tool(self, ref: PartRef, error: str, *, kind: ev.ToolFailureKind = "error",
+                  metadata: dict[str, Any] | None = None) -> int:
+        return self._one(self._new(ev.ToolFailed, message_id=ref[0], part_id=ref[1],
+                                   error=error, kind=kind, metadata=metadata))
+
+    def compact_tool_output(self, ref: PartRef) -> int:
+        return self._one(self._new(ev.ToolOutputCompacted, message_id=ref[0], part_id=ref[1]))
+
+    def expire(self, now: int | None = None) -> list[PartRef]:
+        """Fail (kind timeout) every running tool whose deadline is at or before ``now``."""
+        now = self._clock() if now is None else now
+        failures = decide.expire(self._lc, now)
+        self._commit([self._stamp(e) for e in failures])
+        return [PartRef(f.message_id, f.part_id) for f in failures]

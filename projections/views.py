@@ -1,0 +1,377 @@
+"""WithParts views: frozen attrs classes shaped exactly like the seed's TypeScript types.
+
+Attributes are snake_case; JSON (``projections.convert``) uses the seed's names.
+Optional TypeScript fields are ``None`` here and absent in JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal, Union
+
+import attrs
+
+JSON = dict[str, Any]
+
+
+@attrs.frozen
+class ModelRef:
+    provider_id: str
+    model_id: str
+
+
+@attrs.frozen
+class PathInfo:
+    cwd: str
+    root: str
+
+
+@attrs.frozen
+class CacheTokens:
+    read: int = 0
+    write: int = 0
+
+
+@attrs.frozen
+class Tokens:
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cache: CacheTokens = attrs.field(factory=CacheTokens)
+
+
+@attrs.frozen
+class MessageError:
+    kind: str
+    message: str = ""
+    status_code: int | None = None
+    retryable: bool | None = None
+
+
+@attrs.frozen
+class UserSummary:
+    title: str | None = None
+    body: str | None = None
+    diffs: list[JSON] | None = None
+
+
+@attrs.frozen
+class MessageTime:
+    created: int
+    completed: int | None = None
+
+
+@attrs.frozen
+class UserInfo:
+    TAG: ClassVar[str] = "user"
+    TAG_FIELD: ClassVar[str] = "role"
+    id: str
+    session_id: str
+    time: MessageTime
+    agent: str = ""
+    model: ModelRef | None = None
+    system: str | None = None
+    tools: dict[str, bool] | None = None
+    variant: str | None = None
+    summary: UserSummary | None = None
+
+    @property
+    def role(self) -> Literal["user"]:
+        return "user"
+
+
+@attrs.frozen
+class AssistantInfo:
+    TAG: ClassVar[str] = "assistant"
+    TAG_FIELD: ClassVar[str] = "role"
+    id: str
+    session_id: str
+    time: MessageTime
+    agent: str = ""
+    provider_id: str | None = None
+    model_id: str | None = None
+    system: str | None = None
+    variant: str | None = None
+    path: PathInfo | None = None
+    parent_id: str | None = None
+    cost: float = 0.0
+    tokens: Tokens = attrs.field(factory=Tokens)
+    finish: str | None = None
+    error: MessageError | None = None
+
+    @property
+    def role(self) -> Literal["assistant"]:
+        return "assistant"
+
+
+MessageInfo = Union[UserInfo, AssistantInfo]
+
+
+# --------------------------------------------------------------------------- parts
+
+
+@attrs.frozen
+class PartTime:
+    start: int | None = None
+    end: int | None = None
+
+
+@attrs.frozen
+class TextPart:
+    TAG: ClassVar[str] = "text"
+    id: str
+    session_id: str
+    message_id: str
+    text: str
+    synthetic: bool | None = None
+    ignored: bool | None = None
+    time: PartTime | None = None
+    metadata: JSON | None = None
+
+
+@attrs.frozen
+class ReasoningTime:
+    start: int
+    end: int | None = None
+
+
+@attrs.frozen
+class ReasoningPart:
+    TAG: ClassVar[str] = "reasoning"
+    id: str
+    session_id: str
+    message_id: str
+    text: str
+    time: ReasoningTime
+    metadata: JSON | None = None
+
+
+@attrs.frozen
+class SourceText:
+    value: str
+    start: int
+    end: int
+
+
+@attrs.frozen
+class FileSource:
+    TAG: ClassVar[str] = "file"
+    path: str
+    text: SourceText | None = None
+
+
+@attrs.frozen
+class SymbolSource:
+    TAG: ClassVar[str] = "symbol"
+    path: str
+    name: str
+    kind: int
+    range: JSON = attrs.field(factory=dict)
+    text: SourceText | None = None
+
+
+@attrs.frozen
+class ResourceSource:
+    TAG: ClassVar[str] = "resource"
+    client_name: str
+    uri: str
+    text: SourceText | None = None
+
+
+FilePartSource = Union[FileSource, SymbolSource, ResourceSource]
+
+
+@attrs.frozen
+class FilePart:
+    TAG: ClassVar[str] = "file"
+    id: str
+    session_id: str
+    message_id: str
+    mime: str
+    url: str
+    filename: str | None = None
+    source: FilePartSource | None = None
+
+
+@attrs.frozen
+class RunningTime:
+    start: int
+
+
+@attrs.frozen
+class CompletedTime:
+    start: int
+    end: int
+    compacted: int | None = None
+
+
+@attrs.frozen
+class ErrorTime:
+    start: int
+    end: int
+
+
+@attrs.frozen
+class ToolStatePending:
+    TAG: ClassVar[str] = "pending"
+    TAG_FIELD: ClassVar[str] = "status"
+    input: JSON
+    raw: str
+
+
+@attrs.frozen
+class ToolStateRunning:
+    TAG: ClassVar[str] = "running"
+    TAG_FIELD: ClassVar[str] = "status"
+    input: JSON
+    time: RunningTime
+    title: str | None = None
+    metadata: JSON | None = None
+
+
+@attrs.frozen
+class ToolStateCompleted:
+    TAG: ClassVar[str] = "completed"
+    TAG_FIELD: ClassVar[str] = "status"
+    input: JSON
+    output: str
+    title: str
+    metadata: JSON
+    time: CompletedTime
+    attachments: list[FilePart] | None = None
+
+
+@attrs.frozen
+class ToolStateError:
+    """``metadata.kind`` types the failure: error, aborted, timeout, cancelled or denied."""
+
+    TAG: ClassVar[str] = "error"
+    TAG_FIELD: ClassVar[str] = "status"
+    input: JSON
+    error: str
+    time: ErrorTime
+    metadata: JSON | None = None
+
+
+ToolState = Union[ToolStatePending, ToolStateRunning, ToolStateCompleted, ToolStateError]
+
+
+@attrs.frozen
+class ToolApproval:
+    """The approval step (Vercel AI SDK states), absent when none was asked."""
+
+    state: Literal["requested", "approved", "denied"]
+    reason: str | None = None
+
+
+@attrs.frozen
+class ToolPart:
+    TAG: ClassVar[str] = "tool"
+    id: str
+    session_id: str
+    message_id: str
+    call_id: str
+    tool: str
+    state: ToolState
+    metadata: JSON | None = None
+    approval: ToolApproval | None = None
+
+
+@attrs.frozen
+class StepStartPart:
+    TAG: ClassVar[str] = "step-start"
+    id: str
+    session_id: str
+    message_id: str
+    snapshot: str | None = None
+
+
+@attrs.frozen
+class StepFinishPart:
+    TAG: ClassVar[str] = "step-finish"
+    id: str
+    session_id: str
+    message_id: str
+    reason: str
+    cost: float
+    tokens: Tokens
+    snapshot: str | None = None
+
+
+@attrs.frozen
+class SnapshotPart:
+    TAG: ClassVar[str] = "snapshot"
+    id: str
+    session_id: str
+    message_id: str
+    snapshot: str
+
+
+@attrs.frozen
+class PatchPart:
+    TAG: ClassVar[str] = "patch"
+    id: str
+    session_id: str
+    message_id: str
+    hash: str
+    files: list[str]
+
+
+@attrs.frozen
+class AgentPart:
+    TAG: ClassVar[str] = "agent"
+    id: str
+    session_id: str
+    message_id: str
+    name: str
+    source: SourceText | None = None
+
+
+@attrs.frozen
+class SubtaskPart:
+    TAG: ClassVar[str] = "subtask"
+    id: str
+    session_id: str
+    message_id: str
+    prompt: str
+    description: str
+    agent: str
+    model: ModelRef | None = None
+    command: str | None = None
+
+
+@attrs.frozen
+class RetryTime:
+    created: int
+
+
+@attrs.frozen
+class RetryPart:
+    TAG: ClassVar[str] = "retry"
+    id: str
+    session_id: str
+    message_id: str
+    attempt: int
+    error: MessageError
+    time: RetryTime
+
+
+@attrs.frozen
+class CompactionPart:
+    TAG: ClassVar[str] = "compaction"
+    id: str
+    session_id: str
+    message_id: str
+    auto: bool
+    overflow: bool | None = None
+
+
+Part = Union[
+    TextPart, ReasoningPart, FilePart, ToolPart, StepStartPart, StepFinishPart, SnapshotPart,
+    PatchPart, AgentPart, SubtaskPart, RetryPart, CompactionPart,
+]
+
+
+@attrs.frozen
+class WithParts:
+    info: MessageInfo
+    parts: list[Part]

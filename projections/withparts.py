@@ -1,0 +1,491 @@
+"""The WithParts projection: OpenCode-style ``{info, parts}`` messages, folded from events.
+
+The fold keeps small mutable records (a text part is a list of chunks, so a delta
+is one list append) and builds frozen views on demand, caching each part's and
+each message's view until an event touches it. ``snapshot()`` / ``restore()``
+turn the state into bytes and back; a restored projection folds on exactly as
+the original would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import attrs
+import msgspec
+
+from engine import events as ev
+from engine.events import Event
+from projections import views as v
+from projections.json import converter
+
+PartKey = tuple[str, str]
+
+DENIED_ERROR = "The user denied this tool call"
+
+
+def _merge(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not new:
+        return old
+    return {**old, **new} if old else dict(new)
+
+
+def _model(m: ev.ModelRef | None) -> v.ModelRef | None:
+    return None if m is None else v.ModelRef(m.provider_id, m.model_id)
+
+
+def _tokens(t: ev.Tokens | None) -> v.Tokens:
+    if t is None:
+        return v.Tokens()
+    return v.Tokens(t.input, t.output, t.reasoning, v.CacheTokens(t.cache.read, t.cache.write))
+
+
+def _error(e: ev.MessageError | None) -> v.MessageError | None:
+    return None if e is None else v.MessageError(e.kind, e.message, e.status_code, e.retryable)
+
+
+def _source_text(s: ev.SourceText | None) -> v.SourceText | None:
+    return None if s is None else v.SourceText(s.value, s.start, s.end)
+
+
+def _file_source(s: ev.FilePartSource | None) -> v.FilePartSource | None:
+    if s is None:
+        return None
+    if isinstance(s, ev.FileSource):
+        return v.FileSource(s.path, _source_text(s.text))
+    if isinstance(s, ev.SymbolSource):
+        return v.SymbolSource(s.path, s.name, s.kind, dict(s.range), _source_text(s.text))
+    return v.ResourceSource(s.client_name, s.uri, _source_text(s.text))
+
+
+class _Msg:
+    __slots__ = ("info", "parts", "view")
+
+    def __init__(self, info: v.MessageInfo) -> None:
+        self.info = info
+        self.parts: dict[str, _Part] = {}
+        self.view: v.WithParts | None = None
+
+    def build(self) -> v.WithParts:
+        view = self.view
+        if view is None:
+            view = self.view = v.WithParts(self.info, [p.build() for p in self.parts.values()])
+        return view
+
+
+class _Part:
+    """A part whose view never changes after it is added."""
+
+    __slots__ = ("msg", "view")
+
+    def __init__(self, msg: _Msg, view: v.Part | None) -> None:
+        self.msg = msg
+        self.view = view
+
+    def build(self) -> v.Part:
+        assert self.view is not None
+        return self.view
+
+
+class _Stream(_Part):
+    __slots__ = ("chunks", "end", "id", "ignored", "metadata", "reasoning", "start", "synthetic")
+
+    def __init__(self, msg: _Msg, pid: str, reasoning: bool, text: str, start: int) -> None:
+        super().__init__(msg, None)
+        self.id = pid
+        self.reasoning = reasoning
+        self.chunks = [text] if text else []
+        self.start = start
+        self.end: int | None = None
+        self.synthetic: bool | None = None
+        self.ignored: bool | None = None
+        self.metadata: dict[str, Any] | None = None
+
+    def text(self) -> str:
+        chunks = self.chunks
+        if len(chunks) > 1:
+            chunks[:] = ["".join(chunks)]
+        return chunks[0] if chunks else ""
+
+    def build(self) -> v.Part:
+        view = self.view
+        if view is None:
+            sid, mid = self.msg.info.session_id, self.msg.info.id
+            if self.reasoning:
+                view = v.ReasoningPart(self.id, sid, mid, self.text(),
+                                       v.ReasoningTime(self.start, self.end), self.metadata)
+            else:
+                view = v.TextPart(self.id, sid, mid, self.text(), self.synthetic, self.ignored,
+                                  v.PartTime(self.start, self.end), self.metadata)
+            self.view = view
+        return view
+
+
+class _Tool(_Part):
+    __slots__ = (
+        "added", "approval", "approval_reason", "attachments", "call_id", "compacted", "end",
+        "error", "id", "input", "output", "part_metadata", "raw", "start", "state_metadata",
+        "status", "title", "tool",
+    )
+
+    def __init__(self, msg: _Msg, e: ev.ToolAdded) -> None:
+        super().__init__(msg, None)
+        self.id = e.part_id
+        self.call_id = e.call_id
+        self.tool = e.tool
+        self.status = "pending"
+        self.input: dict[str, Any] = dict(e.input)
+        self.raw = [e.raw] if e.raw else []
+        self.part_metadata = e.metadata
+        self.added = e.time
+        self.start: int | None = None
+        self.end: int | None = None
+        self.compacted: int | None = None
+        self.title: str | None = None
+        self.state_metadata: dict[str, Any] | None = None
+        self.output = ""
+        self.error = ""
+        self.attachments: list[v.FilePart] | None = None
+        self.approval: str | None = None
+        self.approval_reason: str | None = None
+
+    def state(self) -> v.ToolState:
+        status = self.status
+        if status == "pending":
+            raw = self.raw
+            if len(raw) > 1:
+                raw[:] = ["".join(raw)]
+            return v.ToolStatePending(self.input, raw[0] if raw else "")
+        if status == "running":
+            assert self.start is not None
+            return v.ToolStateRunning(self.input, v.RunningTime(self.start), self.title,
+                                      self.state_metadata)
+        assert self.end is not None
+        start = self.start if self.start is not None else self.added
+        if status == "completed":
+            return v.ToolStateCompleted(
+                self.input, self.output, self.title or "", self.state_metadata or {},
+                v.CompletedTime(start, self.end, self.compacted), self.attachments,
+            )
+        return v.ToolStateError(self.input, self.error, v.ErrorTime(start, self.end),
+                                self.state_metadata)
+
+    def build(self) -> v.Part:
+        view = self.view
+        if view is None:
+            approval = (None if self.approval is None
+                        else v.ToolApproval(self.approval, self.approval_reason))  # type: ignore[arg-type]
+            view = self.view = v.ToolPart(
+                self.id, self.msg.info.session_id, self.msg.info.id, self.call_id, self.tool,
+                self.state(), self.part_metadata, approval,
+            )
+        return view
+
+
+@attrs.define
+class _SnapshotExtra:
+    """What a snapshot needs beyond the views: when unfinished tools were added, and raw."""
+
+    tool_added: dict[str, int] = attrs.field(factory=dict)
+
+
+_SNAPSHOT_VERSION = 1
+
+
+class WithPartsProjection:
+    """Folds events into ``WithParts`` messages, one event at a time."""
+
+    NAME: ClassVar[str] = f"withparts.v{_SNAPSHOT_VERSION}"
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.seq = 0
+        self._msgs: dict[str, _Msg] = {}
+        self._parts: dict[PartKey, _Part] = {}
+        self._fold: dict[type[Event], Callable[[Any], None]] = {
+            ev.MessageStarted: self._message_started,
+            ev.MessageCompleted: self._message_completed,
+            ev.TextAdded: self._text_added,
+            ev.ReasoningAdded: self._reasoning_added,
+            ev.TextDelta: self._delta,
+            ev.ReasoningDelta: self._delta,
+            ev.PartEnded: self._part_ended,
+            ev.FileAdded: self._file_added,
+            ev.ToolAdded: self._tool_added,
+            ev.ToolInputDelta: self._tool_input_delta,
+            ev.ToolInputReady: self._tool_input_ready,
+            ev.ToolApprovalRequested: self._approval_requested,
+            ev.ToolApprovalGranted: self._approval_granted,
+            ev.ToolApprovalDenied: self._approval_denied,
+            ev.ToolStarted: self._tool_started,
+            ev.ToolProgress: self._tool_progress,
+            ev.ToolCompleted: self._tool_completed,
+            ev.ToolFailed: self._tool_failed,
+            ev.ToolOutputCompacted: self._tool_compacted,
+            ev.StepStarted: self._static,
+            ev.StepFinished: self._static,
+            ev.SnapshotAdded: self._static,
+            ev.PatchAdded: self._static,
+            ev.AgentAdded: self._static,
+            ev.SubtaskAdded: self._static,
+            ev.RetryAdded: self._static,
+            ev.CompactionAdded: self._static,
+        }
+
+    # ------------------------------------------------------------------ folding
+
+    def apply(self, e: Event) -> None:
+        self._fold[type(e)](e)
+        self.seq = e.seq
+
+    def apply_all(self, events: Any) -> WithPartsProjection:
+        fold = self._fold
+        last = None
+        for e in events:
+            fold[type(e)](e)
+            last = e
+        if last is not None:
+            self.seq = last.seq
+        return self
+
+    __call__ = apply  # usable directly as a Session subscriber
+
+    def _message_started(self, e: ev.MessageStarted) -> None:
+        time = v.MessageTime(e.time)
+        info: v.MessageInfo
+        if e.role == "user":
+            info = v.UserInfo(e.message_id, self.session_id, time, e.agent, _model(e.model),
+                              e.system, e.tools, e.variant,
+                              None if e.summary is None else v.UserSummary(
+                                  e.summary.title, e.summary.body, e.summary.diffs))
+        else:
+            info = v.AssistantInfo(
+                e.message_id, self.session_id, time, e.agent,
+                e.model.provider_id if e.model else None, e.model.model_id if e.model else None,
+                e.system, e.variant,
+                None if e.path is None else v.PathInfo(e.path.cwd, e.path.root), e.parent_id,
+            )
+        self._msgs[e.message_id] = _Msg(info)
+
+    def _message_completed(self, e: ev.MessageCompleted) -> None:
+        msg = self._msgs[e.message_id]
+        info = msg.info
+        time = v.MessageTime(info.time.created, e.time)
+        if isinstance(info, v.AssistantInfo):
+            msg.info = attrs.evolve(info, time=time, cost=e.cost, tokens=_tokens(e.tokens),
+                                    finish=e.finish, error=_error(e.error))
+        else:
+            msg.info = attrs.evolve(info, time=time)
+        msg.view = None
+
+    def _add(self, e: ev.PartEvent, part: _Part) -> None:
+        msg = part.msg
+        msg.parts[e.part_id] = part
+        self._parts[(e.message_id, e.part_id)] = part
+        msg.view = None
+
+    def _text_added(self, e: ev.TextAdded) -> None:
+        part = _Stream(self._msgs[e.message_id], e.part_id, False, e.text, e.time)
+        part.synthetic = e.synthetic or None
+        part.ignored = e.ignored or None
+        part.metadata = e.metadata
+        self._add(e, part)
+
+    def _reasoning_added(self, e: ev.ReasoningAdded) -> None:
+        part = _Stream(self._msgs[e.message_id], e.part_id, True, e.text, e.time)
+        part.metadata = e.metadata
+        self._add(e, part)
+
+    def _delta(self, e: ev.TextDelta | ev.ReasoningDelta) -> None:
+        part: Any = self._parts[(e.message_id, e.part_id)]
+        part.chunks.append(e.delta)
+        part.view = None
+        part.msg.view = None
+
+    def _part_ended(self, e: ev.PartEnded) -> None:
+        part: Any = self._parts[(e.message_id, e.part_id)]
+        part.end = e.time
+        part.metadata = _merge(part.metadata, e.metadata)
+        part.view = None
+        part.msg.view = None
+
+    def _file_added(self, e: ev.FileAdded) -> None:
+        view = v.FilePart(e.part_id, self.session_id, e.message_id, e.mime, e.url, e.filename,
+                          _file_source(e.source))
+        self._add(e, _Part(self._msgs[e.message_id], view))
+
+    def _static(self, e: Any) -> None:
+        sid, mid, pid = self.session_id, e.message_id, e.part_id
+        view: v.Part
+        if isinstance(e, ev.StepStarted):
+            view = v.StepStartPart(pid, sid, mid, e.snapshot)
+        elif isinstance(e, ev.StepFinished):
+            view = v.StepFinishPart(pid, sid, mid, e.reason, e.cost, _tokens(e.tokens), e.snapshot)
+        elif isinstance(e, ev.SnapshotAdded):
+            view = v.SnapshotPart(pid, sid, mid, e.snapshot)
+        elif isinstance(e, ev.PatchAdded):
+            view = v.PatchPart(pid, sid, mid, e.hash, list(e.files))
+        elif isinstance(e, ev.AgentAdded):
+            view = v.AgentPart(pid, sid, mid, e.name, _source_text(e.source))
+        elif isinstance(e, ev.SubtaskAdded):
+            view = v.SubtaskPart(pid, sid, mid, e.prompt, e.description, e.agent,
+                                 _model(e.model), e.command)
+        elif isinstance(e, ev.RetryAdded):
+            error = _error(e.error)
+            assert error is not None
+            view = v.RetryPart(pid, sid, mid, e.attempt, error, v.RetryTime(e.time))
+        else:
+            view = v.CompactionPart(pid, sid, mid, e.auto, e.overflow)
+        self._add(e, _Part(self._msgs[mid], view))
+
+    # ------------------------------------------------------------------ tools
+
+    def _tool(self, e: ev.PartEvent) -> _Tool:
+        part = self._parts[(e.message_id, e.part_id)]
+        assert isinstance(part, _Tool)
+        part.view = None
+        part.msg.view = None
+        return part
+
+    def _tool_added(self, e: ev.ToolAdded) -> None:
+        self._add(e, _Tool(self._msgs[e.message_id], e))
+
+    def _tool_input_delta(self, e: ev.ToolInputDelta) -> None:
+        self._tool(e).raw.append(e.fragment)
+
+    def _tool_input_ready(self, e: ev.ToolInputReady) -> None:
+        self._tool(e).input = dict(e.input)
+
+    def _approval_requested(self, e: ev.ToolApprovalRequested) -> None:
+        t = self._tool(e)
+        t.approval, t.approval_reason = "requested", e.reason
+
+    def _approval_granted(self, e: ev.ToolApprovalGranted) -> None:
+        t = self._tool(e)
+        t.approval, t.approval_reason = "approved", e.reason or t.approval_reason
+
+    def _approval_denied(self, e: ev.ToolApprovalDenied) -> None:
+        t = self._tool(e)
+        t.approval, t.approval_reason = "denied", e.reason or None
+        t.status = "error"
+        t.error = f"{DENIED_ERROR}: {e.reason}" if e.reason else DENIED_ERROR
+        t.state_metadata = {"kind": "denied"}
+        t.end = e.time
+
+    def _tool_started(self, e: ev.ToolStarted) -> None:
+        t = self._tool(e)
+        t.status = "running"
+        t.start = e.time
+        if e.input is not None:
+            t.input = dict(e.input)
+        t.title = e.title
+        t.state_metadata = e.metadata
+        if e.deadline is not None:
+            t.state_metadata = {**(e.metadata or {}), "deadline": e.deadline}
+
+    def _tool_progress(self, e: ev.ToolProgress) -> None:
+        t = self._tool(e)
+        if e.title is not None:
+            t.title = e.title
+        t.state_metadata = _merge(t.state_metadata, e.metadata)
+
+    def _tool_completed(self, e: ev.ToolCompleted) -> None:
+        t = self._tool(e)
+        t.status = "completed"
+        t.output = e.output
+        t.title = e.title or t.title or ""
+        t.state_metadata = _merge(t.state_metadata, e.metadata) or {}
+        t.end = e.time
+        if e.attachments:
+            t.attachments = [
+                v.FilePart(a.part_id, self.session_id, e.message_id, a.mime, a.url, a.filename,
+                           _file_source(a.source))
+                for a in e.attachments
+            ]
+
+    def _tool_failed(self, e: ev.ToolFailed) -> None:
+        t = self._tool(e)
+        t.status = "error"
+        t.error = e.error
+        t.state_metadata = {**(_merge(t.state_metadata, e.metadata) or {}), "kind": e.kind}
+        t.end = e.time
+
+    def _tool_compacted(self, e: ev.ToolOutputCompacted) -> None:
+        self._tool(e).compacted = e.time
+
+    # ------------------------------------------------------------------ reading
+
+    def messages(self) -> list[v.WithParts]:
+        return [m.build() for m in self._msgs.values()]
+
+    def message(self, message_id: str) -> v.WithParts:
+        return self._msgs[message_id].build()
+
+    def to_json(self) -> list[Any]:
+        data = converter.unstructure(self.messages(), list[v.WithParts])
+        assert isinstance(data, list)
+        return data
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> bytes:
+        extra = {k[1]: p.added for k, p in self._parts.items()
+                 if isinstance(p, _Tool) and p.status in ("pending", "running")}
+        return msgspec.msgpack.encode({
+            "v": _SNAPSHOT_VERSION, "seq": self.seq, "messages": self.to_json(),
+            "tool_added": extra,
+        })
+
+    @classmethod
+    def restore(cls, session_id: str, data: bytes) -> WithPartsProjection:
+        raw = msgspec.msgpack.decode(data)
+        if raw.get("v") != _SNAPSHOT_VERSION:
+            raise ValueError(f"snapshot version {raw.get('v')} is not {_SNAPSHOT_VERSION}")
+        proj = cls(session_id)
+        proj.seq = raw["seq"]
+        added: dict[str, int] = raw["tool_added"]
+        for wp in converter.structure(raw["messages"], list[v.WithParts]):
+            msg = _Msg(attrs.evolve(wp.info, session_id=session_id))
+            proj._msgs[wp.info.id] = msg
+            for pv in wp.parts:
+                part = _part_from_view(msg, pv, added)
+                msg.parts[pv.id] = part
+                proj._parts[(wp.info.id, pv.id)] = part
+        return proj
+
+
+def _part_from_view(msg: _Msg, pv: v.Part, tool_added: dict[str, int]) -> _Part:
+    if isinstance(pv, v.TextPart | v.ReasoningPart):
+        reasoning = isinstance(pv, v.ReasoningPart)
+        start = pv.time.start if pv.time is not None else None
+        stream = _Stream(msg, pv.id, reasoning, pv.text, start or 0)
+        stream.end = pv.time.end if pv.time is not None else None
+        stream.metadata = pv.metadata
+        if isinstance(pv, v.TextPart):
+            stream.synthetic, stream.ignored = pv.synthetic, pv.ignored
+        return stream
+    if isinstance(pv, v.ToolPart):
+        s = pv.state
+        tool = _Tool(msg, ev.ToolAdded(message_id=msg.info.id, part_id=pv.id, call_id=pv.call_id,
+                                       tool=pv.tool, metadata=pv.metadata,
+                                       time=tool_added.get(pv.id, 0)))
+        tool.status = s.TAG
+        tool.input = dict(s.input)
+        if pv.approval is not None:
+            tool.approval, tool.approval_reason = pv.approval.state, pv.approval.reason
+        if isinstance(s, v.ToolStatePending):
+            tool.raw = [s.raw] if s.raw else []
+        elif isinstance(s, v.ToolStateRunning):
+            tool.start, tool.title, tool.state_metadata = s.time.start, s.title, s.metadata
+        elif isinstance(s, v.ToolStateCompleted):
+            tool.start, tool.end, tool.compacted = s.time.start, s.time.end, s.time.compacted
+            tool.output, tool.title, tool.state_metadata = s.output, s.title, s.metadata
+            tool.attachments = s.attachments
+        else:
+            tool.start, tool.end = s.time.start, s.time.end
+            tool.error, tool.state_metadata = s.error, s.metadata
+        tool.added = tool_added.get(pv.id, s.time.start if not isinstance(
+            s, v.ToolStatePending) else 0)
+        return tool
+    return _Part(msg, pv)
