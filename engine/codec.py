@@ -49,7 +49,8 @@ def decode_json(data: bytes | str, *, line: int | None = None) -> AnyEvent:
     if len(data) > MAX_EVENT_BYTES:
         raise EventDecodeError(f"event is {len(data)} bytes, over {MAX_EVENT_BYTES}", line=line)
     try:
-        return _json_dec.decode(data)
+        event: AnyEvent = _json_dec.decode(data)
+        return event
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise _wrap(exc, line) from None
     except UnicodeDecodeError as exc:
@@ -58,7 +59,8 @@ def decode_json(data: bytes | str, *, line: int | None = None) -> AnyEvent:
 
 def decode_msgpack(data: bytes) -> AnyEvent:
     try:
-        return _mp_dec.decode(data)
+        event: AnyEvent = _mp_dec.decode(data)
+        return event
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise _wrap(exc) from None
 
@@ -85,6 +87,7 @@ def to_builtins(event: Event) -> dict[str, Any]:
 
 def from_builtins(obj: Any) -> AnyEvent:
     try:
-        return msgspec.convert(obj, AnyEvent)
+        event: AnyEvent = msgspec.convert(obj, AnyEvent)
+        return event
     except msgspec.ValidationError as exc:
         raise _wrap(exc) from None

@@ -8,6 +8,9 @@ from collections.abc import Sequence
 class ConvlogError(Exception):
     """Base class of every error convlog raises on purpose."""
 
+    # Position (from 1) of the offending event in a raw batch, when known.
+    batch_index: int | None = None
+
 
 class EventDecodeError(ConvlogError):
     """Bytes or a dict that are not a valid event (unknown type, missing or mistyped field)."""
@@ -22,7 +25,9 @@ class EventDecodeError(ConvlogError):
 class PartValidationError(ConvlogError):
     """An event breaks a business rule of the seed (BR-01..BR-14) or a field constraint."""
 
-    def __init__(self, rule: str, message: str, *, event_id: str = "", event_type: str = "") -> None:
+    def __init__(
+        self, rule: str, message: str, *, event_id: str = "", event_type: str = ""
+    ) -> None:
         self.rule = rule
         self.event_id = event_id
         self.event_type = event_type

@@ -10,7 +10,7 @@ them in when it appends (``seq`` is always assigned by the log).
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, Union, get_args
+from typing import Any, Final, Literal, get_args
 
 import msgspec
 
@@ -30,29 +30,29 @@ class _Value(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
     """Base of the small value types nested inside events."""
 
 
-class ModelRef(_Value):
+class ModelRef(_Value, frozen=True):
     provider_id: str
     model_id: str
 
 
-class PathInfo(_Value):
+class PathInfo(_Value, frozen=True):
     cwd: str
     root: str
 
 
-class CacheTokens(_Value):
+class CacheTokens(_Value, frozen=True):
     read: int = 0
     write: int = 0
 
 
-class Tokens(_Value):
+class Tokens(_Value, frozen=True):
     input: int = 0
     output: int = 0
     reasoning: int = 0
     cache: CacheTokens = msgspec.field(default_factory=CacheTokens)
 
 
-class MessageError(_Value):
+class MessageError(_Value, frozen=True):
     """Why an assistant message ended badly (OpenCode's typed message errors)."""
 
     kind: MessageErrorKind
@@ -61,7 +61,7 @@ class MessageError(_Value):
     retryable: bool | None = None
 
 
-class UserSummary(_Value):
+class UserSummary(_Value, frozen=True):
     """BR-11: only produced when the context is compacted."""
 
     title: str | None = None
@@ -69,18 +69,18 @@ class UserSummary(_Value):
     diffs: list[JSONObject] | None = None
 
 
-class SourceText(_Value):
+class SourceText(_Value, frozen=True):
     value: str
     start: int
     end: int
 
 
-class FileSource(_Value, tag="file", tag_field="type"):
+class FileSource(_Value, frozen=True, tag="file", tag_field="type"):
     path: str
     text: SourceText | None = None
 
 
-class SymbolSource(_Value, tag="symbol", tag_field="type"):
+class SymbolSource(_Value, frozen=True, tag="symbol", tag_field="type"):
     path: str
     name: str
     kind: int
@@ -88,16 +88,16 @@ class SymbolSource(_Value, tag="symbol", tag_field="type"):
     text: SourceText | None = None
 
 
-class ResourceSource(_Value, tag="resource", tag_field="type"):
+class ResourceSource(_Value, frozen=True, tag="resource", tag_field="type"):
     client_name: str
     uri: str
     text: SourceText | None = None
 
 
-FilePartSource = Union[FileSource, SymbolSource, ResourceSource]
+FilePartSource = FileSource | SymbolSource | ResourceSource
 
 
-class Attachment(_Value):
+class Attachment(_Value, frozen=True):
     """A file produced by a tool; it becomes a file part inside the completed state."""
 
     part_id: str
@@ -138,7 +138,7 @@ class PartEvent(MessageEvent, frozen=True, kw_only=True):
 # --------------------------------------------------------------------------- messages
 
 
-class MessageStarted(MessageEvent, tag="message.started"):
+class MessageStarted(MessageEvent, frozen=True, tag="message.started"):
     """A user or assistant message opens (``info`` of WithParts)."""
 
     role: Role
@@ -152,7 +152,7 @@ class MessageStarted(MessageEvent, tag="message.started"):
     parent_id: str | None = None
 
 
-class MessageCompleted(MessageEvent, tag="message.completed"):
+class MessageCompleted(MessageEvent, frozen=True, tag="message.completed"):
     """The message closes; no part may be added after it (BR-14 sets time.completed)."""
 
     cost: float = 0.0
@@ -164,7 +164,7 @@ class MessageCompleted(MessageEvent, tag="message.completed"):
 # --------------------------------------------------------------------------- text and reasoning
 
 
-class TextAdded(PartEvent, tag="text.added"):
+class TextAdded(PartEvent, frozen=True, tag="text.added"):
     """A text part opens in state ``streaming``; ``part.ended`` makes it ``done``."""
 
     text: str = ""
@@ -173,20 +173,20 @@ class TextAdded(PartEvent, tag="text.added"):
     metadata: JSONObject | None = None
 
 
-class TextDelta(PartEvent, tag="text.delta"):
+class TextDelta(PartEvent, frozen=True, tag="text.delta"):
     delta: str
 
 
-class ReasoningAdded(PartEvent, tag="reasoning.added"):
+class ReasoningAdded(PartEvent, frozen=True, tag="reasoning.added"):
     text: str = ""
     metadata: JSONObject | None = None
 
 
-class ReasoningDelta(PartEvent, tag="reasoning.delta"):
+class ReasoningDelta(PartEvent, frozen=True, tag="reasoning.delta"):
     delta: str
 
 
-class PartEnded(PartEvent, tag="part.ended"):
+class PartEnded(PartEvent, frozen=True, tag="part.ended"):
     """A streaming text or reasoning part is done; ``metadata`` is merged (e.g. a signature)."""
 
     metadata: JSONObject | None = None
@@ -195,7 +195,7 @@ class PartEnded(PartEvent, tag="part.ended"):
 # --------------------------------------------------------------------------- files
 
 
-class FileAdded(PartEvent, tag="file.added"):
+class FileAdded(PartEvent, frozen=True, tag="file.added"):
     mime: str
     url: str
     filename: str | None = None
@@ -205,7 +205,7 @@ class FileAdded(PartEvent, tag="file.added"):
 # --------------------------------------------------------------------------- tools
 
 
-class ToolAdded(PartEvent, tag="tool.added"):
+class ToolAdded(PartEvent, frozen=True, tag="tool.added"):
     """A tool call appears in state ``pending`` (BR-06: ``raw`` keeps the raw arguments)."""
 
     call_id: str
@@ -215,34 +215,34 @@ class ToolAdded(PartEvent, tag="tool.added"):
     metadata: JSONObject | None = None
 
 
-class ToolInputDelta(PartEvent, tag="tool.input_delta"):
+class ToolInputDelta(PartEvent, frozen=True, tag="tool.input_delta"):
     """A raw JSON fragment of the tool's arguments, appended to ``raw`` while pending."""
 
     fragment: str
 
 
-class ToolInputReady(PartEvent, tag="tool.input_ready"):
+class ToolInputReady(PartEvent, frozen=True, tag="tool.input_ready"):
     """The arguments are complete and parsed (pending stays pending)."""
 
     input: JSONObject
 
 
-class ToolApprovalRequested(PartEvent, tag="tool.approval_requested"):
+class ToolApprovalRequested(PartEvent, frozen=True, tag="tool.approval_requested"):
     reason: str | None = None
     metadata: JSONObject | None = None
 
 
-class ToolApprovalGranted(PartEvent, tag="tool.approval_granted"):
+class ToolApprovalGranted(PartEvent, frozen=True, tag="tool.approval_granted"):
     reason: str | None = None
 
 
-class ToolApprovalDenied(PartEvent, tag="tool.approval_denied"):
+class ToolApprovalDenied(PartEvent, frozen=True, tag="tool.approval_denied"):
     """The user refused the call: the tool ends in ``error`` with kind ``denied``."""
 
     reason: str = ""
 
 
-class ToolStarted(PartEvent, tag="tool.started"):
+class ToolStarted(PartEvent, frozen=True, tag="tool.started"):
     """pending -> running. ``time.start`` is the event time (BR-07).
 
     ``input`` replaces the pending input when given; ``deadline`` (ms) lets
@@ -255,14 +255,14 @@ class ToolStarted(PartEvent, tag="tool.started"):
     deadline: int | None = None
 
 
-class ToolProgress(PartEvent, tag="tool.progress"):
+class ToolProgress(PartEvent, frozen=True, tag="tool.progress"):
     """running -> running: a new title and/or metadata (merged)."""
 
     title: str | None = None
     metadata: JSONObject | None = None
 
 
-class ToolCompleted(PartEvent, tag="tool.completed"):
+class ToolCompleted(PartEvent, frozen=True, tag="tool.completed"):
     """running -> completed (BR-08 time.end, BR-09 output not empty)."""
 
     output: str
@@ -271,7 +271,7 @@ class ToolCompleted(PartEvent, tag="tool.completed"):
     attachments: list[Attachment] = msgspec.field(default_factory=list)
 
 
-class ToolFailed(PartEvent, tag="tool.failed"):
+class ToolFailed(PartEvent, frozen=True, tag="tool.failed"):
     """-> error (BR-08 time.end, BR-10 a description). ``kind`` types the failure."""
 
     error: str
@@ -279,39 +279,39 @@ class ToolFailed(PartEvent, tag="tool.failed"):
     metadata: JSONObject | None = None
 
 
-class ToolOutputCompacted(PartEvent, tag="tool.output_compacted"):
+class ToolOutputCompacted(PartEvent, frozen=True, tag="tool.output_compacted"):
     """A completed tool's output is cleared from what the model sees (time.compacted)."""
 
 
 # --------------------------------------------------------------------------- steps and the rest
 
 
-class StepStarted(PartEvent, tag="step.started"):
+class StepStarted(PartEvent, frozen=True, tag="step.started"):
     snapshot: str | None = None
 
 
-class StepFinished(PartEvent, tag="step.finished"):
+class StepFinished(PartEvent, frozen=True, tag="step.finished"):
     reason: str
     cost: float = 0.0
     tokens: Tokens = msgspec.field(default_factory=Tokens)
     snapshot: str | None = None
 
 
-class SnapshotAdded(PartEvent, tag="snapshot.added"):
+class SnapshotAdded(PartEvent, frozen=True, tag="snapshot.added"):
     snapshot: str
 
 
-class PatchAdded(PartEvent, tag="patch.added"):
+class PatchAdded(PartEvent, frozen=True, tag="patch.added"):
     hash: str
     files: list[str] = msgspec.field(default_factory=list)
 
 
-class AgentAdded(PartEvent, tag="agent.added"):
+class AgentAdded(PartEvent, frozen=True, tag="agent.added"):
     name: str
     source: SourceText | None = None
 
 
-class SubtaskAdded(PartEvent, tag="subtask.added"):
+class SubtaskAdded(PartEvent, frozen=True, tag="subtask.added"):
     prompt: str
     description: str
     agent: str
@@ -319,47 +319,47 @@ class SubtaskAdded(PartEvent, tag="subtask.added"):
     command: str | None = None
 
 
-class RetryAdded(PartEvent, tag="retry.added"):
+class RetryAdded(PartEvent, frozen=True, tag="retry.added"):
     attempt: int
     error: MessageError
 
 
-class CompactionAdded(PartEvent, tag="compaction.added"):
+class CompactionAdded(PartEvent, frozen=True, tag="compaction.added"):
     auto: bool = False
     overflow: bool | None = None
 
 
 # --------------------------------------------------------------------------- the union
 
-AnyEvent = Union[
-    MessageStarted,
-    MessageCompleted,
-    TextAdded,
-    TextDelta,
-    ReasoningAdded,
-    ReasoningDelta,
-    PartEnded,
-    FileAdded,
-    ToolAdded,
-    ToolInputDelta,
-    ToolInputReady,
-    ToolApprovalRequested,
-    ToolApprovalGranted,
-    ToolApprovalDenied,
-    ToolStarted,
-    ToolProgress,
-    ToolCompleted,
-    ToolFailed,
-    ToolOutputCompacted,
-    StepStarted,
-    StepFinished,
-    SnapshotAdded,
-    PatchAdded,
-    AgentAdded,
-    SubtaskAdded,
-    RetryAdded,
-    CompactionAdded,
-]
+AnyEvent = (
+    MessageStarted
+    | MessageCompleted
+    | TextAdded
+    | TextDelta
+    | ReasoningAdded
+    | ReasoningDelta
+    | PartEnded
+    | FileAdded
+    | ToolAdded
+    | ToolInputDelta
+    | ToolInputReady
+    | ToolApprovalRequested
+    | ToolApprovalGranted
+    | ToolApprovalDenied
+    | ToolStarted
+    | ToolProgress
+    | ToolCompleted
+    | ToolFailed
+    | ToolOutputCompacted
+    | StepStarted
+    | StepFinished
+    | SnapshotAdded
+    | PatchAdded
+    | AgentAdded
+    | SubtaskAdded
+    | RetryAdded
+    | CompactionAdded
+)
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = get_args(AnyEvent)
 
@@ -377,7 +377,8 @@ EVENT_BY_TAG: Final[dict[str, type[Event]]] = {tag_of(c): c for c in EVENT_TYPES
 DEFAULT_ACTOR: Final[dict[type[Event], str]] = {
     cls: (
         "tool"
-        if tag_of(cls).startswith("tool.") and cls not in (ToolAdded, ToolInputDelta, ToolInputReady)
+        if tag_of(cls).startswith("tool.")
+        and cls not in (ToolAdded, ToolInputDelta, ToolInputReady)
         else "user"
         if cls in (ToolApprovalGranted, ToolApprovalDenied)
         else "assistant"

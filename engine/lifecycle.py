@@ -168,7 +168,8 @@ class Lifecycle:
                 want = "/".join(sorted(kinds)) if kinds else "a new"
                 raise self._illegal(
                     _KIND_OF_TABLE.get(part.kind, tb.PART), e, f"{part.kind} {state}",
-                    f"BR-02: part {e.part_id} is a {part.kind} part; {tag_of(cls)} needs {want} part",
+                    f"BR-02: part {e.part_id} is a {part.kind} part; "
+                    f"{tag_of(cls)} needs {want} part",
                 )
         row = table.index.get((state, cls))
         if row is None:
@@ -183,9 +184,10 @@ class Lifecycle:
                     f"from {state} a tool may only fail with kind "
                     f"{', '.join(sorted(row.kinds))}, not {kind}",
                 )
-        if cls is ev.StepStarted or cls is ev.StepFinished:
-            if (msg.step, cls) not in tb.STEP.index:
-                raise self._illegal(tb.STEP, e, msg.step, "step-start and step-finish must pair")
+        if (cls is ev.StepStarted or cls is ev.StepFinished) and (
+            (msg.step, cls) not in tb.STEP.index
+        ):
+            raise self._illegal(tb.STEP, e, msg.step, "step-start and step-finish must pair")
         self._check_rules(e, msg)
         return row
 

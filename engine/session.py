@@ -129,7 +129,8 @@ class Session:
         accepted: list[Event] = []
         lc.begin()
         try:
-            for e in events:
+            for planned in events:
+                e = planned
                 if e.seq != lc.version + 1:
                     e = msgspec.structs.replace(e, seq=lc.version + 1)
                 if lc.apply(e):
@@ -165,9 +166,10 @@ class Session:
         history is a no-op and reports its original seq. Returns one seq per event.
         """
         stamped: list[Event] = []
+        positions: dict[str, int] = {}
         seqs: list[int | None] = []
         seen: dict[str, int] = {}
-        for raw in events:
+        for position, raw in enumerate(events, start=1):
             if raw.session_id and raw.session_id != self.id:
                 raise PartValidationError(
                     "session", f"event {raw.id} belongs to session {raw.session_id}, not {self.id}",
@@ -186,8 +188,13 @@ class Session:
                     raise DuplicateEventId(raw.id, f"session {where[0]} seq {where[1]}"
                                            if where else "another session")
             stamped.append(self._stamp(raw))
+            positions[stamped[-1].id] = position
             seqs.append(None)
-        accepted = iter(self._commit(stamped))
+        try:
+            accepted = iter(self._commit(stamped))
+        except (IllegalTransition, PartValidationError) as exc:
+            exc.batch_index = positions.get(exc.event_id)
+            raise
         accepted_ids = {}
         for e in accepted:
             accepted_ids[e.id] = e.seq

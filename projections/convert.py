@@ -38,8 +38,10 @@ def make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(omit_if_default=True)
 
     def unstructure_factory(cl: type) -> Any:
-        overrides = {a.name: override(rename=seed_name(a.name)) for a in attrs.fields(cl)}
-        fn = make_dict_unstructure_fn(cl, conv, _cattrs_omit_if_default=True, **overrides)
+        overrides: dict[str, Any] = {
+            a.name: override(rename=seed_name(a.name)) for a in attrs.fields(cl)
+        }
+        fn: Any = make_dict_unstructure_fn(cl, conv, _cattrs_omit_if_default=True, **overrides)
         tag = getattr(cl, "TAG", None)
         if tag is None:
             return fn
@@ -52,7 +54,9 @@ def make_converter() -> cattrs.Converter:
         return tagged
 
     def structure_factory(cl: type) -> Any:
-        overrides = {a.name: override(rename=seed_name(a.name)) for a in attrs.fields(cl)}
+        overrides: dict[str, Any] = {
+            a.name: override(rename=seed_name(a.name)) for a in attrs.fields(cl)
+        }
         return make_dict_structure_fn(cl, conv, **overrides)
 
     conv.register_unstructure_hook_factory(attrs.has, unstructure_factory)
@@ -63,7 +67,7 @@ def make_converter() -> cattrs.Converter:
 def tag_union(conv: cattrs.Converter, union: Any, tag_name: str) -> None:
     """Tag a union of view classes by their ``TAG`` class variable."""
     configure_tagged_union(
-        union, conv, tag_name=tag_name, tag_generator=lambda cl: cl.TAG,
+        union, conv, tag_name=tag_name, tag_generator=lambda cl: str(getattr(cl, "TAG")),  # noqa: B009
     )
 
 

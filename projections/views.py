@@ -6,7 +6,7 @@ Optional TypeScript fields are ``None`` here and absent in JSON.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal
 
 import attrs
 
@@ -103,7 +103,7 @@ class AssistantInfo:
         return "assistant"
 
 
-MessageInfo = Union[UserInfo, AssistantInfo]
+MessageInfo = UserInfo | AssistantInfo
 
 
 # --------------------------------------------------------------------------- parts
@@ -177,7 +177,7 @@ class ResourceSource:
     text: SourceText | None = None
 
 
-FilePartSource = Union[FileSource, SymbolSource, ResourceSource]
+FilePartSource = FileSource | SymbolSource | ResourceSource
 
 
 @attrs.frozen
@@ -252,7 +252,7 @@ class ToolStateError:
     metadata: JSON | None = None
 
 
-ToolState = Union[ToolStatePending, ToolStateRunning, ToolStateCompleted, ToolStateError]
+ToolState = ToolStatePending | ToolStateRunning | ToolStateCompleted | ToolStateError
 
 
 @attrs.frozen
@@ -365,10 +365,20 @@ class CompactionPart:
     overflow: bool | None = None
 
 
-Part = Union[
-    TextPart, ReasoningPart, FilePart, ToolPart, StepStartPart, StepFinishPart, SnapshotPart,
-    PatchPart, AgentPart, SubtaskPart, RetryPart, CompactionPart,
-]
+Part = (
+    TextPart
+    | ReasoningPart
+    | FilePart
+    | ToolPart
+    | StepStartPart
+    | StepFinishPart
+    | SnapshotPart
+    | PatchPart
+    | AgentPart
+    | SubtaskPart
+    | RetryPart
+    | CompactionPart
+)
 
 
 @attrs.frozen

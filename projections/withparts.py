@@ -60,17 +60,32 @@ def _file_source(s: ev.FilePartSource | None) -> v.FilePartSource | None:
 
 
 class _Msg:
-    __slots__ = ("info", "parts", "view")
+    """A message in one of three forms: live records, a frozen view, or raw snapshot data.
 
-    def __init__(self, info: v.MessageInfo) -> None:
-        self.info = info
-        self.parts: dict[str, _Part] = {}
-        self.view: v.WithParts | None = None
+    Restored messages stay frozen (or raw) until an event touches them, so a
+    restore costs a pointer per message rather than a rebuild.
+    """
+
+    __slots__ = ("info", "parts", "raw", "view")
+
+    def __init__(self, info: v.MessageInfo | None, *, view: v.WithParts | None = None,
+                 raw: Any = None) -> None:
+        self.info: v.MessageInfo = info if info is not None else (
+            view.info if view is not None else None)  # type: ignore[assignment]
+        self.parts: dict[str, _Part] | None = {} if view is None and raw is None else None
+        self.view = view
+        self.raw = raw
 
     def build(self) -> v.WithParts:
         view = self.view
         if view is None:
-            view = self.view = v.WithParts(self.info, [p.build() for p in self.parts.values()])
+            if self.parts is None:
+                view = converter.structure(self.raw, v.WithParts)
+                self.info = view.info
+                self.raw = None
+            else:
+                view = v.WithParts(self.info, [p.build() for p in self.parts.values()])
+            self.view = view
         return view
 
 
@@ -183,13 +198,6 @@ class _Tool(_Part):
         return view
 
 
-@attrs.define
-class _SnapshotExtra:
-    """What a snapshot needs beyond the views: when unfinished tools were added, and raw."""
-
-    tool_added: dict[str, int] = attrs.field(factory=dict)
-
-
 _SNAPSHOT_VERSION = 1
 
 
@@ -203,6 +211,8 @@ class WithPartsProjection:
         self.seq = 0
         self._msgs: dict[str, _Msg] = {}
         self._parts: dict[PartKey, _Part] = {}
+        # When each unfinished tool was added: an error before it ever ran starts there.
+        self._tool_added: dict[PartKey, int] = {}
         self._fold: dict[type[Event], Callable[[Any], None]] = {
             ev.MessageStarted: self._message_started,
             ev.MessageCompleted: self._message_completed,
@@ -212,7 +222,7 @@ class WithPartsProjection:
             ev.ReasoningDelta: self._delta,
             ev.PartEnded: self._part_ended,
             ev.FileAdded: self._file_added,
-            ev.ToolAdded: self._tool_added,
+            ev.ToolAdded: self._on_tool_added,
             ev.ToolInputDelta: self._tool_input_delta,
             ev.ToolInputReady: self._tool_input_ready,
             ev.ToolApprovalRequested: self._approval_requested,
@@ -232,6 +242,27 @@ class WithPartsProjection:
             ev.RetryAdded: self._static,
             ev.CompactionAdded: self._static,
         }
+
+    # ------------------------------------------------------------------ lazy thawing
+
+    def _live(self, message_id: str) -> _Msg:
+        """The message with live part records, thawed from its frozen view if needed."""
+        msg = self._msgs[message_id]
+        if msg.parts is None:
+            view = msg.build()
+            msg.parts = {}
+            for pv in view.parts:
+                part = _part_from_view(msg, pv, self._tool_added.get((message_id, pv.id), 0))
+                msg.parts[pv.id] = part
+                self._parts[(message_id, pv.id)] = part
+        return msg
+
+    def _part(self, message_id: str, part_id: str) -> _Part:
+        part = self._parts.get((message_id, part_id))
+        if part is None:
+            self._live(message_id)
+            part = self._parts[(message_id, part_id)]
+        return part
 
     # ------------------------------------------------------------------ folding
 
@@ -269,7 +300,7 @@ class WithPartsProjection:
         self._msgs[e.message_id] = _Msg(info)
 
     def _message_completed(self, e: ev.MessageCompleted) -> None:
-        msg = self._msgs[e.message_id]
+        msg = self._live(e.message_id)
         info = msg.info
         time = v.MessageTime(info.time.created, e.time)
         if isinstance(info, v.AssistantInfo):
@@ -281,30 +312,31 @@ class WithPartsProjection:
 
     def _add(self, e: ev.PartEvent, part: _Part) -> None:
         msg = part.msg
+        assert msg.parts is not None  # _live() thawed it
         msg.parts[e.part_id] = part
         self._parts[(e.message_id, e.part_id)] = part
         msg.view = None
 
     def _text_added(self, e: ev.TextAdded) -> None:
-        part = _Stream(self._msgs[e.message_id], e.part_id, False, e.text, e.time)
+        part = _Stream(self._live(e.message_id), e.part_id, False, e.text, e.time)
         part.synthetic = e.synthetic or None
         part.ignored = e.ignored or None
         part.metadata = e.metadata
         self._add(e, part)
 
     def _reasoning_added(self, e: ev.ReasoningAdded) -> None:
-        part = _Stream(self._msgs[e.message_id], e.part_id, True, e.text, e.time)
+        part = _Stream(self._live(e.message_id), e.part_id, True, e.text, e.time)
         part.metadata = e.metadata
         self._add(e, part)
 
     def _delta(self, e: ev.TextDelta | ev.ReasoningDelta) -> None:
-        part: Any = self._parts[(e.message_id, e.part_id)]
+        part: Any = self._part(e.message_id, e.part_id)
         part.chunks.append(e.delta)
         part.view = None
         part.msg.view = None
 
     def _part_ended(self, e: ev.PartEnded) -> None:
-        part: Any = self._parts[(e.message_id, e.part_id)]
+        part: Any = self._part(e.message_id, e.part_id)
         part.end = e.time
         part.metadata = _merge(part.metadata, e.metadata)
         part.view = None
@@ -313,7 +345,7 @@ class WithPartsProjection:
     def _file_added(self, e: ev.FileAdded) -> None:
         view = v.FilePart(e.part_id, self.session_id, e.message_id, e.mime, e.url, e.filename,
                           _file_source(e.source))
-        self._add(e, _Part(self._msgs[e.message_id], view))
+        self._add(e, _Part(self._live(e.message_id), view))
 
     def _static(self, e: Any) -> None:
         sid, mid, pid = self.session_id, e.message_id, e.part_id
@@ -337,19 +369,23 @@ class WithPartsProjection:
             view = v.RetryPart(pid, sid, mid, e.attempt, error, v.RetryTime(e.time))
         else:
             view = v.CompactionPart(pid, sid, mid, e.auto, e.overflow)
-        self._add(e, _Part(self._msgs[mid], view))
+        self._add(e, _Part(self._live(mid), view))
 
     # ------------------------------------------------------------------ tools
 
     def _tool(self, e: ev.PartEvent) -> _Tool:
-        part = self._parts[(e.message_id, e.part_id)]
+        part = self._part(e.message_id, e.part_id)
         assert isinstance(part, _Tool)
         part.view = None
         part.msg.view = None
         return part
 
-    def _tool_added(self, e: ev.ToolAdded) -> None:
-        self._add(e, _Tool(self._msgs[e.message_id], e))
+    def _on_tool_added(self, e: ev.ToolAdded) -> None:
+        self._add(e, _Tool(self._live(e.message_id), e))
+        self._tool_added[(e.message_id, e.part_id)] = e.time
+
+    def _settled(self, e: ev.PartEvent) -> None:
+        self._tool_added.pop((e.message_id, e.part_id), None)
 
     def _tool_input_delta(self, e: ev.ToolInputDelta) -> None:
         self._tool(e).raw.append(e.fragment)
@@ -372,6 +408,7 @@ class WithPartsProjection:
         t.error = f"{DENIED_ERROR}: {e.reason}" if e.reason else DENIED_ERROR
         t.state_metadata = {"kind": "denied"}
         t.end = e.time
+        self._settled(e)
 
     def _tool_started(self, e: ev.ToolStarted) -> None:
         t = self._tool(e)
@@ -397,6 +434,7 @@ class WithPartsProjection:
         t.title = e.title or t.title or ""
         t.state_metadata = _merge(t.state_metadata, e.metadata) or {}
         t.end = e.time
+        self._settled(e)
         if e.attachments:
             t.attachments = [
                 v.FilePart(a.part_id, self.session_id, e.message_id, a.mime, a.url, a.filename,
@@ -410,6 +448,7 @@ class WithPartsProjection:
         t.error = e.error
         t.state_metadata = {**(_merge(t.state_metadata, e.metadata) or {}), "kind": e.kind}
         t.end = e.time
+        self._settled(e)
 
     def _tool_compacted(self, e: ev.ToolOutputCompacted) -> None:
         self._tool(e).compacted = e.time
@@ -429,33 +468,65 @@ class WithPartsProjection:
 
     # ------------------------------------------------------------------ snapshots
 
+    def freeze(self) -> FrozenState:
+        """An immutable copy of the state that shares every unchanged view."""
+        return FrozenState(self.seq, tuple(m.build() for m in self._msgs.values()),
+                           dict(self._tool_added))
+
+    @classmethod
+    def thaw(cls, session_id: str, state: FrozenState) -> WithPartsProjection:
+        """A projection that continues from a frozen state (O(messages) pointers)."""
+        proj = cls(session_id)
+        proj.seq = state.seq
+        proj._msgs = {wp.info.id: _Msg(None, view=wp) for wp in state.messages}
+        proj._tool_added = dict(state.tool_added)
+        if state.messages and state.messages[0].info.session_id != session_id:
+            # A fork reads its parent's frozen state: rebuild with the fork's id.
+            raw = [_rename_session(converter.unstructure(wp), session_id) for wp in state.messages]
+            proj._msgs = {r["info"]["id"]: _Msg(None, raw=r) for r in raw}
+        return proj
+
     def snapshot(self) -> bytes:
-        extra = {k[1]: p.added for k, p in self._parts.items()
-                 if isinstance(p, _Tool) and p.status in ("pending", "running")}
+        """The state as bytes (msgpack of the views' JSON form)."""
         return msgspec.msgpack.encode({
-            "v": _SNAPSHOT_VERSION, "seq": self.seq, "messages": self.to_json(),
-            "tool_added": extra,
+            "v": _SNAPSHOT_VERSION, "seq": self.seq, "session": self.session_id,
+            "messages": self.to_json(),
+            "tool_added": [[m, p, t] for (m, p), t in self._tool_added.items()],
         })
 
     @classmethod
     def restore(cls, session_id: str, data: bytes) -> WithPartsProjection:
+        """Inverse of :meth:`snapshot`; messages are decoded lazily, on first use."""
         raw = msgspec.msgpack.decode(data)
         if raw.get("v") != _SNAPSHOT_VERSION:
             raise ValueError(f"snapshot version {raw.get('v')} is not {_SNAPSHOT_VERSION}")
         proj = cls(session_id)
         proj.seq = raw["seq"]
-        added: dict[str, int] = raw["tool_added"]
-        for wp in converter.structure(raw["messages"], list[v.WithParts]):
-            msg = _Msg(attrs.evolve(wp.info, session_id=session_id))
-            proj._msgs[wp.info.id] = msg
-            for pv in wp.parts:
-                part = _part_from_view(msg, pv, added)
-                msg.parts[pv.id] = part
-                proj._parts[(wp.info.id, pv.id)] = part
+        messages = raw["messages"]
+        if raw.get("session") != session_id:
+            messages = [_rename_session(m, session_id) for m in messages]
+        proj._msgs = {m["info"]["id"]: _Msg(None, raw=m) for m in messages}
+        proj._tool_added = {(m, p): t for m, p, t in raw["tool_added"]}
         return proj
 
 
-def _part_from_view(msg: _Msg, pv: v.Part, tool_added: dict[str, int]) -> _Part:
+@attrs.frozen
+class FrozenState:
+    seq: int
+    messages: tuple[v.WithParts, ...]
+    tool_added: dict[PartKey, int]
+
+
+def _rename_session(obj: Any, session_id: str) -> Any:
+    if isinstance(obj, dict):
+        return {k: (session_id if k == "sessionID" else _rename_session(x, session_id))
+                for k, x in obj.items()}
+    if isinstance(obj, list):
+        return [_rename_session(x, session_id) for x in obj]
+    return obj
+
+
+def _part_from_view(msg: _Msg, pv: v.Part, added: int) -> _Part:
     if isinstance(pv, v.TextPart | v.ReasoningPart):
         reasoning = isinstance(pv, v.ReasoningPart)
         start = pv.time.start if pv.time is not None else None
@@ -464,12 +535,12 @@ def _part_from_view(msg: _Msg, pv: v.Part, tool_added: dict[str, int]) -> _Part:
         stream.metadata = pv.metadata
         if isinstance(pv, v.TextPart):
             stream.synthetic, stream.ignored = pv.synthetic, pv.ignored
+        stream.view = pv
         return stream
     if isinstance(pv, v.ToolPart):
         s = pv.state
         tool = _Tool(msg, ev.ToolAdded(message_id=msg.info.id, part_id=pv.id, call_id=pv.call_id,
-                                       tool=pv.tool, metadata=pv.metadata,
-                                       time=tool_added.get(pv.id, 0)))
+                                       tool=pv.tool, metadata=pv.metadata, time=added))
         tool.status = s.TAG
         tool.input = dict(s.input)
         if pv.approval is not None:
@@ -485,7 +556,6 @@ def _part_from_view(msg: _Msg, pv: v.Part, tool_added: dict[str, int]) -> _Part:
         else:
             tool.start, tool.end = s.time.start, s.time.end
             tool.error, tool.state_metadata = s.error, s.metadata
-        tool.added = tool_added.get(pv.id, s.time.start if not isinstance(
-            s, v.ToolStatePending) else 0)
+        tool.view = pv
         return tool
     return _Part(msg, pv)

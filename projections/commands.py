@@ -1,0 +1,134 @@
+"""Read-side CLI commands, plugged into ``convlog`` through entry points."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from engine.cli import EXIT_OK, EXIT_USAGE
+from engine.codec import to_builtins
+from engine.events import MessageStarted, tag_of
+from engine.session import Session
+from engine.store import DEFAULT_URL, open_store
+from engine.store.base import Store
+from projections.demo import record_demo
+from projections.text import render_event, render_messages
+from projections.timetravel import Snapshotter, at, diff
+from projections.withparts import WithPartsProjection
+
+
+def _pick_session(store: Store, given: str | None) -> str | None:
+    if given:
+        return given
+    sessions = store.sessions()
+    if len(sessions) == 1:
+        return sessions[0].id
+    print("sessions in this store (pick one with --session):")
+    for info in sessions:
+        lineage = f" fork of {info.parent} at {info.fork_seq}" if info.parent else ""
+        print(f"  {info.id}  {store.version(info.id)} events{lineage}")
+    return None
+
+
+class ShowCommand:
+    name = "show"
+    help = "show a session's messages or events, now or at any seq"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("store", help="store URL, e.g. sqlite:///convlog-demo.db")
+        parser.add_argument("--session", help="session id (optional if the store has one)")
+        parser.add_argument("--at", type=int, help="the state as of this seq")
+        parser.add_argument("--as", dest="view", choices=["withparts", "events"],
+                            default="withparts")
+        parser.add_argument("--json", action="store_true", help="JSON instead of text")
+
+    def run(self, args: argparse.Namespace) -> int:
+        store = open_store(args.store)
+        try:
+            sid = _pick_session(store, args.session)
+            if sid is None:
+                return EXIT_OK if store.sessions() else EXIT_USAGE
+            version = store.version(sid)
+            seq = version if args.at is None else args.at
+            if not 0 <= seq <= version:
+                print(f"convlog show: --at {seq} is outside 0..{version}", file=sys.stderr)
+                return EXIT_USAGE
+            if args.view == "events":
+                events = store.read(sid, 1, seq)
+                if args.json:
+                    for e in events:
+                        print(json.dumps(to_builtins(e), ensure_ascii=False))
+                else:
+                    for e in events:
+                        print(render_event(e))
+                return EXIT_OK
+            proj = at(store, sid, seq)
+            if args.json:
+                print(json.dumps(proj.to_json(), ensure_ascii=False, indent=2))
+            else:
+                print(f"session {sid} at seq {seq} of {version}")
+                print(render_messages(proj.messages()))
+            return EXIT_OK
+        finally:
+            store.close()
+
+
+class DemoCommand:
+    name = "demo"
+    help = "record a realistic streamed session, then show time travel, a diff and a fork"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--store", default=DEFAULT_URL, help=f"store URL ({DEFAULT_URL})")
+        parser.add_argument("--every", type=int, default=16, help="snapshot every K events")
+
+    def run(self, args: argparse.Namespace) -> int:
+        if args.store.startswith("sqlite:///") and args.store != "sqlite:///:memory:":
+            path = Path(args.store[len("sqlite:///"):])
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(path) + suffix).unlink(missing_ok=True)  # a fresh demo every run
+        store = open_store(args.store)
+        try:
+            session = _record(store, args.every)
+            sid, last = session.id, session.version
+            print(f"recorded session {sid}: {last} events in {args.store}\n")
+            print("== messages now")
+            print(render_messages(at(store, sid).messages()))
+            mid = last // 2
+            print(f"\n== the same session at seq {mid} (time travel)")
+            print(render_messages(at(store, sid, mid).messages()))
+            print(f"\n== what changed between seq {mid} and {last}")
+            print(diff(store, sid, mid, last).render())
+            tool_seq = _seq_of_first(store, sid, "tool.started")
+            fork = session.fork(at=tool_seq)
+            fork.abort(_assistant_id(store, sid), "user chose another path in the fork")
+            print(f"\n== fork {fork.id} at seq {tool_seq}, then aborted there")
+            print(f"shares {tool_seq} events with its parent, owns {fork.version - tool_seq}")
+            print(render_messages(at(store, fork.id).messages()))
+            print(f"\ntry: convlog show {args.store} --session {sid} --at {mid}")
+            return EXIT_OK
+        finally:
+            store.close()
+
+
+def _record(store: Store, every: int) -> Session:
+    session = record_demo(store)
+    # Snapshots are caches: write them after the fact so `show --at` starts nearby.
+    snap = Snapshotter(store, WithPartsProjection(session.id), every=every)
+    for e in store.read(session.id):
+        snap(e)
+    return session
+
+
+def _seq_of_first(store: Store, sid: str, tag: str) -> int:
+    return next(e.seq for e in store.read(sid) if tag_of(type(e)) == tag)
+
+
+def _assistant_id(store: Store, sid: str) -> str:
+    return next(e.message_id for e in store.read(sid)
+                if isinstance(e, MessageStarted) and e.role == "assistant")
+
+
+SHOW = ShowCommand()
+DEMO = DemoCommand()

@@ -1,0 +1,74 @@
+"""Readable text for people: messages and their parts, one line per part."""
+
+from __future__ import annotations
+
+import json
+
+from engine.codec import to_builtins
+from engine.events import Event, tag_of
+from projections import views as v
+
+_PREVIEW = 72
+
+
+def _short(text: str, limit: int = _PREVIEW) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def render_part(p: v.Part) -> str:
+    if isinstance(p, v.TextPart):
+        flags = "".join(f" [{f}]" for f, on in (("synthetic", p.synthetic),
+                                               ("ignored", p.ignored)) if on)
+        streaming = " (streaming)" if p.time is not None and p.time.end is None else ""
+        return f"text{flags}{streaming}: {_short(p.text)}"
+    if isinstance(p, v.ReasoningPart):
+        streaming = " (streaming)" if p.time.end is None else ""
+        return f"reasoning{streaming}: {_short(p.text)}"
+    if isinstance(p, v.ToolPart):
+        s = p.state
+        head = f"tool {p.tool} [{p.call_id}] {s.TAG}"
+        if p.approval is not None:
+            head += f" (approval {p.approval.state})"
+        if isinstance(s, v.ToolStateCompleted):
+            cleared = " [output compacted]" if s.time.compacted is not None else ""
+            return f"{head}{cleared}: {_short(s.output)}"
+        if isinstance(s, v.ToolStateError):
+            kind = (s.metadata or {}).get("kind", "error")
+            return f"{head} ({kind}): {_short(s.error)}"
+        if isinstance(s, v.ToolStatePending):
+            return f"{head}: {_short(s.raw or json.dumps(s.input))}"
+        return f"{head}{': ' + s.title if s.title else ''}"
+    if isinstance(p, v.StepFinishPart):
+        return (f"step-finish: {p.reason}, cost {p.cost:g}, tokens in {p.tokens.input} "
+                f"out {p.tokens.output}")
+    if isinstance(p, v.FilePart):
+        return f"file {p.filename or ''} {p.mime} {p.url}".replace("  ", " ")
+    return p.TAG
+
+
+def render_messages(messages: list[v.WithParts]) -> str:
+    lines: list[str] = []
+    for m in messages:
+        info = m.info
+        status = "completed" if info.time.completed is not None else "open"
+        extra = ""
+        if isinstance(info, v.AssistantInfo):
+            if info.error is not None:
+                extra = f" error={info.error.kind}"
+            if info.finish:
+                extra += f" finish={info.finish}"
+        lines.append(f"{info.role} {info.id} ({status}{extra})")
+        lines += [f"  - {render_part(p)}" for p in m.parts]
+    return "\n".join(lines)
+
+
+_ENVELOPE = frozenset({"type", "id", "session_id", "seq", "time", "actor", "v"})
+
+
+def render_event(e: Event) -> str:
+    """One line: seq, time, actor, type, then the payload fields that are not defaults."""
+    fields = {k: x for k, x in to_builtins(e).items() if k not in _ENVELOPE}
+    body = " ".join(f"{k}={_short(json.dumps(x, ensure_ascii=False), 40)}"
+                    for k, x in fields.items())
+    return f"{e.seq:>6} {e.time} {e.actor:<9} {tag_of(type(e)):<24} {body}"

@@ -1,0 +1,259 @@
+"""Time travel: the WithParts state at any event, the difference between two points.
+
+Three ways to reach a past state, all equal to a replay from the first event:
+
+- :func:`at` reads the nearest stored snapshot (through fork lineage) and folds
+  the events after it.
+- :class:`Timeline` folds a session once and keeps a frozen state every K events
+  in memory, sharing unchanged views; ``at(seq)`` then costs a pointer per
+  message plus at most K-1 events.
+- :class:`Snapshotter` is a session subscriber that writes a snapshot to the
+  store every K events, so later :func:`at` calls start close by.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any, Literal
+
+import attrs
+
+from engine.events import Event
+from engine.store.base import Store
+from projections import views as v
+from projections.withparts import FrozenState, WithPartsProjection
+
+DEFAULT_EVERY = 1000
+
+
+def _check_seq(store: Store, session_id: str, seq: int) -> None:
+    version = store.version(session_id)
+    if not 0 <= seq <= version:
+        raise ValueError(f"seq {seq} is outside 0..{version} for session {session_id}")
+
+
+def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProjection | None:
+    """The stored snapshot nearest below ``seq``, searching the fork lineage too."""
+    best: tuple[int, bytes] | None = None
+    for sid, limit in store.lineage(session_id):
+        cap = seq if limit is None else min(seq, limit)
+        found = store.latest_snapshot(sid, WithPartsProjection.NAME, cap)
+        if found is not None and (best is None or found[0] > best[0]):
+            best = found
+    return None if best is None else WithPartsProjection.restore(session_id, best[1])
+
+
+def at(store: Store, session_id: str, seq: int | None = None, *,
+       use_snapshots: bool = True) -> WithPartsProjection:
+    """The WithParts projection as of event ``seq`` (the latest when None)."""
+    seq = store.version(session_id) if seq is None else seq
+    _check_seq(store, session_id, seq)
+    proj = latest_snapshot(store, session_id, seq) if use_snapshots else None
+    if proj is None:
+        proj = WithPartsProjection(session_id)
+    if proj.seq < seq:
+        proj.apply_all(store.read(session_id, proj.seq + 1, seq))
+    return proj
+
+
+def at_time(store: Store, session_id: str, time_ms: int, *,
+            use_snapshots: bool = True) -> WithPartsProjection:
+    """The state after the longest prefix of events whose times are <= ``time_ms``."""
+    return at(store, session_id, store.seq_at_time(session_id, time_ms),
+              use_snapshots=use_snapshots)
+
+
+class Snapshotter:
+    """A session subscriber: folds events into a projection, snapshots it every K events."""
+
+    def __init__(self, store: Store, projection: WithPartsProjection, *,
+                 every: int = DEFAULT_EVERY) -> None:
+        if every < 1:
+            raise ValueError("every must be >= 1")
+        self.store = store
+        self.projection = projection
+        self.every = every
+
+    def __call__(self, e: Event) -> None:
+        self.projection.apply(e)
+        if e.seq % self.every == 0:
+            self.store.put_snapshot(self.projection.session_id, WithPartsProjection.NAME, e.seq,
+                                    self.projection.snapshot())
+
+
+def write_snapshots(store: Store, session_id: str, *, every: int = DEFAULT_EVERY) -> int:
+    """Fold a stored session and snapshot it every K events. Returns how many were written."""
+    proj = WithPartsProjection(session_id)
+    written = 0
+    for e in store.read(session_id):
+        proj.apply(e)
+        if e.seq % every == 0:
+            store.put_snapshot(session_id, WithPartsProjection.NAME, e.seq, proj.snapshot())
+            written += 1
+    return written
+
+
+class Timeline:
+    """Random access to every past state of a session, in memory.
+
+    Built by one fold over the log; keeps a frozen state every ``every`` events.
+    Frozen states share each message view that did not change in between.
+    """
+
+    def __init__(self, store: Store, session_id: str, *, every: int = DEFAULT_EVERY) -> None:
+        if every < 1:
+            raise ValueError("every must be >= 1")
+        self.store = store
+        self.session_id = session_id
+        self.every = every
+        proj = WithPartsProjection(session_id)
+        self._frozen: list[FrozenState] = [proj.freeze()]
+        self._times: list[int] = []
+        for e in store.read(session_id):
+            proj.apply(e)
+            self._times.append(e.time)
+            if e.seq % every == 0:
+                self._frozen.append(proj.freeze())
+        self.version = proj.seq
+        self.latest = proj
+
+    def at(self, seq: int) -> WithPartsProjection:
+        if not 0 <= seq <= self.version:
+            raise ValueError(f"seq {seq} is outside 0..{self.version}")
+        state = self._frozen[min(seq // self.every, len(self._frozen) - 1)]
+        proj = WithPartsProjection.thaw(self.session_id, state)
+        if state.seq < seq:
+            proj.apply_all(self.store.read(self.session_id, state.seq + 1, seq))
+        return proj
+
+    def seq_at_time(self, time_ms: int) -> int:
+        """Length of the longest prefix whose events all have time <= time_ms."""
+        running = -(1 << 62)
+        for i, t in enumerate(self._times):
+            running = max(running, t)
+            if running > time_ms:
+                return i
+        return len(self._times)
+
+    def at_time(self, time_ms: int) -> WithPartsProjection:
+        # Times are usually non-decreasing; bisect when they are, scan when not.
+        if all(a <= b for a, b in zip(self._times, self._times[1:], strict=False)):
+            return self.at(bisect.bisect_right(self._times, time_ms))
+        return self.at(self.seq_at_time(time_ms))
+
+
+# --------------------------------------------------------------------------- diff
+
+ChangeKind = Literal[
+    "message-added", "message-removed", "message-completed", "message-changed",
+    "part-added", "part-removed", "part-ended", "text-grown", "tool-state", "part-changed",
+]
+
+
+@attrs.frozen
+class Change:
+    kind: ChangeKind
+    message_id: str
+    part_id: str | None = None
+    before: str | None = None
+    after: str | None = None
+    detail: str = ""
+
+    def render(self) -> str:
+        where = self.message_id[-12:] + (f"/{self.part_id}" if self.part_id else "")
+        move = (f" {self.before or '-'} -> {self.after or '-'}"
+                if self.before or self.after else "")
+        extra = f" ({self.detail})" if self.detail else ""
+        return f"{self.kind:<18} {where}{move}{extra}"
+
+
+@attrs.frozen
+class Diff:
+    a: int
+    b: int
+    changes: tuple[Change, ...]
+
+    def render(self) -> str:
+        head = f"diff {self.a} -> {self.b}: {len(self.changes)} change(s)"
+        return "\n".join([head, *("  " + c.render() for c in self.changes)])
+
+    def as_json(self) -> dict[str, Any]:
+        return {"a": self.a, "b": self.b, "changes": [attrs.asdict(c) for c in self.changes]}
+
+
+def _part_label(p: v.Part) -> str:
+    if isinstance(p, v.ToolPart):
+        return f"tool {p.tool} {p.state.TAG}"
+    return p.TAG
+
+
+def _part_changes(mid: str, pa: v.Part, pb: v.Part) -> list[Change]:
+    if pa == pb:
+        return []
+    out: list[Change] = []
+    if isinstance(pa, v.ToolPart) and isinstance(pb, v.ToolPart):
+        if pa.state.TAG != pb.state.TAG:
+            detail = pb.state.error if isinstance(pb.state, v.ToolStateError) else ""
+            out.append(Change("tool-state", mid, pa.id, pa.state.TAG, pb.state.TAG, detail))
+        elif pa.state != pb.state or pa.approval != pb.approval:
+            out.append(Change("part-changed", mid, pa.id, detail=f"tool {pa.tool} updated"))
+        return out
+    if isinstance(pa, v.TextPart | v.ReasoningPart) and type(pa) is type(pb):
+        assert isinstance(pb, v.TextPart | v.ReasoningPart)
+        if pa.text != pb.text:
+            if pb.text.startswith(pa.text):
+                out.append(Change("text-grown", mid, pa.id, detail=f"+{len(pb.text) - len(pa.text)}"
+                                  f" chars, now {len(pb.text)}"))
+            else:
+                out.append(Change("part-changed", mid, pa.id, detail="text rewritten"))
+        end_a = pa.time.end if pa.time else None
+        end_b = pb.time.end if pb.time else None
+        if end_a is None and end_b is not None:
+            out.append(Change("part-ended", mid, pa.id))
+        if not out:
+            out.append(Change("part-changed", mid, pa.id))
+        return out
+    return [Change("part-changed", mid, pa.id, _part_label(pa), _part_label(pb))]
+
+
+def diff_states(a: list[v.WithParts], b: list[v.WithParts], *, seq_a: int = 0,
+                seq_b: int = 0) -> Diff:
+    """What changed from state ``a`` to state ``b`` (either may be the later one)."""
+    before = {m.info.id: m for m in a}
+    after = {m.info.id: m for m in b}
+    changes: list[Change] = []
+    for mid, mb in after.items():
+        ma = before.get(mid)
+        if ma is None:
+            changes.append(Change("message-added", mid, after=mb.info.role,
+                                  detail=f"{len(mb.parts)} part(s)"))
+            changes += [Change("part-added", mid, p.id, after=_part_label(p)) for p in mb.parts]
+            if mb.info.time.completed is not None:
+                changes.append(Change("message-completed", mid))
+            continue
+        if ma.info != mb.info:
+            if ma.info.time.completed is None and mb.info.time.completed is not None:
+                err = getattr(mb.info, "error", None)
+                changes.append(Change("message-completed", mid,
+                                      detail=f"error {err.kind}" if err else ""))
+            else:
+                changes.append(Change("message-changed", mid))
+        parts_a = {p.id: p for p in ma.parts}
+        parts_b = {p.id: p for p in mb.parts}
+        for pid, pb in parts_b.items():
+            pa = parts_a.get(pid)
+            if pa is None:
+                changes.append(Change("part-added", mid, pid, after=_part_label(pb)))
+            else:
+                changes += _part_changes(mid, pa, pb)
+        changes += [Change("part-removed", mid, pid, before=_part_label(pa))
+                    for pid, pa in parts_a.items() if pid not in parts_b]
+    changes += [Change("message-removed", mid, before=ma.info.role)
+                for mid, ma in before.items() if mid not in after]
+    return Diff(seq_a, seq_b, tuple(changes))
+
+
+def diff(store: Store, session_id: str, a: int, b: int) -> Diff:
+    """Which messages and parts were added, changed or ended between seq ``a`` and ``b``."""
+    return diff_states(at(store, session_id, a).messages(), at(store, session_id, b).messages(),
+                       seq_a=a, seq_b=b)
