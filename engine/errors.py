@@ -69,7 +69,8 @@ class IllegalTransition(ConvlogError):
         ids = [f"message {self.message_id}"] if self.message_id else []
         if self.part_id:
             ids.append(f"part {self.part_id}")
-        who = f"{self.entity} " + (" ".join(ids) if ids else f"session {self.session_id}")
+        where = " ".join(ids) if ids else f"session {self.session_id}"
+        who = where if where.startswith(self.entity) else f"{self.entity} {where}"
         valid = ", ".join(self.valid) if self.valid else "none (terminal)"
         events = f" via {', '.join(self.valid_events)}" if self.valid_events else ""
         why = f": {self.reason}" if self.reason else ""
@@ -95,9 +96,13 @@ class IllegalTransition(ConvlogError):
 
 
 class ConcurrencyError(ConvlogError):
-    """Optimistic concurrency: the session's version is not the one the writer expected."""
+    """Optimistic concurrency: the session's version is not the one the writer expected.
 
-    def __init__(self, session_id: str, expected: int, actual: int) -> None:
+    ``expected`` is an exact version or a stream state name (``no_stream``,
+    ``stream_exists``); ``actual`` is the version the log is at.
+    """
+
+    def __init__(self, session_id: str, expected: int | str, actual: int) -> None:
         self.session_id = session_id
         self.expected = expected
         self.actual = actual
@@ -128,3 +133,69 @@ class SessionExists(ConvlogError):
 
 class StoreError(ConvlogError):
     """A store URL that cannot be opened, or a store in a state it cannot work with."""
+
+
+class InvalidId(ConvlogError, ValueError):
+    """A session or event id a store cannot take: empty, too long, or with characters
+    outside ``[A-Za-z0-9._:@+=-]`` (path separators, ``..``, quotes, SQL metacharacters)."""
+
+    def __init__(self, kind: str, value: str, reason: str) -> None:
+        self.kind = kind
+        self.value = value
+        super().__init__(f"invalid {kind} id {value[:80]!r}: {reason}")
+
+
+class BadBatch(ConvlogError, ValueError):
+    """A batch a store refuses as a whole: seqs out of order, another session's event,
+    an event over the size limit. Nothing was written."""
+
+
+class EventTooLarge(BadBatch):
+    def __init__(self, event_id: str, size: int, limit: int) -> None:
+        self.event_id = event_id
+        self.size = size
+        self.limit = limit
+        super().__init__(f"event {event_id} encodes to {size} bytes, over the limit of {limit}")
+
+
+class PartialDuplicate(DuplicateEventId):
+    """A retried batch of which only some events are stored: neither a retry nor new events."""
+
+    def __init__(self, session_id: str, stored: Sequence[str], new: Sequence[str]) -> None:
+        self.session_id = session_id
+        self.stored = tuple(stored)
+        self.new = tuple(new)
+        ConvlogError.__init__(
+            self,
+            f"batch for session {session_id} overlaps the log: {len(self.stored)} event(s) "
+            f"already stored (first {self.stored[0]}), {len(self.new)} new (first "
+            f"{self.new[0]}); retry the exact batch or send only new events",
+        )
+        self.event_id = self.stored[0]
+
+
+class UnknownSchemaVersion(ConvlogError):
+    """An event written at a schema version this engine does not know (newer than it
+    writes, or an old version without an upcaster)."""
+
+    def __init__(self, event_type: str, version: int, current: int, event_id: str = "") -> None:
+        self.event_type = event_type
+        self.version = version
+        self.current = current
+        self.event_id = event_id
+        why = ("newer than this engine" if version > current
+               else "no upcaster is registered for it")
+        super().__init__(
+            f"{event_type} version {version} is not supported ({why}; this engine writes "
+            f"and reads version {current})"
+        )
+
+
+class CorruptLog(StoreError):
+    """Stored bytes that fail verification: a broken hash chain, a gap, undecodable data."""
+
+    def __init__(self, session_id: str, seq: int, reason: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.reason = reason
+        super().__init__(f"session {session_id} seq {seq}: {reason}")

@@ -329,6 +329,163 @@ class CompactionAdded(PartEvent, frozen=True, tag="compaction.added"):
     overflow: bool | None = None
 
 
+# --------------------------------------------------------------------------- conversation
+# Conversation-level events (Q CLI's ConversationState). They address the
+# session's single conversation, not a message, so they carry no message_id.
+
+ToolOrigin = Literal["builtin", "custom", "mcp"]
+TangentTail = Literal["none", "last_entry", "thread"]
+
+
+class ModelInfo(_Value, frozen=True):
+    """The model a conversation uses (Q CLI's ``model_info``)."""
+
+    model_id: str
+    model_name: str | None = None
+    description: str | None = None
+    context_window_tokens: int | None = None
+    rate_multiplier: float | None = None
+    rate_unit: str | None = None
+
+
+class ToolSpec(_Value, frozen=True):
+    """A tool offered to the model: its name, description and JSON input schema."""
+
+    name: str
+    description: str = ""
+    input_schema: JSONObject = msgspec.field(default_factory=dict)
+
+
+class ConversationEvent(Event, frozen=True, kw_only=True):
+    """Base of the events that change the conversation as a whole (no message id)."""
+
+
+class ConversationCreated(ConversationEvent, frozen=True, tag="conversation.created"):
+    """The session's conversation opens; every other conversation event needs it first.
+
+    ``os`` and ``cwd`` become the environment context of user messages;
+    ``utc_offset_minutes`` is the offset their timestamps are rendered in.
+    """
+
+    conversation_id: str
+    model_info: ModelInfo | None = None
+    mcp_enabled: bool = True
+    os: str = ""
+    cwd: str = ""
+    utc_offset_minutes: int = 0
+
+
+class ModelSelected(ConversationEvent, frozen=True, tag="model.selected"):
+    """The user selects another model (``/model``)."""
+
+    model_info: ModelInfo
+
+
+class ToolsChanged(ConversationEvent, frozen=True, tag="tools.changed"):
+    """The tools of one origin are replaced (an empty list removes them).
+
+    ``server`` names the MCP server for origin ``mcp``.
+    """
+
+    origin: ToolOrigin
+    tools: list[ToolSpec] = msgspec.field(default_factory=list)
+    server: str | None = None
+
+
+class ContextFileAdded(ConversationEvent, frozen=True, tag="context_file.added"):
+    """A sticky context file (a path or glob) is added to the context manager."""
+
+    path: str
+
+
+class ContextFileRemoved(ConversationEvent, frozen=True, tag="context_file.removed"):
+    """A sticky context file is removed from the context manager."""
+
+    path: str
+
+
+class NextMessageSet(ConversationEvent, frozen=True, tag="next_message.set"):
+    """The next user message to send is set explicitly (its prompt and extra context)."""
+
+    prompt: str
+    additional_context: str = ""
+
+
+class NextMessageCleared(ConversationEvent, frozen=True, tag="next_message.cleared"):
+    """The pending next user message is dropped."""
+
+
+class HistoryCompacted(ConversationEvent, frozen=True, tag="history.compacted"):
+    """``/compact``: a summary replaces all but the last ``keep_last`` history entries.
+
+    The log keeps every message; only the conversation view drops the entries.
+    """
+
+    summary: str
+    request_metadata: JSONObject | None = None
+    keep_last: int = 0
+    custom_instruction: str | None = None
+
+
+class HistoryCleared(ConversationEvent, frozen=True, tag="history.cleared"):
+    """``/clear``: the history, the next message and the summary are reset."""
+
+
+class TangentEntered(ConversationEvent, frozen=True, tag="tangent.entered"):
+    """Tangent mode starts: the main conversation is kept aside (not cleared)."""
+
+
+class TangentExited(ConversationEvent, frozen=True, tag="tangent.exited"):
+    """Tangent mode ends and the main conversation comes back.
+
+    ``tail`` keeps part of the tangent: nothing, its last exchange, or its whole thread.
+    """
+
+    tail: TangentTail = "none"
+
+
+class CheckpointCreated(ConversationEvent, frozen=True, tag="checkpoint.created"):
+    """A named point the conversation can be restored to (O(1): no copy of history)."""
+
+    tag: str
+    description: str = ""
+    is_turn: bool = True
+    tool_name: str | None = None
+
+
+class CheckpointRestored(ConversationEvent, frozen=True, tag="checkpoint.restored"):
+    """The conversation is rewound to a checkpoint; the log keeps what came after."""
+
+    tag: str
+
+
+class FileLinesChanged(ConversationEvent, frozen=True, tag="file_lines.changed"):
+    """An agent write to a file, for the file line tracker (agent vs user lines).
+
+    ``before_lines`` is the file's line count just before the write: lines the user
+    changed since the agent's previous write show up as its difference to that
+    write's ``after_lines``.
+    """
+
+    path: str
+    before_lines: int
+    after_lines: int
+    lines_added_by_agent: int = 0
+    lines_removed_by_agent: int = 0
+
+
+class TranscriptNoted(ConversationEvent, frozen=True, tag="transcript.noted"):
+    """A line for the human-readable transcript only (an error shown in the chat)."""
+
+    text: str
+
+
+class TranscriptReplaced(ConversationEvent, frozen=True, tag="transcript.replaced"):
+    """The transcript is replaced whole (an importer restoring a saved transcript)."""
+
+    lines: list[str] = msgspec.field(default_factory=list)
+
+
 # --------------------------------------------------------------------------- the union
 
 AnyEvent = (
@@ -359,6 +516,22 @@ AnyEvent = (
     | SubtaskAdded
     | RetryAdded
     | CompactionAdded
+    | ConversationCreated
+    | ModelSelected
+    | ToolsChanged
+    | ContextFileAdded
+    | ContextFileRemoved
+    | NextMessageSet
+    | NextMessageCleared
+    | HistoryCompacted
+    | HistoryCleared
+    | TangentEntered
+    | TangentExited
+    | CheckpointCreated
+    | CheckpointRestored
+    | FileLinesChanged
+    | TranscriptNoted
+    | TranscriptReplaced
 )
 
 EVENT_TYPES: Final[tuple[type[Event], ...]] = get_args(AnyEvent)
@@ -376,13 +549,35 @@ EVENT_BY_TAG: Final[dict[str, type[Event]]] = {tag_of(c): c for c in EVENT_TYPES
 # Which actor writes an event when the writer does not say (data, used by the log).
 DEFAULT_ACTOR: Final[dict[type[Event], str]] = {
     cls: (
-        "tool"
+        "user"
+        if cls in (ToolApprovalGranted, ToolApprovalDenied)
+        else "tool"
         if tag_of(cls).startswith("tool.")
         and cls not in (ToolAdded, ToolInputDelta, ToolInputReady)
-        else "user"
-        if cls in (ToolApprovalGranted, ToolApprovalDenied)
         else "assistant"
     )
     for cls in EVENT_TYPES
 }
 DEFAULT_ACTOR[ToolApprovalRequested] = "system"
+
+# The conversation events (no message behind them). The user types most of them as
+# commands; the system writes the rest, a tool reports file line changes.
+CONVERSATION_EVENT_TYPES: Final[frozenset[type[Event]]] = frozenset(
+    c for c in EVENT_TYPES if issubclass(c, ConversationEvent)
+)
+DEFAULT_ACTOR.update({
+    cls: (
+        "user"
+        if cls in (ModelSelected, ContextFileAdded, ContextFileRemoved, NextMessageSet,
+                   NextMessageCleared, HistoryCompacted, HistoryCleared, TangentEntered,
+                   TangentExited, CheckpointRestored)
+        else "tool"
+        if cls is FileLinesChanged
+        else "system"
+    )
+    for cls in CONVERSATION_EVENT_TYPES
+})
+
+# The schema version each type is written at today. A raw event at any other
+# version is refused until an upcaster for it exists.
+SCHEMA_VERSION: Final[dict[type[Event], int]] = {cls: 1 for cls in EVENT_TYPES}

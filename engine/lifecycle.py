@@ -15,11 +15,13 @@ import msgspec
 
 from engine import events as ev
 from engine import tables as tb
+from engine.conversation import ConversationLife
 from engine.errors import IllegalTransition, PartValidationError
 from engine.events import Event, tag_of
 from engine.ids import is_uuid
 
 _MISSING: Any = object()
+_CONVERSATION = ev.CONVERSATION_EVENT_TYPES  # decided by engine.conversation
 
 # Which part kinds each non-creating part event may target.
 _KIND_OF_TABLE = {"text": tb.STREAM, "reasoning": tb.STREAM, "tool": tb.TOOL}
@@ -65,7 +67,7 @@ def same_payload(a: Event, b: Event) -> bool:
 class Lifecycle:
     """Messages and parts of one session, with just enough state to decide legality."""
 
-    __slots__ = ("_undo", "call_ids", "messages", "session_id", "version")
+    __slots__ = ("_undo", "call_ids", "conversation", "messages", "session_id", "version")
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
@@ -73,6 +75,7 @@ class Lifecycle:
         self.messages: dict[str, MessageLife] = {}
         self.call_ids: dict[str, tuple[str, str]] = {}
         self._undo: list[tuple[Any, Any, Any]] | None = None
+        self.conversation = ConversationLife(self)  # conversation-level events
 
     # ------------------------------------------------------------------ journal
 
@@ -123,9 +126,10 @@ class Lifecycle:
     # ------------------------------------------------------------------ check
 
     def _illegal(
-        self, table: tb.Table, e: Event, current: str, reason: str = "", *, entity: str = ""
+        self, table: tb.Table, e: Event, current: str, reason: str = "", *, entity: str = "",
+        valid_state: str | None = None,
     ) -> IllegalTransition:
-        targets, tags = table.valid_from(current)
+        targets, tags = table.valid_from(current if valid_state is None else valid_state)
         attempted = table.targets_of.get(type(e), ("?",))
         return IllegalTransition(
             entity=entity or table.entity,
@@ -146,6 +150,8 @@ class Lifecycle:
         cls = type(e)
         if cls is ev.MessageStarted or cls is ev.MessageCompleted:
             return self._check_message(e)  # type: ignore[arg-type]
+        if cls in _CONVERSATION:
+            return self.conversation.check(e)
         assert isinstance(e, ev.PartEvent)
         msg = self.messages.get(e.message_id)
         table = tb.PART_TABLE[cls]
@@ -153,28 +159,37 @@ class Lifecycle:
             raise self._illegal(
                 tb.MESSAGE, e, tb.ABSENT, f"message {e.message_id} does not exist", entity="message"
             )
+        part = msg.parts.get(e.part_id)
+        # A retried event stays a no-op even after the message completed: checked
+        # first. Deltas (table self-loops) never reach the payload comparison.
+        if (part is not None
+                and (cls in tb.PART_KIND or (part.state, cls) not in table.index)
+                and same_payload(part.entered, e)):
+            return None
         if msg.state != "open" and cls in tb.NEEDS_OPEN_MESSAGE:
             raise self._illegal(
                 table, e, f"message {msg.state}",
                 "the message is completed; no part may be added or changed after completion",
             )
-        part = msg.parts.get(e.part_id)
         if part is None:
             state = tb.ABSENT
         else:
             state = part.state
+            if cls in tb.PART_KIND:
+                raise PartValidationError(
+                    "BR-02", f"part id {e.part_id} is already used in message {e.message_id}",
+                    event_id=e.id, event_type=tag_of(cls),
+                )
             kinds = _TARGET_KINDS.get(cls)
             if kinds is None or part.kind not in kinds:
                 want = "/".join(sorted(kinds)) if kinds else "a new"
                 raise self._illegal(
                     _KIND_OF_TABLE.get(part.kind, tb.PART), e, f"{part.kind} {state}",
-                    f"BR-02: part {e.part_id} is a {part.kind} part; "
-                    f"{tag_of(cls)} needs {want} part",
+                    f"part {e.part_id} is a {part.kind} part; {tag_of(cls)} needs a {want} part",
+                    valid_state=state,
                 )
         row = table.index.get((state, cls))
         if row is None:
-            if part is not None and same_payload(part.entered, e):
-                return None
             raise self._illegal(table, e, state)
         if row.kinds is not None:
             kind = e.kind  # type: ignore[attr-defined]
@@ -245,9 +260,13 @@ class Lifecycle:
         elif isinstance(e, ev.ToolCompleted):
             if not e.output:
                 raise fail("BR-09", "a completed tool's output must not be empty")
+            used = {e.part_id}  # attachments become file parts: ids present and unique
             for att in e.attachments:
-                if att.part_id in msg.parts or att.part_id == e.part_id:
+                if not att.part_id:
+                    raise fail("BR-01", "an attachment's part id is empty")
+                if att.part_id in msg.parts or att.part_id in used:
                     raise fail("BR-02", f"attachment part id {att.part_id} is already used")
+                used.add(att.part_id)
         elif isinstance(e, ev.ToolFailed) and not e.error.strip():
             raise fail("BR-10", "an error state needs a description")
 
@@ -266,6 +285,9 @@ class Lifecycle:
             msg = self.messages[e.message_id]
             self._set(msg, "state", row.target)
             self._set(msg, "entered", e)
+            return
+        if cls in _CONVERSATION:
+            self.conversation.evolve(e, row)
             return
         assert isinstance(e, ev.PartEvent)
         msg = self.messages[e.message_id]
@@ -307,6 +329,9 @@ class Lifecycle:
             msg = self.messages.get(e.message_id)
             state = tb.ABSENT if msg is None else msg.state
             self.evolve(e, tb.MESSAGE.index[(state, cls)])
+            return
+        if cls in _CONVERSATION:
+            self.evolve(e, self.conversation.row_for(e))
             return
         assert isinstance(e, ev.PartEvent)
         part = self.messages[e.message_id].parts.get(e.part_id)

@@ -17,13 +17,14 @@ import structlog
 
 from engine import decide
 from engine import events as ev
+from engine.codec import upgrade
 from engine.errors import (
     ConvlogError,
     DuplicateEventId,
     IllegalTransition,
     PartValidationError,
 )
-from engine.events import DEFAULT_ACTOR, Event, tag_of
+from engine.events import DEFAULT_ACTOR, SCHEMA_VERSION, Event, tag_of
 from engine.ids import EventIds, is_uuid, part_id, uuid7
 from engine.lifecycle import Lifecycle
 from engine.store.base import SessionInfo, Store
@@ -120,7 +121,9 @@ class Session:
         now = self._clock()
         return msgspec.structs.replace(
             e, id=e.id or self._ids(now), session_id=self.id, seq=0,
-            time=e.time or now, actor=e.actor or actor or DEFAULT_ACTOR[type(e)],
+            time=e.time or now,
+            # A raw message.started names its writer by role (a user message is the user's).
+            actor=e.actor or actor or getattr(e, "role", None) or DEFAULT_ACTOR[type(e)],
         )
 
     def _commit(self, events: Sequence[Event]) -> list[Event]:
@@ -144,16 +147,32 @@ class Session:
                 log.warning("event_rejected", session_id=self.id, error=str(exc))
             raise
         lc.commit()
-        for fn in self._subscribers:
-            for e in accepted:
-                fn(e)
+        if self._subscribers:
+            self._notify(accepted)
         return accepted
+
+    def _notify(self, accepted: list[Event]) -> None:
+        # The events are durable now: every subscriber sees them even if one fails;
+        # the first failure is re-raised afterwards so the caller still learns of it.
+        failure: BaseException | None = None
+        for fn in list(self._subscribers):
+            try:
+                for e in accepted:
+                    fn(e)
+            except Exception as exc:
+                log.error("subscriber_failed", session_id=self.id, subscriber=repr(fn),
+                          error=repr(exc))
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def _one(self, e: Event) -> int:
         accepted = self._commit((e,))
         return accepted[0].seq if accepted else self._entered_seq(e)
 
     def _entered_seq(self, e: Event) -> int:
+        if isinstance(e, ev.ConversationEvent):
+            return self._lc.conversation.entered_seq(e)
         msg = self._lc.messages[e.message_id]  # type: ignore[attr-defined]
         part_id_ = getattr(e, "part_id", None)
         return (msg.entered if part_id_ is None else msg.parts[part_id_].entered).seq
@@ -169,24 +188,36 @@ class Session:
         positions: dict[str, int] = {}
         seqs: list[int | None] = []
         seen: dict[str, int] = {}
-        for position, raw in enumerate(events, start=1):
+        for position, given in enumerate(events, start=1):
+            raw = given
+            if raw.v != SCHEMA_VERSION[type(raw)]:
+                try:  # an old version is upcast; a newer or unknown one is refused
+                    raw = upgrade(raw)
+                except ConvlogError as exc:
+                    exc.batch_index = position
+                    raise
             if raw.session_id and raw.session_id != self.id:
-                raise PartValidationError(
-                    "session", f"event {raw.id} belongs to session {raw.session_id}, not {self.id}",
+                mismatch = PartValidationError(
+                    "session", f"the event belongs to session {raw.session_id}, not {self.id}",
                     event_id=raw.id, event_type=tag_of(type(raw)),
                 )
+                mismatch.batch_index = position
+                raise mismatch
             if raw.id:
                 if raw.id in seen:
-                    raise DuplicateEventId(raw.id, "another event of the same batch")
+                    dup = DuplicateEventId(raw.id, "another event of the same batch")
+                    dup.batch_index = position
+                    raise dup
                 seen[raw.id] = len(seqs)
                 known = self.store.contains(self.id, raw.id)
                 if known is not None:
                     seqs.append(known)
                     continue
-                if self.store.find_event(raw.id) is not None:
-                    where = self.store.find_event(raw.id)
-                    raise DuplicateEventId(raw.id, f"session {where[0]} seq {where[1]}"
-                                           if where else "another session")
+                where = self.store.find_event(raw.id)
+                if where is not None:
+                    dup = DuplicateEventId(raw.id, f"session {where[0]} seq {where[1]}")
+                    dup.batch_index = position
+                    raise dup
             stamped.append(self._stamp(raw))
             positions[stamped[-1].id] = position
             seqs.append(None)
@@ -207,6 +238,14 @@ class Session:
             e = next(pending)
             out.append(accepted_ids.get(e.id) or self._entered_seq(e))
         return out
+
+    def record(self, events: Sequence[Event]) -> list[Event]:
+        """Append events an adapter has just built, as one checked, atomic batch.
+
+        Unlike :meth:`append` there is no duplicate-id lookup: the events must
+        carry no id (each gets a fresh one here). Returns the accepted events.
+        """
+        return self._commit([self._stamp(e) for e in events])
 
     # ------------------------------------------------------------------ envelope helpers
 
@@ -434,3 +473,73 @@ class Session:
         failures = decide.expire(self._lc, now)
         self._commit([self._stamp(e) for e in failures])
         return [PartRef(f.message_id, f.part_id) for f in failures]
+
+    # ------------------------------------------------------------------ conversation
+    # Conversation-level commands (Q CLI's ConversationState); each is one checked
+    # event and returns its seq (the original seq for an identical repeat).
+
+    def create_conversation(
+        self, conversation_id: str | None = None, *, model_info: ev.ModelInfo | None = None,
+        mcp_enabled: bool = True, os: str = "", cwd: str = "", utc_offset_minutes: int = 0,
+    ) -> int:
+        return self._one(self._new(
+            ev.ConversationCreated, conversation_id=conversation_id or uuid7(self._clock()),
+            model_info=model_info, mcp_enabled=mcp_enabled, os=os, cwd=cwd,
+            utc_offset_minutes=utc_offset_minutes,
+        ))
+
+    def select_model(self, model_info: ev.ModelInfo) -> int:
+        return self._one(self._new(ev.ModelSelected, model_info=model_info))
+
+    def change_tools(self, origin: ev.ToolOrigin, tools: Sequence[ev.ToolSpec], *,
+                     server: str | None = None) -> int:
+        return self._one(self._new(ev.ToolsChanged, origin=origin, tools=list(tools),
+                                   server=server))
+
+    def add_context_file(self, path: str) -> int:
+        return self._one(self._new(ev.ContextFileAdded, path=path))
+
+    def remove_context_file(self, path: str) -> int:
+        return self._one(self._new(ev.ContextFileRemoved, path=path))
+
+    def set_next_message(self, prompt: str, *, additional_context: str = "") -> int:
+        return self._one(self._new(ev.NextMessageSet, prompt=prompt,
+                                   additional_context=additional_context))
+
+    def clear_next_message(self) -> int:
+        return self._one(self._new(ev.NextMessageCleared))
+
+    def compact_history(self, summary: str, *, keep_last: int = 0,
+                        request_metadata: dict[str, Any] | None = None,
+                        custom_instruction: str | None = None) -> int:
+        return self._one(self._new(ev.HistoryCompacted, summary=summary, keep_last=keep_last,
+                                   request_metadata=request_metadata,
+                                   custom_instruction=custom_instruction))
+
+    def clear_history(self) -> int:
+        return self._one(self._new(ev.HistoryCleared))
+
+    def enter_tangent(self) -> int:
+        return self._one(self._new(ev.TangentEntered))
+
+    def exit_tangent(self, tail: ev.TangentTail = "none") -> int:
+        return self._one(self._new(ev.TangentExited, tail=tail))
+
+    def create_checkpoint(self, tag: str, *, description: str = "", is_turn: bool = True,
+                          tool_name: str | None = None) -> int:
+        return self._one(self._new(ev.CheckpointCreated, tag=tag, description=description,
+                                   is_turn=is_turn, tool_name=tool_name))
+
+    def restore_checkpoint(self, tag: str) -> int:
+        return self._one(self._new(ev.CheckpointRestored, tag=tag))
+
+    def change_file_lines(self, path: str, *, before_lines: int, after_lines: int,
+                          lines_added_by_agent: int = 0, lines_removed_by_agent: int = 0) -> int:
+        return self._one(self._new(
+            ev.FileLinesChanged, path=path, before_lines=before_lines, after_lines=after_lines,
+            lines_added_by_agent=lines_added_by_agent,
+            lines_removed_by_agent=lines_removed_by_agent,
+        ))
+
+    def note_transcript(self, text: str) -> int:
+        return self._one(self._new(ev.TranscriptNoted, text=text))

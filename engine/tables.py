@@ -148,7 +148,67 @@ PART: Final = Table(
     ],
 )
 
-TABLES: Final[tuple[Table, ...]] = (MESSAGE, STREAM, TOOL, STEP, PART)
+_NEEDS_CONVERSATION = " Every event in this table needs `conversation.created` first."
+
+CONVERSATION: Final = Table(
+    "conversation",
+    "The session's conversation (Q CLI's ConversationState): created once, then every "
+    "conversation-wide command is a self-loop on `active`. A session without any "
+    "conversation event is legal; its messages still fold into a conversation view.",
+    [
+        Row(ABSENT, ev.ConversationCreated, "active"),
+        Row("active", ev.ModelSelected, "active"),
+        Row("active", ev.ToolsChanged, "active", note="replaces one origin's tools"),
+        Row("active", ev.NextMessageSet, "active"),
+        Row("active", ev.NextMessageCleared, "active"),
+        Row("active", ev.HistoryCompacted, "active",
+            note="summary not blank, keep_last >= 0"),
+        Row("active", ev.HistoryCleared, "active"),
+        Row("active", ev.FileLinesChanged, "active", note="line counts >= 0"),
+        Row("active", ev.TranscriptNoted, "active"),
+        Row("active", ev.TranscriptReplaced, "active"),
+    ],
+)
+
+TANGENT: Final = Table(
+    "tangent",
+    "Tangent mode. Entering while in a tangent, or exiting when not in one, is illegal "
+    "(never an idempotent no-op)." + _NEEDS_CONVERSATION,
+    [
+        Row("main", ev.TangentEntered, "tangent", note="the main conversation is kept aside"),
+        Row("tangent", ev.TangentExited, "main", note="tail: none, last_entry or thread"),
+    ],
+)
+
+CONTEXT_FILE: Final = Table(
+    "context file",
+    "Sticky context files, one entity per path." + _NEEDS_CONVERSATION,
+    [
+        Row(ABSENT, ev.ContextFileAdded, "present"),
+        Row("present", ev.ContextFileRemoved, ABSENT),
+    ],
+)
+
+CHECKPOINT: Final = Table(
+    "checkpoint",
+    "Checkpoints, one entity per tag. Restoring an unknown tag is illegal; a restore "
+    "rewinds the conversation, not the checkpoint list." + _NEEDS_CONVERSATION,
+    [
+        Row(ABSENT, ev.CheckpointCreated, "created", note="tag not blank"),
+        Row("created", ev.CheckpointRestored, "created"),
+    ],
+)
+
+TABLES: Final[tuple[Table, ...]] = (
+    MESSAGE, STREAM, TOOL, STEP, PART, CONVERSATION, TANGENT, CONTEXT_FILE, CHECKPOINT,
+)
+
+# Which table decides each conversation event (engine.conversation reads it).
+CONVERSATION_TABLE: Final[dict[type[ev.Event], Table]] = {
+    row.event: table
+    for table in (CONVERSATION, TANGENT, CONTEXT_FILE, CHECKPOINT)
+    for row in table.rows
+}
 
 # Events that need their message open. Everything else that targets a part may
 # also happen later (compacting an old tool output).

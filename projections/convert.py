@@ -1,7 +1,7 @@
 """JSON for views, via cattrs: the seed's field names (sessionID, callID, ...) and no nulls.
 
 Views use snake_case attributes; this converter renames them on the way out and
-back, omits fields left at their default (TypeScript's optional fields), and
+back, omits optional fields left at None (TypeScript's optional fields), and
 tags unions by a ``TAG`` class variable (``type`` for parts, ``status`` for tool
 states, ``role`` for message info).
 """
@@ -38,8 +38,12 @@ def make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(omit_if_default=True)
 
     def unstructure_factory(cl: type) -> Any:
+        # Only optional fields (default None) are omitted; a required field that
+        # merely has a default (cost 0, tokens.reasoning 0, agent "") is always
+        # written, as the seed requires (BR-13).
         overrides: dict[str, Any] = {
-            a.name: override(rename=seed_name(a.name)) for a in attrs.fields(cl)
+            a.name: override(rename=seed_name(a.name), omit_if_default=a.default is None)
+            for a in attrs.fields(cl)
         }
         fn: Any = make_dict_unstructure_fn(cl, conv, _cattrs_omit_if_default=True, **overrides)
         tag = getattr(cl, "TAG", None)

@@ -213,6 +213,11 @@ class WithPartsProjection:
         self._parts: dict[PartKey, _Part] = {}
         # When each unfinished tool was added: an error before it ever ran starts there.
         self._tool_added: dict[PartKey, int] = {}
+        # Deltas come in runs for one part: remembering the last one skips a tuple
+        # build and two string hashes per delta. Parts are never replaced while
+        # live, so the cached record cannot go stale.
+        self._last_key: PartKey = ("", "")
+        self._last_part: Any = None
         self._fold: dict[type[Event], Callable[[Any], None]] = {
             ev.MessageStarted: self._message_started,
             ev.MessageCompleted: self._message_completed,
@@ -241,7 +246,12 @@ class WithPartsProjection:
             ev.SubtaskAdded: self._static,
             ev.RetryAdded: self._static,
             ev.CompactionAdded: self._static,
+            # Conversation-wide events change no message (projections.qcli folds them).
+            **dict.fromkeys(ev.CONVERSATION_EVENT_TYPES, self._conversation_event),
         }
+
+    def _conversation_event(self, e: Event) -> None:
+        pass
 
     # ------------------------------------------------------------------ lazy thawing
 
@@ -330,13 +340,21 @@ class WithPartsProjection:
         self._add(e, part)
 
     def _delta(self, e: ev.TextDelta | ev.ReasoningDelta) -> None:
-        part: Any = self._part(e.message_id, e.part_id)
+        last = self._last_key
+        if e.part_id == last[1] and e.message_id == last[0]:
+            part = self._last_part
+        else:
+            part = self._part(e.message_id, e.part_id)
+            self._last_key, self._last_part = (e.message_id, e.part_id), part
         part.chunks.append(e.delta)
         part.view = None
         part.msg.view = None
 
     def _part_ended(self, e: ev.PartEnded) -> None:
         part: Any = self._part(e.message_id, e.part_id)
+        chunks = part.chunks
+        if len(chunks) > 1:  # join once: a finished part is read, never appended to
+            chunks[:] = ["".join(chunks)]
         part.end = e.time
         part.metadata = _merge(part.metadata, e.metadata)
         part.view = None
@@ -517,13 +535,21 @@ class FrozenState:
     tool_added: dict[PartKey, int]
 
 
-def _rename_session(obj: Any, session_id: str) -> Any:
-    if isinstance(obj, dict):
-        return {k: (session_id if k == "sessionID" else _rename_session(x, session_id))
-                for k, x in obj.items()}
-    if isinstance(obj, list):
-        return [_rename_session(x, session_id) for x in obj]
-    return obj
+def _rename_session(message: Any, session_id: str) -> Any:
+    """A WithParts JSON message with its structural sessionID fields set to ``session_id``.
+
+    Only info, parts and tool attachments are renamed: user data (metadata, summary
+    diffs, tool input) may hold a ``sessionID`` key of its own and is kept as is.
+    """
+    parts = []
+    for old in message["parts"]:
+        part = {**old, "sessionID": session_id}
+        state = part.get("state") if part.get("type") == "tool" else None
+        if isinstance(state, dict) and state.get("attachments"):
+            part["state"] = {**state, "attachments": [
+                {**a, "sessionID": session_id} for a in state["attachments"]]}
+        parts.append(part)
+    return {**message, "info": {**message["info"], "sessionID": session_id}, "parts": parts}
 
 
 def _part_from_view(msg: _Msg, pv: v.Part, added: int) -> _Part:

@@ -1,20 +1,99 @@
 """The store contract: append a batch with an expected version, read events back.
 
 A store knows nothing of transition rules; the :class:`~engine.session.Session`
-checks events before they reach it. Forks share their parent's prefix: a fork
-stores only its own events and reads the parent's first ``fork_seq`` events
-through the lineage.
+checks events before they reach it. What every backend guarantees:
+
+- ``append(session, events, expected)`` is atomic. ``expected`` follows KurrentDB:
+  an exact version, ``ANY``, ``NO_STREAM`` (the session holds no event yet) or
+  ``STREAM_EXISTS``; a mismatch raises :class:`ConcurrencyError` naming both.
+- Idempotent by event id: a batch whose ids are all stored in this session returns
+  the original seqs and positions and writes nothing; a batch of which only some
+  are stored raises :class:`PartialDuplicate`; an id of another session raises
+  :class:`DuplicateEventId`.
+- Seqs are gapless per session. Every event also gets a global *position*, gapless
+  across the store and assigned under the store's write lock at commit, so a
+  reader of everything (``read_all``, ``subscribe``) never skips an event.
+- Every stored event carries ``hash = H(prev || canonical bytes)`` (HMAC-SHA256
+  with a key), truncated to 16 bytes; ``engine.store.verify`` checks the chain.
+- Forks share their parent's prefix: a fork stores only its own events and reads
+  the parent's first ``fork_seq`` events through the lineage. Its chain starts at
+  the parent's hash at ``fork_seq``.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+import enum
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 import attrs
+import msgspec
 
-from engine.errors import ConcurrencyError
+from engine.codec import MAX_EVENT_BYTES, canonical
+from engine.errors import (
+    BadBatch,
+    ConcurrencyError,
+    DuplicateEventId,
+    EventTooLarge,
+    InvalidId,
+    PartialDuplicate,
+    StoreError,
+)
 from engine.events import AnyEvent, Event
+from engine.store.chain import GENESIS, Chain
+
+
+class StreamState(enum.Enum):
+    """Expected versions that are not a number (KurrentDB's stream states)."""
+
+    ANY = "any"
+    NO_STREAM = "no_stream"
+    STREAM_EXISTS = "stream_exists"
+
+
+ANY = StreamState.ANY
+NO_STREAM = StreamState.NO_STREAM
+STREAM_EXISTS = StreamState.STREAM_EXISTS
+Expected = int | StreamState
+
+SYNC = "sync"
+BATCHED = "batched"
+
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]*")
+MAX_ID_LENGTH = 200
+
+
+def check_id(kind: str, value: str) -> str:
+    """Ids become file names (JSONL) and SQL parameters: a small safe alphabet only."""
+    if not isinstance(value, str) or not value:
+        raise InvalidId(kind, str(value), "empty")
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidId(kind, value, f"longer than {MAX_ID_LENGTH} characters")
+    if _ID_RE.fullmatch(value) is None:
+        raise InvalidId(kind, value, "only letters, digits and . _ : @ + = - are allowed "
+                                     "(no path separators, spaces, quotes or SQL syntax)")
+    if ".." in value:
+        raise InvalidId(kind, value, "'..' is not allowed")
+    return value
+
+
+def check_chain(url: str, algorithm: str, fingerprint: str, chain: Chain) -> str | None:
+    """Compare the store's recorded chain with the opener's key.
+
+    A wrong key is refused at once; a keyed store opened without its key (or an
+    unkeyed one with a key) can be read, and the returned reason refuses appends.
+    """
+    if algorithm == chain.algorithm:
+        if fingerprint != chain.fingerprint():
+            raise StoreError(f"{url}: the key does not match the one this store was created with")
+        return None
+    if chain.key is None:
+        return (f"{url} chains hashes with a secret key ({algorithm}); open it with the key "
+                "to append")
+    return f"{url} was created without a key ({algorithm}); open it without one to append"
 
 
 @attrs.frozen
@@ -25,10 +104,62 @@ class SessionInfo:
     fork_seq: int | None = None
 
 
+@attrs.frozen
+class Appended:
+    """What an append stored: one seq and one global position per event of the batch.
+
+    ``retried`` is True when every event was already stored (nothing was written).
+    """
+
+    session_id: str
+    seqs: tuple[int, ...]
+    positions: tuple[int, ...]
+    retried: bool = False
+
+    @property
+    def version(self) -> int | None:
+        return self.seqs[-1] if self.seqs else None
+
+
+class Record(NamedTuple):
+    """An event with its global position (``read_all``, ``subscribe``)."""
+
+    position: int
+    event: AnyEvent
+
+
+class Stored(NamedTuple):
+    """One stored event as verification sees it: the bytes' builtins (before any
+    upcasting) or why they cannot be read, and the stored hash."""
+
+    seq: int
+    hash: bytes
+    obj: dict[str, Any] | None
+    error: str | None = None
+    position: int | None = None
+    canon: bytes | None = None  # the exact stored canonical bytes, where the format keeps them
+
+
+class Prepared(NamedTuple):
+    """A batch ready to write: the stamped events, their canonical bytes and hashes."""
+
+    events: list[Event]
+    canon: list[bytes]
+    hashes: list[bytes]
+    first_seq: int
+
+    @property
+    def head(self) -> bytes:
+        return self.hashes[-1]
+
+
 class Store(abc.ABC):
     """Backends implement the ``_own_*`` methods over a session's own events only."""
 
     url: str
+    durability: str = SYNC
+    chain: Chain = Chain(None)
+    max_event_bytes: int = MAX_EVENT_BYTES
 
     # -- sessions
     @abc.abstractmethod
@@ -50,8 +181,9 @@ class Store(abc.ABC):
         """Highest own seq stored for the session, 0 when none."""
 
     @abc.abstractmethod
-    def _append(self, session_id: str, events: Sequence[Event], expected_version: int) -> None:
-        """Atomically store events (seqs expected_version+1..), or raise ConcurrencyError."""
+    def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
+        """Atomically: classify ids (retry / duplicate), check ``expected``, then store
+        ``self._prepare(...)`` of the batch, or raise and store nothing."""
 
     @abc.abstractmethod
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]: ...
@@ -64,6 +196,27 @@ class Store(abc.ABC):
     def _own_seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
         """Smallest own seq >= first whose time is after time_ms."""
 
+    @abc.abstractmethod
+    def read_all(self, after: int = 0, *, session_id: str | None = None,
+                 limit: int | None = None) -> Iterator[Record]:
+        """Own events of every session (or of one) with position > ``after``, by position."""
+
+    @abc.abstractmethod
+    def last_position(self) -> int:
+        """The highest committed global position (0 for an empty store)."""
+
+    @abc.abstractmethod
+    def _own_stored(self, session_id: str) -> Iterator[Stored]:
+        """The session's own stored events, undecoded, in storage order (for verify)."""
+
+    @abc.abstractmethod
+    def _head(self, session_id: str) -> tuple[int, bytes]:
+        """(own version, hash of the last own event) as the store's session record says."""
+
+    def _recorded_head(self, session_id: str) -> tuple[int, bytes] | None:
+        """The head as recorded apart from the events (verify compares the log to it)."""
+        return self._head(session_id)
+
     # -- snapshots (caches of projection state; never the truth)
     @abc.abstractmethod
     def put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None: ...
@@ -72,10 +225,129 @@ class Store(abc.ABC):
     def latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
         """The snapshot with the greatest seq <= max_seq."""
 
-    def close(self) -> None:  # noqa: B027 - optional for backends without resources
-        """Release resources."""
+    def flush(self) -> None:  # noqa: B027 - sync stores have nothing buffered
+        """Make every acknowledged append durable now (batched durability)."""
 
-    # ------------------------------------------------------------------ shared logic
+    def close(self) -> None:  # noqa: B027 - optional for backends without resources
+        """Flush and release resources."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ appending
+
+    def append(self, session_id: str, events: Iterable[Event],
+               expected_version: Expected = ANY) -> Appended:
+        """Store events after the session's current version; all or nothing.
+
+        Events may leave ``seq`` (0) and ``session_id`` ("") empty: the store fills
+        them in. A given seq must be the next one. Returns seqs and positions.
+        """
+        check_id("session", session_id)
+        batch = list(events)
+        if isinstance(expected_version, bool) or not isinstance(
+                expected_version, int | StreamState):
+            raise TypeError(f"expected_version must be an int or a StreamState, "
+                            f"not {expected_version!r}")
+        ids: set[str] = set()
+        for e in batch:
+            check_id("event", e.id)
+            if e.id in ids:
+                raise DuplicateEventId(e.id, "another event of the same batch")
+            ids.add(e.id)
+            if e.session_id and e.session_id != session_id:
+                raise BadBatch(f"event {e.id} has session {e.session_id}, not {session_id}")
+        if not batch:
+            self._check_expected(session_id, expected_version, self.version(session_id))
+            return Appended(session_id, (), ())
+        return self._append(session_id, batch, expected_version)
+
+    # Helpers for backends: called with the store's write lock held.
+
+    @staticmethod
+    def _check_expected(session_id: str, expected: Expected, actual: int) -> None:
+        if expected is ANY:
+            return
+        if expected is NO_STREAM:
+            if actual != 0:
+                raise ConcurrencyError(session_id, "no_stream", actual)
+        elif expected is STREAM_EXISTS:
+            if actual == 0:
+                raise ConcurrencyError(session_id, "stream_exists", actual)
+        elif isinstance(expected, int) and expected != actual:
+            raise ConcurrencyError(session_id, expected, actual)
+
+    @staticmethod
+    def _classify(session_id: str, events: Sequence[Event],
+                  found: dict[str, tuple[str, int, int]]) -> Appended | None:
+        """``found``: id -> (session, seq, position) of the batch's stored ids.
+
+        None when no id is stored; the original result for an exact retry; raises
+        for ids of another session and for a batch that is partly stored.
+        """
+        if not found:
+            return None
+        for e in events:
+            where = found.get(e.id)
+            if where is not None and where[0] != session_id:
+                raise DuplicateEventId(e.id, f"session {where[0]} seq {where[1]}")
+        if len(found) == len(events):
+            return Appended(session_id, tuple(found[e.id][1] for e in events),
+                            tuple(found[e.id][2] for e in events), retried=True)
+        raise PartialDuplicate(session_id, [e.id for e in events if e.id in found],
+                               [e.id for e in events if e.id not in found])
+
+    def _prepare(self, session_id: str, events: Sequence[Event], actual: int,
+                 prev_hash: bytes) -> Prepared:
+        """Stamp seqs and session, encode canonical bytes, check sizes, chain hashes."""
+        out: list[Event] = []
+        canon: list[bytes] = []
+        hashes: list[bytes] = []
+        link = self.chain.link
+        limit = self.max_event_bytes
+        prev = prev_hash
+        seq = actual
+        replace = msgspec.structs.replace
+        for given in events:
+            seq += 1
+            e = given
+            if e.seq != seq or e.session_id != session_id:
+                if e.seq not in (0, seq):
+                    raise BadBatch(f"event {e.id} has seq {e.seq}; the next seq of session "
+                                   f"{session_id} is {seq}")
+                e = replace(e, seq=seq, session_id=session_id)
+            data = canonical(e)
+            if len(data) > limit:
+                raise EventTooLarge(e.id, len(data), limit)
+            prev = link(prev, data)
+            out.append(e)
+            canon.append(data)
+            hashes.append(prev)
+        return Prepared(out, canon, hashes, actual + 1)
+
+    def _genesis(self, parent: str | None, fork_seq: int | None) -> bytes:
+        """Where a new session's chain starts: the parent's hash at the fork point."""
+        if parent is None or not fork_seq:
+            return GENESIS
+        for sid, limit in self.lineage(parent):
+            if limit is None or fork_seq <= limit:  # the session that owns seq fork_seq
+                found = self._hash_at(sid, fork_seq)
+                if found is not None:
+                    return found
+                break
+        raise StoreError(f"fork point {fork_seq} of session {parent} is not stored")
+
+    def _hash_at(self, session_id: str, seq: int) -> bytes | None:
+        """The stored hash of one own event (backends with an index override this)."""
+        for st in self._own_stored(session_id):
+            if st.seq == seq:
+                return st.hash
+        return None
+
+    # ------------------------------------------------------------------ shared reading logic
 
     def lineage(self, session_id: str) -> list[tuple[str, int | None]]:
         """[(session, last seq read from it)] from the root ancestor down to this session."""
@@ -95,17 +367,6 @@ class Store(abc.ABC):
         info = self.session_info(session_id)
         own = self._own_version(session_id)
         return max(own, info.fork_seq or 0)
-
-    def append(self, session_id: str, events: Sequence[Event], expected_version: int) -> None:
-        """Store events whose seqs follow ``expected_version``; all or nothing."""
-        actual = self.version(session_id)
-        if actual != expected_version:
-            raise ConcurrencyError(session_id, expected_version, actual)
-        for offset, e in enumerate(events, start=1):
-            if e.seq != expected_version + offset or e.session_id != session_id:
-                raise ValueError(f"event {e.id} has seq {e.seq} / session {e.session_id}")
-        if events:
-            self._append(session_id, events, expected_version)
 
     def read(self, session_id: str, first: int = 1, last: int | None = None) -> Iterator[AnyEvent]:
         """Events first..last (inclusive) of the session, through its fork lineage."""
@@ -139,3 +400,33 @@ class Store(abc.ABC):
             if limit is not None:
                 first = limit + 1
         return self.version(session_id)
+
+    def subscribe(self, after: int = 0, *, session_id: str | None = None,
+                  idle_timeout: float | None = None, poll: float = 0.05,
+                  stop: Callable[[], bool] | None = None) -> Iterator[Record]:
+        """Every event with position > ``after``: the backlog, then new events as they
+        commit, in position order without gaps. Ends after ``idle_timeout`` seconds
+        without a new event, or when ``stop()`` is true; else runs forever.
+
+        This base version polls ``read_all``; PostgreSQL waits on LISTEN/NOTIFY.
+        """
+        last = after
+        idle_since = time.monotonic()
+        while True:
+            got = False
+            for rec in self.read_all(last, session_id=session_id):
+                last = rec.position
+                got = True
+                yield rec
+            if stop is not None and stop():
+                return
+            now = time.monotonic()
+            if got:
+                idle_since = now
+            elif idle_timeout is not None and now - idle_since >= idle_timeout:
+                return
+            self._wait(last, poll)
+
+    def _wait(self, position: int, timeout: float) -> None:
+        """Block until something may have been committed after ``position``."""
+        time.sleep(timeout)

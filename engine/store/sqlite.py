@@ -1,31 +1,51 @@
 """``sqlite:///path.db``: the embedded default, on the standard library's sqlite3 in WAL mode.
 
-One row per event: (session key, seq, event id, time, msgpack body). Sessions get a
-small integer key so rows do not repeat the session's UUID. Appends run in one
-``BEGIN IMMEDIATE`` transaction that re-checks the expected version, so two
-writers on one file cannot both win.
+Tables: ``sessions`` (lineage, version, head hash), ``blocks`` (events in the
+compact block format of :mod:`engine.store.blocks`), ``log`` (global position ->
+session, seq: one small row per event, what ``read_all`` walks) and ``ids`` (event
+id -> position, for idempotency and ``find_event``). An append is one
+``BEGIN IMMEDIATE`` transaction: SQLite's single writer lock serializes appends
+across processes, so ``MAX(position) + 1`` inside it is a gapless global
+position, and readers see whole appends or nothing.
+
+Durability: ``sync`` commits every append with ``synchronous=FULL`` (the WAL is
+fsynced before the append returns). ``batched`` keeps the write transaction open
+for a window (:mod:`engine.store.batching`) and commits it whole.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import msgspec
-
-from engine.codec import decode_msgpack
+from engine.codec import decode_msgpack, encode_msgpack
 from engine.errors import (
+    BadBatch,
     ConcurrencyError,
-    DuplicateEventId,
     SessionExists,
     StoreError,
     UnknownSession,
 )
 from engine.events import AnyEvent, Event
-from engine.store.base import SessionInfo, Store
+from engine.store import blocks
+from engine.store.base import (
+    BATCHED,
+    SYNC,
+    Appended,
+    Expected,
+    Record,
+    SessionInfo,
+    Store,
+    Stored,
+    check_chain,
+    check_id,
+)
+from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
+from engine.store.chain import Chain
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -34,18 +54,25 @@ CREATE TABLE IF NOT EXISTS sessions (
     id TEXT NOT NULL UNIQUE,
     created INTEGER NOT NULL,
     parent TEXT,
-    fork_seq INTEGER
+    fork_seq INTEGER,
+    version INTEGER NOT NULL DEFAULT 0,
+    sealed INTEGER NOT NULL DEFAULT 0,
+    head BLOB NOT NULL
 );
-CREATE TABLE IF NOT EXISTS events (
+CREATE TABLE IF NOT EXISTS blocks (
     sid INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    id TEXT NOT NULL,
-    time INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    t_max INTEGER NOT NULL,
     body BLOB NOT NULL,
-    PRIMARY KEY (sid, seq)
+    PRIMARY KEY (sid, last_seq)
 ) WITHOUT ROWID;
-CREATE UNIQUE INDEX IF NOT EXISTS events_id ON events (id);
-CREATE INDEX IF NOT EXISTS events_time ON events (sid, time);
+CREATE TABLE IF NOT EXISTS log (
+    position INTEGER PRIMARY KEY,
+    sid INTEGER NOT NULL,
+    seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ids (id BLOB PRIMARY KEY, position INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS snapshots (
     sid INTEGER NOT NULL,
     name TEXT NOT NULL,
@@ -55,155 +82,442 @@ CREATE TABLE IF NOT EXISTS snapshots (
 ) WITHOUT ROWID;
 """
 
+_PAGE = 64  # blocks per query while reading: no cursor stays open across a yield
+
 
 class SQLiteStore(Store):
-    def __init__(self, path: str, *, url: str | None = None, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str, *, url: str | None = None, synchronous: str | None = None,
+                 durability: str = SYNC, batch_ms: float = DEFAULT_BATCH_MS,
+                 batch_events: int = DEFAULT_BATCH_EVENTS, key: bytes | None = None,
+                 max_event_bytes: int | None = None) -> None:
         self.url = url or f"sqlite:///{path}"
         self.path = path
+        if durability not in (SYNC, BATCHED):
+            raise StoreError(f"unknown durability {durability!r}; use sync or batched")
+        self.durability = durability
+        self.chain = Chain(key)
+        if max_event_bytes is not None:
+            self.max_event_bytes = max_event_bytes
         if path != ":memory:":
             parent = Path(path).parent
             if not parent.is_dir():
                 raise StoreError(f"cannot open {self.url}: directory {parent} does not exist")
+        self._lock = threading.RLock()
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA busy_timeout=30000")
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={synchronous}")
-            self._db.execute("PRAGMA busy_timeout=10000")
-            self._db.executescript(_SCHEMA)
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if row is None:
-                self._db.execute(
-                    "INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
-                )
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise StoreError(f"{self.url} has schema {row[0]}, newer than {SCHEMA_VERSION}")
+            # FULL: the WAL is fsynced at every commit, so an acknowledged append survives
+            # power loss. ``synchronous`` overrides it (benchmarks measure NORMAL/OFF).
+            self._db.execute(f"PRAGMA synchronous={synchronous or 'FULL'}")
+            self._migrate()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open {self.url}: {exc}") from None
         self._sids: dict[str, int] = {}
-        self._enc = msgspec.msgpack.Encoder()
+        self._names: dict[int, str] = {}
+        self._in_tx = False
+        self._group = (GroupCommit(self._commit_window, self._lock, max_ms=batch_ms,
+                                   max_events=batch_events)
+                       if durability == BATCHED else None)
+
+    def _migrate(self) -> None:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            old = None
+            if "meta" in tables:
+                row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                old = int(row[0]) if row else None
+            if old is not None and old > SCHEMA_VERSION:
+                raise StoreError(f"{self.url} has schema {old}, newer than {SCHEMA_VERSION}")
+            legacy = old == 1
+            if legacy:  # schema 1: one msgpack row per event; rebuilt below
+                db.execute("ALTER TABLE events RENAME TO events_v1")
+                db.execute("ALTER TABLE sessions RENAME TO sessions_v1")
+                db.execute("ALTER TABLE snapshots RENAME TO snapshots_v1")
+                db.execute("DROP INDEX IF EXISTS events_id")
+                db.execute("DROP INDEX IF EXISTS events_time")
+            for statement in _SCHEMA.split(";"):  # executescript would COMMIT first
+                if statement.strip():
+                    db.execute(statement)
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            if "chain" not in meta:
+                db.execute("INSERT INTO meta VALUES ('chain', ?)", (self.chain.algorithm,))
+                db.execute("INSERT INTO meta VALUES ('key', ?)", (self.chain.fingerprint(),))
+                meta["chain"], meta["key"] = self.chain.algorithm, self.chain.fingerprint()
+            self._refuse = check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        if legacy:
+            self._import_v1()
+
+    def _import_v1(self) -> None:
+        db = self._db
+        sessions = db.execute(
+            "SELECT sid, id, created, parent, fork_seq FROM sessions_v1 ORDER BY sid").fetchall()
+        for _, sid_name, created, parent, fork_seq in sessions:
+            self.create_session(sid_name, created=created, parent=parent, fork_seq=fork_seq)
+        for old_sid, sid_name, *_ in sessions:
+            rows = db.execute("SELECT body FROM events_v1 WHERE sid=? ORDER BY seq",
+                              (old_sid,)).fetchall()
+            events = [decode_msgpack(r[0]) for r in rows]
+            for i in range(0, len(events), blocks.BLOCK_MAX):
+                chunk = events[i:i + blocks.BLOCK_MAX]
+                self.append(sid_name, chunk, chunk[0].seq - 1)
+            for name, seq, body in db.execute(
+                    "SELECT name, seq, body FROM snapshots_v1 WHERE sid=?", (old_sid,)):
+                self.put_snapshot(sid_name, name, seq, body)
+        self.flush()
+        for table in ("events_v1", "sessions_v1", "snapshots_v1"):
+            db.execute(f"DROP TABLE {table}")
+
+    def flush(self) -> None:
+        if self._group is not None:
+            self._group.flush()
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            if self._group is not None:
+                self._group.close()
+            self._db.close()
+
+    # ------------------------------------------------------------------ transactions
+
+    def _commit_window(self) -> None:
+        if self._in_tx:
+            self._db.execute("COMMIT")
+            self._in_tx = False
 
     # ------------------------------------------------------------------ sessions
 
     def _sid(self, session_id: str) -> int:
         sid = self._sids.get(session_id)
         if sid is None:
-            row = self._db.execute("SELECT sid FROM sessions WHERE id=?", (session_id,)).fetchone()
+            with self._lock:
+                row = self._db.execute("SELECT sid FROM sessions WHERE id=?",
+                                       (session_id,)).fetchone()
             if row is None:
                 raise UnknownSession(session_id)
             sid = self._sids[session_id] = int(row[0])
+            self._names[sid] = session_id
         return sid
+
+    def _name(self, sid: int) -> str:
+        name = self._names.get(sid)
+        if name is None:
+            with self._lock:
+                row = self._db.execute("SELECT id FROM sessions WHERE sid=?", (sid,)).fetchone()
+            name = self._names[sid] = str(row[0])
+            self._sids[name] = sid
+        return name
 
     def create_session(
         self, session_id: str, *, created: int, parent: str | None = None,
         fork_seq: int | None = None,
     ) -> SessionInfo:
-        try:
-            self._db.execute(
-                "INSERT INTO sessions (id, created, parent, fork_seq) VALUES (?, ?, ?, ?)",
-                (session_id, created, parent, fork_seq),
-            )
-        except sqlite3.IntegrityError:
-            raise SessionExists(session_id) from None
+        check_id("session", session_id)
+        with self._lock:
+            if parent is not None:
+                self.session_info(parent)
+            genesis = self._genesis(parent, fork_seq)
+            self._write_begin()
+            try:
+                self._db.execute(
+                    "INSERT INTO sessions (id, created, parent, fork_seq, sealed, head) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (session_id, created, parent, fork_seq, fork_seq or 0, genesis),
+                )
+            except sqlite3.IntegrityError:
+                self._write_end(ok=False)
+                raise SessionExists(session_id) from None
+            except BaseException:
+                self._write_end(ok=False)
+                raise
+            self._write_end(ok=True)
         return SessionInfo(session_id, created, parent, fork_seq)
 
     def session_info(self, session_id: str) -> SessionInfo:
-        row = self._db.execute(
-            "SELECT id, created, parent, fork_seq FROM sessions WHERE id=?", (session_id,)
-        ).fetchone()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, created, parent, fork_seq FROM sessions WHERE id=?", (session_id,)
+            ).fetchone()
         if row is None:
             raise UnknownSession(session_id)
         return SessionInfo(row[0], row[1], row[2], row[3])
 
     def sessions(self) -> list[SessionInfo]:
-        rows = self._db.execute(
-            "SELECT id, created, parent, fork_seq FROM sessions ORDER BY created, id"
-        ).fetchall()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, created, parent, fork_seq FROM sessions ORDER BY created, id"
+            ).fetchall()
         return [SessionInfo(r[0], r[1], r[2], r[3]) for r in rows]
 
-    # ------------------------------------------------------------------ events
+    # ------------------------------------------------------------------ writing
+
+    def _write_begin(self) -> None:
+        """Open the write transaction (or join the batched window) plus a savepoint, so
+        a failed append inside a window leaves the window's earlier appends intact."""
+        if not self._in_tx:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._in_tx = True
+        self._db.execute("SAVEPOINT append")
+
+    def _write_end(self, *, ok: bool, count: int = 0) -> None:
+        db = self._db
+        if not ok:
+            db.execute("ROLLBACK TO append")
+            db.execute("RELEASE append")
+            if self._group is None or not self._group.open:
+                db.execute("ROLLBACK")
+                self._in_tx = False
+            return
+        db.execute("RELEASE append")
+        if self._group is None:
+            db.execute("COMMIT")
+            self._in_tx = False
+        elif count:
+            self._group.added(count)
+        elif not self._group.open:
+            db.execute("COMMIT")
+            self._in_tx = False
+
+    def _head(self, session_id: str) -> tuple[int, bytes]:
+        with self._lock:
+            row = self._db.execute("SELECT version, head FROM sessions WHERE id=?",
+                                   (session_id,)).fetchone()
+        if row is None:
+            raise UnknownSession(session_id)
+        return int(row[0]), bytes(row[1])
+
+    def _lookup(self, events: Sequence[Event]) -> dict[str, tuple[str, int, int]]:
+        found: dict[str, tuple[str, int, int]] = {}
+        db = self._db
+        for e in events:
+            row = db.execute(
+                "SELECT l.sid, l.seq, l.position FROM ids i JOIN log l ON l.position = i.position"
+                " WHERE i.id = ?", (blocks.id_key(e.id),)).fetchone()
+            if row is not None:
+                found[e.id] = (self._name(int(row[0])), int(row[1]), int(row[2]))
+        return found
+
+    def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
+        if self._refuse:
+            raise StoreError(self._refuse)
+        with self._lock:
+            db = self._db
+            self._write_begin()
+            ok = False
+            try:
+                row = db.execute(
+                    "SELECT sid, fork_seq, version, sealed, head FROM sessions WHERE id=?",
+                    (session_id,)).fetchone()
+                if row is None:
+                    raise UnknownSession(session_id)
+                sid, fork_seq, version, sealed, head = row
+                actual = max(version, fork_seq or 0)
+                try:
+                    self._check_expected(session_id, expected, actual)
+                    batch = self._prepare(session_id, events, actual, bytes(head))
+                except (ConcurrencyError, BadBatch):
+                    # A retry of a batch that did land is neither a conflict nor out of order.
+                    retried = self._classify(session_id, events, self._lookup(events))
+                    if retried is not None:
+                        return retried
+                    raise
+                pos0 = int(db.execute("SELECT COALESCE(MAX(position), 0) FROM log")
+                           .fetchone()[0]) + 1
+                n = len(batch.events)
+                positions = range(pos0, pos0 + n)
+                first = batch.first_seq
+                try:
+                    db.executemany("INSERT INTO ids VALUES (?, ?)", zip(
+                        [blocks.id_key(e.id) for e in batch.events], positions, strict=True))
+                except sqlite3.IntegrityError:
+                    retried = self._classify(session_id, events, self._lookup(events))
+                    if retried is not None:
+                        return retried
+                    raise StoreError("id index conflict without a stored id") from None
+                db.executemany("INSERT INTO log VALUES (?, ?, ?)",
+                               [(p, sid, first + i) for i, p in enumerate(positions)])
+                # Stored bytes keep the event exactly (map order included); the chain
+                # covers its canonical form, recomputed by verify.
+                body = [encode_msgpack(e) for e in batch.events]
+                sealed = self._write_blocks(sid, batch.events, body, batch.hashes,
+                                            actual=actual, sealed=sealed)
+                db.execute("UPDATE sessions SET version=?, head=?, sealed=? WHERE sid=?",
+                           (actual + n, batch.head, sealed, sid))
+                ok = True
+                result = Appended(session_id, tuple(range(first, first + n)), tuple(positions))
+            finally:
+                self._write_end(ok=ok, count=len(events) if ok else 0)
+            return result
+
+    def _write_blocks(self, sid: int, events: Sequence[Event], canon: Sequence[bytes],
+                      hashes: Sequence[bytes], *, actual: int, sealed: int) -> int:
+        """Store the batch; merge the uncompressed tail once it reaches SEAL_AT events."""
+        db = self._db
+        maxv = blocks.max_version(events)
+        if actual + len(events) - sealed < blocks.SEAL_AT:
+            db.execute("INSERT INTO blocks VALUES (?, ?, ?, ?, ?)", (
+                sid, actual + len(events), actual + 1, max(e.time for e in events),
+                blocks.encode(canon, hashes, maxv, compress=False)))
+            return sealed
+        tail_canon: list[bytes] = []
+        tail_hashes: list[bytes] = []
+        times: list[int] = []
+        rows = db.execute("SELECT t_max, body FROM blocks WHERE sid=? AND last_seq>? "
+                          "ORDER BY last_seq", (sid, sealed)).fetchall()
+        for t_max, body in rows:
+            c, h = blocks.split(body)
+            tail_canon += c
+            tail_hashes += h
+            times += [t_max] * len(c)  # an upper bound is enough for t_max
+        db.execute("DELETE FROM blocks WHERE sid=? AND last_seq>?", (sid, sealed))
+        all_canon = tail_canon + list(canon)
+        all_hashes = tail_hashes + list(hashes)
+        times += [e.time for e in events]
+        first = sealed + 1
+        for i in range(0, len(all_canon), blocks.BLOCK_MAX):
+            c = all_canon[i:i + blocks.BLOCK_MAX]
+            db.execute("INSERT INTO blocks VALUES (?, ?, ?, ?, ?)", (
+                sid, first + i + len(c) - 1, first + i, max(times[i:i + len(c)]),
+                blocks.encode(c, all_hashes[i:i + len(c)], max(maxv, 1), compress=True)))
+        return actual + len(events)
+
+    # ------------------------------------------------------------------ reading
 
     def _own_version(self, session_id: str) -> int:
-        row = self._db.execute(
-            "SELECT MAX(seq) FROM events WHERE sid=?", (self._sid(session_id),)
-        ).fetchone()
-        return int(row[0] or 0)
+        return self._head(session_id)[0]
 
-    def _append(self, session_id: str, events: Sequence[Event], expected_version: int) -> None:
-        sid = self._sid(session_id)
-        enc = self._enc.encode
-        rows = [(sid, e.seq, e.id, e.time, enc(e)) for e in events]
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            # Re-check inside the write lock: another process may have appended.
-            actual = max(self._own_version(session_id), self.session_info(session_id).fork_seq or 0)
-            if actual != expected_version:
-                raise ConcurrencyError(session_id, expected_version, actual)
-            db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", rows)
-        except sqlite3.IntegrityError as exc:
-            db.execute("ROLLBACK")
-            ids = [e.id for e in events]
-            for event_id in ids:
-                found = self.find_event(event_id)
-                if found is not None:
-                    raise DuplicateEventId(event_id, f"session {found[0]} seq {found[1]}") from None
-            if len(set(ids)) != len(ids):
-                raise DuplicateEventId(ids[0], "another event of the same batch") from None
-            raise StoreError(f"append to {session_id} failed: {exc}") from None
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+    def _blocks(self, sid: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+        """(first seq, body) of the blocks that hold seqs first..last, in order."""
+        lo = first
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT first_seq, last_seq, body FROM blocks WHERE sid=? AND last_seq>=? "
+                    "AND first_seq<=? ORDER BY last_seq LIMIT ?", (sid, lo, last, _PAGE)
+                ).fetchall()
+            for first_seq, _, body in rows:
+                yield first_seq, body
+            if len(rows) < _PAGE:
+                return
+            lo = rows[-1][1] + 1
 
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
-        cur = self._db.execute(
-            "SELECT body FROM events WHERE sid=? AND seq BETWEEN ? AND ? ORDER BY seq",
-            (self._sid(session_id), first, last),
-        )
-        while True:
-            rows = cur.fetchmany(4096)
-            if not rows:
-                return
-            for (body,) in rows:
-                yield decode_msgpack(body)
+        sid = self._sid(session_id)
+        for first_seq, body in self._blocks(sid, first, last):
+            events = blocks.decode(body)
+            if first <= first_seq and first_seq + len(events) - 1 <= last:
+                yield from events
+            else:
+                yield from events[max(first - first_seq, 0):last - first_seq + 1]
 
     def read_bodies(self, session_id: str, first: int, last: int) -> list[bytes]:
-        """Raw msgpack bodies of the session's own events (for benchmarks and verifiers)."""
-        rows = self._db.execute(
-            "SELECT body FROM events WHERE sid=? AND seq BETWEEN ? AND ? ORDER BY seq",
-            (self._sid(session_id), first, last),
-        ).fetchall()
-        return [r[0] for r in rows]
+        """Raw block bodies holding the session's own events first..last (benchmarks)."""
+        return [body for _, body in self._blocks(self._sid(session_id), first, last)]
 
     def find_event(self, event_id: str) -> tuple[str, int] | None:
-        row = self._db.execute(
-            "SELECT s.id, e.seq FROM events e JOIN sessions s ON s.sid = e.sid WHERE e.id=?",
-            (event_id,),
-        ).fetchone()
-        return None if row is None else (row[0], int(row[1]))
+        with self._lock:
+            row = self._db.execute(
+                "SELECT l.sid, l.seq FROM ids i JOIN log l ON l.position = i.position "
+                "WHERE i.id = ?", (blocks.id_key(event_id),)).fetchone()
+        return None if row is None else (self._name(int(row[0])), int(row[1]))
 
     def _own_seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
-        row = self._db.execute(
-            "SELECT MIN(seq) FROM events WHERE sid=? AND seq>=? AND time>?",
-            (self._sid(session_id), first, time_ms),
-        ).fetchone()
-        return None if row[0] is None else int(row[0])
+        sid = self._sid(session_id)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT body FROM blocks WHERE sid=? AND last_seq>=? AND t_max>? "
+                "ORDER BY last_seq", (sid, first, time_ms)).fetchall()
+        for (body,) in rows:
+            for e in blocks.decode(body):
+                if e.seq >= first and e.time > time_ms:
+                    return e.seq
+        return None
+
+    def last_position(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COALESCE(MAX(position), 0) FROM log")
+                       .fetchone()[0])
+
+    def read_all(self, after: int = 0, *, session_id: str | None = None,
+                 limit: int | None = None) -> Iterator[Record]:
+        only = None if session_id is None else self._sid(session_id)
+        cache: dict[int, tuple[int, list[AnyEvent]]] = {}
+        count = 0
+        while True:
+            page = 4096 if limit is None else min(4096, limit - count)
+            with self._lock:
+                if only is None:
+                    rows = self._db.execute(
+                        "SELECT position, sid, seq FROM log WHERE position>? ORDER BY position "
+                        "LIMIT ?", (after, page)).fetchall()
+                else:
+                    rows = self._db.execute(
+                        "SELECT position, sid, seq FROM log WHERE position>? AND sid=? "
+                        "ORDER BY position LIMIT ?", (after, only, page)).fetchall()
+            for position, sid, seq in rows:
+                hit = cache.get(sid)
+                if hit is None or not hit[0] <= seq < hit[0] + len(hit[1]):
+                    blk = next(self._blocks(sid, seq, seq), None)
+                    if blk is None:
+                        raise StoreError(f"position {position} has no stored event")
+                    hit = cache[sid] = (blk[0], blocks.decode(blk[1]))
+                yield Record(position, hit[1][seq - hit[0]])
+                after = position
+            count += len(rows)
+            if len(rows) < page or (limit is not None and count >= limit):
+                return
+
+    def _own_stored(self, session_id: str) -> Iterator[Stored]:
+        sid = self._sid(session_id)
+        with self._lock:
+            positions = dict(self._db.execute("SELECT seq, position FROM log WHERE sid=?",
+                                              (sid,)).fetchall())
+        for first_seq, body in self._blocks(sid, 0, 1 << 62):
+            try:
+                canon, hashes = blocks.split(body)
+            except Exception as exc:
+                yield Stored(first_seq, b"", None, f"unreadable block: {exc}")
+                continue
+            for i, (c, h) in enumerate(zip(canon, hashes, strict=True)):
+                seq = first_seq + i
+                try:
+                    obj = blocks.builtins(c)
+                except Exception as exc:
+                    yield Stored(seq, h, None, f"undecodable event: {exc}", positions.get(seq))
+                    continue
+                yield Stored(seq, h, obj, None, positions.get(seq))
+
+    def _hash_at(self, session_id: str, seq: int) -> bytes | None:
+        for first_seq, body in self._blocks(self._sid(session_id), seq, seq):
+            _, hashes = blocks.split(body)
+            return hashes[seq - first_seq]
+        return None
 
     # ------------------------------------------------------------------ snapshots
 
     def put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)",
-            (self._sid(session_id), name, seq, data),
-        )
+        sid = self._sid(session_id)
+        with self._lock:
+            self._write_begin()
+            try:
+                self._db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)",
+                                 (sid, name, seq, data))
+            except BaseException:
+                self._write_end(ok=False)
+                raise
+            self._write_end(ok=True)
 
     def latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
-        row = self._db.execute(
-            "SELECT seq, body FROM snapshots WHERE sid=? AND name=? AND seq<=? "
-            "ORDER BY seq DESC LIMIT 1",
-            (self._sid(session_id), name, max_seq),
-        ).fetchone()
+        sid = self._sid(session_id)
+        with self._lock:
+            row = self._db.execute(
+                "SELECT seq, body FROM snapshots WHERE sid=? AND name=? AND seq<=? "
+                "ORDER BY seq DESC LIMIT 1", (sid, name, max_seq)).fetchone()
         return None if row is None else (int(row[0]), bytes(row[1]))

@@ -1,0 +1,1 @@
+"""Benchmarks (not timed tests): ``python benchmarks/replay.py`` or ``make bench``."""

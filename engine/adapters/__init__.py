@@ -1,0 +1,1 @@
+"""Adapters: outside formats turned into events (write side; never imports projections)."""

@@ -1,0 +1,43 @@
+"""The per-session hash chain: ``hash_n = H(hash_{n-1} || canonical bytes of event n)``.
+
+H is SHA-256, or HMAC-SHA256 under a secret key so that whoever can write the
+file but does not hold the key cannot recompute the chain after an edit. Hashes
+are truncated to 16 bytes (128 bits, like HMAC-SHA-256-128 of RFC 4868): enough
+against forgery and collisions, and half the bytes per stored event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from pathlib import Path
+
+HASH_BYTES = 16
+GENESIS = bytes(HASH_BYTES)  # the "previous hash" of a root session's first event
+
+
+class Chain:
+    __slots__ = ("algorithm", "key")
+
+    def __init__(self, key: bytes | None) -> None:
+        self.key = key
+        self.algorithm = "hmac-sha256-128" if key else "sha256-128"
+
+    def link(self, prev: bytes, canon: bytes) -> bytes:
+        if self.key is None:
+            return hashlib.sha256(prev + canon).digest()[:HASH_BYTES]
+        return hmac.digest(self.key, prev + canon, "sha256")[:HASH_BYTES]
+
+    def fingerprint(self) -> str:
+        """Names the key without revealing it, so a store can refuse a wrong key early."""
+        if self.key is None:
+            return ""
+        return hmac.digest(self.key, b"convlog key check", "sha256")[:8].hex()
+
+
+def read_key(path: str | Path) -> bytes:
+    """A key file's bytes, surrounding whitespace stripped (a hex or base64 line works)."""
+    data = Path(path).read_bytes().strip()
+    if len(data) < 16:
+        raise ValueError(f"key file {path} holds {len(data)} bytes; use at least 16")
+    return data

@@ -1,0 +1,135 @@
+"""The JSONL store's own promises (human-readable files, torn tails moved aside) and
+``convlog tail``."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+import structlog
+from structlog.testing import capture_logs
+
+from engine.cli import EXIT_OK, main
+from engine.session import Session
+from engine.store import open_store
+from engine.store.verify import verify
+
+
+@pytest.fixture(autouse=True)
+def _default_logging() -> Iterator[None]:
+    """The CLI tests leave structlog filtering below ``error``; see warnings again."""
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    yield
+    structlog.configure(**saved)
+
+
+def _session(url: str) -> str:
+    store = open_store(url)
+    s = Session.create(store)
+    s.user_message("grep me")
+    store.close()
+    return s.id
+
+
+def test_one_greppable_file_per_session(tmp_path: Path) -> None:
+    url = f"jsonl:///{tmp_path}/log"
+    sid = _session(url)
+    path = tmp_path / "log" / "sessions" / f"{sid}.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 4
+    rows = [json.loads(line) for line in lines]
+    assert [r["pos"] for r in rows] == [1, 2, 3, 4]
+    assert rows[1]["event"]["type"] == "text.added"
+    assert rows[1]["event"]["text"] == "grep me"
+    assert all(len(r["hash"]) == 32 for r in rows)
+    assert json.loads((tmp_path / "log" / "sessions" / f"{sid}.meta.json").read_text())["id"] == sid
+
+
+def test_a_torn_last_line_is_moved_aside_with_a_warning(tmp_path: Path) -> None:
+    url = f"jsonl:///{tmp_path}/log"
+    sid = _session(url)
+    path = tmp_path / "log" / "sessions" / f"{sid}.jsonl"
+    torn = b'{"pos":5,"hash":"0123","event":{"type":"text.del'
+    with open(path, "ab") as f:
+        f.write(torn)
+    with capture_logs() as logs:
+        store = open_store(url)
+    try:
+        assert [e["event"] for e in logs] == ["jsonl_tail_moved"]
+        assert logs[0]["log_level"] == "warning"
+        assert logs[0]["reason"] == "a torn last line"
+        corrupt = path.with_name(path.name + ".corrupt")
+        assert corrupt.read_bytes() == torn + b"\n"  # kept for inspection, not dropped
+        assert path.read_bytes().endswith(b"\n")
+        assert store.version(sid) == 4
+        assert verify(store).ok
+        Session.open(store, sid).user_message("after the crash")
+        assert store.version(sid) == 8
+    finally:
+        store.close()
+
+
+def test_an_interrupted_batch_is_undone_whole(tmp_path: Path) -> None:
+    url = f"jsonl:///{tmp_path}/log"
+    sid = _session(url)
+    root = tmp_path / "log"
+    path = root / "sessions" / f"{sid}.jsonl"
+    size = path.stat().st_size
+    # A writer died after its intent and the first of two complete lines.
+    first = path.read_bytes().split(b"\n")[0]
+    line = msgspec.json.decode(first)
+    line["pos"] = 5
+    (root / "txn").write_bytes(msgspec.json.encode(
+        {"old": 4, "new": 6, "files": {sid: size}, "done": False}))
+    with open(path, "ab") as f:
+        f.write(msgspec.json.encode(line) + b"\n")
+    with capture_logs() as logs:
+        store = open_store(url)
+    try:
+        assert logs
+        assert logs[0]["reason"] == "an interrupted write"
+        assert path.stat().st_size == size
+        assert store.last_position() == 4
+        assert verify(store).ok
+        assert [r.position for r in store.read_all()] == [1, 2, 3, 4]
+    finally:
+        store.close()
+
+
+def test_tail_prints_events_in_global_order(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path}/t.db"
+    a = _session(url)
+    b = _session(url)
+    assert main(["tail", url]) == EXIT_OK
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["position"] for r in rows] == list(range(1, 9))
+    assert [r["event"]["session_id"] for r in rows] == [a] * 4 + [b] * 4
+    assert main(["tail", url, "--session", b, "--from", "6"]) == EXIT_OK
+    assert [json.loads(x)["position"] for x in capsys.readouterr().out.splitlines()] == [7, 8]
+
+
+def test_tail_follow_sees_new_events(tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"jsonl:///{tmp_path}/log"
+    sid = _session(url)
+
+    def later() -> None:
+        time.sleep(0.2)
+        store = open_store(url)
+        Session.open(store, sid).user_message("live")
+        store.close()
+
+    t = threading.Thread(target=later)
+    t.start()
+    assert main(["tail", url, "--follow", "--idle-timeout", "1.0"]) == EXIT_OK
+    t.join()
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["position"] for r in rows] == list(range(1, 9))
+    assert rows[5]["event"]["text"] == "live"
