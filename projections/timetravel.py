@@ -17,11 +17,17 @@ import bisect
 from typing import Any, Literal
 
 import attrs
+import msgspec
 
 from engine.events import Event
 from engine.store.base import Store
 from projections import views as v
-from projections.withparts import FrozenState, WithPartsProjection
+from projections.withparts import (
+    FrozenState,
+    WithPartsProjection,
+    decode_message,
+    encode_message,
+)
 
 DEFAULT_EVERY = 1000
 
@@ -32,15 +38,78 @@ def _check_seq(store: Store, session_id: str, seq: int) -> None:
         raise ValueError(f"seq {seq} is outside 0..{version} for session {session_id}")
 
 
+# Stored snapshots are chunked: an index per snapshot, one blob per message version.
+INDEX_NAME = f"{WithPartsProjection.NAME}.index"
+_INDEX_VERSION = 1
+
+
+def message_snapshot_name(message_id: str) -> str:
+    return f"{WithPartsProjection.NAME}.msg/{message_id}"
+
+
+class SnapshotWriter:
+    """Writes chunked snapshots of one session's projection into its store.
+
+    A snapshot is an index of (message id, version) plus one blob per message
+    that changed since the previous snapshot: a completed message is written
+    once, however many snapshots follow. Reading one back costs the index (a
+    few bytes per message) and then only the messages that get used.
+    """
+
+    def __init__(self, store: Store, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+        self._written: dict[str, tuple[v.WithParts, int]] = {}
+
+    def write(self, projection: WithPartsProjection) -> None:
+        seq = projection.seq
+        refs: list[tuple[str, int]] = []
+        for message in projection.messages():
+            mid = message.info.id
+            known = self._written.get(mid)
+            if known is None or known[0] is not message:  # views are cached until changed
+                self.store.put_snapshot(self.session_id, message_snapshot_name(mid), seq,
+                                        encode_message(message))
+                known = self._written[mid] = (message, seq)
+            refs.append((mid, known[1]))
+        index = msgspec.msgpack.encode({
+            "v": _INDEX_VERSION, "seq": seq, "session": self.session_id, "messages": refs,
+            "tool_added": projection.tool_added_items(),
+        })
+        self.store.put_snapshot(self.session_id, INDEX_NAME, seq, index)
+
+
 def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProjection | None:
-    """The stored snapshot nearest below ``seq``, searching the fork lineage too."""
-    best: tuple[int, bytes] | None = None
+    """The stored snapshot nearest below ``seq``, searching the fork lineage too.
+
+    Messages load lazily from the store, so keep it open while reading them.
+    """
+    best: tuple[str, int, bytes] | None = None
     for sid, limit in store.lineage(session_id):
         cap = seq if limit is None else min(seq, limit)
-        found = store.latest_snapshot(sid, WithPartsProjection.NAME, cap)
-        if found is not None and (best is None or found[0] > best[0]):
-            best = found
-    return None if best is None else WithPartsProjection.restore(session_id, best[1])
+        found = store.latest_snapshot(sid, INDEX_NAME, cap)
+        if found is not None and (best is None or found[0] > best[1]):
+            best = (sid, found[0], found[1])
+    if best is None:
+        return None
+    owner, _, data = best
+    index = msgspec.msgpack.decode(data)
+    if index.get("v") != _INDEX_VERSION:
+        return None  # an unknown format is only a cache miss: replay instead
+    rename = None if index["session"] == session_id else session_id
+
+    def loader(mid: str, version: int) -> Any:
+        def load() -> Any:
+            found = store.latest_snapshot(owner, message_snapshot_name(mid), version)
+            if found is None or found[0] != version:
+                raise LookupError(f"snapshot chunk {mid}@{version} is missing from {owner}")
+            return decode_message(found[1], rename)
+        return load
+
+    return WithPartsProjection.from_chunks(
+        session_id, index["seq"], [(mid, loader(mid, ver)) for mid, ver in index["messages"]],
+        {(m, p): t for m, p, t in index["tool_added"]},
+    )
 
 
 def at(store: Store, session_id: str, seq: int | None = None, *,
@@ -73,22 +142,23 @@ class Snapshotter:
         self.store = store
         self.projection = projection
         self.every = every
+        self._writer = SnapshotWriter(store, projection.session_id)
 
     def __call__(self, e: Event) -> None:
         self.projection.apply(e)
         if e.seq % self.every == 0:
-            self.store.put_snapshot(self.projection.session_id, WithPartsProjection.NAME, e.seq,
-                                    self.projection.snapshot())
+            self._writer.write(self.projection)
 
 
 def write_snapshots(store: Store, session_id: str, *, every: int = DEFAULT_EVERY) -> int:
     """Fold a stored session and snapshot it every K events. Returns how many were written."""
     proj = WithPartsProjection(session_id)
+    writer = SnapshotWriter(store, session_id)
     written = 0
     for e in store.read(session_id):
         proj.apply(e)
         if e.seq % every == 0:
-            store.put_snapshot(session_id, WithPartsProjection.NAME, e.seq, proj.snapshot())
+            writer.write(proj)
             written += 1
     return written
 

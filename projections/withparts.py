@@ -9,7 +9,7 @@ the original would.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 import attrs
@@ -60,7 +60,8 @@ def _file_source(s: ev.FilePartSource | None) -> v.FilePartSource | None:
 
 
 class _Msg:
-    """A message in one of three forms: live records, a frozen view, or raw snapshot data.
+    """A message in one of three forms: live records, a frozen view, or raw snapshot data
+    (a dict, or a callable that loads the dict from a store on first use).
 
     Restored messages stay frozen (or raw) until an event touches them, so a
     restore costs a pointer per message rather than a rebuild.
@@ -80,7 +81,8 @@ class _Msg:
         view = self.view
         if view is None:
             if self.parts is None:
-                view = converter.structure(self.raw, v.WithParts)
+                raw = self.raw() if callable(self.raw) else self.raw  # a lazy snapshot chunk
+                view = converter.structure(raw, v.WithParts)
                 self.info = view.info
                 self.raw = None
             else:
@@ -526,6 +528,35 @@ class WithPartsProjection:
         proj._msgs = {m["info"]["id"]: _Msg(None, raw=m) for m in messages}
         proj._tool_added = {(m, p): t for m, p, t in raw["tool_added"]}
         return proj
+
+
+    @classmethod
+    def from_chunks(cls, session_id: str, seq: int, chunks: Iterable[tuple[str, Any]],
+                    tool_added: dict[PartKey, int]) -> WithPartsProjection:
+        """A projection whose messages are loaded one by one, each when first used.
+
+        ``chunks`` pairs each message id with its JSON dict or a callable returning it.
+        """
+        proj = cls(session_id)
+        proj.seq = seq
+        proj._msgs = {mid: _Msg(None, raw=loader) for mid, loader in chunks}
+        proj._tool_added = dict(tool_added)
+        return proj
+
+    def tool_added_items(self) -> list[tuple[str, str, int]]:
+        """When each unfinished tool was added: part of every snapshot."""
+        return [(m, p, t) for (m, p), t in self._tool_added.items()]
+
+
+def encode_message(message: v.WithParts) -> bytes:
+    """One message as snapshot bytes (msgpack of its JSON form)."""
+    return msgspec.msgpack.encode(converter.unstructure(message, v.WithParts))
+
+
+def decode_message(data: bytes, session_id: str | None = None) -> Any:
+    """The JSON dict of :func:`encode_message`, renamed to ``session_id`` when given."""
+    raw = msgspec.msgpack.decode(data)
+    return raw if session_id is None else _rename_session(raw, session_id)
 
 
 @attrs.frozen

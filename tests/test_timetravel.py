@@ -15,6 +15,7 @@ from engine.session import PartRef, Session
 from engine.store import MemoryStore, SQLiteStore, Store
 from projections import views as v
 from projections.timetravel import (
+    INDEX_NAME,
     Change,
     Diff,
     Snapshotter,
@@ -22,6 +23,8 @@ from projections.timetravel import (
     at,
     at_time,
     diff,
+    latest_snapshot,
+    message_snapshot_name,
     write_snapshots,
 )
 from projections.withparts import WithPartsProjection
@@ -341,16 +344,18 @@ def test_snapshotter_writes_every_k_and_at_uses_them(
     session.end_part(text)
     assert session.version == 12
     assert_same(snapshotter.projection, replay(any_store, session.id))
-    name = WithPartsProjection.NAME
     for seq in (4, 8, 12):
-        found = any_store.latest_snapshot(session.id, name, seq)
+        found = any_store.latest_snapshot(session.id, INDEX_NAME, seq)
         assert found is not None
         assert found[0] == seq
         # A snapshot always equals a replay to that point.
-        assert_same(WithPartsProjection.restore(session.id, found[1]),
-                    replay(any_store, session.id, seq))
-    assert any_store.latest_snapshot(session.id, name, 3) is None
-    found = any_store.latest_snapshot(session.id, name, 11)
+        restored = latest_snapshot(any_store, session.id, seq)
+        assert restored is not None
+        assert restored.seq == seq
+        assert_same(restored, replay(any_store, session.id, seq))
+    assert any_store.latest_snapshot(session.id, INDEX_NAME, 3) is None
+    assert latest_snapshot(any_store, session.id, 3) is None
+    found = any_store.latest_snapshot(session.id, INDEX_NAME, 11)
     assert found is not None
     assert found[0] == 8
 
@@ -484,3 +489,26 @@ def test_fork_snapshot_keeps_user_data_named_like_envelope_fields(any_store: Sto
     assert part.state.attachments is not None
     assert part.state.attachments[0].session_id == child.id
     assert part.session_id == child.id
+
+
+def test_stored_snapshots_write_an_unchanged_message_once(any_store: Store) -> None:
+    session = Session.create(any_store, clock=Clock())
+    snapshotter = Snapshotter(any_store, WithPartsProjection(session.id), every=3)
+    session.subscribe(snapshotter)
+    first = session.user_message("first question")  # 4 events, completed
+    answer = session.start_message("assistant", message_id=ASSISTANT)
+    text = session.add_text(answer, "", part_id="prt_text")
+    for chunk in "streaming text":
+        session.text_delta(text, chunk)
+    versions = [seq for seq in range(1, session.version + 1)
+                if (hit := any_store.latest_snapshot(session.id, message_snapshot_name(first), seq))
+                and hit[0] == seq]
+    # The completed user message was written by the first snapshot only; later
+    # snapshots point at that version.
+    assert versions == [3, 6]  # seq 3: still open (3 of its 4 events), seq 6: completed
+    name = message_snapshot_name(answer)
+    growing = {hit[0] for seq in range(1, session.version + 1)
+               if (hit := any_store.latest_snapshot(session.id, name, seq))}
+    assert len(growing) == session.version // 3 - 1  # the streaming message changes each time
+    for k in range(session.version + 1):
+        assert_same(at(any_store, session.id, k), replay(any_store, session.id, k))
