@@ -1,0 +1,197 @@
+"""Streaming benchmark: convlog's ingest + projection vs the SDKs' own accumulators.
+
+Usage (from the repository root)::
+
+    .venv/bin/python benchmarks/streaming.py            # 100,000 deltas per stream
+    .venv/bin/python benchmarks/streaming.py --deltas 20000 --repeat 1
+
+Two streams, each run through both sides in the same process on the same events:
+
+1. Anthropic: a message of text blocks and ``tool_use`` blocks whose input JSON
+   arrives in many small ``input_json_delta`` fragments (about half the deltas),
+   through ``AnthropicIngest`` into a ``Session`` on a ``MemoryStore`` with a
+   ``WithPartsProjection`` subscribed (every delta is its own checked, stored
+   event), and the final message rendered back; vs
+   ``anthropic.lib.streaming._messages.accumulate_event``.
+2. OpenAI Chat Completions: content chunks and ``tool_calls`` argument chunks,
+   through ``OpenAIChatIngest`` the same way; vs ``ChatCompletionStreamState``.
+
+convlog runs twice: committing each provider event on its own (``batch=1``) and
+in batches of 64 events (``batch=64``; every event is still recorded and
+checked), and with text deltas coalesced to 64+ characters. Times are best
+of ``--repeat``. The printed ratio is convlog's time
+divided by the SDK accumulator's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from anthropic.lib.streaming._messages import accumulate_event
+from openai.lib.streaming.chat._completions import ChatCompletionStreamState
+from openai.types.chat import ChatCompletionChunk
+
+from engine.adapters.anthropic import AnthropicIngest
+from engine.adapters.openai_chat import OpenAIChatIngest
+from engine.session import Session
+from engine.store import MemoryStore
+from projections.render import anthropic as render_anthropic
+from projections.render import openai_chat as render_openai
+from projections.withparts import WithPartsProjection
+
+JSON = dict[str, Any]
+TOOLS = 20  # tool calls per stream
+FRAGMENT = 6  # characters per JSON fragment
+TEXT = "Streaming 日本語 text, ok. "
+
+
+def tool_json(size: int, k: int) -> str:
+    """A JSON object of about ``size`` characters (a file edit with non-ASCII text)."""
+    head = json.dumps({"path": f"src/module_{k}.py", "content": ""}, ensure_ascii=False)
+    filler = ("line é日 {}\n" * (size // 10 + 1))[: max(size - len(head), 0)]
+    return json.dumps({"path": f"src/module_{k}.py", "content": filler}, ensure_ascii=False)
+
+
+def anthropic_stream(deltas: int) -> list[JSON]:
+    per_tool = deltas // 2 // TOOLS
+    per_text = deltas // 2 // TOOLS
+    events: list[JSON] = [{"type": "message_start", "message": {
+        "id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-bench",
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 1000, "output_tokens": 1}}}]
+    index = 0
+    for k in range(TOOLS):
+        events.append({"type": "content_block_start", "index": index,
+                       "content_block": {"type": "text", "text": ""}})
+        events += [{"type": "content_block_delta", "index": index,
+                    "delta": {"type": "text_delta", "text": TEXT[i % 7:]}}
+                   for i in range(per_text)]
+        events.append({"type": "content_block_stop", "index": index})
+        index += 1
+        raw = tool_json(per_tool * FRAGMENT, k)
+        pieces = [raw[i:i + FRAGMENT] for i in range(0, len(raw), FRAGMENT)]
+        events.append({"type": "content_block_start", "index": index, "content_block": {
+            "type": "tool_use", "id": f"toolu_{k:03d}", "name": "edit", "input": {}}})
+        events += [{"type": "content_block_delta", "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": p}} for p in pieces]
+        events.append({"type": "content_block_stop", "index": index})
+        index += 1
+    events += [{"type": "message_delta", "delta": {"stop_reason": "tool_use",
+                                                   "stop_sequence": None},
+                "usage": {"output_tokens": deltas}}, {"type": "message_stop"}]
+    return events
+
+
+def openai_chunks(deltas: int) -> list[JSON]:
+    def chunk(delta: JSON, finish: str | None = None) -> JSON:
+        return {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1,
+                "model": "gpt-bench",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    per_text = deltas // 2
+    per_tool = deltas // 2 // TOOLS
+    out = [chunk({"role": "assistant", "content": ""})]
+    out += [chunk({"content": TEXT[i % 7:]}) for i in range(per_text)]
+    for k in range(TOOLS):
+        raw = tool_json(per_tool * FRAGMENT, k)
+        pieces = [raw[i:i + FRAGMENT] for i in range(0, len(raw), FRAGMENT)]
+        out.append(chunk({"tool_calls": [{"index": k, "id": f"call_{k}", "type": "function",
+                                          "function": {"name": "edit",
+                                                       "arguments": pieces[0]}}]}))
+        out += [chunk({"tool_calls": [{"index": k, "function": {"arguments": p}}]})
+                for p in pieces[1:]]
+    out.append(chunk({}, "tool_calls"))
+    out.append({"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1,
+                "model": "gpt-bench", "choices": [], "usage": {
+                    "prompt_tokens": 1000, "completion_tokens": deltas,
+                    "total_tokens": 1000 + deltas}})
+    return out
+
+
+# (batch, coalesce_chars): every delta its own event (committed per provider event, or
+# 64 events per commit); and text deltas coalesced to >= 64 characters (tool fragments
+# are never coalesced).
+CONFIGS = ((1, 0), (64, 0), (64, 64))
+
+
+def label(batch: int, coalesce: int) -> str:
+    return f"batch={batch}" + (f" coalesce={coalesce}" if coalesce else "")
+
+
+def best(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
+    times, out = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), out
+
+
+def run_convlog(adapter: type[AnthropicIngest] | type[OpenAIChatIngest], events: list[JSON],
+                batch: int, coalesce: int = 0) -> tuple[int, Any]:
+    session = Session.create(MemoryStore())
+    proj = WithPartsProjection(session.id)
+    session.subscribe(proj)
+    result = adapter(session, batch=batch, coalesce_chars=coalesce).ingest(events)
+    return session.version, proj.message(result.message_id)
+
+
+def run_anthropic_sdk(events: list[JSON]) -> Any:
+    snap: Any = None
+    bufs: dict[int, bytes] = {}
+    for e in events:
+        snap = accumulate_event(event=e, current_snapshot=snap, json_bufs=bufs)  # type: ignore[arg-type]
+    return snap
+
+
+def run_openai_sdk(chunks: list[ChatCompletionChunk]) -> Any:
+    state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
+    for c in chunks:
+        state.handle_chunk(c)
+    return state.current_completion_snapshot
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--deltas", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    print(f"deltas per stream: {args.deltas:,}; best of {args.repeat}")
+    events = anthropic_stream(args.deltas)
+    sdk_events = copy.deepcopy(events)
+    sdk_t, snap = best(args.repeat, lambda: run_anthropic_sdk(sdk_events))
+    print(f"\nAnthropic: {len(events):,} events")
+    print(f"  SDK accumulate_event          {sdk_t:8.3f} s")
+    for batch, co in CONFIGS:
+        t, (n, wp) = best(args.repeat,
+                          partial(run_convlog, AnthropicIngest, events, batch, co))
+        mine = render_anthropic.response(wp)
+        assert [b.get("input") for b in mine["content"]] == [
+            getattr(b, "input", None) for b in snap.content]
+        print(f"  convlog {label(batch, co):<22} {t:8.3f} s  "
+              f"({n:,} events recorded)  ratio {t / sdk_t:.3f}x")
+
+    chunks = openai_chunks(args.deltas)
+    # The SDK is handed parsed chunk objects (what its stream yields); convlog the dicts.
+    models = [ChatCompletionChunk.model_validate(c) for c in chunks]
+    sdk_t, snap = best(args.repeat, lambda: run_openai_sdk(models))
+    print(f"\nOpenAI Chat Completions: {len(chunks):,} chunks")
+    print(f"  SDK ChatCompletionStreamState {sdk_t:8.3f} s")
+    for batch, co in CONFIGS:
+        t, (n, wp) = best(args.repeat,
+                          partial(run_convlog, OpenAIChatIngest, chunks, batch, co))
+        mine = render_openai.response(wp)
+        assert mine["content"] == snap.choices[0].message.content
+        print(f"  convlog {label(batch, co):<22} {t:8.3f} s  "
+              f"({n:,} events recorded)  ratio {t / sdk_t:.3f}x")
+
+
+if __name__ == "__main__":
+    main()

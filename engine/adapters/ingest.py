@@ -1,0 +1,487 @@
+"""The shared half of the provider stream adapters: blocks, batching, coalescing, breakage.
+
+A provider adapter (:mod:`engine.adapters.anthropic`, :mod:`.openai_chat`,
+:mod:`.openai_responses`) reads the provider's stream events one at a time and
+calls the helpers here, which turn them into engine events on the assistant
+message of a :class:`~engine.session.Session`:
+
+- a text or reasoning block is a ``text.added`` / ``reasoning.added`` part, its
+  deltas ``text.delta`` / ``reasoning.delta``, its end ``part.ended`` (provider
+  data such as a thinking signature rides in the part's metadata);
+- a tool call is a ``tool.added`` part (pending), each raw JSON fragment a
+  ``tool.input_delta``, and the parsed input a ``tool.input_ready`` when the
+  call's arguments are complete;
+- the stop reason and usage are a ``step.finished`` part and, once no tool is
+  left pending, the message's ``message.completed``.
+
+**Coalescing** (``coalesce_chars``): consecutive text or reasoning deltas of one
+part may be merged into one event of at least that many characters. Buffered
+text is flushed before anything else happens to the message, so the final
+message is the same for every setting; only the number of delta events changes.
+``0`` (the default) records every non-empty delta as its own event.
+
+**Batching** (``batch``): events are committed to the store in batches of up to
+that many events (each event is still recorded and checked on its own; only the
+appends are grouped): :meth:`StreamIngest.feed` commits once the queue holds
+``batch`` events, so with the default of 1 every provider event's engine events
+are committed (together) before ``feed`` returns. The queue is always committed
+at the message's end, by :meth:`StreamIngest.flush` and on any failure.
+
+**Broken streams**: a protocol violation (a delta before its block start, an
+unknown index, an event after the end, malformed tool JSON, a provider ``error``
+event, a stream that ends early) raises a :class:`StreamError` subclass after
+the session is settled: buffered text is committed first (streamed text is never
+lost), every tool still pending fails with kind ``aborted`` keeping its partial
+raw JSON in ``metadata.raw``, open text and reasoning parts end, and the
+message completes with an ``aborted`` error naming the cause (as
+:meth:`Session.abort <engine.session.Session.abort>` does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, Final
+
+import attrs
+
+from engine import events as ev
+from engine.decide import ABORTED_TOOL_ERROR
+from engine.errors import ConvlogError
+from engine.events import Event
+from engine.ids import part_id, uuid7
+from engine.session import PartRef, Session
+
+JSON = dict[str, Any]
+
+TEXT: Final = "text"
+REASONING: Final = "reasoning"
+TOOL: Final = "tool"
+OPAQUE: Final = "opaque"
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class StreamError(ConvlogError):
+    """A provider stream that cannot be ingested; the session was settled first."""
+
+    kind: ClassVar[str] = "stream"
+
+    def __init__(self, message: str, *, event: Mapping[str, Any] | None = None) -> None:
+        self.event = dict(event) if event is not None else None
+        super().__init__(message)
+
+
+class StreamOrderError(StreamError):
+    """An event out of order: before the message starts, after it ended, a repeated start."""
+
+    kind = "order"
+
+
+class UnknownBlockIndex(StreamError):
+    """A delta or stop for a block index that was never started."""
+
+    kind = "unknown_index"
+
+
+class UnexpectedDelta(StreamError):
+    """A delta whose type does not fit its block (text into a tool call, ...)."""
+
+    kind = "unexpected_delta"
+
+
+class MalformedToolInput(StreamError):
+    """A tool call's arguments are not a JSON object once complete."""
+
+    kind = "malformed_tool_input"
+
+    def __init__(self, message: str, *, raw: str, event: Mapping[str, Any] | None = None
+                 ) -> None:
+        self.raw = raw
+        super().__init__(message, event=event)
+
+
+class ProviderStreamError(StreamError):
+    """The provider reported an error in the stream (Anthropic ``error``, Responses failed)."""
+
+    kind = "provider_error"
+
+    def __init__(self, message: str, *, error_type: str = "",
+                 event: Mapping[str, Any] | None = None) -> None:
+        self.error_type = error_type
+        super().__init__(message, event=event)
+
+
+class StreamTruncated(StreamError):
+    """The stream ended before the provider said the message was complete."""
+
+    kind = "truncated"
+
+
+# --------------------------------------------------------------------------- results
+
+
+@attrs.frozen
+class ToolCall:
+    """A tool call the model made, as the agent loop needs it to run the tool."""
+
+    ref: PartRef
+    call_id: str
+    name: str
+    input: JSON
+
+
+@attrs.frozen
+class IngestResult:
+    message_id: str
+    stop_reason: str | None
+    tokens: ev.Tokens
+    tool_calls: tuple[ToolCall, ...]
+    completed: bool  # False while tool calls wait for their results
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+class Block:
+    """One content block (a part) of the message being streamed."""
+
+    __slots__ = ("buf", "buf_len", "data", "kind", "open", "raw", "ref", "start_input")
+
+    def __init__(self, kind: str, ref: PartRef) -> None:
+        self.kind = kind
+        self.ref = ref
+        self.open = True
+        self.buf: list[str] = []  # coalesced deltas not yet recorded
+        self.buf_len = 0
+        self.raw: list[str] = []  # a tool call's JSON fragments
+        self.start_input: JSON = {}
+        self.data: JSON = {}  # provider data for the part's end metadata
+
+
+def as_dict(event: Any) -> dict[str, Any]:
+    """A provider event as a plain dict: SSE dicts pass through, SDK models are dumped."""
+    if isinstance(event, dict):
+        return event
+    dump = getattr(event, "model_dump", None)
+    if dump is None:
+        raise StreamOrderError(f"not a provider event: {type(event).__name__}")
+    data = dump()
+    assert isinstance(data, dict)
+    return data
+
+
+def parse_tool_input(raw: str, start: JSON, *, event: Mapping[str, Any] | None = None) -> JSON:
+    """The complete arguments of a tool call: ``start`` when no fragment came."""
+    if not raw:
+        return dict(start)
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise MalformedToolInput(f"tool input is not valid JSON: {exc}", raw=raw,
+                                 event=event) from exc
+    if not isinstance(value, dict):
+        raise MalformedToolInput("tool input is not a JSON object", raw=raw, event=event)
+    return value
+
+
+class StreamIngest:
+    """Feeds one provider stream into one assistant message of a session.
+
+    Subclasses implement :meth:`_feed` for their provider's events. Use
+    :meth:`ingest` for a whole stream, or :meth:`feed` per event and
+    :meth:`finish` at the end of the stream.
+    """
+
+    provider_id: ClassVar[str] = ""
+
+    def __init__(self, session: Session, *, message_id: str | None = None,
+                 parent_id: str | None = None, agent: str = "", coalesce_chars: int = 0,
+                 batch: int = 1) -> None:
+        if coalesce_chars < 0 or batch < 1:
+            raise ValueError("coalesce_chars must be >= 0 and batch >= 1")
+        self.session = session
+        self.message_id = message_id or ""
+        self.parent_id = parent_id
+        self.agent = agent
+        self.coalesce_chars = coalesce_chars
+        self.batch = batch
+        self.blocks: dict[Any, Block] = {}
+        self.started = False
+        self.stopped = False  # the provider said the message is complete
+        self.failed: StreamError | None = None
+        self.stop_reason: str | None = None
+        self.tokens = ev.Tokens()
+        self.completed = False
+        self._queue: list[Event] = []
+        self._buffered: Block | None = None
+        self._tools: list[Block] = []
+
+    # ------------------------------------------------------------------ public
+
+    def ingest(self, events: Iterable[Any]) -> IngestResult:
+        for e in events:
+            self.feed(e)
+        return self.finish()
+
+    def feed(self, event: Any) -> None:
+        """Ingest one provider event (a dict or an SDK event object)."""
+        if self.failed is not None:
+            raise StreamOrderError("the stream already failed", event=None) from self.failed
+        data = as_dict(event)
+        try:
+            self._feed(data)
+            if len(self._queue) >= self.batch:
+                self._commit_queue()
+        except StreamError as exc:
+            if exc.event is None:
+                exc.event = data
+            self._break(exc)
+            raise
+        except ConvlogError as exc:  # the engine refused an event: settle, report typed
+            err = StreamOrderError(f"the engine refused the stream: {exc}", event=data)
+            self._break(err)
+            raise err from exc
+
+    def finish(self) -> IngestResult:
+        """The stream ended. Raises :class:`StreamTruncated` if it ended too early."""
+        if self.failed is not None:
+            raise StreamOrderError("the stream already failed") from self.failed
+        if not self.stopped:
+            try:
+                self._end_of_stream()
+            except StreamError as exc:
+                self._break(exc)
+                raise
+        self.flush()
+        return self.result()
+
+    def fail(self, reason: str) -> StreamError:
+        """Settle the message as broken from outside (a network error, a cancel)."""
+        err = StreamTruncated(reason)
+        self._break(err)
+        return err
+
+    def flush(self) -> None:
+        """Record buffered deltas and commit queued events."""
+        if self._buffered is not None:
+            self._flush_buffer(self._buffered)
+        self._commit_queue()
+
+    def _commit_queue(self) -> None:
+        if self._queue:
+            queue, self._queue = self._queue, []
+            self.session.record(queue)
+
+    def result(self) -> IngestResult:
+        return IngestResult(
+            self.message_id, self.stop_reason, self.tokens,
+            tuple(ToolCall(b.ref, b.data["call_id"], b.data["name"], b.data.get("input", {}))
+                  for b in self._tools if not b.data.get("server")),
+            self.completed,
+        )
+
+    def complete(self, *, cost: float = 0.0) -> int:
+        """Complete the message after its tools settled, with the stream's usage and reason."""
+        self.completed = True
+        return self.session.complete_message(self.message_id, cost=cost, tokens=self.tokens,
+                                             finish=self.stop_reason)
+
+    # ------------------------------------------------------------------ for subclasses
+
+    def _feed(self, data: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _end_of_stream(self) -> None:
+        raise StreamTruncated("the stream ended before the message was complete")
+
+    def _emit(self, e: Event) -> None:
+        self._queue.append(e)
+
+    def _start_message(self, model_id: str | None) -> None:
+        if self.started:
+            raise StreamOrderError("the message started twice")
+        self.started = True
+        if not self.message_id:
+            self.message_id = uuid7()
+        model = ev.ModelRef(self.provider_id, model_id) if model_id else None
+        self._emit(ev.MessageStarted(message_id=self.message_id, role="assistant",
+                                     agent=self.agent, model=model, parent_id=self.parent_id))
+        self._emit(ev.StepStarted(message_id=self.message_id, part_id=part_id()))
+
+    def _require_open(self) -> None:
+        if not self.started:
+            raise StreamOrderError("an event before the message started")
+        if self.stopped:
+            raise StreamOrderError("an event after the message ended")
+
+    def _block(self, key: Any) -> Block:
+        block = self.blocks.get(key)
+        if block is None:
+            raise UnknownBlockIndex(f"no block was started at index {key!r}")
+        if not block.open:
+            raise StreamOrderError(f"block {key!r} already stopped")
+        return block
+
+    def _new_block(self, key: Any, kind: str) -> Block:
+        self._require_open()
+        if key in self.blocks:
+            raise StreamOrderError(f"block {key!r} started twice")
+        if self._buffered is not None:
+            self._flush_buffer(self._buffered)
+        block = Block(kind, PartRef(self.message_id, part_id()))
+        self.blocks[key] = block
+        return block
+
+    def _open_text(self, key: Any, text: str = "", metadata: JSON | None = None) -> Block:
+        block = self._new_block(key, TEXT)
+        self._emit(ev.TextAdded(message_id=self.message_id, part_id=block.ref.part_id,
+                                text=text, metadata=metadata))
+        return block
+
+    def _open_reasoning(self, key: Any, text: str = "", metadata: JSON | None = None) -> Block:
+        block = self._new_block(key, REASONING)
+        self._emit(ev.ReasoningAdded(message_id=self.message_id, part_id=block.ref.part_id,
+                                     text=text, metadata=metadata))
+        return block
+
+    def _open_opaque(self, key: Any, metadata: JSON) -> Block:
+        """A block convlog does not model: an ignored, synthetic text part keeps it whole."""
+        block = self._new_block(key, OPAQUE)
+        self._emit(ev.TextAdded(message_id=self.message_id, part_id=block.ref.part_id,
+                                synthetic=True, ignored=True, metadata=metadata))
+        return block
+
+    def _open_tool(self, key: Any, call_id: str, name: str, input: JSON | None = None,
+                   metadata: JSON | None = None, *, server: bool = False) -> Block:
+        block = self._new_block(key, TOOL)
+        block.start_input = dict(input or {})
+        block.data.update(call_id=call_id, name=name, server=server)
+        self._tools.append(block)
+        self._emit(ev.ToolAdded(message_id=self.message_id, part_id=block.ref.part_id,
+                                call_id=call_id, tool=name, input=block.start_input,
+                                metadata=metadata))
+        return block
+
+    def _text(self, block: Block, delta: str) -> None:
+        """A text or reasoning delta (empty deltas change nothing and are skipped)."""
+        if not delta:
+            return
+        if self.coalesce_chars:
+            if self._buffered is not block:
+                if self._buffered is not None:
+                    self._flush_buffer(self._buffered)
+                self._buffered = block
+            block.buf.append(delta)
+            block.buf_len += len(delta)
+            if block.buf_len >= self.coalesce_chars:
+                self._flush_buffer(block)
+            return
+        if block.kind == TEXT:
+            self._emit(ev.TextDelta(message_id=self.message_id, part_id=block.ref.part_id,
+                                    delta=delta))
+        else:
+            self._emit(ev.ReasoningDelta(message_id=self.message_id,
+                                         part_id=block.ref.part_id, delta=delta))
+
+    def _flush_buffer(self, block: Block) -> None:
+        self._buffered = None
+        if not block.buf:
+            return
+        text = "".join(block.buf)
+        block.buf.clear()
+        block.buf_len = 0
+        cls = ev.TextDelta if block.kind == TEXT else ev.ReasoningDelta
+        self._emit(cls(message_id=self.message_id, part_id=block.ref.part_id, delta=text))
+
+    def _fragment(self, block: Block, fragment: str) -> None:
+        if not fragment:
+            return
+        block.raw.append(fragment)
+        self._emit(ev.ToolInputDelta(message_id=self.message_id, part_id=block.ref.part_id,
+                                     fragment=fragment))
+
+    def _close(self, block: Block, metadata: JSON | None = None,
+               event: Mapping[str, Any] | None = None) -> None:
+        """End a block: a text part ends, a tool call's input is parsed and set."""
+        if self._buffered is block:
+            self._flush_buffer(block)
+        block.open = False
+        mid, pid = self.message_id, block.ref.part_id
+        if block.kind == TOOL:
+            raw = "".join(block.raw)
+            block.raw[:] = [raw] if raw else []
+            block.data["input"] = parse_tool_input(raw, block.start_input, event=event)
+            self._emit(ev.ToolInputReady(message_id=mid, part_id=pid,
+                                         input=block.data["input"]))
+        else:
+            self._emit(ev.PartEnded(message_id=mid, part_id=pid, metadata=metadata))
+
+    def _complete_server_tool(self, call_id: str, output: str, metadata: JSON | None) -> bool:
+        for block in self._tools:
+            if block.data.get("call_id") == call_id and block.data.get("server"):
+                if block.open:
+                    self._close(block)
+                mid, pid = self.message_id, block.ref.part_id
+                self._emit(ev.ToolStarted(message_id=mid, part_id=pid))
+                self._emit(ev.ToolCompleted(message_id=mid, part_id=pid,
+                                            output=output or "(empty)", metadata=metadata))
+                block.data["done"] = True
+                return True
+        return False
+
+    def _stop(self, reason: str | None, tokens: ev.Tokens) -> None:
+        """The message is complete: end what is open, finish the step, complete if no tool waits."""
+        if self._buffered is not None:
+            self._flush_buffer(self._buffered)
+        for key, block in self.blocks.items():
+            if block.open:
+                self._close(block, event={"block": key})
+        self.stopped = True
+        self.stop_reason = reason
+        self.tokens = tokens
+        mid = self.message_id
+        self._emit(ev.StepFinished(message_id=mid, part_id=part_id(), reason=reason or "",
+                                   tokens=tokens))
+        if all(b.data.get("done") for b in self._tools):
+            self._emit(ev.MessageCompleted(message_id=mid, tokens=tokens, finish=reason))
+            self.completed = True
+        self.flush()
+
+    # ------------------------------------------------------------------ breakage
+
+    def _break(self, exc: StreamError) -> None:
+        """Settle the message so the session stays consistent, keeping what streamed."""
+        self.failed = exc
+        if self._buffered is not None:
+            self._flush_buffer(self._buffered)
+        queue, self._queue = self._queue, []
+        if queue:
+            # A refused batch leaves the log as it was: settle what is there.
+            with contextlib.suppress(ConvlogError):
+                self.session.record(queue)
+        mid = self.message_id
+        if not self.started or mid not in self.session.lifecycle.messages:
+            return
+        life = self.session.lifecycle.messages[mid]
+        if life.state != "open":
+            return  # the message already completed: nothing to settle
+        if self.stopped:
+            return  # complete and waiting for tool results: consistent as it is
+        reason = f"stream broken ({exc.kind}): {exc}"
+        failures: list[Event] = []
+        unsettled = dict(self.session.lifecycle.unsettled(mid))
+        for block in self._tools:
+            pid = block.ref.part_id
+            if pid not in unsettled:
+                continue
+            meta: JSON = {"interrupted": True, "raw": "".join(block.raw),
+                          "stream_error": exc.kind}
+            failures.append(ev.ToolFailed(message_id=mid, part_id=pid,
+                                          error=ABORTED_TOOL_ERROR, kind="aborted",
+                                          metadata=meta))
+        if failures:
+            self.session.record(failures)
+        self.session.abort(mid, reason)

@@ -1,0 +1,145 @@
+"""Anthropic Messages: ``messages`` for a request, and ``response`` (what the SDK accumulates).
+
+Request rules beyond :mod:`projections.render.common`: roles alternate (adjacent
+turns of one role merge; a tool turn is a user message of ``tool_result``
+blocks, placed before any text); thinking is sent only with its Anthropic
+signature (reasoning from other providers cannot be verified and is dropped);
+redacted thinking, server tool calls and their result blocks are sent back
+verbatim. Cannot carry: non-Anthropic reasoning, files other than images, PDFs
+and plain text (sent as a note), part timing and metadata.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from projections import views as v
+from projections.render import common as c
+
+JSON = dict[str, Any]
+
+
+def _file_block(f: c.File) -> JSON:
+    decoded = c.data_url(f.url)
+    if f.mime.startswith("image/"):
+        if decoded is not None:
+            return {"type": "image", "source": {"type": "base64", "media_type": decoded[0],
+                                                "data": decoded[1]}}
+        return {"type": "image", "source": {"type": "url", "url": f.url}}
+    if f.mime == "application/pdf":
+        if decoded is not None:
+            return {"type": "document", "source": {"type": "base64", "media_type": decoded[0],
+                                                   "data": decoded[1]}}
+        return {"type": "document", "source": {"type": "url", "url": f.url}}
+    if f.mime.startswith("text/") and decoded is not None:
+        text = base64.b64decode(decoded[1]).decode("utf-8", "replace")
+        if text:
+            return {"type": "text", "text": text}
+    return {"type": "text", "text": c.file_note(f)}
+
+
+def _assistant_block(item: c.Item) -> JSON | None:
+    if isinstance(item, c.Text):
+        return {"type": "text", "text": item.text}
+    if isinstance(item, c.Reasoning):
+        data = item.provider("anthropic")
+        if "redacted" in data:
+            return {"type": "redacted_thinking", "data": data["redacted"]}
+        if data.get("signature") and item.text:
+            return {"type": "thinking", "thinking": item.text, "signature": data["signature"]}
+        return None
+    if isinstance(item, c.ToolCall):
+        kind = "tool_use"
+        if item.server:
+            kind = (item.metadata or {}).get("anthropic", {}).get("type", "server_tool_use")
+        return {"type": kind, "id": item.call_id, "name": item.name, "input": item.input}
+    if isinstance(item, c.Opaque):
+        return dict(item.block) if item.provider == "anthropic" else None
+    if isinstance(item, c.File):
+        return _file_block(item)
+    return None
+
+
+def messages(history: list[v.WithParts]) -> list[JSON]:
+    """The ``messages`` of a Messages API request for this history."""
+    out: list[JSON] = []
+    for turn in c.turns(history):
+        blocks: list[JSON] = []
+        if turn.role == "tool":
+            for r in turn.items:
+                assert isinstance(r, c.ToolResult)
+                block: JSON = {"type": "tool_result", "tool_use_id": r.call_id,
+                               "content": r.output}
+                if r.is_error:
+                    block["is_error"] = True
+                blocks.append(block)
+            role = "user"
+        elif turn.role == "user":
+            for item in turn.items:
+                if isinstance(item, c.Text):
+                    blocks.append({"type": "text", "text": item.text})
+                elif isinstance(item, c.File):
+                    blocks.append(_file_block(item))
+            role = "user"
+        else:
+            blocks = [b for b in map(_assistant_block, turn.items) if b is not None]
+            # A server tool's call without its result block cannot be sent alone.
+            answered = {b.get("tool_use_id") for b in blocks}
+            blocks = [b for b in blocks if b["type"] == "tool_use"
+                      or not b["type"].endswith("_tool_use") or b["id"] in answered]
+            if not any(b["type"] not in ("thinking", "redacted_thinking") for b in blocks):
+                continue  # thinking alone is no answer
+            role = "assistant"
+        if blocks:
+            out.append({"role": role, "content": blocks})
+    return c.merge_adjacent(out)
+
+
+# --------------------------------------------------------------------------- response
+
+
+def _usage(tokens: v.Tokens) -> JSON:
+    return {"input_tokens": tokens.input, "output_tokens": tokens.output,
+            "cache_read_input_tokens": tokens.cache.read,
+            "cache_creation_input_tokens": tokens.cache.write}
+
+
+def response(wp: v.WithParts) -> JSON:
+    """The assistant message as the Messages API returns it (every block, even empty ones).
+
+    Equals what the SDK accumulates from the stream the message was ingested
+    from: content blocks, stop reason and usage (absent cache counts are 0).
+    """
+    content: list[JSON] = []
+    stop_reason: str | None = None
+    tokens = v.Tokens()
+    for p in wp.parts:
+        meta = (getattr(p, "metadata", None) or {}).get("anthropic", {})
+        if isinstance(p, v.TextPart):
+            if p.ignored:
+                if "block" in meta:
+                    content.append(dict(meta["block"]))
+                continue
+            block: JSON = {"type": "text", "text": p.text}
+            if meta.get("citations"):
+                block["citations"] = meta["citations"]
+            content.append(block)
+        elif isinstance(p, v.ReasoningPart):
+            if "redacted" in meta:
+                content.append({"type": "redacted_thinking", "data": meta["redacted"]})
+            else:
+                content.append({"type": "thinking", "thinking": p.text,
+                                "signature": meta.get("signature", "")})
+        elif isinstance(p, v.ToolPart):
+            content.append({"type": meta.get("type", "tool_use"), "id": p.call_id,
+                            "name": p.tool, "input": dict(p.state.input)})
+        elif isinstance(p, v.StepFinishPart):
+            stop_reason, tokens = p.reason or None, p.tokens
+    info = wp.info
+    if isinstance(info, v.AssistantInfo) and info.time.completed is not None:
+        stop_reason = info.finish if info.finish is not None else stop_reason
+        if info.error is None:
+            tokens = info.tokens
+    return {"role": "assistant", "content": content, "stop_reason": stop_reason,
+            "usage": _usage(tokens)}

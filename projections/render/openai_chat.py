@@ -1,0 +1,95 @@
+"""OpenAI Chat Completions: ``messages`` for a request, and ``response`` (the SDK's view).
+
+Each assistant turn is one ``assistant`` message (its text joined, its calls in
+``tool_calls``), followed by one ``tool`` message per call. Cannot carry:
+reasoning (Chat Completions takes none back), server-executed tools and other
+providers' opaque blocks, error flags on results (the error text is sent as the
+result), files other than images (sent as a note), part metadata.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from projections import views as v
+from projections.render import common as c
+
+JSON = dict[str, Any]
+
+
+def arguments(call: c.ToolCall) -> str:
+    """The call's arguments string: the raw JSON as streamed when known, else the input."""
+    return call.raw if call.raw else json.dumps(call.input, ensure_ascii=False)
+
+
+def _user_content(items: tuple[c.Item, ...]) -> str | list[JSON]:
+    if all(isinstance(i, c.Text) for i in items):
+        return "\n\n".join(i.text for i in items if isinstance(i, c.Text))
+    parts: list[JSON] = []
+    for i in items:
+        if isinstance(i, c.Text):
+            parts.append({"type": "text", "text": i.text})
+        elif isinstance(i, c.File):
+            if i.mime.startswith("image/"):
+                parts.append({"type": "image_url", "image_url": {"url": i.url}})
+            else:
+                parts.append({"type": "text", "text": c.file_note(i)})
+    return parts
+
+
+def messages(history: list[v.WithParts]) -> list[JSON]:
+    out: list[JSON] = []
+    for turn in c.turns(history):
+        if turn.role == "user":
+            out.append({"role": "user", "content": _user_content(turn.items)})
+        elif turn.role == "tool":
+            for r in turn.items:
+                assert isinstance(r, c.ToolResult)
+                out.append({"role": "tool", "tool_call_id": r.call_id, "content": r.output})
+        else:
+            text = "".join(i.text for i in turn.items if isinstance(i, c.Text))
+            calls = [{"id": i.call_id, "type": "function",
+                      "function": {"name": i.name, "arguments": arguments(i)}}
+                     for i in turn.items if isinstance(i, c.ToolCall) and not i.server]
+            if not text and not calls:
+                continue
+            msg: JSON = {"role": "assistant", "content": text or None}
+            if calls:
+                msg["tool_calls"] = calls
+            out.append(msg)
+    return out
+
+
+def _usage(tokens: v.Tokens) -> JSON:
+    prompt = tokens.input + tokens.cache.read + tokens.cache.write
+    completion = tokens.output + tokens.reasoning
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion, "cached_tokens": tokens.cache.read,
+            "reasoning_tokens": tokens.reasoning}
+
+
+def response(wp: v.WithParts) -> JSON:
+    """The assistant message as ``choices[0]`` of a ChatCompletion, plus usage."""
+    content: list[str] = []
+    refusal: list[str] = []
+    calls: list[JSON] = []
+    finish: str | None = None
+    tokens: v.Tokens | None = None
+    for p in wp.parts:
+        if isinstance(p, v.TextPart) and not p.ignored:
+            if (p.metadata or {}).get("openai", {}).get("refusal"):
+                refusal.append(p.text)
+            else:
+                content.append(p.text)
+        elif isinstance(p, v.ToolPart):
+            raw = p.state.raw if isinstance(p.state, v.ToolStatePending) else ""
+            calls.append({"id": p.call_id, "type": "function", "function": {
+                "name": p.tool,
+                "arguments": raw or json.dumps(dict(p.state.input), ensure_ascii=False)}})
+        elif isinstance(p, v.StepFinishPart):
+            finish, tokens = p.reason or None, p.tokens
+    return {"role": "assistant", "content": "".join(content) if content else None,
+            "refusal": "".join(refusal) if refusal else None,
+            "tool_calls": calls or None, "finish_reason": finish,
+            "usage": _usage(tokens or v.Tokens())}  # absent usage reads as zeros

@@ -1,0 +1,247 @@
+"""Anthropic stream ingest: exact against the SDK's own accumulator, and safe when broken."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from anthropic._models import construct_type
+from anthropic.lib.streaming._messages import accumulate_event
+from anthropic.types import RawMessageStreamEvent
+from anthropic_streams import anthropic_streams
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.adapters.anthropic import AnthropicIngest
+from engine.adapters.ingest import (
+    MalformedToolInput,
+    ProviderStreamError,
+    StreamError,
+    StreamOrderError,
+    StreamTruncated,
+    UnexpectedDelta,
+    UnknownBlockIndex,
+)
+from engine.session import Session
+from engine.store import MemoryStore
+from projections import views as v
+from projections.render import anthropic as render
+from projections.withparts import WithPartsProjection
+
+JSON = dict[str, Any]
+
+
+def sdk_message(events: list[JSON]) -> JSON:
+    """What the anthropic SDK accumulates, reduced to the fields convlog must reproduce."""
+    snap: Any = None
+    bufs: dict[int, bytes] = {}
+    for e in copy.deepcopy(events):
+        snap = accumulate_event(event=e, current_snapshot=snap, json_bufs=bufs)  # type: ignore[arg-type]
+    content: list[JSON] = []
+    for b in snap.content:
+        if b.type == "text":
+            block: JSON = {"type": "text", "text": b.text}
+            if b.citations:
+                block["citations"] = [c.model_dump(exclude_none=True) for c in b.citations]
+            content.append(block)
+        elif b.type == "thinking":
+            content.append({"type": "thinking", "thinking": b.thinking,
+                            "signature": b.signature})
+        elif b.type == "redacted_thinking":
+            content.append({"type": "redacted_thinking", "data": b.data})
+        else:
+            content.append({"type": b.type, "id": b.id, "name": b.name, "input": b.input})
+    u = snap.usage
+    return {"role": "assistant", "content": content, "stop_reason": snap.stop_reason,
+            "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                      "cache_read_input_tokens": u.cache_read_input_tokens or 0,
+                      "cache_creation_input_tokens": u.cache_creation_input_tokens or 0}}
+
+
+def fresh() -> tuple[Session, WithPartsProjection]:
+    session = Session.create(MemoryStore())
+    proj = WithPartsProjection(session.id)
+    session.subscribe(proj)
+    return session, proj
+
+
+def ingest(events: list[Any], **options: Any) -> tuple[Session, WithPartsProjection, str]:
+    session, proj = fresh()
+    result = AnthropicIngest(session, **options).ingest(events)
+    return session, proj, result.message_id
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(anthropic_streams(), st.sampled_from([0, 1, 7, 1000]), st.sampled_from([1, 3, 64]))
+def test_matches_the_sdk_accumulator(events: list[JSON], coalesce: int, batch: int) -> None:
+    _, proj, mid = ingest(events, coalesce_chars=coalesce, batch=batch)
+    assert render.response(proj.message(mid)) == sdk_message(events)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(anthropic_streams(max_blocks=3))
+def test_sdk_event_objects_are_accepted(events: list[JSON]) -> None:
+    objects = [construct_type(type_=RawMessageStreamEvent, value=copy.deepcopy(e))
+               for e in events]
+    _, proj, mid = ingest(objects)
+    assert render.response(proj.message(mid)) == sdk_message(events)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(anthropic_streams())
+def test_coalescing_never_changes_the_result_only_the_event_count(events: list[JSON]) -> None:
+    every, p1, m1 = ingest(events)
+    merged, p2, m2 = ingest(events, coalesce_chars=10**6)
+    assert render.response(p1.message(m1)) == render.response(p2.message(m2))
+    assert merged.version <= every.version
+
+
+def _tool_events(raw_parts: list[str]) -> list[JSON]:
+    return [
+        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant",
+                                               "model": "x", "content": [], "usage": {
+                                                   "input_tokens": 3, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "text_delta", "text": "Let me look 日本"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {
+            "type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}},
+        *({"type": "content_block_delta", "index": 1,
+           "delta": {"type": "input_json_delta", "partial_json": p}} for p in raw_parts),
+    ]
+
+
+def test_a_finished_stream_with_a_tool_call_leaves_the_message_open_for_its_result() -> None:
+    events = [*_tool_events(['{"path": ', '"a.py"}']),
+              {"type": "content_block_stop", "index": 1},
+              {"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+               "usage": {"output_tokens": 9}},
+              {"type": "message_stop"}]
+    session, proj = fresh()
+    ing = AnthropicIngest(session)
+    result = ing.ingest(events)
+    assert not result.completed
+    [call] = result.tool_calls
+    assert (call.name, call.input) == ("read", {"path": "a.py"})
+    session.start_tool(call.ref)
+    session.complete_tool(call.ref, "print('hi')")
+    ing.complete()
+    info = proj.message(result.message_id).info
+    assert isinstance(info, v.AssistantInfo)
+    assert info.finish == "tool_use"
+    assert (info.tokens.input, info.tokens.output) == (3, 9)
+
+
+# --------------------------------------------------------------------------- broken streams
+
+
+def _assert_settled(session: Session, proj: WithPartsProjection, mid: str) -> v.WithParts:
+    """The message is complete (aborted), nothing is left open, the text streamed is kept."""
+    assert not dict(session.lifecycle.unsettled(mid))
+    wp = proj.message(mid)
+    info = wp.info
+    assert isinstance(info, v.AssistantInfo)
+    assert info.time.completed is not None
+    assert info.error is not None
+    assert info.error.kind == "aborted"
+    for p in wp.parts:
+        if isinstance(p, v.ToolPart):
+            assert isinstance(p.state, v.ToolStateError)
+            assert p.state.metadata is not None
+            assert p.state.metadata["kind"] == "aborted"
+    # The same history, read back from the store, folds to the same state.
+    replay = WithPartsProjection(session.id).apply_all(session.store.read(session.id))
+    assert replay.message(mid) == wp
+    return wp
+
+
+BROKEN: list[tuple[str, list[JSON], type[StreamError]]] = [
+    ("delta before block start", [
+        {"type": "content_block_delta", "index": 2,
+         "delta": {"type": "text_delta", "text": "x"}}], UnknownBlockIndex),
+    ("unknown index at stop", [{"type": "content_block_stop", "index": 7}], UnknownBlockIndex),
+    ("malformed tool JSON", [{"type": "content_block_delta", "index": 1, "delta": {
+        "type": "input_json_delta", "partial_json": ', "x": }'}},
+        {"type": "content_block_stop", "index": 1}], MalformedToolInput),
+    ("error event", [{"type": "error", "error": {"type": "overloaded_error",
+                                                   "message": "Overloaded"}}],
+     ProviderStreamError),
+    ("text delta into a tool block", [{"type": "content_block_delta", "index": 1, "delta": {
+        "type": "text_delta", "text": "x"}}], UnexpectedDelta),
+    ("second message_start", [{"type": "message_start", "message": {
+        "id": "m2", "model": "x", "usage": {}}}], StreamOrderError),
+]
+
+
+@pytest.mark.parametrize(("name", "tail", "error"), BROKEN, ids=[b[0] for b in BROKEN])
+def test_broken_stream_settles_the_session(name: str, tail: list[JSON],
+                                           error: type[StreamError]) -> None:
+    session, proj = fresh()
+    ing = AnthropicIngest(session)
+    events = [*_tool_events(['{"path": "a', '.py"']), *tail]
+    for e in events[:-1]:
+        ing.feed(e)
+    with pytest.raises(error) as info:
+        ing.feed(events[-1])
+    assert info.value.kind
+    wp = _assert_settled(session, proj, ing.message_id)
+    texts = [p.text for p in wp.parts if isinstance(p, v.TextPart)]
+    assert texts == ["Let me look 日本"]
+    [tool] = [p for p in wp.parts if isinstance(p, v.ToolPart)]
+    assert isinstance(tool.state, v.ToolStateError)
+    assert tool.state.metadata is not None
+    raw = tool.state.metadata["raw"]
+    assert raw.startswith('{"path": "a.py"')
+    with pytest.raises(StreamOrderError):  # a failed ingest stays failed
+        ing.feed({"type": "ping"})
+
+
+def test_event_after_message_stop_is_an_error_and_changes_nothing() -> None:
+    events = [*_tool_events(['{}']), {"type": "content_block_stop", "index": 1},
+              {"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+               "usage": {"output_tokens": 2}}, {"type": "message_stop"}]
+    session, _ = fresh()
+    ing = AnthropicIngest(session)
+    for e in events:
+        ing.feed(e)
+    before = session.version
+    with pytest.raises(StreamOrderError):
+        ing.feed({"type": "content_block_delta", "index": 0,
+                  "delta": {"type": "text_delta", "text": "late"}})
+    assert session.version == before  # the finished message waits for its tool result
+
+
+def test_a_stream_that_ends_early_is_truncated_and_settled() -> None:
+    session, proj = fresh()
+    ing = AnthropicIngest(session, coalesce_chars=1000)
+    for e in _tool_events(['{"a": 1']):
+        ing.feed(e)
+    with pytest.raises(StreamTruncated):
+        ing.finish()
+    _assert_settled(session, proj, ing.message_id)
+
+
+def test_coalesced_text_is_not_lost_when_the_stream_breaks() -> None:
+    session, proj = fresh()
+    ing = AnthropicIngest(session, coalesce_chars=1000, batch=1000)
+    events = _tool_events([])[:3]
+    events.append({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "text_delta", "text": " more"}})
+    for e in events:
+        ing.feed(e)
+    with pytest.raises(ProviderStreamError):
+        ing.feed({"type": "error", "error": {"type": "api_error", "message": "boom"}})
+    wp = _assert_settled(session, proj, ing.message_id)
+    assert [p.text for p in wp.parts if isinstance(p, v.TextPart)] == ["Let me look 日本 more"]
+
+
+def test_error_before_message_start_is_typed_and_writes_nothing() -> None:
+    session, _ = fresh()
+    ing = AnthropicIngest(session)
+    with pytest.raises(StreamOrderError):
+        ing.feed({"type": "content_block_start", "index": 0,
+                  "content_block": {"type": "text", "text": ""}})
+    assert session.version == 0
