@@ -61,6 +61,7 @@ from engine.events import AnyEvent, Event
 from engine.lifecycle import Lifecycle
 from engine.session import Session
 from engine.store import MemoryStore, SQLiteStore
+from projections.qcli import ConversationFold
 from projections.timetravel import Timeline, at, latest_snapshot, write_snapshots
 from projections.withparts import WithPartsProjection
 
@@ -243,6 +244,19 @@ def replay_bytes(session_id: str, blobs: Iterable[bytes]) -> WithPartsProjection
     return WithPartsProjection(session_id).apply_all(map(decode_msgpack, blobs))
 
 
+def replay_conversation(session_id: str, blobs: Iterable[bytes]) -> ConversationFold:
+    return ConversationFold(session_id).apply_all(map(decode_msgpack, blobs))
+
+
+def replay_both(session_id: str, blobs: list[bytes]) -> tuple[object, object]:
+    """One decode feeding both read-side folds, as a reader of both views does."""
+    parts, convo = WithPartsProjection(session_id), ConversationFold(session_id)
+    for e in map(decode_msgpack, blobs):
+        parts.apply(e)
+        convo.apply(e)
+    return parts, convo
+
+
 def replay_lifecycle(session_id: str, blobs: Iterable[bytes]) -> Lifecycle:
     lc = Lifecycle(session_id)
     fold = lc.replay
@@ -326,11 +340,18 @@ def run(args: argparse.Namespace) -> Results:
         "floor": lambda: decode_floor(blobs),
         "replay": lambda: replay_bytes(sid, blobs),
         "replay_lifecycle": lambda: replay_lifecycle(sid, blobs),
+        "replay_conversation": lambda: replay_conversation(sid, blobs),
+        "replay_both": lambda: replay_both(sid, blobs),
     })
     t_floor, t_replay, t_lc = best["floor"], best["replay"], best["replay_lifecycle"]
+    t_conv, t_both = best["replay_conversation"], best["replay_both"]
     res.row("floor", "floor: msgspec decode of the bytes alone", t_floor, n)
     res.row("replay", "replay bytes -> WithParts (decode + fold)", t_replay, n,
             vs_floor=t_replay / t_floor)
+    res.row("replay_conversation", "replay bytes -> ConversationState (Q CLI fold)", t_conv, n,
+            vs_floor=t_conv / t_floor)
+    res.row("replay_both", "replay bytes -> both projections (one decode)", t_both, n,
+            vs_floor=t_both / t_floor)
     res.row("replay_lifecycle", "replay bytes -> Lifecycle (write side, Session.open)", t_lc, n,
             vs_floor=t_lc / t_floor)
     if args.verify:
@@ -488,7 +509,8 @@ def render(res: Results) -> str:
     floor = res.rows["floor"]["seconds"]
     out.append(f"{'':3}{'measurement':<58}{'time':>9}{'events/s':>11}  {'vs floor':>9}  note")
     for num, key in (("1", "append"), ("2", "encode"), ("2", "floor"), ("3", "fold"),
-                     ("3", "replay"), ("3", "replay_lifecycle"), ("4", "sqlite_append"),
+                     ("3", "replay"), ("3", "replay_conversation"), ("3", "replay_both"),
+                     ("3", "replay_lifecycle"), ("4", "sqlite_append"),
                      ("4", "replay_sqlite")):
         r = res.rows[key]
         note = ""
