@@ -21,6 +21,7 @@ from engine.events import Event, tag_of
 from engine.ids import is_uuid
 
 _MISSING: Any = object()
+_WHOLE: Any = object()  # journal key meaning "the whole dict as it was"
 _CONVERSATION = ev.CONVERSATION_EVENT_TYPES  # decided by engine.conversation
 
 # Which part kinds each non-creating part event may target.
@@ -88,7 +89,10 @@ class Lifecycle:
     def rollback(self) -> None:
         undo, self._undo = self._undo, None
         for target, key, old in reversed(undo or ()):
-            if isinstance(target, dict):
+            if key is _WHOLE:
+                target.clear()  # a removal: restore the entries and their order
+                target.update(old)
+            elif isinstance(target, dict):
                 if old is _MISSING:
                     del target[key]
                 else:
@@ -107,9 +111,11 @@ class Lifecycle:
         d[key] = value
 
     def _pop(self, d: dict[Any, Any], key: object) -> None:
+        # Only small dicts lose keys (a message's open parts, context files); copying
+        # them keeps their order on rollback, which decides e.g. how an abort settles.
         if key in d:
             if self._undo is not None:
-                self._undo.append((d, key, d[key]))
+                self._undo.append((d, _WHOLE, dict(d)))
             del d[key]
 
     # ------------------------------------------------------------------ queries

@@ -726,3 +726,19 @@ def test_identical_repeat_after_the_message_completed_is_still_a_noop(
     assert session.version == version
     with pytest.raises(IllegalTransition):
         session.complete_tool(ref, "other output", title="ls")
+
+
+def test_rollback_keeps_the_order_of_open_parts(session: Session, mid: str) -> None:
+    first = tool_in(session, mid, "running")
+    second = session.add_text(mid, "streaming")
+    order = list(session.lifecycle.messages[mid].unsettled)
+    assert order == [first.part_id, second.part_id]
+    batch = [ev.ToolCompleted(message_id=mid, part_id=first.part_id, output="done"),
+             ev.TextDelta(message_id=mid, part_id="prt_missing", delta="x")]
+    with pytest.raises(IllegalTransition):
+        session.append(batch)
+    # The rejected batch settled the tool and was rolled back: same parts, same order,
+    # so an abort now settles them exactly as a rebuild from the log would.
+    assert list(session.lifecycle.messages[mid].unsettled) == order
+    rebuilt = Session.open(session.store, session.id)
+    assert list(rebuilt.lifecycle.messages[mid].unsettled) == order

@@ -66,8 +66,14 @@ _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]*")
 MAX_ID_LENGTH = 200
 
 
+_CHECKED_SESSIONS: set[str] = set()  # session ids that passed check_id (a cache)
+
+
 def check_id(kind: str, value: str) -> str:
     """Ids become file names (JSONL) and SQL parameters: a small safe alphabet only."""
+    if (value.__class__ is str and len(value) <= MAX_ID_LENGTH
+            and _ID_RE.fullmatch(value) is not None and ".." not in value):
+        return value
     if not isinstance(value, str) or not value:
         raise InvalidId(kind, str(value), "empty")
     if len(value) > MAX_ID_LENGTH:
@@ -246,12 +252,22 @@ class Store(abc.ABC):
         Events may leave ``seq`` (0) and ``session_id`` ("") empty: the store fills
         them in. A given seq must be the next one. Returns seqs and positions.
         """
-        check_id("session", session_id)
-        batch = list(events)
-        if isinstance(expected_version, bool) or not isinstance(
-                expected_version, int | StreamState):
+        if session_id not in _CHECKED_SESSIONS:
+            check_id("session", session_id)
+            if len(_CHECKED_SESSIONS) < 100_000:
+                _CHECKED_SESSIONS.add(session_id)
+        batch = events if type(events) is list else list(events)
+        if expected_version.__class__ is not int and (isinstance(expected_version, bool) or
+                                                      not isinstance(expected_version,
+                                                                     int | StreamState)):
             raise TypeError(f"expected_version must be an int or a StreamState, "
                             f"not {expected_version!r}")
+        if len(batch) == 1:  # the common case: no set of ids to build
+            e = batch[0]
+            check_id("event", e.id)
+            if e.session_id and e.session_id != session_id:
+                raise BadBatch(f"event {e.id} has session {e.session_id}, not {session_id}")
+            return self._append(session_id, batch, expected_version)
         ids: set[str] = set()
         for e in batch:
             check_id("event", e.id)
@@ -303,11 +319,23 @@ class Store(abc.ABC):
     def _prepare(self, session_id: str, events: Sequence[Event], actual: int,
                  prev_hash: bytes) -> Prepared:
         """Stamp seqs and session, encode canonical bytes, check sizes, chain hashes."""
+        link = self.chain.link
+        limit = self.max_event_bytes
+        seq = actual + 1
+        if len(events) == 1:  # the common case, without the loop's bookkeeping
+            e = events[0]
+            if e.seq != seq or e.session_id != session_id:
+                if e.seq not in (0, seq):
+                    raise BadBatch(f"event {e.id} has seq {e.seq}; the next seq of session "
+                                   f"{session_id} is {seq}")
+                e = msgspec.structs.replace(e, seq=seq, session_id=session_id)
+            data = canonical(e)
+            if len(data) > limit:
+                raise EventTooLarge(e.id, len(data), limit)
+            return Prepared([e], [data], [link(prev_hash, data)], seq)
         out: list[Event] = []
         canon: list[bytes] = []
         hashes: list[bytes] = []
-        link = self.chain.link
-        limit = self.max_event_bytes
         prev = prev_hash
         seq = actual
         replace = msgspec.structs.replace

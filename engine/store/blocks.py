@@ -98,6 +98,47 @@ def _decode_evolving(events: msgspec.Raw) -> list[AnyEvent]:
     return [upgrade(e) if e.v != current.get(type(e), 1) else e for e in typed]
 
 
+# The last block opened for a partial read, as (body, maxv, raw events): at(seq) and
+# short range reads hit the same block repeatedly. Keyed by the stored bytes
+# themselves, so it can never answer for other bytes (a swap of the tuple is atomic).
+_last_opened: list[tuple[bytes, int, list[msgspec.Raw]]] = []
+_one_dec = msgspec.msgpack.Decoder(AnyEvent)
+
+
+def decode_range(body: bytes, lo: int, hi: int) -> list[AnyEvent]:
+    """Events with index lo..hi-1 of the block at the current schema version: only
+    those are decoded (a partial read of a block of up to BLOCK_MAX events)."""
+    hit = _last_opened[0] if _last_opened else None
+    if hit is not None and hit[0] == body:
+        _, maxv, raws = hit
+    else:
+        try:
+            block = _open(body)
+            raws = _raw_list_dec.decode(block.events)
+        except (ValueError, zlib.error, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise EventDecodeError(f"unreadable block: {exc}") from None
+        maxv = block.maxv
+        _last_opened[:] = [(body, maxv, raws)]
+    part = raws[max(lo, 0):hi]
+    if maxv <= 1 and not upcasting_active():
+        try:
+            return [_one_dec.decode(r) for r in part]
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise EventDecodeError(f"undecodable event in block: {exc}") from None
+    out: list[AnyEvent] = []
+    current = SCHEMA_VERSION
+    for r in part:
+        try:
+            e = _one_dec.decode(r)
+        except msgspec.ValidationError:  # an old shape: upcast from builtins
+            out.append(from_stored(_any_dec.decode(r)))
+            continue
+        except msgspec.DecodeError as exc:
+            raise EventDecodeError(f"undecodable event in block: {exc}") from None
+        out.append(upgrade(e) if e.v != current.get(type(e), 1) else e)
+    return out
+
+
 def split(body: bytes) -> tuple[list[bytes], list[bytes]]:
     """(msgpack bytes, hash) of each event, for merging blocks and verifying."""
     block = _open(body)

@@ -8,31 +8,42 @@ against forgery and collisions, and half the bytes per stored event.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
+from collections.abc import Callable
 from pathlib import Path
 
 HASH_BYTES = 16
-GENESIS = bytes(HASH_BYTES)  # the "previous hash" of a root session's first event
+GENESIS = bytes(HASH_BYTES)
+_sha256 = hashlib.sha256
+_hmac_digest = hmac.digest  # the "previous hash" of a root session's first event
 
 
 class Chain:
-    __slots__ = ("algorithm", "key")
+    __slots__ = ("algorithm", "key", "link")
 
     def __init__(self, key: bytes | None) -> None:
         self.key = key
         self.algorithm = "hmac-sha256-128" if key else "sha256-128"
-
-    def link(self, prev: bytes, canon: bytes) -> bytes:
-        if self.key is None:
-            return hashlib.sha256(prev + canon).digest()[:HASH_BYTES]
-        return hmac.digest(self.key, prev + canon, "sha256")[:HASH_BYTES]
+        # ``link(prev, canon)``: the next hash. Bound once here, so the per-event call
+        # is one C-level digest without re-testing the key kind.
+        self.link: Callable[[bytes, bytes], bytes] = (
+            _sha_link if key is None else functools.partial(_hmac_link, key))
 
     def fingerprint(self) -> str:
         """Names the key without revealing it, so a store can refuse a wrong key early."""
         if self.key is None:
             return ""
         return hmac.digest(self.key, b"convlog key check", "sha256")[:8].hex()
+
+
+def _sha_link(prev: bytes, canon: bytes) -> bytes:
+    return _sha256(prev + canon).digest()[:HASH_BYTES]
+
+
+def _hmac_link(key: bytes, prev: bytes, canon: bytes) -> bytes:
+    return _hmac_digest(key, prev + canon, "sha256")[:HASH_BYTES]
 
 
 def read_key(path: str | Path) -> bytes:

@@ -16,6 +16,7 @@ import msgspec
 from engine.errors import SessionExists, UnknownSession
 from engine.events import AnyEvent, Event
 from engine.store.base import (
+    ANY,
     Appended,
     Expected,
     Record,
@@ -25,6 +26,20 @@ from engine.store.base import (
     check_id,
 )
 from engine.store.chain import Chain
+
+
+class _Own:
+    """One session's own events with their hashes and positions."""
+
+    __slots__ = ("base", "events", "genesis", "hashes", "info", "positions")
+
+    def __init__(self, info: SessionInfo, genesis: bytes) -> None:
+        self.info = info
+        self.base = info.fork_seq or 0  # own seqs start after it
+        self.genesis = genesis
+        self.events: list[AnyEvent] = []
+        self.hashes: list[bytes] = []
+        self.positions: list[int] = []
 
 
 class MemoryStore(Store):
@@ -37,10 +52,7 @@ class MemoryStore(Store):
             self.max_event_bytes = max_event_bytes
         self._lock = threading.RLock()
         self._sessions: dict[str, SessionInfo] = {}
-        self._events: dict[str, list[AnyEvent]] = {}
-        self._hashes: dict[str, list[bytes]] = {}
-        self._positions: dict[str, list[int]] = {}
-        self._genesis_of: dict[str, bytes] = {}
+        self._own: dict[str, _Own] = {}
         self._ids: dict[str, tuple[str, int, int]] = {}
         self._log: list[tuple[str, int]] = []  # position - 1 -> (session, index in its list)
         self._snapshots: dict[tuple[str, str], list[tuple[int, bytes]]] = {}
@@ -58,10 +70,7 @@ class MemoryStore(Store):
             genesis = self._genesis(parent, fork_seq)
             info = SessionInfo(session_id, created, parent, fork_seq)
             self._sessions[session_id] = info
-            self._events[session_id] = []
-            self._hashes[session_id] = []
-            self._positions[session_id] = []
-            self._genesis_of[session_id] = genesis
+            self._own[session_id] = _Own(info, genesis)
             return info
 
     def session_info(self, session_id: str) -> SessionInfo:
@@ -74,40 +83,57 @@ class MemoryStore(Store):
         return sorted(self._sessions.values(), key=lambda s: (s.created, s.id))
 
     def _own_version(self, session_id: str) -> int:
-        own = self._events[session_id]
+        own = self._own[session_id].events
         return own[-1].seq if own else 0
 
     def _head(self, session_id: str) -> tuple[int, bytes]:
         self.session_info(session_id)
-        hashes = self._hashes[session_id]
-        return self._own_version(session_id), hashes[-1] if hashes else self._genesis_of[
-            session_id]
+        own = self._own[session_id]
+        if not own.events:
+            return 0, own.genesis
+        return own.events[-1].seq, own.hashes[-1]
 
     def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
         with self._lock:
-            info = self.session_info(session_id)
-            found = {e.id: self._ids[e.id] for e in events if e.id in self._ids}
-            retried = self._classify(session_id, events, found)
-            if retried is not None:
-                return retried
-            actual = max(self._own_version(session_id), info.fork_seq or 0)
-            self._check_expected(session_id, expected, actual)
-            _, head = self._head(session_id)
+            own = self._own.get(session_id)
+            if own is None:
+                raise UnknownSession(session_id)
+            ids = self._ids
+            if len(events) == 1:  # the common case: one dict lookup, no comprehension
+                hit = ids.get(events[0].id)
+                found = {} if hit is None else {events[0].id: hit}
+            else:
+                found = {e.id: ids[e.id] for e in events if e.id in ids}
+            if found:
+                retried = self._classify(session_id, events, found)
+                if retried is not None:
+                    return retried
+            stored = own.events
+            if stored:
+                actual, head = stored[-1].seq, own.hashes[-1]
+            else:
+                actual, head = own.base, own.genesis
+            if expected is not ANY:
+                self._check_expected(session_id, expected, actual)
             batch = self._prepare(session_id, events, actual, head)
-            own = self._events[session_id]
-            first_index = len(own)
-            first_pos = len(self._log) + 1
-            own.extend(batch.events)  # type: ignore[arg-type]
-            self._hashes[session_id].extend(batch.hashes)
-            positions = range(first_pos, first_pos + len(batch.events))
-            self._positions[session_id].extend(positions)
-            for i, (e, pos) in enumerate(zip(batch.events, positions, strict=True)):
-                self._ids[e.id] = (session_id, e.seq, pos)
-                self._log.append((session_id, first_index + i))
-            return Appended(session_id, tuple(e.seq for e in batch.events), tuple(positions))
+            log = self._log
+            first_index = len(stored)
+            pos0 = len(log) + 1
+            n = len(batch.events)
+            stored.extend(batch.events)  # type: ignore[arg-type]
+            own.hashes.extend(batch.hashes)
+            positions = range(pos0, pos0 + n)
+            own.positions.extend(positions)
+            pos = pos0
+            for e in batch.events:
+                ids[e.id] = (session_id, e.seq, pos)
+                pos += 1
+            log.extend([(session_id, i) for i in range(first_index, first_index + n)])
+            first = batch.first_seq
+            return Appended(session_id, tuple(range(first, first + n)), tuple(positions))
 
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
-        own = self._events[session_id]
+        own = self._own[session_id].events
         if not own:
             return iter(())
         base = own[0].seq  # a fork's own events start after its fork point
@@ -120,7 +146,7 @@ class MemoryStore(Store):
         return None if found is None else (found[0], found[1])
 
     def _own_seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
-        for e in self._events[session_id]:
+        for e in self._own[session_id].events:
             if e.seq >= first and e.time > time_ms:
                 return e.seq
         return None
@@ -135,7 +161,7 @@ class MemoryStore(Store):
             sid, index = self._log[pos - 1]
             if session_id is not None and sid != session_id:
                 continue
-            yield Record(pos, self._events[sid][index])
+            yield Record(pos, self._own[sid].events[index])
             count += 1
             if limit is not None and count >= limit:
                 return
@@ -145,8 +171,8 @@ class MemoryStore(Store):
 
     def _own_stored(self, session_id: str) -> Iterator[Stored]:
         self.session_info(session_id)
-        for e, h, pos in zip(self._events[session_id], self._hashes[session_id],
-                             self._positions[session_id], strict=True):
+        own = self._own[session_id]
+        for e, h, pos in zip(own.events, own.hashes, own.positions, strict=True):
             obj = msgspec.to_builtins(e)
             yield Stored(e.seq, h, obj, None, pos)
 

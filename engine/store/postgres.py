@@ -295,24 +295,34 @@ class PostgresStore(Store):
         return self._head(session_id)[0]
 
     def _blocks(self, sid: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+        for first_seq, _, body in self._block_rows(sid, first, last):
+            yield first_seq, body
+
+    def _block_rows(self, sid: int, first: int, last: int) -> Iterator[tuple[int, int, bytes]]:
+        """(first seq, last seq, body) of the blocks that hold seqs first..last: the
+        bound on last_seq (the block holding ``last``) ends the index scan there."""
         lo = first
         while True:
             with self._lock:
                 rows = self._db.execute(
-                    "SELECT first_seq, last_seq, body FROM convlog_blocks WHERE sid=%s AND "
-                    "last_seq>=%s AND first_seq<=%s ORDER BY last_seq LIMIT %s",
-                    (sid, lo, last, _PAGE)).fetchall()
-            for first_seq, _, body in rows:
-                yield first_seq, bytes(body)
+                    "SELECT first_seq, last_seq, body FROM convlog_blocks WHERE sid=%(sid)s AND "
+                    "last_seq>=%(lo)s AND last_seq<=COALESCE((SELECT last_seq FROM "
+                    "convlog_blocks WHERE sid=%(sid)s AND last_seq>=%(last)s ORDER BY last_seq "
+                    "LIMIT 1), %(last)s) ORDER BY last_seq LIMIT %(page)s",
+                    {"sid": sid, "lo": lo, "last": last, "page": _PAGE}).fetchall()
+            for first_seq, last_seq, body in rows:
+                yield first_seq, last_seq, bytes(body)
             if len(rows) < _PAGE:
                 return
             lo = rows[-1][1] + 1
 
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
         sid = self._sid(session_id)
-        for first_seq, body in self._blocks(sid, first, min(last, 1 << 30)):
-            events = blocks.decode(body)
-            yield from events[max(first - first_seq, 0):last - first_seq + 1]
+        for first_seq, last_seq, body in self._block_rows(sid, first, min(last, 1 << 30)):
+            if first <= first_seq and last_seq <= last:
+                yield from blocks.decode(body)  # whole blocks: one msgspec call each
+            else:  # decode only the events asked for
+                yield from blocks.decode_range(body, first - first_seq, last - first_seq + 1)
 
     def find_event(self, event_id: str) -> tuple[str, int] | None:
         with self._lock:

@@ -83,6 +83,28 @@ CREATE TABLE IF NOT EXISTS snapshots (
 """
 
 _PAGE = 64  # blocks per query while reading: no cursor stays open across a yield
+_IN_CHUNK = 500  # ids per "IN (...)" lookup (below SQLite's oldest variable limit)
+
+
+class _Tail:
+    """A session's row while this store holds the write lock, plus the events appended
+    in this transaction whose rows are not written yet (see ``_materialize``)."""
+
+    __slots__ = ("body", "fork_seq", "hashes", "head", "maxv", "sealed", "sid", "stored",
+                 "times", "version")
+
+    def __init__(self, sid: int, fork_seq: int | None, version: int, sealed: int,
+                 head: bytes) -> None:
+        self.sid = sid
+        self.fork_seq = fork_seq
+        self.version = version  # the row's version after the pending events
+        self.sealed = sealed
+        self.head = head
+        self.stored = max(version, fork_seq or 0)  # the last seq whose block is written
+        self.body: list[bytes] = []
+        self.hashes: list[bytes] = []
+        self.times: list[int] = []
+        self.maxv = 0
 
 
 class SQLiteStore(Store):
@@ -116,6 +138,14 @@ class SQLiteStore(Store):
         self._sids: dict[str, int] = {}
         self._names: dict[int, str] = {}
         self._in_tx = False
+        # Valid only while this connection holds the write transaction (nobody else can
+        # write then): session rows, the last position, and the rows not yet written.
+        self._tails: dict[str, _Tail] = {}
+        self._last_pos: int | None = None
+        self._dirty: dict[str, _Tail] = {}
+        self._pend_ids: list[tuple[bytes, int]] = []
+        self._pend_log: list[tuple[int, int, int]] = []
+        self._pend_found: dict[str, tuple[str, int, int]] = {}
         self._group = (GroupCommit(self._commit_window, self._lock, max_ms=batch_ms,
                                    max_events=batch_events)
                        if durability == BATCHED else None)
@@ -189,8 +219,64 @@ class SQLiteStore(Store):
 
     def _commit_window(self) -> None:
         if self._in_tx:
+            # A failure leaves the transaction open and the rows pending: retried later.
+            self._materialize()
             self._db.execute("COMMIT")
-            self._in_tx = False
+            self._end_tx()
+
+    def _end_tx(self) -> None:
+        """The write transaction is over (committed or rolled back): forget the cache."""
+        self._in_tx = False
+        self._tails.clear()
+        self._last_pos = None
+        self._dirty.clear()
+        self._pend_ids = []
+        self._pend_log = []
+        self._pend_found.clear()
+
+    def _rollback(self) -> None:
+        try:
+            self._db.execute("ROLLBACK")
+        finally:
+            self._end_tx()
+
+    def _window_open(self) -> bool:
+        return self._group is not None and self._group.open
+
+    def _materialize(self) -> None:
+        """Write the transaction's pending rows (still uncommitted): ids and log with one
+        ``executemany`` each, one block per session (merging the tail when due), one
+        session update each. All or nothing (a savepoint); on failure they stay pending."""
+        if not self._dirty:
+            return
+        db = self._db
+        db.execute("SAVEPOINT rows")
+        try:
+            db.executemany("INSERT INTO ids VALUES (?, ?)", self._pend_ids)
+            db.executemany("INSERT INTO log VALUES (?, ?, ?)", self._pend_log)
+            sealed = [self._write_blocks(t) for t in self._dirty.values()]
+            db.executemany("UPDATE sessions SET version=?, head=?, sealed=? WHERE sid=?", [
+                (t.version, t.head, seal, t.sid)
+                for t, seal in zip(self._dirty.values(), sealed, strict=True)])
+            db.execute("RELEASE rows")
+        except BaseException:
+            db.execute("ROLLBACK TO rows")
+            db.execute("RELEASE rows")
+            raise
+        for t, seal in zip(self._dirty.values(), sealed, strict=True):
+            t.sealed = seal
+            t.stored = t.version
+            t.body, t.hashes, t.times, t.maxv = [], [], [], 0
+        self._dirty.clear()
+        self._pend_ids = []
+        self._pend_log = []
+        self._pend_found.clear()
+
+    def _readable(self) -> None:
+        """Reads on this connection see the transaction's pending rows: write them."""
+        if self._dirty:
+            with self._lock:
+                self._materialize()
 
     # ------------------------------------------------------------------ sessions
 
@@ -266,42 +352,71 @@ class SQLiteStore(Store):
             self._in_tx = True
         self._db.execute("SAVEPOINT append")
 
-    def _write_end(self, *, ok: bool, count: int = 0) -> None:
+    def _write_end(self, *, ok: bool) -> None:
         db = self._db
         if not ok:
             db.execute("ROLLBACK TO append")
             db.execute("RELEASE append")
-            if self._group is None or not self._group.open:
-                db.execute("ROLLBACK")
-                self._in_tx = False
+            if not self._window_open():
+                self._rollback()
             return
         db.execute("RELEASE append")
-        if self._group is None:
+        if not self._window_open():
             db.execute("COMMIT")
-            self._in_tx = False
-        elif count:
-            self._group.added(count)
-        elif not self._group.open:
-            db.execute("COMMIT")
-            self._in_tx = False
+            self._end_tx()
 
     def _head(self, session_id: str) -> tuple[int, bytes]:
         with self._lock:
+            tail = self._tails.get(session_id)
+            if tail is not None:
+                return tail.version, tail.head
             row = self._db.execute("SELECT version, head FROM sessions WHERE id=?",
                                    (session_id,)).fetchone()
         if row is None:
             raise UnknownSession(session_id)
         return int(row[0]), bytes(row[1])
 
+    def _tail(self, session_id: str) -> _Tail:
+        """The session's row, cached for the rest of the write transaction."""
+        tail = self._tails.get(session_id)
+        if tail is None:
+            row = self._db.execute(
+                "SELECT sid, fork_seq, version, sealed, head FROM sessions WHERE id=?",
+                (session_id,)).fetchone()
+            if row is None:
+                raise UnknownSession(session_id)
+            tail = self._tails[session_id] = _Tail(int(row[0]), row[1], int(row[2]),
+                                                   int(row[3]), bytes(row[4]))
+        return tail
+
     def _lookup(self, events: Sequence[Event]) -> dict[str, tuple[str, int, int]]:
+        """id -> (session, seq, position) of the events already stored (or pending)."""
         found: dict[str, tuple[str, int, int]] = {}
-        db = self._db
+        pending = self._pend_found
+        keys: dict[bytes, str] = {}
         for e in events:
+            hit = pending.get(e.id) if pending else None
+            if hit is not None:
+                found[e.id] = hit
+            else:
+                keys[blocks.id_key(e.id)] = e.id
+        db = self._db
+        if len(keys) == 1:
+            (key, event_id), = keys.items()
             row = db.execute(
                 "SELECT l.sid, l.seq, l.position FROM ids i JOIN log l ON l.position = i.position"
-                " WHERE i.id = ?", (blocks.id_key(e.id),)).fetchone()
+                " WHERE i.id = ?", (key,)).fetchone()
             if row is not None:
-                found[e.id] = (self._name(int(row[0])), int(row[1]), int(row[2]))
+                found[event_id] = (self._name(int(row[0])), int(row[1]), int(row[2]))
+            return found
+        todo = list(keys)
+        for i in range(0, len(todo), _IN_CHUNK):
+            chunk = todo[i:i + _IN_CHUNK]
+            for key, sid, seq, pos in db.execute(
+                    "SELECT i.id, l.sid, l.seq, l.position FROM ids i JOIN log l "
+                    f"ON l.position = i.position WHERE i.id IN ({','.join('?' * len(chunk))})",
+                    chunk):
+                found[keys[bytes(key)]] = (self._name(int(sid)), int(seq), int(pos))
         return found
 
     def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
@@ -309,62 +424,104 @@ class SQLiteStore(Store):
             raise StoreError(self._refuse)
         with self._lock:
             db = self._db
-            self._write_begin()
-            ok = False
+            if not self._in_tx:
+                db.execute("BEGIN IMMEDIATE")
+                self._in_tx = True
             try:
-                row = db.execute(
-                    "SELECT sid, fork_seq, version, sealed, head FROM sessions WHERE id=?",
-                    (session_id,)).fetchone()
-                if row is None:
-                    raise UnknownSession(session_id)
-                sid, fork_seq, version, sealed, head = row
-                actual = max(version, fork_seq or 0)
+                tail = self._tail(session_id)
+                # Outside an open window the transaction holds only this append, so the
+                # ids index itself detects a stored id (like the original inserts) and a
+                # conflict rolls everything back. Inside a window the ids are looked up
+                # first: the window's rows must insert without a conflict at commit.
+                eager = not self._window_open()
+                if not eager:
+                    found = self._lookup(events)
+                    if found:
+                        retried = self._classify(session_id, events, found)
+                        if retried is not None:
+                            return retried
+                actual = max(tail.version, tail.fork_seq or 0)
                 try:
                     self._check_expected(session_id, expected, actual)
-                    batch = self._prepare(session_id, events, actual, bytes(head))
+                    batch = self._prepare(session_id, events, actual, tail.head)
                 except (ConcurrencyError, BadBatch):
                     # A retry of a batch that did land is neither a conflict nor out of order.
                     retried = self._classify(session_id, events, self._lookup(events))
                     if retried is not None:
+                        if eager:
+                            self._rollback()  # nothing was written
                         return retried
                     raise
-                pos0 = int(db.execute("SELECT COALESCE(MAX(position), 0) FROM log")
-                           .fetchone()[0]) + 1
-                n = len(batch.events)
-                positions = range(pos0, pos0 + n)
-                first = batch.first_seq
-                try:
-                    db.executemany("INSERT INTO ids VALUES (?, ?)", zip(
-                        [blocks.id_key(e.id) for e in batch.events], positions, strict=True))
-                except sqlite3.IntegrityError:
-                    retried = self._classify(session_id, events, self._lookup(events))
-                    if retried is not None:
-                        return retried
-                    raise StoreError("id index conflict without a stored id") from None
-                db.executemany("INSERT INTO log VALUES (?, ?, ?)",
-                               [(p, sid, first + i) for i, p in enumerate(positions)])
                 # Stored bytes keep the event exactly (map order included); the chain
                 # covers its canonical form, recomputed by verify.
                 body = [encode_msgpack(e) for e in batch.events]
-                sealed = self._write_blocks(sid, batch.events, body, batch.hashes,
-                                            actual=actual, sealed=sealed)
-                db.execute("UPDATE sessions SET version=?, head=?, sealed=? WHERE sid=?",
-                           (actual + n, batch.head, sealed, sid))
-                ok = True
-                result = Appended(session_id, tuple(range(first, first + n)), tuple(positions))
-            finally:
-                self._write_end(ok=ok, count=len(events) if ok else 0)
+                keys = [blocks.id_key(e.id) for e in batch.events]
+                if self._last_pos is None:
+                    self._last_pos = int(db.execute(
+                        "SELECT COALESCE(MAX(position), 0) FROM log").fetchone()[0])
+                if eager:
+                    try:
+                        db.executemany("INSERT INTO ids VALUES (?, ?)", zip(
+                            keys, range(self._last_pos + 1, self._last_pos + 1 + len(keys)),
+                            strict=True))
+                    except sqlite3.IntegrityError:
+                        self._rollback()
+                        retried = self._classify(session_id, events, self._lookup(events))
+                        if retried is not None:
+                            return retried
+                        raise StoreError("id index conflict without a stored id") from None
+            except BaseException:
+                if self._in_tx and not self._window_open():
+                    self._rollback()
+                raise
+            # Nothing fails from here on (everything is computed): the rows are written
+            # at commit, or before a read on this connection (``_materialize``).
+            n = len(batch.events)
+            pos0 = self._last_pos + 1
+            first = batch.first_seq
+            sid = tail.sid
+            pend_found = self._pend_found
+            pend_ids = self._pend_ids
+            pend_log = self._pend_log
+            pos = pos0
+            if eager:  # the ids are in the table already
+                pend_log += [(pos0 + i, sid, e.seq) for i, e in enumerate(batch.events)]
+            else:
+                for e, key in zip(batch.events, keys, strict=True):
+                    pend_ids.append((key, pos))
+                    pend_log.append((pos, sid, e.seq))
+                    pend_found[e.id] = (session_id, e.seq, pos)
+                    pos += 1
+            tail.body += body
+            tail.hashes += batch.hashes
+            tail.times += [e.time for e in batch.events]
+            tail.maxv = max(tail.maxv, blocks.max_version(batch.events))
+            tail.version = actual + n
+            tail.head = batch.head
+            self._dirty[session_id] = tail
+            self._last_pos = pos0 + n - 1
+            result = Appended(session_id, tuple(range(first, first + n)),
+                              tuple(range(pos0, pos0 + n)))
+            if self._group is None:
+                try:
+                    self._commit_window()
+                except BaseException:
+                    self._rollback()
+                    raise
+            else:
+                self._group.added(n)
             return result
 
-    def _write_blocks(self, sid: int, events: Sequence[Event], canon: Sequence[bytes],
-                      hashes: Sequence[bytes], *, actual: int, sealed: int) -> int:
-        """Store the batch; merge the uncompressed tail once it reaches SEAL_AT events."""
+    def _write_blocks(self, tail: _Tail) -> int:
+        """Write the session's pending events as one block; merge the uncompressed tail
+        into compressed blocks once it reaches SEAL_AT events. Returns the new seal."""
         db = self._db
-        maxv = blocks.max_version(events)
-        if actual + len(events) - sealed < blocks.SEAL_AT:
+        sid, sealed, canon, hashes = tail.sid, tail.sealed, tail.body, tail.hashes
+        end = tail.stored + len(canon)
+        if end - sealed < blocks.SEAL_AT:
             db.execute("INSERT INTO blocks VALUES (?, ?, ?, ?, ?)", (
-                sid, actual + len(events), actual + 1, max(e.time for e in events),
-                blocks.encode(canon, hashes, maxv, compress=False)))
+                sid, end, tail.stored + 1, max(tail.times),
+                blocks.encode(canon, hashes, tail.maxv, compress=False)))
             return sealed
         tail_canon: list[bytes] = []
         tail_hashes: list[bytes] = []
@@ -377,16 +534,17 @@ class SQLiteStore(Store):
             tail_hashes += h
             times += [t_max] * len(c)  # an upper bound is enough for t_max
         db.execute("DELETE FROM blocks WHERE sid=? AND last_seq>?", (sid, sealed))
-        all_canon = tail_canon + list(canon)
-        all_hashes = tail_hashes + list(hashes)
-        times += [e.time for e in events]
+        all_canon = tail_canon + canon
+        all_hashes = tail_hashes + hashes
+        times += tail.times
         first = sealed + 1
-        for i in range(0, len(all_canon), blocks.BLOCK_MAX):
-            c = all_canon[i:i + blocks.BLOCK_MAX]
-            db.execute("INSERT INTO blocks VALUES (?, ?, ?, ?, ?)", (
-                sid, first + i + len(c) - 1, first + i, max(times[i:i + len(c)]),
-                blocks.encode(c, all_hashes[i:i + len(c)], max(maxv, 1), compress=True)))
-        return actual + len(events)
+        db.executemany("INSERT INTO blocks VALUES (?, ?, ?, ?, ?)", [
+            (sid, first + i + len(all_canon[i:i + blocks.BLOCK_MAX]) - 1, first + i,
+             max(times[i:i + blocks.BLOCK_MAX]),
+             blocks.encode(all_canon[i:i + blocks.BLOCK_MAX],
+                           all_hashes[i:i + blocks.BLOCK_MAX], max(tail.maxv, 1), compress=True))
+            for i in range(0, len(all_canon), blocks.BLOCK_MAX)])
+        return end
 
     # ------------------------------------------------------------------ reading
 
@@ -395,27 +553,35 @@ class SQLiteStore(Store):
 
     def _blocks(self, sid: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
         """(first seq, body) of the blocks that hold seqs first..last, in order."""
+        for first_seq, _, body in self._block_rows(sid, first, last):
+            yield first_seq, body
+
+    def _block_rows(self, sid: int, first: int, last: int) -> Iterator[tuple[int, int, bytes]]:
+        """(first seq, last seq, body) of the blocks that hold seqs first..last."""
         lo = first
+        self._readable()
         while True:
+            # The primary key seeks to the first block; the bound on last_seq (the block
+            # holding ``last``) stops the scan there instead of at the session's end.
             with self._lock:
                 rows = self._db.execute(
-                    "SELECT first_seq, last_seq, body FROM blocks WHERE sid=? AND last_seq>=? "
-                    "AND first_seq<=? ORDER BY last_seq LIMIT ?", (sid, lo, last, _PAGE)
+                    "SELECT first_seq, last_seq, body FROM blocks WHERE sid=?1 AND last_seq>=?2 "
+                    "AND last_seq<=COALESCE((SELECT last_seq FROM blocks WHERE sid=?1 AND "
+                    "last_seq>=?3 ORDER BY last_seq LIMIT 1), ?3) "
+                    "ORDER BY last_seq LIMIT ?4", (sid, lo, last, _PAGE)
                 ).fetchall()
-            for first_seq, _, body in rows:
-                yield first_seq, body
+            yield from rows
             if len(rows) < _PAGE:
                 return
             lo = rows[-1][1] + 1
 
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
         sid = self._sid(session_id)
-        for first_seq, body in self._blocks(sid, first, last):
-            events = blocks.decode(body)
-            if first <= first_seq and first_seq + len(events) - 1 <= last:
-                yield from events
-            else:
-                yield from events[max(first - first_seq, 0):last - first_seq + 1]
+        for first_seq, last_seq, body in self._block_rows(sid, first, last):
+            if first <= first_seq and last_seq <= last:
+                yield from blocks.decode(body)  # whole blocks: one msgspec call each
+            else:  # decode only the events asked for
+                yield from blocks.decode_range(body, first - first_seq, last - first_seq + 1)
 
     def read_bodies(self, session_id: str, first: int, last: int) -> list[bytes]:
         """Raw block bodies holding the session's own events first..last (benchmarks)."""
@@ -423,6 +589,7 @@ class SQLiteStore(Store):
 
     def find_event(self, event_id: str) -> tuple[str, int] | None:
         with self._lock:
+            self._readable()
             row = self._db.execute(
                 "SELECT l.sid, l.seq FROM ids i JOIN log l ON l.position = i.position "
                 "WHERE i.id = ?", (blocks.id_key(event_id),)).fetchone()
@@ -431,6 +598,7 @@ class SQLiteStore(Store):
     def _own_seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
         sid = self._sid(session_id)
         with self._lock:
+            self._readable()
             rows = self._db.execute(
                 "SELECT body FROM blocks WHERE sid=? AND last_seq>=? AND t_max>? "
                 "ORDER BY last_seq", (sid, first, time_ms)).fetchall()
@@ -442,6 +610,7 @@ class SQLiteStore(Store):
 
     def last_position(self) -> int:
         with self._lock:
+            self._readable()
             return int(self._db.execute("SELECT COALESCE(MAX(position), 0) FROM log")
                        .fetchone()[0])
 
@@ -453,6 +622,7 @@ class SQLiteStore(Store):
         while True:
             page = 4096 if limit is None else min(4096, limit - count)
             with self._lock:
+                self._readable()
                 if only is None:
                     rows = self._db.execute(
                         "SELECT position, sid, seq FROM log WHERE position>? ORDER BY position "
@@ -477,6 +647,7 @@ class SQLiteStore(Store):
     def _own_stored(self, session_id: str) -> Iterator[Stored]:
         sid = self._sid(session_id)
         with self._lock:
+            self._readable()
             positions = dict(self._db.execute("SELECT seq, position FROM log WHERE sid=?",
                                               (sid,)).fetchall())
         for first_seq, body in self._blocks(sid, 0, 1 << 62):
