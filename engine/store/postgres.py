@@ -30,7 +30,7 @@ from psycopg import errors as pg_errors
 
 from engine.codec import encode_msgpack
 from engine.errors import BadBatch, ConcurrencyError, SessionExists, StoreError, UnknownSession
-from engine.events import AnyEvent, Event
+from engine.events import Event
 from engine.store import blocks
 from engine.store.base import (
     BATCHED,
@@ -39,11 +39,10 @@ from engine.store.base import (
     Expected,
     Record,
     SessionInfo,
-    Store,
-    Stored,
     check_chain,
     check_id,
 )
+from engine.store.blockread import BlockReader
 from engine.store.chain import Chain
 
 SCHEMA_VERSION = 1
@@ -74,7 +73,9 @@ _SCHEMA = [
 _PAGE = 64
 
 
-class PostgresStore(Store):
+class PostgresStore(BlockReader):
+    SEQ_MAX = 1 << 30  # a bound that every integer seq column and parameter accepts
+
     def __init__(self, dsn: str, *, url: str | None = None, durability: str = SYNC,
                  key: bytes | None = None, max_event_bytes: int | None = None,
                  connect_timeout: float = 10) -> None:
@@ -294,10 +295,6 @@ class PostgresStore(Store):
     def _own_version(self, session_id: str) -> int:
         return self._head(session_id)[0]
 
-    def _blocks(self, sid: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
-        for first_seq, _, body in self._block_rows(sid, first, last):
-            yield first_seq, body
-
     def _block_rows(self, sid: int, first: int, last: int) -> Iterator[tuple[int, int, bytes]]:
         """(first seq, last seq, body) of the blocks that hold seqs first..last: the
         bound on last_seq (the block holding ``last``) ends the index scan there."""
@@ -316,14 +313,6 @@ class PostgresStore(Store):
                 return
             lo = rows[-1][1] + 1
 
-    def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
-        sid = self._sid(session_id)
-        for first_seq, last_seq, body in self._block_rows(sid, first, min(last, 1 << 30)):
-            if first <= first_seq and last_seq <= last:
-                yield from blocks.decode(body)  # whole blocks: one msgspec call each
-            else:  # decode only the events asked for
-                yield from blocks.decode_range(body, first - first_seq, last - first_seq + 1)
-
     def find_event(self, event_id: str) -> tuple[str, int] | None:
         with self._lock:
             row = self._db.execute(
@@ -332,17 +321,11 @@ class PostgresStore(Store):
             ).fetchone()
         return None if row is None else (self._name(int(row[0])), int(row[1]))
 
-    def _own_seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
-        sid = self._sid(session_id)
+    def _bodies_after_time(self, sid: int, first: int, time_ms: int) -> list[bytes]:
         with self._lock:
-            rows = self._db.execute(
+            return [bytes(body) for (body,) in self._db.execute(
                 "SELECT body FROM convlog_blocks WHERE sid=%s AND last_seq>=%s AND t_max>%s "
-                "ORDER BY last_seq", (sid, first, time_ms)).fetchall()
-        for (body,) in rows:
-            for e in blocks.decode(bytes(body)):
-                if e.seq >= first and e.time > time_ms:
-                    return e.seq
-        return None
+                "ORDER BY last_seq", (sid, first, time_ms)).fetchall()]
 
     def last_position(self) -> int:
         with self._lock:
@@ -350,59 +333,20 @@ class PostgresStore(Store):
                                    ).fetchone()
         return int(row[0]) if row else 0
 
-    def read_all(self, after: int = 0, *, session_id: str | None = None,
-                 limit: int | None = None) -> Iterator[Record]:
-        only = None if session_id is None else self._sid(session_id)
-        cache: dict[int, tuple[int, list[AnyEvent]]] = {}
-        count = 0
-        while True:
-            page = 4096 if limit is None else min(4096, limit - count)
-            with self._lock:
-                if only is None:
-                    rows = self._db.execute(
-                        "SELECT position, sid, seq FROM convlog_log WHERE position>%s "
-                        "ORDER BY position LIMIT %s", (after, page)).fetchall()
-                else:
-                    rows = self._db.execute(
-                        "SELECT position, sid, seq FROM convlog_log WHERE position>%s AND "
-                        "sid=%s ORDER BY position LIMIT %s", (after, only, page)).fetchall()
-            for position, sid, seq in rows:
-                hit = cache.get(sid)
-                if hit is None or not hit[0] <= seq < hit[0] + len(hit[1]):
-                    blk = next(self._blocks(sid, seq, seq), None)
-                    if blk is None:
-                        raise StoreError(f"position {position} has no stored event")
-                    hit = cache[sid] = (blk[0], blocks.decode(blk[1]))
-                yield Record(position, hit[1][seq - hit[0]])
-                after = position
-            count += len(rows)
-            if len(rows) < page or (limit is not None and count >= limit):
-                return
-
-    def _own_stored(self, session_id: str) -> Iterator[Stored]:
-        sid = self._sid(session_id)
+    def _log_page(self, after: int, sid: int | None, page: int) -> list[tuple[int, int, int]]:
         with self._lock:
-            positions: dict[int, int] = dict(self._db.execute(
-                "SELECT seq, position FROM convlog_log WHERE sid=%s", (sid,)).fetchall())
-        for first_seq, body in self._blocks(sid, 0, 1 << 30):
-            try:
-                raw, hashes = blocks.split(body)
-            except Exception as exc:
-                yield Stored(first_seq, b"", None, f"unreadable block: {exc}")
-                continue
-            for i, (c, h) in enumerate(zip(raw, hashes, strict=True)):
-                seq = first_seq + i
-                try:
-                    obj = blocks.builtins(c)
-                except Exception as exc:
-                    yield Stored(seq, h, None, f"undecodable event: {exc}", positions.get(seq))
-                    continue
-                yield Stored(seq, h, obj, None, positions.get(seq))
+            if sid is None:
+                return self._db.execute(
+                    "SELECT position, sid, seq FROM convlog_log WHERE position>%s "
+                    "ORDER BY position LIMIT %s", (after, page)).fetchall()
+            return self._db.execute(
+                "SELECT position, sid, seq FROM convlog_log WHERE position>%s AND "
+                "sid=%s ORDER BY position LIMIT %s", (after, sid, page)).fetchall()
 
-    def _hash_at(self, session_id: str, seq: int) -> bytes | None:
-        for first_seq, body in self._blocks(self._sid(session_id), seq, seq):
-            return blocks.split(body)[1][seq - first_seq]
-        return None
+    def _positions(self, sid: int) -> dict[int, int]:
+        with self._lock:
+            return dict(self._db.execute(
+                "SELECT seq, position FROM convlog_log WHERE sid=%s", (sid,)).fetchall())
 
     # ------------------------------------------------------------------ live
 

@@ -28,21 +28,19 @@ from engine.errors import (
     StoreError,
     UnknownSession,
 )
-from engine.events import AnyEvent, Event
+from engine.events import Event
 from engine.store import blocks
 from engine.store.base import (
     BATCHED,
     SYNC,
     Appended,
     Expected,
-    Record,
     SessionInfo,
-    Store,
-    Stored,
     check_chain,
     check_id,
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
+from engine.store.blockread import BlockReader
 from engine.store.chain import Chain
 
 SCHEMA_VERSION = 2
@@ -107,7 +105,7 @@ class _Tail:
         self.maxv = 0
 
 
-class SQLiteStore(Store):
+class SQLiteStore(BlockReader):
     def __init__(self, path: str, *, url: str | None = None, synchronous: str | None = None,
                  durability: str = SYNC, batch_ms: float = DEFAULT_BATCH_MS,
                  batch_events: int = DEFAULT_BATCH_EVENTS, key: bytes | None = None,
@@ -551,11 +549,6 @@ class SQLiteStore(Store):
     def _own_version(self, session_id: str) -> int:
         return self._head(session_id)[0]
 
-    def _blocks(self, sid: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
-        """(first seq, body) of the blocks that hold seqs first..last, in order."""
-        for first_seq, _, body in self._block_rows(sid, first, last):
-            yield first_seq, body
-
     def _block_rows(self, sid: int, first: int, last: int) -> Iterator[tuple[int, int, bytes]]:
         """(first seq, last seq, body) of the blocks that hold seqs first..last."""
         lo = first
@@ -575,14 +568,6 @@ class SQLiteStore(Store):
                 return
             lo = rows[-1][1] + 1
 
-    def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
-        sid = self._sid(session_id)
-        for first_seq, last_seq, body in self._block_rows(sid, first, last):
-            if first <= first_seq and last_seq <= last:
-                yield from blocks.decode(body)  # whole blocks: one msgspec call each
-            else:  # decode only the events asked for
-                yield from blocks.decode_range(body, first - first_seq, last - first_seq + 1)
-
     def read_bodies(self, session_id: str, first: int, last: int) -> list[bytes]:
         """Raw block bodies holding the session's own events first..last (benchmarks)."""
         return [body for _, body in self._blocks(self._sid(session_id), first, last)]
@@ -595,18 +580,12 @@ class SQLiteStore(Store):
                 "WHERE i.id = ?", (blocks.id_key(event_id),)).fetchone()
         return None if row is None else (self._name(int(row[0])), int(row[1]))
 
-    def _own_seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
-        sid = self._sid(session_id)
+    def _bodies_after_time(self, sid: int, first: int, time_ms: int) -> list[bytes]:
         with self._lock:
             self._readable()
-            rows = self._db.execute(
+            return [body for (body,) in self._db.execute(
                 "SELECT body FROM blocks WHERE sid=? AND last_seq>=? AND t_max>? "
-                "ORDER BY last_seq", (sid, first, time_ms)).fetchall()
-        for (body,) in rows:
-            for e in blocks.decode(body):
-                if e.seq >= first and e.time > time_ms:
-                    return e.seq
-        return None
+                "ORDER BY last_seq", (sid, first, time_ms)).fetchall()]
 
     def last_position(self) -> int:
         with self._lock:
@@ -614,62 +593,22 @@ class SQLiteStore(Store):
             return int(self._db.execute("SELECT COALESCE(MAX(position), 0) FROM log")
                        .fetchone()[0])
 
-    def read_all(self, after: int = 0, *, session_id: str | None = None,
-                 limit: int | None = None) -> Iterator[Record]:
-        only = None if session_id is None else self._sid(session_id)
-        cache: dict[int, tuple[int, list[AnyEvent]]] = {}
-        count = 0
-        while True:
-            page = 4096 if limit is None else min(4096, limit - count)
-            with self._lock:
-                self._readable()
-                if only is None:
-                    rows = self._db.execute(
-                        "SELECT position, sid, seq FROM log WHERE position>? ORDER BY position "
-                        "LIMIT ?", (after, page)).fetchall()
-                else:
-                    rows = self._db.execute(
-                        "SELECT position, sid, seq FROM log WHERE position>? AND sid=? "
-                        "ORDER BY position LIMIT ?", (after, only, page)).fetchall()
-            for position, sid, seq in rows:
-                hit = cache.get(sid)
-                if hit is None or not hit[0] <= seq < hit[0] + len(hit[1]):
-                    blk = next(self._blocks(sid, seq, seq), None)
-                    if blk is None:
-                        raise StoreError(f"position {position} has no stored event")
-                    hit = cache[sid] = (blk[0], blocks.decode(blk[1]))
-                yield Record(position, hit[1][seq - hit[0]])
-                after = position
-            count += len(rows)
-            if len(rows) < page or (limit is not None and count >= limit):
-                return
-
-    def _own_stored(self, session_id: str) -> Iterator[Stored]:
-        sid = self._sid(session_id)
+    def _log_page(self, after: int, sid: int | None, page: int) -> list[tuple[int, int, int]]:
         with self._lock:
             self._readable()
-            positions = dict(self._db.execute("SELECT seq, position FROM log WHERE sid=?",
-                                              (sid,)).fetchall())
-        for first_seq, body in self._blocks(sid, 0, 1 << 62):
-            try:
-                canon, hashes = blocks.split(body)
-            except Exception as exc:
-                yield Stored(first_seq, b"", None, f"unreadable block: {exc}")
-                continue
-            for i, (c, h) in enumerate(zip(canon, hashes, strict=True)):
-                seq = first_seq + i
-                try:
-                    obj = blocks.builtins(c)
-                except Exception as exc:
-                    yield Stored(seq, h, None, f"undecodable event: {exc}", positions.get(seq))
-                    continue
-                yield Stored(seq, h, obj, None, positions.get(seq))
+            if sid is None:
+                return self._db.execute(
+                    "SELECT position, sid, seq FROM log WHERE position>? ORDER BY position "
+                    "LIMIT ?", (after, page)).fetchall()
+            return self._db.execute(
+                "SELECT position, sid, seq FROM log WHERE position>? AND sid=? "
+                "ORDER BY position LIMIT ?", (after, sid, page)).fetchall()
 
-    def _hash_at(self, session_id: str, seq: int) -> bytes | None:
-        for first_seq, body in self._blocks(self._sid(session_id), seq, seq):
-            _, hashes = blocks.split(body)
-            return hashes[seq - first_seq]
-        return None
+    def _positions(self, sid: int) -> dict[int, int]:
+        with self._lock:
+            self._readable()
+            return dict(self._db.execute("SELECT seq, position FROM log WHERE sid=?",
+                                         (sid,)).fetchall())
 
     # ------------------------------------------------------------------ snapshots
 
