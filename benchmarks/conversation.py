@@ -35,7 +35,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 from engine import events as ev
 from engine.codec import encode_msgpack
 from engine.events import Event
-from engine.session import Session
+from engine.session import Session, StepClock
 from engine.store import MemoryStore
 from projections.qcli.serialize import converter
 from projections.qcli.state import ConversationFold
@@ -47,15 +47,6 @@ _WORDS = ("the", "parser", "splits", "each", "line", "on", "commas", "before", "
           "vu", "変更", "テスト", "✓")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = START_MS
-
-    def __call__(self) -> int:
-        self.now += 7
-        return self.now
-
-
 def _text(i: int, words: int) -> str:
     return " ".join(_WORDS[(i + k) % len(_WORDS)] for k in range(words))
 
@@ -63,7 +54,7 @@ def _text(i: int, words: int) -> str:
 def record(entries: int) -> tuple[MemoryStore, Session, int]:
     """A session with ``entries`` history entries and a checkpoint after every turn."""
     store = MemoryStore()
-    s = Session.create(store, clock=Clock())
+    s = Session.create(store, clock=StepClock(START_MS, 7))
     s.create_conversation("bench", model_info=ev.ModelInfo(model_id="claude-sonnet-4"),
                           os="linux", cwd="/work/app")
     s.change_tools("builtin", [ev.ToolSpec(name="fs_read"), ev.ToolSpec(name="fs_write")])

@@ -55,11 +55,11 @@ import msgspec
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.workload import StepClock, Workload, mix
+from benchmarks.workload import START_MS, Workload, mix
 from engine.codec import decode_msgpack, encode_msgpack
 from engine.events import AnyEvent, Event
 from engine.lifecycle import Lifecycle
-from engine.session import Session
+from engine.session import Session, StepClock
 from engine.store import MemoryStore, SQLiteStore
 from projections.qcli import ConversationFold
 from projections.timetravel import Timeline, at, latest_snapshot, write_snapshots
@@ -299,7 +299,7 @@ def record_session(res: Results, args: argparse.Namespace) -> Recorded:
     gc.collect()
     rss0 = rss_bytes()
     store = MemoryStore()
-    session = Session.create(store, clock=StepClock())
+    session = Session.create(store, clock=StepClock(START_MS))
     sid = session.id
     live = WithPartsProjection(sid)
     session.subscribe(live)

@@ -45,10 +45,10 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 
 import msgspec
 
-from benchmarks.workload import StepClock, Workload
+from benchmarks.workload import START_MS, Workload
 from engine.events import Event, tag_of
 from engine.lifecycle import Lifecycle
-from engine.session import Session
+from engine.session import Session, StepClock
 from engine.store import MemoryStore, open_store
 
 TARGET_REPLAY_VS_ES = 20.0
@@ -92,7 +92,7 @@ def _rename(e: Event, prefix: str) -> Event:
 
 def record(n: int) -> tuple[str, list[Event]]:
     store = MemoryStore()
-    s = Session.create(store, clock=StepClock())
+    s = Session.create(store, clock=StepClock(START_MS))
     Workload(s, seed=7).run(n)
     return s.id, list(store.read(s.id))
 
@@ -227,7 +227,7 @@ def growth(points: list[int], tmp: Path) -> dict[str, Any]:
                            "convlog_ms_per_turn": []}
     path = tmp / "growth.db"
     store = open_store(f"sqlite:///{path}", durability="batched", batch_ms=50)
-    s = Session.create(store, clock=StepClock())
+    s = Session.create(store, clock=StepClock(START_MS))
     text_bytes = 0
     for turn, (prompt, answer) in enumerate(texts, start=1):
         t = time.perf_counter()
@@ -251,7 +251,7 @@ def growth(points: list[int], tmp: Path) -> dict[str, Any]:
     out["convlog_messages"] = []
     path = tmp / "growth-messages.db"
     store = open_store(f"sqlite:///{path}", durability="batched", batch_ms=50)
-    s = Session.create(store, clock=StepClock())
+    s = Session.create(store, clock=StepClock(START_MS))
     for turn, (prompt, answer) in enumerate(texts, start=1):
         s.user_message(prompt)
         m = s.start_message("assistant")

@@ -25,7 +25,7 @@ from typing import Any
 
 from engine import events as ev
 from engine.ids import part_id
-from engine.session import PartRef, Session
+from engine.session import PartRef, Session, StepClock
 from engine.store.base import Store
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -42,18 +42,6 @@ _WORDS = tuple(_TEXT.split())
 _MODEL = ev.ModelRef(provider_id="anthropic", model_id="claude-sonnet-4-5")
 _PATH = ev.PathInfo(cwd="/work/app", root="/work/app")
 _TOOLS = ("read", "edit", "bash", "grep", "glob", "webfetch", "write", "list")
-
-
-class StepClock:
-    """A deterministic clock: each reading is ``step`` ms after the previous one."""
-
-    def __init__(self, start: int = START_MS, step: int = 1) -> None:
-        self.now = start
-        self.step = step
-
-    def __call__(self) -> int:
-        self.now += self.step
-        return self.now
 
 
 def _prose(rng: random.Random, chars: int) -> str:
@@ -230,7 +218,7 @@ class Workload:
 def record(store: Store, target: int, *, seed: int = 7,
            clock: Callable[[], int] | None = None) -> tuple[Session, Workload]:
     """Create a session on ``store`` and record about ``target`` events into it."""
-    session = Session.create(store, clock=clock or StepClock())
+    session = Session.create(store, clock=clock or StepClock(START_MS))
     work = Workload(session, seed=seed)
     work.run(target)
     return session, work

@@ -15,7 +15,7 @@ from engine.errors import (
     UnknownSession,
 )
 from engine.events import AnyEvent, Event
-from engine.session import PartRef, Session, system_clock
+from engine.session import PartRef, Session, StepClock, system_clock
 from engine.store import MemoryStore, SQLiteStore, Store, open_store
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "SQLiteStore",
     "Session",
     "SessionExists",
+    "StepClock",
     "Store",
     "StoreError",
     "UnknownSession",

@@ -40,6 +40,26 @@ def system_clock() -> int:
     return _time.time_ns() // 1_000_000
 
 
+class StepClock:
+    """A deterministic clock for reproducible sessions (tests, demos, benchmarks, imports).
+
+    Each reading is ``step`` ms after the previous one; ``advance`` jumps ahead and
+    ``now`` may be set directly.
+    """
+
+    def __init__(self, start: int = 1_700_000_000_000, step: int = 1) -> None:
+        self.now = start
+        self.step = step
+
+    def __call__(self) -> int:
+        self.now += self.step
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        """Jump forward: the next reading is at least ``now + ms``."""
+        self.now += ms
+
+
 class PartRef(NamedTuple):
     """Addresses a part: part ids are unique within their message (BR-02)."""
 

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from engine import events as ev
-from engine.session import Session
+from engine.session import Session, StepClock
 from engine.store.base import Store
 
 DEMO_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the demo is reproducible
 
 
 def stepping_clock(start: int = DEMO_START_MS, step: int = 7) -> Callable[[], int]:
-    """A deterministic clock that advances ``step`` ms per reading."""
-    ticks: Iterator[int] = iter(range(start, 1 << 62, step))
-    return lambda: next(ticks)
+    """A deterministic clock whose first reading is ``start``, then ``step`` ms apart."""
+    return StepClock(start - step, step)
 
 
 def _chunks(text: str, size: int = 6) -> list[str]:

@@ -9,31 +9,13 @@ from pathlib import Path
 import pytest
 from pgserver import IN_CI, PgServer, find_bin
 
-from engine.session import Session
+from engine.session import Session, StepClock
 from engine.store import Store, open_store
-
-START_MS = 1_700_000_000_000
-
-
-class FakeClock:
-    """A clock for the write side: every call returns a strictly larger millisecond time."""
-
-    def __init__(self, start: int = START_MS, step: int = 1) -> None:
-        self.now = start
-        self.step = step
-
-    def __call__(self) -> int:
-        self.now += self.step
-        return self.now
-
-    def advance(self, ms: int) -> None:
-        """Jump forward (the next call returns at least ``now + ms``)."""
-        self.now += ms
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> StepClock:
+    return StepClock()
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -53,7 +35,7 @@ def store(store_url: str) -> Iterator[Store]:
 
 
 @pytest.fixture
-def session(store: Store, clock: FakeClock) -> Session:
+def session(store: Store, clock: StepClock) -> Session:
     return Session.create(store, clock=clock)
 
 

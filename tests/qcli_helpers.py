@@ -6,35 +6,19 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from engine import events as ev
-from engine.session import Session
+from engine.session import Session, StepClock
 from engine.store import MemoryStore
 from projections.qcli import messages as m
 from projections.qcli.state import ConversationFold
 
-START_MS = 1_700_000_000_000
 Outcome = Literal["ok", "fail", "deny", "cancel", "abort"]
-
-
-class Clock:
-    """Every reading is ``step`` ms after the previous one; ``advance`` jumps ahead."""
-
-    def __init__(self, start: int = START_MS, step: int = 1) -> None:
-        self.now = start
-        self.step = step
-
-    def __call__(self) -> int:
-        self.now += self.step
-        return self.now
-
-    def advance(self, ms: int) -> None:
-        self.now += ms
 
 
 class Convo:
     """A memory-store session whose events a :class:`ConversationFold` follows live."""
 
     def __init__(self, *, create: bool = True, **caps: int) -> None:
-        self.clock = Clock()
+        self.clock = StepClock()
         self.store = MemoryStore()
         self.session = Session.create(self.store, clock=self.clock)
         self.caps = caps

@@ -23,7 +23,7 @@ from engine import tables as tb
 from engine.errors import IllegalTransition, PartValidationError
 from engine.events import Event, tag_of
 from engine.lifecycle import Lifecycle
-from engine.session import PartRef, Session
+from engine.session import PartRef, Session, StepClock
 from engine.store import MemoryStore
 
 MID = "0190a2b4-0000-7000-8000-000000000001"
@@ -32,15 +32,6 @@ REASONING = PartRef(MID, "prt_reasoning")
 TOOL = PartRef(MID, "prt_tool")
 
 RowKey = tuple[str, str, str]  # (table entity, source state, event tag)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000_000
-
-    def __call__(self) -> int:
-        self.now += 1
-        return self.now
 
 
 def _fresh(s: Session, name: str) -> str:
@@ -202,7 +193,7 @@ def explore(templates: list[Template], recorder: Recorder, *, max_depth: int = 8
             ) -> Iterator[tuple[str, Any]]:
     """BFS over command sequences; yields (path, abstract state) of every new state."""
     store = MemoryStore()
-    root = Session.create(store, clock=Clock())
+    root = Session.create(store, clock=StepClock())
     seen = {abstract_state(root.lifecycle)}
     frontier: deque[tuple[Session, list[str]]] = deque([(root, [])])
     wanted = all_rows()
@@ -244,7 +235,7 @@ def test_explorer_records_only_committed_transitions(monkeypatch: pytest.MonkeyP
     """A batch rejected half-way (an abort that cannot complete) records nothing."""
     recorder = Recorder({}, [])
     recorder.install(monkeypatch)
-    session = Session.create(MemoryStore(), clock=Clock())
+    session = Session.create(MemoryStore(), clock=StepClock())
     session.start_message("assistant", message_id=MID)
     session.add_tool(MID, "call_1", "read", part_id=TOOL.part_id)
     recorder.taken.clear()

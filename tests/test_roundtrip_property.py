@@ -22,7 +22,7 @@ from engine import codec
 from engine import events as ev
 from engine.errors import EventDecodeError, IllegalTransition, PartValidationError
 from engine.events import Event, tag_of
-from engine.session import Session
+from engine.session import Session, StepClock
 from engine.store import MemoryStore
 from projections import views as v
 from projections.json import converter
@@ -230,15 +230,6 @@ def _minimal(t: mi.Type) -> Any:
 # --------------------------------------------------------------------------- WithParts JSON
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000_000
-
-    def __call__(self) -> int:
-        self.now += 7
-        return self.now
-
-
 PART_TYPES = [c for c in ev.EVENT_TYPES if issubclass(c, ev.PartEvent)]
 CREATING = {ev.TextAdded, ev.ReasoningAdded, ev.FileAdded, ev.ToolAdded, ev.StepStarted,
             ev.StepFinished, ev.SnapshotAdded, ev.PatchAdded, ev.AgentAdded, ev.SubtaskAdded,
@@ -249,7 +240,7 @@ ENVELOPE = {"id": "", "session_id": "", "seq": 0, "time": 0, "actor": "", "v": 1
 @st.composite
 def random_session(draw: st.DrawFn) -> Session:
     """A session built from random raw events; the rejected ones are simply dropped."""
-    session = Session.create(MemoryStore(), clock=Clock())
+    session = Session.create(MemoryStore(), clock=StepClock(step=7))
     for _ in range(draw(st.integers(1, 40))):
         lc = session.lifecycle
         open_ids = [m for m, msg in lc.messages.items() if msg.state == "open"]

@@ -56,7 +56,7 @@ from engine.errors import DuplicateEventId, IllegalTransition, PartValidationErr
 from engine.events import Event, tag_of
 from engine.ids import uuid7
 from engine.lifecycle import Lifecycle
-from engine.session import PartRef, Session
+from engine.session import PartRef, Session, StepClock
 from engine.store import MemoryStore, SQLiteStore, Store
 from projections import views as v
 from projections.timetravel import Timeline, at, at_time, write_snapshots
@@ -69,17 +69,6 @@ REJECTIONS = (IllegalTransition, PartValidationError, DuplicateEventId)
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 # --------------------------------------------------------------------------- clock
-
-
-class Clock:
-    """Deterministic write-side clock; rules may move it backwards (non-monotonic times)."""
-
-    def __init__(self, start: int = 1_700_000_000_000) -> None:
-        self.now = start
-
-    def __call__(self) -> int:
-        self.now += 1
-        return self.now
 
 
 # --------------------------------------------------------------------------- strategies
@@ -825,7 +814,7 @@ class SessionMachine(RuleBasedStateMachine):
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="convlog-stateful-"))
         self.store = self.new_store()
-        self.clock = Clock()
+        self.clock = StepClock()
         sid = uuid7(self.clock())
         info = self.store.create_session(sid, created=self.clock())
         self.lc = RecordingLifecycle(sid)
@@ -868,7 +857,7 @@ class SessionMachine(RuleBasedStateMachine):
         prediction = expect or predict(Model.of(self.log()), planned)
 
         shadow_store = clone(self.store, self.sid)
-        shadow = Session.open(shadow_store, self.sid, clock=Clock(self.clock.now))
+        shadow = Session.open(shadow_store, self.sid, clock=StepClock(self.clock.now))
         assert lc_summary(shadow.lifecycle) == lc_before, "lifecycle != rebuild from the log"
         mirrored = run(shadow, call)
 
@@ -1431,7 +1420,7 @@ def test_oracle_knows_every_event_type() -> None:
 
 def test_attachment_part_ids_must_be_present_and_unique() -> None:
     """Regression (found by the machine): attachments become file parts (BR-01, BR-02)."""
-    clock = Clock()
+    clock = StepClock()
     session = Session.create(MemoryStore(), clock=clock)
     mid = session.start_message("assistant")
     tool = session.add_tool(mid, "call_1", "read", part_id="prt_tool")

@@ -15,12 +15,12 @@ from typing import Any, Protocol
 
 import msgspec
 import pytest
-from conftest import FakeClock, backend_url
+from conftest import backend_url
 
 from engine.cli import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, main
 from engine.codec import canonical
 from engine.errors import StoreError
-from engine.session import Session
+from engine.session import Session, StepClock
 from engine.store import blocks, open_store
 from engine.store.chain import GENESIS, Chain
 from engine.store.verify import verify
@@ -32,7 +32,7 @@ def record(url: str) -> str:
     """A finished assistant turn, one event per append (one stored row/line each)."""
     store = open_store(url)
     try:
-        s = Session.create(store, clock=FakeClock())
+        s = Session.create(store, clock=StepClock())
         mid = s.start_message("assistant")
         text = s.add_text(mid)
         for chunk in ("The ", "answer ", "is ", "forty", "-two", "."):
@@ -259,7 +259,7 @@ def test_hmac_stops_a_forger_who_rechains(tmp_path: Path,
     key_file.write_text("0123456789abcdef-secret\n")
     url = f"jsonl:///{tmp_path}/log"
     store = open_store(url, key_file=str(key_file))
-    s = Session.create(store, clock=FakeClock())
+    s = Session.create(store, clock=StepClock())
     s.user_message("pay 10 EUR")
     events = list(store.read(s.id))
     store.close()
@@ -302,7 +302,7 @@ def test_keyed_store_refuses_appends_without_the_key(tmp_path: Path) -> None:
 def test_verify_covers_forks_and_the_whole_store(durable_url: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     store = open_store(durable_url)
-    s = Session.create(store, clock=FakeClock())
+    s = Session.create(store, clock=StepClock())
     s.user_message("one")
     fork = s.fork(at=2)
     s.user_message("two")

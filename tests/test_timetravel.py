@@ -11,7 +11,7 @@ import pytest
 
 from engine import events as ev
 from engine.events import Event
-from engine.session import PartRef, Session
+from engine.session import PartRef, Session, StepClock
 from engine.store import MemoryStore, SQLiteStore, Store
 from projections import views as v
 from projections.timetravel import (
@@ -31,16 +31,6 @@ from projections.withparts import WithPartsProjection
 
 USER = "0190a2b4-0000-7000-8000-00000000000a"
 ASSISTANT = "0190a2b4-0000-7000-8000-00000000000b"
-
-
-class Clock:
-    def __init__(self, start: int = 1_000, step: int = 10) -> None:
-        self.now = start
-        self.step = step
-
-    def __call__(self) -> int:
-        self.now += self.step
-        return self.now
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -84,7 +74,7 @@ class Story:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.clock = Clock()
+        self.clock = StepClock(1_000, 10)
         self.session = Session.create(store, clock=self.clock)
         s = self.session
         self.marks: dict[str, int] = {"empty": 0}
@@ -170,7 +160,7 @@ def test_at_time_with_monotonic_times(any_store: Store) -> None:
 
 def _skewed(store: Store) -> Session:
     """Four raw events whose times are 100, 300, 200, 400 (clock skew)."""
-    session = Session.create(store, clock=Clock())
+    session = Session.create(store, clock=StepClock(1_000, 10))
     batch: list[Event] = [
         ev.MessageStarted(message_id=ASSISTANT, role="assistant", time=100),
         ev.TextAdded(message_id=ASSISTANT, part_id="prt_t", text="a", time=300),
@@ -250,7 +240,7 @@ def test_diff_from_empty_includes_completed_messages(any_store: Store) -> None:
 
 
 def test_diff_tool_failure_carries_the_error(any_store: Store) -> None:
-    session = Session.create(any_store, clock=Clock())
+    session = Session.create(any_store, clock=StepClock(1_000, 10))
     session.start_message("assistant", message_id=ASSISTANT)
     tool = session.add_tool(ASSISTANT, "call_9", "bash", part_id="prt_bash")
     a = session.version
@@ -334,7 +324,7 @@ class CountingReads:
 
 def test_snapshotter_writes_every_k_and_at_uses_them(
         any_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    session = Session.create(any_store, clock=Clock())
+    session = Session.create(any_store, clock=StepClock(1_000, 10))
     snapshotter = Snapshotter(any_store, WithPartsProjection(session.id), every=4)
     session.subscribe(snapshotter)
     session.start_message("assistant", message_id=ASSISTANT)
@@ -471,7 +461,7 @@ def test_forks_of_forks(any_store: Store) -> None:
 
 def test_fork_snapshot_keeps_user_data_named_like_envelope_fields(any_store: Store) -> None:
     """Metadata keys such as "sessionID" are user data: a fork must not rename them."""
-    session = Session.create(any_store, clock=Clock())
+    session = Session.create(any_store, clock=StepClock(1_000, 10))
     session.start_message("assistant", message_id=ASSISTANT)
     tool = session.add_tool(ASSISTANT, "call_1", "read", part_id="prt_tool",
                             metadata={"sessionID": "external-1"})
@@ -492,7 +482,7 @@ def test_fork_snapshot_keeps_user_data_named_like_envelope_fields(any_store: Sto
 
 
 def test_stored_snapshots_write_an_unchanged_message_once(any_store: Store) -> None:
-    session = Session.create(any_store, clock=Clock())
+    session = Session.create(any_store, clock=StepClock(1_000, 10))
     snapshotter = Snapshotter(any_store, WithPartsProjection(session.id), every=3)
     session.subscribe(snapshotter)
     first = session.user_message("first question")  # 4 events, completed
