@@ -11,7 +11,7 @@ import abc
 from collections.abc import Iterator
 from typing import ClassVar
 
-from engine.errors import StoreError
+from engine.errors import StoreError, UnknownSession
 from engine.events import AnyEvent
 from engine.store import blocks
 from engine.store.base import Record, Store, Stored
@@ -20,9 +20,34 @@ from engine.store.base import Record, Store, Stored
 class BlockReader(Store):
     # Highest seq a backend's integer columns hold ("to the end" in range queries).
     SEQ_MAX: ClassVar[int] = 1 << 62
+    # Session id <-> small integer key, cached both ways (rows store the key only).
+    _sids: dict[str, int]
+    _names: dict[int, str]
 
     @abc.abstractmethod
-    def _sid(self, session_id: str) -> int: ...
+    def _query_sid(self, session_id: str) -> int | None:
+        """The integer key of a session id, or None when there is no such session."""
+
+    @abc.abstractmethod
+    def _query_name(self, sid: int) -> str:
+        """The session id of an integer key that rows refer to."""
+
+    def _sid(self, session_id: str) -> int:
+        sid = self._sids.get(session_id)
+        if sid is None:
+            found = self._query_sid(session_id)
+            if found is None:
+                raise UnknownSession(session_id)
+            sid = self._sids[session_id] = found
+            self._names[sid] = session_id
+        return sid
+
+    def _name(self, sid: int) -> str:
+        name = self._names.get(sid)
+        if name is None:
+            name = self._names[sid] = self._query_name(sid)
+            self._sids[name] = sid
+        return name
 
     @abc.abstractmethod
     def _block_rows(self, sid: int, first: int, last: int) -> Iterator[tuple[int, int, bytes]]:

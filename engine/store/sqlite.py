@@ -278,26 +278,17 @@ class SQLiteStore(BlockReader):
 
     # ------------------------------------------------------------------ sessions
 
-    def _sid(self, session_id: str) -> int:
-        sid = self._sids.get(session_id)
-        if sid is None:
-            with self._lock:
-                row = self._db.execute("SELECT sid FROM sessions WHERE id=?",
-                                       (session_id,)).fetchone()
-            if row is None:
-                raise UnknownSession(session_id)
-            sid = self._sids[session_id] = int(row[0])
-            self._names[sid] = session_id
-        return sid
+    def _query_sid(self, session_id: str) -> int | None:
+        with self._lock:
+            row = self._db.execute("SELECT sid FROM sessions WHERE id=?",
+                                   (session_id,)).fetchone()
+        return None if row is None else int(row[0])
 
-    def _name(self, sid: int) -> str:
-        name = self._names.get(sid)
-        if name is None:
-            with self._lock:
-                row = self._db.execute("SELECT id FROM sessions WHERE sid=?", (sid,)).fetchone()
-            name = self._names[sid] = str(row[0])
-            self._sids[name] = sid
-        return name
+    def _query_name(self, sid: int) -> str:
+        with self._lock:
+            row = self._db.execute("SELECT id FROM sessions WHERE sid=?", (sid,)).fetchone()
+        assert row is not None
+        return str(row[0])
 
     def create_session(
         self, session_id: str, *, created: int, parent: str | None = None,
