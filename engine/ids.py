@@ -14,6 +14,7 @@ import uuid
 
 _UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_LOW48 = (1 << 48) - 1
 
 
 class _Monotonic:
@@ -75,22 +76,32 @@ class EventIds:
     generators collide only if their random bases do.
     """
 
-    __slots__ = ("_last_ms", "_rand", "_seq")
+    __slots__ = ("_hi", "_last_ms", "_lo", "_middle", "_prefix", "_seq")
 
     def __init__(self) -> None:
-        self._rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+        rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+        self._hi = rand >> 48  # the random bits' top 14, beside the variant bits
+        self._lo = rand & _LOW48  # the 48 bits that count
+        self._middle = f"-{self._hi | 0x8000:04x}-"
         self._last_ms = -1
         self._seq = 0
+        self._prefix = ""  # "tttttttt-tttt-7" for _last_ms: formatted once per millisecond
 
     def __call__(self, now_ms: int) -> str:
         if now_ms > self._last_ms:
-            self._last_ms = now_ms
-            self._seq = 0
+            self._set_ms(now_ms)
         else:
             self._seq += 1
             if self._seq > 0xFFF:  # 4096 ids in one ms: borrow the next millisecond
-                self._last_ms += 1
-                self._seq = 0
-        self._rand = (self._rand + 1) & ((1 << 62) - 1)
-        h = f"{self._last_ms & 0xFFFFFFFFFFFF:012x}7{self._seq:03x}{self._rand | (1 << 63):016x}"
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+                self._set_ms(self._last_ms + 1)
+        lo = self._lo = (self._lo + 1) & _LOW48
+        if not lo:  # the low bits wrapped: carry into the top ones
+            self._hi = (self._hi + 1) & 0x3FFF
+            self._middle = f"-{self._hi | 0x8000:04x}-"
+        return f"{self._prefix}{self._seq:03x}{self._middle}{lo:012x}"
+
+    def _set_ms(self, ms: int) -> None:
+        self._last_ms = ms
+        self._seq = 0
+        t = ms & _LOW48
+        self._prefix = f"{t >> 16:08x}-{t & 0xFFFF:04x}-7"

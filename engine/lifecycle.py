@@ -26,12 +26,33 @@ _CONVERSATION = ev.CONVERSATION_EVENT_TYPES  # decided by engine.conversation
 
 # Which part kinds each non-creating part event may target.
 _KIND_OF_TABLE = {"text": tb.STREAM, "reasoning": tb.STREAM, "tool": tb.TOOL}
+# Events with checks beyond their table row (``_check_rules``, the step pairing).
+_RULED = frozenset({ev.ToolAdded, ev.ToolCompleted, ev.ToolFailed, ev.StepStarted,
+                    ev.StepFinished})
 _TARGET_KINDS: dict[type[Event], frozenset[str]] = {
     ev.TextDelta: frozenset({"text"}),
     ev.ReasoningDelta: frozenset({"reasoning"}),
     ev.PartEnded: frozenset({"text", "reasoning"}),
     **{row.event: frozenset({"tool"}) for row in tb.TOOL.rows if row.source != tb.ABSENT},
 }
+
+
+
+def _self_loops() -> dict[type[Event], tuple[frozenset[str], frozenset[str]]]:
+    """Part events whose every row is a rule-free self-loop (the streaming deltas).
+
+    For these, legality is "the message is open and the part exists, has a
+    target kind and is in a source state": :meth:`Lifecycle.apply` decides them
+    with a few lookups and folds only the version. Derived from the tables.
+    """
+    out: dict[type[Event], tuple[frozenset[str], frozenset[str]]] = {}
+    for cls, table in tb.PART_TABLE.items():
+        rows = [r for r in table.rows if r.event is cls]
+        if (cls in tb.NEEDS_OPEN_MESSAGE and cls not in tb.PART_KIND and cls in _TARGET_KINDS
+                and all(r.source == r.target and r.kinds is None for r in rows)
+                and cls not in _RULED):
+            out[cls] = (_TARGET_KINDS[cls], frozenset(r.source for r in rows))
+    return out
 
 
 class PartLife:
@@ -321,6 +342,17 @@ class Lifecycle:
 
     def apply(self, e: Event) -> bool:
         """Check and fold. False when the event is an idempotent no-op."""
+        loop = _SELF_LOOP.get(type(e))
+        if loop is not None:  # a delta: the hot path of a stream
+            msg = self.messages.get(e.message_id)  # type: ignore[attr-defined]
+            if msg is not None and msg.state == "open":
+                part = msg.parts.get(e.part_id)  # type: ignore[attr-defined]
+                if part is not None and part.kind in loop[0] and part.state in loop[1]:
+                    if self._undo is not None:
+                        self._undo.append((self, "version", self.version))
+                    self.version = e.seq
+                    return True
+            # Not legal: the full check below raises with the precise reason.
         row = self.check(e)
         if row is None:
             return False
@@ -330,6 +362,9 @@ class Lifecycle:
     def replay(self, e: Event) -> None:
         """Fold a stored event without judging it (the log already accepted it)."""
         cls = type(e)
+        if cls in _SELF_LOOP:  # a delta moves nothing but the version
+            self.version = e.seq
+            return
         if cls is ev.MessageStarted or cls is ev.MessageCompleted:
             assert isinstance(e, ev.MessageStarted | ev.MessageCompleted)
             msg = self.messages.get(e.message_id)
@@ -343,3 +378,6 @@ class Lifecycle:
         part = self.messages[e.message_id].parts.get(e.part_id)
         state = tb.ABSENT if part is None else part.state
         self.evolve(e, tb.PART_TABLE[cls].index[(state, cls)])
+
+
+_SELF_LOOP: dict[type[Event], tuple[frozenset[str], frozenset[str]]] = _self_loops()

@@ -265,7 +265,18 @@ class Session:
         Unlike :meth:`append` there is no duplicate-id lookup: the events must
         carry no id (each gets a fresh one here). Returns the accepted events.
         """
-        return self._commit([self._stamp(e) for e in events])
+        # Stamped with the seqs they will get, so _commit need not copy them again.
+        replace = msgspec.structs.replace
+        clock, ids, sid = self._clock, self._ids, self.id
+        stamped = []
+        seq = self._lc.version
+        for e in events:
+            seq += 1
+            now = clock()
+            stamped.append(replace(
+                e, id=ids(now), session_id=sid, seq=seq, time=e.time or now,
+                actor=e.actor or getattr(e, "role", None) or DEFAULT_ACTOR[type(e)]))
+        return self._commit(stamped)
 
     # ------------------------------------------------------------------ envelope helpers
 

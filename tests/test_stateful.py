@@ -49,6 +49,7 @@ from hypothesis.stateful import (
 from structlog.testing import capture_logs
 
 from engine import events as ev
+from engine import lifecycle
 from engine import tables as tb
 from engine.codec import encode_msgpack
 from engine.decide import ABORTED_TOOL_ERROR
@@ -680,6 +681,20 @@ class RecordingLifecycle(Lifecycle):
         super().evolve(e, row)
         after, step_after = observe(self, e)
         self.taken.append(Taken(e, row, before, after, step_before, step_after))
+
+    def apply(self, e: Event) -> bool:
+        # The delta fast path folds without evolve: record its move here, with the
+        # row the table names for it, so check_taken judges it like any other.
+        n = len(self.taken)
+        if type(e) not in lifecycle._SELF_LOOP or e.message_id not in self.messages:  # type: ignore[attr-defined]
+            return super().apply(e)  # decided by the full check (maybe a rejection)
+        before, step_before = observe(self, e)
+        applied = super().apply(e)
+        if applied and len(self.taken) == n:
+            after, step_after = observe(self, e)
+            row = table_for(type(e)).index[(before, type(e))]
+            self.taken.append(Taken(e, row, before, after, step_before, step_after))
+        return applied
 
 
 ROWS_TAKEN: set[tuple[str, str, str]] = set()

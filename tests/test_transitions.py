@@ -13,10 +13,11 @@ import msgspec
 import pytest
 
 from engine import events as ev
+from engine import lifecycle
 from engine import tables as tb
 from engine.errors import DuplicateEventId, IllegalTransition, PartValidationError
 from engine.events import Event
-from engine.lifecycle import Lifecycle
+from engine.lifecycle import Lifecycle, MessageLife, PartLife
 from engine.session import PartRef, Session
 from engine.store import Store
 from projections import views as v
@@ -742,3 +743,57 @@ def test_rollback_keeps_the_order_of_open_parts(session: Session, mid: str) -> N
     assert list(session.lifecycle.messages[mid].unsettled) == order
     rebuilt = Session.open(session.store, session.id)
     assert list(rebuilt.lifecycle.messages[mid].unsettled) == order
+
+
+# --------------------------------------------------------------------------- delta fast path
+
+_PART_STATES = sorted({s for t in (tb.STREAM, tb.TOOL, tb.PART) for r in t.rows
+                       for s in (r.source, r.target) if s != tb.ABSENT})
+_KINDS = sorted(set(tb.PART_KIND.values()))
+_MID, _PID = "0190a2b4-0000-7000-8000-000000000001", "prt_x"
+_STARTED = ev.MessageStarted(message_id=_MID, role="assistant")
+
+
+def _lifecycle_at(msg_state: str, kind: str, state: str) -> Lifecycle:
+    """A lifecycle at version 7 with one message and one part in the given states."""
+    lc = Lifecycle("s")
+    lc.version = 7
+    msg = MessageLife("assistant", _STARTED)
+    msg.state = msg_state
+    msg.parts[_PID] = PartLife(kind, state, _STARTED)
+    lc.messages[_MID] = msg
+    return lc
+
+
+def _verdict(run: Callable[[], object]) -> object:
+    try:
+        return run()
+    except (IllegalTransition, PartValidationError) as exc:
+        return type(exc)
+
+
+@pytest.mark.parametrize("cls", [c for c in ev.EVENT_TYPES if c in lifecycle._SELF_LOOP])
+def test_the_delta_fast_path_decides_like_the_full_check(cls: type[Event]) -> None:
+    """For every message state, part kind and part state: same verdict, same fold."""
+    names = {f.name for f in msgspec.structs.fields(cls)}
+    values: dict[str, Any] = {"message_id": _MID, "part_id": _PID, "seq": 8, "id": "e1",
+                              "delta": "x", "fragment": "{", "input": {}}
+    event = cls(**{k: v for k, v in values.items() if k in names})
+    cases = [(m, k, s) for m in ("open", "completed") for k in _KINDS for s in _PART_STATES]
+    accepted = 0
+    for case in cases:
+        full = _verdict(lambda case=case: _lifecycle_at(*case).check(event))  # type: ignore[misc]
+        fast = _lifecycle_at(*case)
+        fast.begin()
+        verdict = _verdict(lambda fast=fast: fast.apply(event))  # type: ignore[misc]
+        if isinstance(full, type):
+            assert verdict is full, case
+            continue
+        accepted += 1
+        assert full is not None, case  # a row, not an idempotent repeat
+        assert verdict is True, case
+        assert fast.version == 8
+        assert (fast.messages[_MID].state, fast.messages[_MID].parts[_PID].state) == case[::2]
+        fast.rollback()
+        assert fast.version == 7
+    assert accepted == len(lifecycle._SELF_LOOP[cls][1])  # one legal part state each

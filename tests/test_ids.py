@@ -1,0 +1,61 @@
+"""Identifiers: event UUIDv7s and the store's id alphabet."""
+
+from __future__ import annotations
+
+import uuid
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.errors import InvalidId
+from engine.ids import EventIds, is_uuid, part_id, uuid7
+from engine.store.base import _ID_OK, MAX_ID_LENGTH, check_id
+
+MS = 1_700_000_000_000
+
+
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=9000))
+def test_event_ids_are_valid_increasing_uuid7s(steps: list[int]) -> None:
+    ids, now, times = EventIds(), MS, []
+    out = []
+    for step in steps:  # many ids in one millisecond borrow the next one
+        now += step
+        times.append(now)
+        out.append(ids(now))
+    assert out == sorted(out)
+    assert len(set(out)) == len(out)
+    for text, t in zip(out, times, strict=True):
+        u = uuid.UUID(text)
+        assert str(u) == text
+        assert is_uuid(text)
+        assert (u.version, u.variant) == (7, uuid.RFC_4122)
+        assert (u.int >> 80) >= t  # never earlier than the clock said
+
+
+def test_event_ids_carry_the_random_bits_across_a_wrap() -> None:
+    ids = EventIds()
+    ids._lo = (1 << 48) - 2  # about to wrap
+    a, b, c = ids(MS), ids(MS), ids(MS)
+    assert a < b < c
+    assert [uuid.UUID(x).variant for x in (a, b, c)] == [uuid.RFC_4122] * 3
+
+
+def test_uuid7_and_part_ids_sort_by_time() -> None:
+    assert uuid7(MS) < uuid7(MS + 1)
+    assert is_uuid(uuid7())
+    assert part_id(MS) < part_id(MS + 1)
+    assert part_id().startswith("prt_")
+
+
+IDS = st.text(alphabet=st.sampled_from("aZ09._:@+=-/ é\\'\""), max_size=8) | st.text(
+    alphabet="ab.", min_size=MAX_ID_LENGTH - 2, max_size=MAX_ID_LENGTH + 2)
+
+
+@given(IDS)
+def test_the_fast_id_match_agrees_with_check_id(value: str) -> None:
+    try:
+        check_id("event", value)
+        accepted = True
+    except InvalidId:
+        accepted = False
+    assert accepted == (_ID_OK(value) is not None)
