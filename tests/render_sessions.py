@@ -14,6 +14,11 @@ from projections.withparts import WithPartsProjection
 
 TEXT = st.text(alphabet=st.sampled_from(list("ab é日🙂\n")), max_size=8)
 TOOL_ENDS = ["pending", "running", "completed", "compacted", "error", "denied", "input"]
+# A server tool (Anthropic web search) as AnthropicIngest records it: its result block
+# in an ignored synthetic text part, an error result, none (pause_turn), a stray result.
+SERVER_ENDS = ["result", "result", "error", "unanswered", "orphan"]
+CITATION = {"type": "char_location", "cited_text": "a", "document_index": 0,
+            "document_title": None, "start_char_index": 0, "end_char_index": 1}
 
 
 @st.composite
@@ -38,11 +43,14 @@ def sessions(draw: st.DrawFn) -> tuple[Session, list[v.WithParts]]:
             aid = session.start_message("assistant", parent_id=mid)
             session.start_step(aid)
             for _ in range(draw(st.integers(0, 4))):
-                kind = draw(st.sampled_from(["text", "reasoning", "tool", "tool", "other"]))
+                kind = draw(st.sampled_from(["text", "reasoning", "tool", "tool", "server",
+                                             "other"]))
                 if kind == "text":
                     ref = session.add_text(aid)
                     session.text_delta(ref, draw(TEXT))
-                    session.end_part(ref)
+                    cited = draw(st.integers(0, 3)) == 0
+                    session.end_part(ref, metadata={"anthropic": {"citations": [CITATION]}}
+                                     if cited else None)
                 elif kind == "reasoning":
                     signed = draw(st.booleans())
                     ref = session.add_reasoning(aid, draw(TEXT))
@@ -50,8 +58,10 @@ def sessions(draw: st.DrawFn) -> tuple[Session, list[v.WithParts]]:
                                      if signed else None)
                 elif kind == "tool":
                     calls += 1
+                    direct = draw(st.integers(0, 3)) == 0  # a programmatic call's caller
                     ref = session.add_tool(aid, f"call_{calls}", draw(st.sampled_from(
-                        ["read", "bash"])), raw="")
+                        ["read", "bash"])), raw="", metadata={"anthropic": {"fields": {
+                            "caller": {"type": "direct"}}}} if direct else None)
                     end = draw(st.sampled_from(TOOL_ENDS))
                     if end == "input":
                         session.tool_input_delta(ref, '{"p": 1}')
@@ -67,6 +77,9 @@ def sessions(draw: st.DrawFn) -> tuple[Session, list[v.WithParts]]:
                                 session.compact_tool_output(ref)
                         elif end == "error":
                             session.fail_tool(ref, "boom")
+                elif kind == "server":
+                    calls += 1
+                    _server_tool(draw, session, aid, f"srvtoolu_{calls}")
                 else:
                     name, args = _other(draw)
                     getattr(session, name)(aid, *args)
@@ -88,6 +101,31 @@ def sessions(draw: st.DrawFn) -> tuple[Session, list[v.WithParts]]:
                 session.finish_step(aid, "stop")
                 session.complete_message(aid, finish="stop")
     return session, proj.messages()
+
+
+def _server_tool(draw: st.DrawFn, session: Session, aid: str, call_id: str) -> None:
+    ref = session.add_tool(aid, call_id, "web_search", input={"query": draw(TEXT)},
+                           metadata={"anthropic": {"server": True, "type": "server_tool_use"}})
+    end = draw(st.sampled_from(SERVER_ENDS))
+    if end == "unanswered":
+        session.fail_tool(ref, "no result", kind="cancelled")
+        return
+    content: Any = [{"type": "web_search_result", "url": "https://a.example", "title": "t",
+                     "encrypted_content": "E"}]
+    if end == "error":
+        content = {"type": "web_search_tool_result_error", "error_code": "unavailable"}
+    block = {"type": "web_search_tool_result", "content": content,
+             "tool_use_id": "srvtoolu_none" if end == "orphan" else call_id}
+    session.add_text(aid, streaming=False, synthetic=True, ignored=True,
+                     metadata={"anthropic": {"block": block}})
+    if end == "orphan":
+        session.fail_tool(ref, "no result", kind="cancelled")
+        return
+    session.start_tool(ref)
+    if end == "error":
+        session.fail_tool(ref, "unavailable")
+    else:
+        session.complete_tool(ref, "[]")
 
 
 def _other(draw: st.DrawFn) -> tuple[str, tuple[Any, ...]]:

@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 from anthropic._models import construct_type
+from anthropic.lib.streaming._beta_messages import accumulate_event as accumulate_beta
 from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import RawMessageStreamEvent
+from anthropic.types.beta import BetaRawMessageStreamEvent
 from anthropic_streams import anthropic_streams
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,26 +34,24 @@ from projections.withparts import WithPartsProjection
 JSON = dict[str, Any]
 
 
-def sdk_message(events: list[JSON]) -> JSON:
-    """What the anthropic SDK accumulates, reduced to the fields convlog must reproduce."""
+def sdk_message(events: list[JSON], *, beta: bool = False) -> JSON:
+    """What the anthropic SDK accumulates: every content block whole, stop reason, usage.
+
+    Blocks are compared as the API sent them (``to_dict``: fields the stream set,
+    nulls included, no model defaults added), so citations, server tool calls and
+    their results must come back field for field, in order. Usage is reduced to
+    the four counts convlog keeps.
+    """
     snap: Any = None
     bufs: dict[int, bytes] = {}
     for e in copy.deepcopy(events):
-        snap = accumulate_event(event=e, current_snapshot=snap, json_bufs=bufs)  # type: ignore[arg-type]
-    content: list[JSON] = []
-    for b in snap.content:
-        if b.type == "text":
-            block: JSON = {"type": "text", "text": b.text}
-            if b.citations:
-                block["citations"] = [c.model_dump(exclude_none=True) for c in b.citations]
-            content.append(block)
-        elif b.type == "thinking":
-            content.append({"type": "thinking", "thinking": b.thinking,
-                            "signature": b.signature})
-        elif b.type == "redacted_thinking":
-            content.append({"type": "redacted_thinking", "data": b.data})
+        if beta:
+            snap = accumulate_beta(event=e, current_snapshot=snap,  # type: ignore[arg-type]
+                                   json_bufs=bufs, request_headers=None)  # type: ignore[arg-type]
         else:
-            content.append({"type": b.type, "id": b.id, "name": b.name, "input": b.input})
+            snap = accumulate_event(event=e, current_snapshot=snap,  # type: ignore[arg-type]
+                                    json_bufs=bufs)
+    content = snap.to_dict()["content"]
     u = snap.usage
     return {"role": "assistant", "content": content, "stop_reason": snap.stop_reason,
             "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
@@ -79,13 +79,23 @@ def test_matches_the_sdk_accumulator(events: list[JSON], coalesce: int, batch: i
     assert render.response(proj.message(mid)) == sdk_message(events)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(anthropic_streams(beta=True), st.sampled_from([0, 7]))
+def test_matches_the_beta_sdk_accumulator_with_mcp_blocks(events: list[JSON],
+                                                          coalesce: int) -> None:
+    _, proj, mid = ingest(events, coalesce_chars=coalesce)
+    assert render.response(proj.message(mid)) == sdk_message(events, beta=True)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(anthropic_streams(max_blocks=3))
-def test_sdk_event_objects_are_accepted(events: list[JSON]) -> None:
-    objects = [construct_type(type_=RawMessageStreamEvent, value=copy.deepcopy(e))
-               for e in events]
+@given(st.booleans().flatmap(lambda beta: st.tuples(
+    st.just(beta), anthropic_streams(max_blocks=3, beta=beta))))
+def test_sdk_event_objects_are_accepted(case: tuple[bool, list[JSON]]) -> None:
+    beta, events = case
+    kind = BetaRawMessageStreamEvent if beta else RawMessageStreamEvent
+    objects = [construct_type(type_=kind, value=copy.deepcopy(e)) for e in events]
     _, proj, mid = ingest(objects)
-    assert render.response(proj.message(mid)) == sdk_message(events)
+    assert render.response(proj.message(mid)) == sdk_message(events, beta=beta)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -158,6 +168,10 @@ def _assert_settled(session: Session, proj: WithPartsProjection, mid: str) -> v.
     return wp
 
 
+CITATION: JSON = {"type": "web_search_result_location", "cited_text": "Paris is the capital",
+                  "url": "https://a.example/paris", "title": "Paris",
+                  "encrypted_index": "EpMB"}
+
 BROKEN: list[tuple[str, list[JSON], type[StreamError]]] = [
     ("delta before block start", [
         {"type": "content_block_delta", "index": 2,
@@ -171,6 +185,10 @@ BROKEN: list[tuple[str, list[JSON], type[StreamError]]] = [
      ProviderStreamError),
     ("text delta into a tool block", [{"type": "content_block_delta", "index": 1, "delta": {
         "type": "text_delta", "text": "x"}}], UnexpectedDelta),
+    ("citations delta into a tool block", [{"type": "content_block_delta", "index": 1,
+                                            "delta": {"type": "citations_delta",
+                                                      "citation": CITATION}}],
+     UnexpectedDelta),
     ("second message_start", [{"type": "message_start", "message": {
         "id": "m2", "model": "x", "usage": {}}}], StreamOrderError),
 ]
@@ -245,3 +263,105 @@ def test_error_before_message_start_is_typed_and_writes_nothing() -> None:
         ing.feed({"type": "content_block_start", "index": 0,
                   "content_block": {"type": "text", "text": ""}})
     assert session.version == 0
+
+
+# --------------------------------------------------------------------------- server tools
+
+
+def _start(index: int, block: JSON) -> JSON:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def _delta(index: int, delta: JSON) -> JSON:
+    return {"type": "content_block_delta", "index": index, "delta": delta}
+
+
+def _stop(index: int) -> JSON:
+    return {"type": "content_block_stop", "index": index}
+
+
+def _server_call(index: int, call_id: str, name: str, raw: str) -> list[JSON]:
+    return [_start(index, {"type": "server_tool_use", "id": call_id, "name": name,
+                           "input": {}}),
+            _delta(index, {"type": "input_json_delta", "partial_json": raw}), _stop(index)]
+
+
+SEARCH_RESULT: JSON = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+                       "content": [{"type": "web_search_result", "url": "https://a.example",
+                                    "title": "Paris", "encrypted_content": "Eq0K",
+                                    "page_age": None}]}
+FETCH_ERROR: JSON = {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_2",
+                     "content": {"type": "web_fetch_tool_result_error",
+                                 "error_code": "url_not_accessible"}}
+ORPHAN: JSON = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_nope",
+                "content": []}
+
+
+def _server_stream() -> list[JSON]:
+    """A search that answers, a fetch that fails, an orphan result, a call left by pause_turn."""
+    return [
+        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant",
+                                               "model": "x", "content": [], "usage": {
+                                                   "input_tokens": 3, "output_tokens": 1}}},
+        *_server_call(0, "srvtoolu_1", "web_search", '{"query": "capital of France"}'),
+        _start(1, SEARCH_RESULT), _stop(1),
+        _start(2, {"type": "text", "text": "", "citations": []}),
+        _delta(2, {"type": "citations_delta", "citation": CITATION}),
+        _delta(2, {"type": "text_delta", "text": "Paris."}), _stop(2),
+        *_server_call(3, "srvtoolu_2", "web_fetch", '{"url": "https://a.example"}'),
+        _start(4, FETCH_ERROR), _stop(4),
+        _start(5, ORPHAN), _stop(5),
+        *_server_call(6, "srvtoolu_3", "web_search", '{"query": "more"}'),
+        {"type": "message_delta", "delta": {"stop_reason": "pause_turn"},
+         "usage": {"output_tokens": 9, "server_tool_use": {"web_search_requests": 2}}},
+        {"type": "message_stop"},
+    ]
+
+
+def test_server_tools_settle_from_their_result_blocks() -> None:
+    events = _server_stream()
+    session, proj = fresh()
+    user = session.user_message("What is the capital of France?")
+    result = AnthropicIngest(session, parent_id=user).ingest(events)
+    assert result.completed  # nothing waits for the client: no tool_result is due
+    assert result.tool_calls == ()
+    wp = proj.message(result.message_id)
+    assert render.response(wp) == sdk_message(events)
+    states = {p.call_id: p.state for p in wp.parts if isinstance(p, v.ToolPart)}
+    done = states["srvtoolu_1"]
+    assert isinstance(done, v.ToolStateCompleted)
+    assert done.input == {"query": "capital of France"}
+    assert '"Paris"' in done.output
+    failed, paused = states["srvtoolu_2"], states["srvtoolu_3"]
+    assert isinstance(failed, v.ToolStateError)
+    assert failed.error == "web_fetch_tool_result_error: url_not_accessible"
+    assert isinstance(paused, v.ToolStateError)
+    assert paused.metadata is not None
+    assert paused.metadata["kind"] == "cancelled"
+    # Sent back: each answered call with its result, the citation; never a tool_result,
+    # neither the call left without a result nor the result of no call.
+    [_, sent] = render.messages(proj.messages())
+    assert sent["content"] == [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+         "input": {"query": "capital of France"}}, SEARCH_RESULT,
+        {"type": "text", "text": "Paris.", "citations": [CITATION]},
+        {"type": "server_tool_use", "id": "srvtoolu_2", "name": "web_fetch",
+         "input": {"url": "https://a.example"}}, FETCH_ERROR]
+
+
+def test_a_citations_delta_for_a_server_result_block_breaks_the_stream() -> None:
+    events = _server_stream()[:5]  # the search, then its result block starts
+    session, proj = fresh()
+    ing = AnthropicIngest(session)
+    for e in events:
+        ing.feed(e)
+    with pytest.raises(UnexpectedDelta, match="citations_delta for a opaque block"):
+        ing.feed(_delta(1, {"type": "citations_delta", "citation": CITATION}))
+    wp = proj.message(ing.message_id)
+    info = wp.info
+    assert isinstance(info, v.AssistantInfo)
+    assert info.error is not None
+    assert info.error.kind == "aborted"
+    assert not dict(session.lifecycle.unsettled(ing.message_id))
+    [search] = [p for p in wp.parts if isinstance(p, v.ToolPart)]
+    assert isinstance(search.state, v.ToolStateCompleted)  # its result had arrived

@@ -32,6 +32,7 @@ def sent_tools(history: list[v.WithParts]) -> dict[str, str]:
 
 
 def check_anthropic(msgs: list[JSON]) -> None:
+    server_ids: set[str] = set()
     for a, b in itertools.pairwise(msgs):
         assert a["role"] != b["role"], "roles alternate"
     for n, m in enumerate(msgs):
@@ -42,6 +43,20 @@ def check_anthropic(msgs: list[JSON]) -> None:
             if block["type"] == "thinking":
                 assert block["signature"]
         uses = [b["id"] for b in m["content"] if b["type"] == "tool_use"]
+        if m["role"] == "assistant":  # a server call, then its one result, in one message
+            seen: set[str] = set()
+            answered: list[str] = []
+            for block in m["content"]:
+                if block["type"] == "server_tool_use":
+                    seen.add(block["id"])
+                elif "tool_use_id" in block:
+                    assert block["tool_use_id"] in seen, "a server result follows its call"
+                    answered.append(block["tool_use_id"])
+            assert sorted(answered) == sorted(seen), "every server call has one result"
+            server_ids.update(seen)
+        for block in m["content"]:
+            if block["type"] == "tool_result":
+                assert block["tool_use_id"] not in server_ids, "no tool_result for a server tool"
         if m["role"] == "assistant" and uses:
             nxt = msgs[n + 1]
             results = [b for b in nxt["content"] if b["type"] == "tool_result"]
@@ -147,6 +162,8 @@ def test_the_sending_rules(built: tuple[Session, list[v.WithParts]]) -> None:
         for p in wp.parts:
             if not isinstance(p, v.ToolPart):
                 continue
+            if (p.metadata or {}).get("anthropic", {}).get("server"):
+                continue  # a server tool's result stays in the assistant turn
             if dropped:
                 assert p.call_id not in expected
                 continue
@@ -197,15 +214,18 @@ def _as_anthropic_stream(content: list[JSON]) -> list[JSON]:
         kind = block["type"]
         start = {"text": {"type": "text", "text": ""},
                  "thinking": {"type": "thinking", "thinking": "", "signature": ""},
-                 "tool_use": {**block, "input": {}}}.get(kind, block)
+                 "tool_use": {**block, "input": {}},
+                 "server_tool_use": {**block, "input": {}}}.get(kind, block)
         events.append({"type": "content_block_start", "index": i, "content_block": start})
         if kind == "text":
+            events += [{"type": "content_block_delta", "index": i, "delta": {
+                "type": "citations_delta", "citation": c}} for c in block.get("citations", [])]
             delta: JSON = {"type": "text_delta", "text": block["text"]}
         elif kind == "thinking":
             events.append({"type": "content_block_delta", "index": i, "delta": {
                 "type": "thinking_delta", "thinking": block["thinking"]}})
             delta = {"type": "signature_delta", "signature": block["signature"]}
-        elif kind == "tool_use":
+        elif kind in ("tool_use", "server_tool_use"):
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
         else:
             delta = {}

@@ -1,30 +1,50 @@
 """Anthropic Messages raw stream events -> engine events.
 
 Accepts the events as plain dicts (as they arrive over SSE, ``json.loads`` of
-each ``data:`` line) or the ``anthropic`` SDK's event objects. The block at each
-``index`` becomes one part:
+each ``data:`` line) or the ``anthropic`` SDK's event objects (read as the
+fields the API sent: ``to_dict()``, not defaults). The block at each ``index``
+becomes one part:
 
 ========================  ==========================================================
 content block             part
 ========================  ==========================================================
-``text``                  text part; ``citations_delta`` land in
-                          ``metadata.anthropic.citations`` at the block's end
+``text``                  text part; its ``citations`` (as the start sent them, then
+                          each ``citations_delta``) in ``metadata.anthropic.citations``
+                          at the block's end
 ``thinking``              reasoning part; the signature in
                           ``metadata.anthropic.signature``
 ``redacted_thinking``     an ended reasoning part with empty text and
                           ``metadata.anthropic.redacted`` = the opaque ``data``
 ``tool_use``              tool part (pending), JSON fragments as ``tool.input_delta``,
                           the parsed input at ``content_block_stop``
-``server_tool_use``       the same, marked ``metadata.anthropic.server``; its result
-                          block completes it
+``server_tool_use``,      the same, marked ``metadata.anthropic.server`` and ``.type``;
+``mcp_tool_use``          its result block settles it
 any other block           an ignored synthetic text part keeping the block whole in
                           ``metadata.anthropic.block`` (server tool results, ...)
 ========================  ==========================================================
+
+A tool block's other fields (``caller``, ``server_name``, ``toolset_name``) are
+kept in ``metadata.anthropic.fields``.
+
+**Server tools** run at the provider; the client never sends their result. A
+result block (a block with ``tool_use_id``: ``web_search_tool_result``,
+``mcp_tool_result``, ...) completes the call it answers with the result's
+``content`` as output (JSON unless a string), or fails it (kind ``error``) when
+the content is an error object (``type`` ending in ``_error``) or
+``is_error`` is set. A result that answers no open server call of the message
+(an unknown id, a client tool's id, a second result) is kept as its opaque part
+and settles nothing; the request renderer does not send it back. A server call
+still without a result at ``message_stop`` (a ``pause_turn``) fails with kind
+``cancelled``, so the message completes: nobody else could answer it.
 
 ``message_delta`` carries cumulative usage: counts overwrite, and a count that is
 absent keeps its ``message_start`` value. At ``message_stop`` the stop reason and
 usage become a ``step.finished`` part and, when no tool call waits for its
 result, the message's completion.
+
+Deltas must fit their block: a ``citations_delta`` or ``text_delta`` for anything
+but a text block (a tool call, a server result) is an ``UnexpectedDelta``, where
+the SDK silently drops it.
 """
 
 from __future__ import annotations
@@ -49,6 +69,25 @@ from engine.session import Session
 __all__ = ["AnthropicIngest", "ingest_anthropic"]
 
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+_TOOL_KEYS = frozenset({"type", "id", "name", "input"})
+
+
+def _result_output(result: dict[str, Any]) -> str:
+    content = result.get("content")
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _result_error(result: dict[str, Any]) -> str | None:
+    """The error a server tool's result block reports, or None for a result."""
+    content = result.get("content")
+    if isinstance(content, dict) and str(content.get("type", "")).endswith("_error"):
+        return f"{content['type']}: {content.get('error_code') or 'unknown'}"
+    if result.get("is_error"):  # mcp_tool_result
+        text = _result_output(result)
+        return text if text.strip() else "error"  # a failure needs a description (BR-10)
+    return None
 
 
 def _tokens(usage: dict[str, Any]) -> ev.Tokens:
@@ -69,6 +108,15 @@ class AnthropicIngest(StreamIngest):
         super().__init__(session, **options)
         self.usage: dict[str, Any] = {}
         self.provider_message_id = ""
+
+    def feed(self, event: Any) -> None:
+        # An SDK object's model_dump() adds every unset field as None (``caller``,
+        # ``citations``, ``file_id``); to_dict() keeps only what the API sent.
+        if not isinstance(event, dict):
+            to_dict = getattr(event, "to_dict", None)
+            if callable(to_dict):
+                event = to_dict()
+        super().feed(event)
 
     def _feed(self, data: dict[str, Any]) -> None:
         kind = data.get("type")
@@ -91,7 +139,10 @@ class AnthropicIngest(StreamIngest):
                 block.data["signature"] = delta["signature"]
             elif dtype == "citations_delta":
                 self._expect(block, TEXT, dtype)
-                block.data.setdefault("citations", []).append(delta["citation"])
+                if block.data.get("citations"):
+                    block.data["citations"].append(delta["citation"])
+                else:  # replaces a null or empty start value, as the SDK does
+                    block.data["citations"] = [delta["citation"]]
             else:
                 raise UnexpectedDelta(f"unknown delta type {dtype!r}")
         elif kind == "content_block_start":
@@ -114,6 +165,7 @@ class AnthropicIngest(StreamIngest):
                     self.usage[key] = usage[key]
         elif kind == "message_stop":
             self._require_open()
+            self._cancel_unanswered()
             self._stop(self.stop_reason, _tokens(self.usage))
         elif kind == "message_start":
             message = data["message"]
@@ -141,10 +193,10 @@ class AnthropicIngest(StreamIngest):
     def _block_start(self, index: Any, block: dict[str, Any]) -> None:
         btype = block.get("type")
         if btype == "text":
-            self._open_text(index, block.get("text") or "")
-            citations = block.get("citations")
-            if citations:
-                self.blocks[index].data["citations"] = list(citations)
+            b = self._open_text(index, block.get("text") or "")
+            if "citations" in block:  # even null or [], which the SDK keeps as sent
+                citations = block["citations"]
+                b.data["citations"] = list(citations) if citations is not None else None
         elif btype == "thinking":
             b = self._open_reasoning(index, block.get("thinking") or "")
             b.data["signature"] = block.get("signature") or ""
@@ -153,25 +205,58 @@ class AnthropicIngest(StreamIngest):
             b.data["redacted"] = True
         elif btype in _TOOL_BLOCKS:
             server = btype != "tool_use"
-            meta = {"anthropic": {"server": True, "type": btype}} if server else None
+            meta: dict[str, Any] = {"server": True, "type": btype} if server else {}
+            fields = {k: v for k, v in block.items() if k not in _TOOL_KEYS}
+            if fields:
+                meta["fields"] = fields
             self._open_tool(index, block["id"], block["name"], block.get("input") or {},
-                            meta, server=server)
+                            {"anthropic": meta} if meta else None, server=server)
         else:
             b = self._open_opaque(index, {"anthropic": {"block": dict(block)}})
             call_id = block.get("tool_use_id")
-            if isinstance(call_id, str):  # a server tool's result: complete its call
-                content = block.get("content")
-                output = content if isinstance(content, str) else json.dumps(
-                    content, ensure_ascii=False)
-                b.data["result_of"] = call_id
-                self._complete_server_tool(call_id, output,
-                                           {"anthropic": {"result_part": b.ref.part_id}})
+            if isinstance(call_id, str):
+                self._server_result(call_id, block, b)
+
+    def _server_result(self, call_id: str, result: dict[str, Any], part: Block) -> None:
+        """Settle the open server call ``result`` answers; an orphan result settles nothing."""
+        call = next((b for b in self._tools if b.data.get("server")
+                     and not b.data.get("done") and b.data["call_id"] == call_id), None)
+        if call is None:
+            return
+        if call.open:
+            self._close(call)
+        mid, pid = self.message_id, call.ref.part_id
+        meta = {"anthropic": {"result_part": part.ref.part_id}}
+        self._emit(ev.ToolStarted(message_id=mid, part_id=pid))
+        error = _result_error(result)
+        if error is None:
+            self._emit(ev.ToolCompleted(message_id=mid, part_id=pid,
+                                        output=_result_output(result) or "(empty)",
+                                        metadata=meta))
+        else:
+            self._emit(ev.ToolFailed(message_id=mid, part_id=pid, error=error, kind="error",
+                                     metadata=meta))
+        call.data["done"] = True
+
+    def _cancel_unanswered(self) -> None:
+        """Fail the server calls the message ends without a result for (``pause_turn``)."""
+        if self._buffered is not None:
+            self._flush_buffer(self._buffered)
+        for call in self._tools:
+            if call.data.get("server") and not call.data.get("done"):
+                if call.open:
+                    self._close(call)
+                self._emit(ev.ToolFailed(
+                    message_id=self.message_id, part_id=call.ref.part_id, kind="cancelled",
+                    error=f"no result from the provider (stop reason {self.stop_reason})",
+                    metadata={"anthropic": {"unanswered": True}}))
+                call.data["done"] = True
 
     @staticmethod
     def _end_metadata(block: Block) -> dict[str, Any] | None:
         if block.kind == REASONING and not block.data.get("redacted"):
             return {"anthropic": {"signature": block.data.get("signature", "")}}
-        if block.kind == TEXT and block.data.get("citations"):
+        if block.kind == TEXT and "citations" in block.data:
             return {"anthropic": {"citations": block.data["citations"]}}
         return None
 

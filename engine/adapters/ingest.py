@@ -419,19 +419,6 @@ class StreamIngest:
         else:
             self._emit(ev.PartEnded(message_id=mid, part_id=pid, metadata=metadata))
 
-    def _complete_server_tool(self, call_id: str, output: str, metadata: JSON | None) -> bool:
-        for block in self._tools:
-            if block.data.get("call_id") == call_id and block.data.get("server"):
-                if block.open:
-                    self._close(block)
-                mid, pid = self.message_id, block.ref.part_id
-                self._emit(ev.ToolStarted(message_id=mid, part_id=pid))
-                self._emit(ev.ToolCompleted(message_id=mid, part_id=pid,
-                                            output=output or "(empty)", metadata=metadata))
-                block.data["done"] = True
-                return True
-        return False
-
     def _stop(self, reason: str | None, tokens: ev.Tokens) -> None:
         """The message is complete: end what is open, finish the step, complete if no tool waits."""
         if self._buffered is not None:

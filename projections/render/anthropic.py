@@ -4,9 +4,13 @@ Request rules beyond :mod:`projections.render.common`: roles alternate (adjacent
 turns of one role merge; a tool turn is a user message of ``tool_result``
 blocks, placed before any text); thinking is sent only with its Anthropic
 signature (reasoning from other providers cannot be verified and is dropped);
-redacted thinking, server tool calls and their result blocks are sent back
-verbatim. Cannot carry: non-Anthropic reasoning, files other than images, PDFs
-and plain text (sent as a note), part timing and metadata.
+redacted thinking, text citations, a tool block's other fields (``caller``,
+...), server tool calls and their result blocks are sent back verbatim. A
+server tool call is sent only together with its result block, after it in the
+same assistant message, and never gets a ``tool_result``; a server call without
+its result (a ``pause_turn``, an aborted stream) and a result without its call
+are left out. Cannot carry: non-Anthropic reasoning, files other than images,
+PDFs and plain text (sent as a note), part timing and metadata.
 """
 
 from __future__ import annotations
@@ -39,9 +43,39 @@ def _file_block(f: c.File) -> JSON:
     return {"type": "text", "text": c.file_note(f)}
 
 
+def _anthropic(metadata: JSON | None) -> JSON:
+    data = (metadata or {}).get("anthropic")
+    return data if isinstance(data, dict) else {}
+
+
+def _is_server_call(block: JSON) -> bool:
+    kind: str = block["type"]
+    return kind != "tool_use" and kind.endswith("_tool_use")
+
+
+def _server_pairs(blocks: list[JSON]) -> list[JSON]:
+    """Server calls that have their result after them, with that (first) result."""
+    calls: set[str] = set()
+    paired: set[str] = set()
+    kept: list[JSON] = []
+    for b in blocks:
+        if _is_server_call(b):
+            calls.add(b.get("id", ""))
+        elif "tool_use_id" in b:  # in an assistant turn, only a server tool's result
+            if b["tool_use_id"] not in calls or b["tool_use_id"] in paired:
+                continue
+            paired.add(b["tool_use_id"])
+        kept.append(b)
+    return [b for b in kept if not _is_server_call(b) or b.get("id") in paired]
+
+
 def _assistant_block(item: c.Item) -> JSON | None:
     if isinstance(item, c.Text):
-        return {"type": "text", "text": item.text}
+        block: JSON = {"type": "text", "text": item.text}
+        citations = _anthropic(item.metadata).get("citations")
+        if citations:
+            block["citations"] = citations
+        return block
     if isinstance(item, c.Reasoning):
         data = item.provider("anthropic")
         if "redacted" in data:
@@ -50,10 +84,11 @@ def _assistant_block(item: c.Item) -> JSON | None:
             return {"type": "thinking", "thinking": item.text, "signature": data["signature"]}
         return None
     if isinstance(item, c.ToolCall):
-        kind = "tool_use"
-        if item.server:
-            kind = (item.metadata or {}).get("anthropic", {}).get("type", "server_tool_use")
-        return {"type": kind, "id": item.call_id, "name": item.name, "input": item.input}
+        data = _anthropic(item.metadata)
+        kind = data.get("type", "server_tool_use") if item.server else "tool_use"
+        fields = {k: v for k, v in (data.get("fields") or {}).items() if v is not None}
+        return {**fields, "type": kind, "id": item.call_id, "name": item.name,
+                "input": item.input}
     if isinstance(item, c.Opaque):
         return dict(item.block) if item.provider == "anthropic" else None
     if isinstance(item, c.File):
@@ -83,11 +118,8 @@ def messages(history: list[v.WithParts]) -> list[JSON]:
                     blocks.append(_file_block(item))
             role = "user"
         else:
-            blocks = [b for b in map(_assistant_block, turn.items) if b is not None]
-            # A server tool's call without its result block cannot be sent alone.
-            answered = {b.get("tool_use_id") for b in blocks}
-            blocks = [b for b in blocks if b["type"] == "tool_use"
-                      or not b["type"].endswith("_tool_use") or b["id"] in answered]
+            blocks = _server_pairs([b for b in map(_assistant_block, turn.items)
+                                    if b is not None])
             if not any(b["type"] not in ("thinking", "redacted_thinking") for b in blocks):
                 continue  # thinking alone is no answer
             role = "assistant"
@@ -122,7 +154,7 @@ def response(wp: v.WithParts) -> JSON:
                     content.append(dict(meta["block"]))
                 continue
             block: JSON = {"type": "text", "text": p.text}
-            if meta.get("citations"):
+            if "citations" in meta:  # as the stream sent them, even null or []
                 block["citations"] = meta["citations"]
             content.append(block)
         elif isinstance(p, v.ReasoningPart):
@@ -132,8 +164,8 @@ def response(wp: v.WithParts) -> JSON:
                 content.append({"type": "thinking", "thinking": p.text,
                                 "signature": meta.get("signature", "")})
         elif isinstance(p, v.ToolPart):
-            content.append({"type": meta.get("type", "tool_use"), "id": p.call_id,
-                            "name": p.tool, "input": dict(p.state.input)})
+            content.append({**meta.get("fields", {}), "type": meta.get("type", "tool_use"),
+                            "id": p.call_id, "name": p.tool, "input": dict(p.state.input)})
         elif isinstance(p, v.StepFinishPart):
             stop_reason, tokens = p.reason or None, p.tokens
     info = wp.info
