@@ -1,11 +1,15 @@
-"""OpenAI Responses API: ``input`` items for a request.
+"""OpenAI Responses API: ``input`` items for a request, and ``response`` (the SDK's view).
 
 User turns are ``message`` items (``input_text`` / ``input_image``), assistant
-text an assistant ``message`` (``output_text``), calls ``function_call`` items
-and results ``function_call_output`` items. Reasoning is sent back only as the
-Responses ``reasoning`` item it came from (its id and encrypted content kept in
-``metadata.openai``); other reasoning cannot be carried, nor server tools of
-other providers, error flags on results, or part metadata.
+text an assistant ``message`` (``output_text``, or ``refusal`` for a part marked
+``metadata.openai.refusal``; text of one Responses message item stays one
+message, with its ``phase``), calls ``function_call`` items and results
+``function_call_output`` items. Reasoning is sent back only as the Responses
+``reasoning`` item it came from (its id and encrypted content kept in
+``metadata.openai``); other reasoning cannot be carried, nor server tools (the
+Responses ones are kept whole in ``metadata.openai.block`` but not sent: re-sent
+alone they would lack their reasoning item), error flags on results, or part
+metadata.
 """
 
 from __future__ import annotations
@@ -40,55 +44,122 @@ def input_items(history: list[v.WithParts]) -> list[JSON]:
                 out.append({"type": "function_call_output", "call_id": r.call_id,
                             "output": r.output})
         else:
-            text: list[JSON] = []
-
-            def flush(text: list[JSON] = text) -> None:
-                if text:
-                    out.append({"type": "message", "role": "assistant", "content": list(text)})
-                    text.clear()
-
-            for i in turn.items:
-                if isinstance(i, c.Text):
-                    text.append({"type": "output_text", "text": i.text, "annotations": []})
-                elif isinstance(i, c.ToolCall) and not i.server:
-                    flush()
-                    out.append({"type": "function_call", "call_id": i.call_id, "name": i.name,
-                                "arguments": i.raw or json.dumps(i.input, ensure_ascii=False)})
-                elif isinstance(i, c.Reasoning):
-                    data = i.provider("openai")
-                    if data.get("item_id") and data.get("encrypted_content"):
-                        flush()
-                        out.append({"type": "reasoning", "id": data["item_id"],
-                                    "summary": [{"type": "summary_text", "text": s}
-                                                for s in data.get("summary", [i.text]) if s],
-                                    "encrypted_content": data["encrypted_content"]})
-            flush()
+            out += _assistant_items(turn.items)
     return out
 
 
+def _openai(metadata: JSON | None) -> JSON:
+    data = (metadata or {}).get("openai")
+    return data if isinstance(data, dict) else {}
+
+
+def _assistant_items(items: tuple[c.Item, ...]) -> list[JSON]:
+    out: list[JSON] = []
+    content: list[JSON] = []
+    key: tuple[Any, Any] = (None, None)  # (item id, phase) of the message being built
+
+    def flush() -> None:
+        if content:
+            message: JSON = {"type": "message", "role": "assistant", "content": list(content)}
+            if key[1] is not None:
+                message["phase"] = key[1]
+            out.append(message)
+            content.clear()
+
+    for i in items:
+        if isinstance(i, c.Text):
+            data = _openai(i.metadata)
+            if (data.get("item_id"), data.get("phase")) != key:
+                flush()  # another Responses message item: keep the boundary
+                key = (data.get("item_id"), data.get("phase"))
+            content.append({"type": "refusal", "refusal": i.text} if data.get("refusal")
+                           else {"type": "output_text", "text": i.text, "annotations": []})
+        elif isinstance(i, c.ToolCall) and not i.server:
+            flush()
+            out.append({"type": "function_call", "call_id": i.call_id, "name": i.name,
+                        "arguments": i.raw or json.dumps(i.input, ensure_ascii=False)})
+        elif isinstance(i, c.Reasoning):
+            data = i.provider("openai")
+            if data.get("item_id") and data.get("encrypted_content"):
+                flush()
+                out.append({"type": "reasoning", "id": data["item_id"],
+                            "summary": [{"type": "summary_text", "text": s}
+                                        for s in data.get("summary", [i.text]) if s],
+                            "encrypted_content": data["encrypted_content"]})
+    flush()
+    return out
+
+
+def _usage(tokens: v.Tokens) -> JSON:
+    read, write = tokens.cache.read, tokens.cache.write
+    input_tokens = tokens.input + read + write
+    output_tokens = tokens.output + tokens.reasoning
+    return {"input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": read, "cache_write_tokens": write},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": tokens.reasoning},
+            "total_tokens": input_tokens + output_tokens}
+
+
+def _reasoning(p: v.ReasoningPart, meta: JSON) -> JSON:
+    item: JSON = {"type": "reasoning", "id": meta.get("item_id"),
+                  "summary": [{"type": "summary_text", "text": s}
+                              for s in meta.get("summary", [p.text] if p.text else [])]}
+    if "encrypted_content" in meta:
+        item["encrypted_content"] = meta["encrypted_content"]
+    if "content" in meta:
+        item["content"] = [{"type": "reasoning_text", "text": t} for t in meta["content"]]
+    return item
+
+
 def response(wp: v.WithParts) -> JSON:
-    """The assistant message as the Responses API ``output`` (messages and calls) + status."""
+    """The assistant message as a Responses API ``Response``: model, status, output, usage.
+
+    For a message ingested from a Responses stream, ``output`` equals what the
+    SDK's ``ResponseStreamState`` holds at the end: messages (text parts of one
+    item regrouped, refusals and annotations), function calls (arguments as
+    streamed while pending), reasoning items (summaries, encrypted content) and
+    every other item kept whole. The finish reason ``"completed"`` is status
+    ``completed``; another is status ``incomplete`` with that reason.
+    """
     output: list[JSON] = []
-    status: str | None = None
+    message: JSON | None = None  # the message item text parts are added to
+    reason: str | None = None
     tokens = v.Tokens()
     for p in wp.parts:
-        meta = (getattr(p, "metadata", None) or {}).get("openai", {})
+        meta = _openai(getattr(p, "metadata", None))
         if isinstance(p, v.TextPart) and not p.ignored:
-            output.append({"type": "message", "id": meta.get("item_id"),
-                           "text": p.text})
+            if message is None or message["id"] != meta.get("item_id"):
+                message = {"type": "message", "id": meta.get("item_id"), "role": "assistant",
+                           "content": []}
+                if meta.get("phase") is not None:
+                    message["phase"] = meta["phase"]
+                output.append(message)
+            message["content"].append(
+                {"type": "refusal", "refusal": p.text} if meta.get("refusal") else
+                {"type": "output_text", "text": p.text,
+                 "annotations": list(meta.get("annotations") or [])})
+            continue
+        if isinstance(p, v.StepFinishPart):
+            reason, tokens = p.reason or None, p.tokens
+            continue
+        message = None
+        if isinstance(p, v.TextPart):
+            if isinstance(meta.get("block"), dict):  # an item kept whole
+                output.append(dict(meta["block"]))
         elif isinstance(p, v.ReasoningPart):
-            output.append({"type": "reasoning", "id": meta.get("item_id"),
-                           "summary": meta.get("summary", [p.text] if p.text else [])})
+            output.append(_reasoning(p, meta))
         elif isinstance(p, v.ToolPart):
             raw = p.state.raw if isinstance(p.state, v.ToolStatePending) else ""
-            output.append({"type": "function_call", "call_id": p.call_id, "name": p.tool,
-                           "id": (p.metadata or {}).get("openai", {}).get("item_id"),
+            output.append({"type": "function_call", "id": meta.get("item_id"),
+                           "call_id": p.call_id, "name": p.tool,
                            "arguments": raw or json.dumps(dict(p.state.input),
                                                           ensure_ascii=False)})
-        elif isinstance(p, v.StepFinishPart):
-            status, tokens = p.reason or None, p.tokens
-    return {"output": output, "status": status,
-            "usage": {"input_tokens": tokens.input + tokens.cache.read,
-                      "output_tokens": tokens.output + tokens.reasoning,
-                      "cached_tokens": tokens.cache.read,
-                      "reasoning_tokens": tokens.reasoning}}
+    info = wp.info
+    status = None if reason is None else "completed" if reason == "completed" else "incomplete"
+    if isinstance(info, v.AssistantInfo) and info.error is not None:
+        status = "failed"
+    return {"model": getattr(info, "model_id", None), "status": status,
+            "incomplete_details": {"reason": None if reason == "incomplete" else reason}
+            if status == "incomplete" else None,
+            "output": output, "usage": _usage(tokens)}
