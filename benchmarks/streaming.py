@@ -15,6 +15,9 @@ Two streams, each run through both sides in the same process on the same events:
    ``anthropic.lib.streaming._messages.accumulate_event``.
 2. OpenAI Chat Completions: content chunks and ``tool_calls`` argument chunks,
    through ``OpenAIChatIngest`` the same way; vs ``ChatCompletionStreamState``.
+3. OpenAI Responses: message items streaming ``output_text`` deltas and
+   ``function_call`` items streaming their arguments, through
+   ``OpenAIResponsesIngest``; vs ``ResponseStreamState``.
 
 convlog runs twice: committing each provider event on its own (``batch=1``) and
 in batches of 64 events (``batch=64``; every event is still recorded and
@@ -34,15 +37,21 @@ from functools import partial
 from typing import Any
 
 from anthropic.lib.streaming._messages import accumulate_event
+from openai import omit
+from openai._models import construct_type
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
+from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.chat import ChatCompletionChunk
+from openai.types.responses import ResponseStreamEvent
 
 from engine.adapters.anthropic import AnthropicIngest
 from engine.adapters.openai_chat import OpenAIChatIngest
+from engine.adapters.openai_responses import OpenAIResponsesIngest
 from engine.session import Session
 from engine.store import MemoryStore
 from projections.render import anthropic as render_anthropic
 from projections.render import openai_chat as render_openai
+from projections.render import openai_responses as render_responses
 from projections.withparts import WithPartsProjection
 
 JSON = dict[str, Any]
@@ -114,6 +123,57 @@ def openai_chunks(deltas: int) -> list[JSON]:
     return out
 
 
+def responses_events(deltas: int) -> list[JSON]:
+    """Per tool: a message item of text deltas, then a function call of argument deltas."""
+    per_tool = deltas // 2 // TOOLS
+    per_text = deltas // 2 // TOOLS
+    resp: JSON = {"id": "resp_bench", "object": "response", "created_at": 1,
+                  "model": "gpt-bench", "status": "in_progress", "output": [],
+                  "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+    events: list[JSON] = [{"type": "response.created", "sequence_number": 0,
+                           "response": resp}]
+    output: list[JSON] = []
+    for k in range(TOOLS):
+        item_id, index = f"msg_{k}", len(output)
+        text = [TEXT[i % 7:] for i in range(per_text)]
+        events.append({"type": "response.output_item.added", "output_index": index,
+                       "item": {"id": item_id, "type": "message", "role": "assistant",
+                                "status": "in_progress", "content": []}})
+        where = {"item_id": item_id, "output_index": index, "content_index": 0}
+        events.append({"type": "response.content_part.added", **where,
+                       "part": {"type": "output_text", "text": "", "annotations": []}})
+        events += [{"type": "response.output_text.delta", **where, "delta": t,
+                    "logprobs": []} for t in text]
+        full = {"type": "output_text", "text": "".join(text), "annotations": []}
+        events.append({"type": "response.content_part.done", **where, "part": full})
+        item = {"id": item_id, "type": "message", "role": "assistant", "status": "completed",
+                "content": [full]}
+        events.append({"type": "response.output_item.done", "output_index": index,
+                       "item": item})
+        output.append(item)
+        raw = tool_json(per_tool * FRAGMENT, k)
+        call: JSON = {"id": f"fc_{k}", "type": "function_call", "call_id": f"call_{k}",
+                      "name": "edit", "arguments": "", "status": "in_progress"}
+        index = len(output)
+        events.append({"type": "response.output_item.added", "output_index": index,
+                       "item": call})
+        events += [{"type": "response.function_call_arguments.delta", "item_id": call["id"],
+                    "output_index": index, "delta": raw[i:i + FRAGMENT]}
+                   for i in range(0, len(raw), FRAGMENT)]
+        done = {**call, "arguments": raw, "status": "completed"}
+        events.append({"type": "response.output_item.done", "output_index": index,
+                       "item": done})
+        output.append(done)
+    events.append({"type": "response.completed", "response": {
+        **resp, "status": "completed", "output": output,
+        "usage": {"input_tokens": 1000, "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens": deltas, "output_tokens_details": {"reasoning_tokens": 0},
+                  "total_tokens": 1000 + deltas}}})
+    for n, e in enumerate(events):
+        e["sequence_number"] = n
+    return events
+
+
 # (batch, coalesce_chars): every delta its own event (committed per provider event, or
 # 64 events per commit); and text deltas coalesced to >= 64 characters (tool fragments
 # are never coalesced).
@@ -133,8 +193,11 @@ def best(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
     return min(times), out
 
 
-def run_convlog(adapter: type[AnthropicIngest] | type[OpenAIChatIngest], events: list[JSON],
-                batch: int, coalesce: int = 0) -> tuple[int, Any]:
+Adapter = type[AnthropicIngest] | type[OpenAIChatIngest] | type[OpenAIResponsesIngest]
+
+
+def run_convlog(adapter: Adapter, events: list[JSON], batch: int, coalesce: int = 0
+                ) -> tuple[int, Any]:
     session = Session.create(MemoryStore())
     proj = WithPartsProjection(session.id)
     session.subscribe(proj)
@@ -155,6 +218,16 @@ def run_openai_sdk(chunks: list[ChatCompletionChunk]) -> Any:
     for c in chunks:
         state.handle_chunk(c)
     return state.current_completion_snapshot
+
+
+def run_responses_sdk(events: list[Any]) -> Any:
+    state: ResponseStreamState[Any] = ResponseStreamState(input_tools=omit, text_format=omit)
+    final = None
+    for e in events:
+        for out in state.handle_event(e):
+            if out.type == "response.completed":
+                final = out.response  # the accumulated, parsed response
+    return final
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -189,6 +262,22 @@ def main(argv: list[str] | None = None) -> None:
                           partial(run_convlog, OpenAIChatIngest, chunks, batch, co))
         mine = render_openai.response(wp)
         assert mine["content"] == snap.choices[0].message.content
+        print(f"  convlog {label(batch, co):<22} {t:8.3f} s  "
+              f"({n:,} events recorded)  ratio {t / sdk_t:.3f}x")
+
+    revents = responses_events(args.deltas)
+    # The SDK is handed its event objects (what its stream yields); convlog the dicts.
+    robjects = [construct_type(type_=ResponseStreamEvent, value=copy.deepcopy(e))
+                for e in revents]
+    sdk_t, snap = best(args.repeat, lambda: run_responses_sdk(robjects))
+    print(f"\nOpenAI Responses: {len(revents):,} events")
+    print(f"  SDK ResponseStreamState       {sdk_t:8.3f} s")
+    for batch, co in CONFIGS:
+        t, (n, wp) = best(args.repeat,
+                          partial(run_convlog, OpenAIResponsesIngest, revents, batch, co))
+        mine = render_responses.response(wp)
+        assert [i.get("arguments") for i in mine["output"]] == [
+            getattr(i, "arguments", None) for i in snap.output]
         print(f"  convlog {label(batch, co):<22} {t:8.3f} s  "
               f"({n:,} events recorded)  ratio {t / sdk_t:.3f}x")
 

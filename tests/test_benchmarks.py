@@ -1,0 +1,33 @@
+"""The benchmarks still run and still check their own results (tiny sizes, no timing).
+
+Speed is measured by running them (``make bench``), never asserted here; these
+runs only keep the scripts working as the engine changes: each one checks that
+convlog's result equals its baseline's before printing a ratio.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from benchmarks import conversation, replay, streaming
+
+
+def test_streaming_benchmark_runs_and_agrees_with_the_sdks(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    streaming.main(["--deltas", "400", "--repeat", "1"])
+    out = capsys.readouterr().out
+    for title in ("Anthropic", "OpenAI Chat Completions", "OpenAI Responses"):
+        assert title in out
+    assert len(re.findall(r"ratio \d+\.\d+x", out)) == 3 * len(streaming.CONFIGS)
+
+
+def test_conversation_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    conversation.main(["--entries", "200", "--repeat", "1"])
+    assert "ratio to convlog's checkpoint bytes" in capsys.readouterr().out
+
+
+def test_replay_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    replay.main(["--events", "3000", "--repeat", "1", "--points", "3", "--materialize", "2"])
+    assert "memory" in capsys.readouterr().out
