@@ -15,6 +15,7 @@ import uuid
 _UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 _LOW48 = (1 << 48) - 1
+_HEX3 = [f"{n:03x}" for n in range(0x1000)]  # the counter field, formatted once
 
 
 class _Monotonic:
@@ -98,7 +99,7 @@ class EventIds:
         if not lo:  # the low bits wrapped: carry into the top ones
             self._hi = (self._hi + 1) & 0x3FFF
             self._middle = f"-{self._hi | 0x8000:04x}-"
-        return f"{self._prefix}{self._seq:03x}{self._middle}{lo:012x}"
+        return f"{self._prefix}{_HEX3[self._seq]}{self._middle}{lo:012x}"
 
     def _set_ms(self, ms: int) -> None:
         self._last_ms = ms

@@ -263,19 +263,23 @@ class Session:
         """Append events an adapter has just built, as one checked, atomic batch.
 
         Unlike :meth:`append` there is no duplicate-id lookup: the events must
-        carry no id (each gets a fresh one here). Returns the accepted events.
+        carry no id (each gets a fresh one here). Events without a time get the
+        batch's commit time, one clock reading for all. Returns the accepted events.
         """
         # Stamped with the seqs they will get, so _commit need not copy them again.
         replace = msgspec.structs.replace
-        clock, ids, sid = self._clock, self._ids, self.id
+        ids, sid = self._ids, self.id
         stamped = []
         seq = self._lc.version
+        started = ev.MessageStarted
+        now = self._clock()  # one atomic batch, one commit time
         for e in events:
             seq += 1
-            now = clock()
+            cls = type(e)
             stamped.append(replace(
                 e, id=ids(now), session_id=sid, seq=seq, time=e.time or now,
-                actor=e.actor or getattr(e, "role", None) or DEFAULT_ACTOR[type(e)]))
+                # A message.started names its writer by role (a user message is the user's).
+                actor=e.actor or (e.role if cls is started else DEFAULT_ACTOR[cls])))  # type: ignore[attr-defined]
         return self._commit(stamped)
 
     # ------------------------------------------------------------------ envelope helpers

@@ -109,27 +109,23 @@ class AnthropicIngest(StreamIngest):
         self.usage: dict[str, Any] = {}
         self.provider_message_id = ""
 
-    def feed(self, event: Any) -> None:
-        # An SDK object's model_dump() adds every unset field as None (``caller``,
-        # ``citations``, ``file_id``); to_dict() keeps only what the API sent.
-        if not isinstance(event, dict):
-            to_dict = getattr(event, "to_dict", None)
-            if callable(to_dict):
-                event = to_dict()
-        super().feed(event)
-
     def _feed(self, data: dict[str, Any]) -> None:
         kind = data.get("type")
-        if kind == "content_block_delta":  # the hot path first
-            self._require_open()
-            block = self._block(data.get("index"))
+        if kind == "content_block_delta":  # the hot path first: checks inlined
+            if not self.started or self.stopped:
+                self._require_open()  # raises
+            block = self.blocks.get(data.get("index"))
+            if block is None or not block.open:
+                block = self._block(data.get("index"))  # raises, naming the index
             delta = data["delta"]
             dtype = delta.get("type")
             if dtype == "text_delta":
-                self._expect(block, TEXT, dtype)
+                if block.kind != TEXT:
+                    self._expect(block, TEXT, dtype)
                 self._text(block, delta["text"])
             elif dtype == "input_json_delta":
-                self._expect(block, TOOL, dtype)
+                if block.kind != TOOL:
+                    self._expect(block, TOOL, dtype)
                 self._fragment(block, delta["partial_json"])
             elif dtype == "thinking_delta":
                 self._expect(block, REASONING, dtype)

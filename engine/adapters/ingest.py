@@ -162,14 +162,20 @@ class Block:
 
 
 def as_dict(event: Any) -> dict[str, Any]:
-    """A provider event as a plain dict: SSE dicts pass through, SDK models are dumped."""
+    """A provider event as a plain dict: SSE dicts pass through, SDK models are dumped.
+
+    The SDKs' ``to_dict()`` gives the wire form: the API's field names and only
+    the fields the server sent (``model_dump()`` would add every unset optional
+    field as None, which would then be kept as if the provider had sent it).
+    """
     if isinstance(event, dict):
         return event
-    dump = getattr(event, "model_dump", None)
-    if dump is None:
+    dump = getattr(event, "to_dict", None) or getattr(event, "model_dump", None)
+    if not callable(dump):
         raise StreamOrderError(f"not a provider event: {type(event).__name__}")
     data = dump()
-    assert isinstance(data, dict)
+    if not isinstance(data, dict):
+        raise StreamOrderError(f"not a provider event: {type(event).__name__}")
     return data
 
 

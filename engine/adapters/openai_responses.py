@@ -174,15 +174,6 @@ class OpenAIResponsesIngest(StreamIngest):
         self.items: dict[int, _Item] = {}
         self.last_index = -1
 
-    def feed(self, event: Any) -> None:
-        # SDK models dump with the API's field names and without unset fields, so an
-        # item kept whole is what the server sent (plain model_dump would rename and pad).
-        if not isinstance(event, dict):
-            to_dict = getattr(event, "to_dict", None)
-            if callable(to_dict):
-                event = to_dict()
-        super().feed(event)
-
     def _feed(self, data: dict[str, Any]) -> None:
         kind = data.get("type")
         handler = _HANDLERS.get(kind) if isinstance(kind, str) else None

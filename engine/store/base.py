@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import attrs
 import msgspec
 
-from engine.codec import MAX_EVENT_BYTES, canonical
+from engine.codec import MAX_EVENT_BYTES, canonical, encode_canonical
 from engine.errors import (
     BadBatch,
     ConcurrencyError,
@@ -339,27 +339,21 @@ class Store(abc.ABC):
             if len(data) > limit:
                 raise EventTooLarge(e.id, len(data), limit)
             return Prepared([e], [data], [link(prev_hash, data)], seq)
-        out: list[Event] = []
-        canon: list[bytes] = []
-        hashes: list[bytes] = []
-        prev = prev_hash
-        seq = actual
-        replace = msgspec.structs.replace
-        for given in events:
-            seq += 1
-            e = given
-            if e.seq != seq or e.session_id != session_id:
-                if e.seq not in (0, seq):
-                    raise BadBatch(f"event {e.id} has seq {e.seq}; the next seq of session "
-                                   f"{session_id} is {seq}")
-                e = replace(e, seq=seq, session_id=session_id)
-            data = canonical(e)
-            if len(data) > limit:
-                raise EventTooLarge(e.id, len(data), limit)
-            prev = link(prev, data)
-            out.append(e)
-            canon.append(data)
-            hashes.append(prev)
+        out = list(events)
+        if ([e.seq for e in out] != list(range(seq, seq + len(out)))
+                or any(e.session_id != session_id for e in out)):
+            for i, e in enumerate(out, start=seq):  # stamp what is missing, refuse the rest
+                if e.seq != i or e.session_id != session_id:
+                    if e.seq not in (0, i):
+                        raise BadBatch(f"event {e.id} has seq {e.seq}; the next seq of "
+                                       f"session {session_id} is {i}")
+                    out[i - seq] = msgspec.structs.replace(e, seq=i, session_id=session_id)
+        # Whole-batch passes: a C-level map encodes, one tight loop chains.
+        canon = list(map(encode_canonical, out))
+        if max(map(len, canon)) > limit:
+            e, data = next((e, d) for e, d in zip(out, canon, strict=True) if len(d) > limit)
+            raise EventTooLarge(e.id, len(data), limit)
+        hashes = self.chain.links(prev_hash, canon)
         return Prepared(out, canon, hashes, actual + 1)
 
     def _genesis(self, parent: str | None, fork_seq: int | None) -> bytes:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 HASH_BYTES = 16
@@ -30,6 +30,22 @@ class Chain:
         # is one C-level digest without re-testing the key kind.
         self.link: Callable[[bytes, bytes], bytes] = (
             _sha_link if key is None else functools.partial(_hmac_link, key))
+
+    def links(self, prev: bytes, canon: Iterable[bytes]) -> list[bytes]:
+        """The hashes of consecutive events after ``prev``, in one tight loop."""
+        out: list[bytes] = []
+        append = out.append
+        if self.key is None:
+            sha = _sha256
+            for data in canon:
+                prev = sha(prev + data).digest()[:HASH_BYTES]
+                append(prev)
+        else:
+            link = self.link
+            for data in canon:
+                prev = link(prev, data)
+                append(prev)
+        return out
 
     def fingerprint(self) -> str:
         """Names the key without revealing it, so a store can refuse a wrong key early."""
