@@ -230,56 +230,62 @@ def run_responses_sdk(events: list[Any]) -> Any:
     return final
 
 
+# What each run checks before it prints a ratio: convlog's message equals the SDK's.
+def same_anthropic(wp: Any, snap: Any) -> bool:
+    mine = render_anthropic.response(wp)["content"]
+    return [b.get("input") for b in mine] == [getattr(b, "input", None) for b in snap.content]
+
+
+def same_openai_chat(wp: Any, snap: Any) -> bool:
+    return bool(render_openai.response(wp)["content"] == snap.choices[0].message.content)
+
+
+def same_responses(wp: Any, snap: Any) -> bool:
+    mine = render_responses.response(wp)["output"]
+    return [i.get("arguments") for i in mine] == [getattr(i, "arguments", None)
+                                                  for i in snap.output]
+
+
+def compare(title: str, sdk_name: str, repeat: int, *, sdk_run: Callable[[], Any],
+            adapter: Adapter, events: list[JSON], same: Callable[[Any, Any], bool]) -> None:
+    """Time the SDK and each convlog configuration; ``same(convlog message, SDK result)``."""
+    sdk_t, snap = best(repeat, sdk_run)
+    print(f"\n{title}: {len(events):,} events")
+    print(f"  SDK {sdk_name:<26} {sdk_t:8.3f} s")
+    for batch, co in CONFIGS:
+        t, (n, wp) = best(repeat, partial(run_convlog, adapter, events, batch, co))
+        assert same(wp, snap), f"{title}: convlog and the SDK disagree"
+        print(f"  convlog {label(batch, co):<22} {t:8.3f} s  "
+              f"({n:,} events recorded)  ratio {t / sdk_t:.3f}x")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--deltas", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-
     print(f"deltas per stream: {args.deltas:,}; best of {args.repeat}")
+
+    # Each SDK is handed what its own stream yields (event objects for the OpenAI
+    # SDKs, dicts for Anthropic's accumulator); convlog gets the dicts.
     events = anthropic_stream(args.deltas)
     sdk_events = copy.deepcopy(events)
-    sdk_t, snap = best(args.repeat, lambda: run_anthropic_sdk(sdk_events))
-    print(f"\nAnthropic: {len(events):,} events")
-    print(f"  SDK accumulate_event          {sdk_t:8.3f} s")
-    for batch, co in CONFIGS:
-        t, (n, wp) = best(args.repeat,
-                          partial(run_convlog, AnthropicIngest, events, batch, co))
-        mine = render_anthropic.response(wp)
-        assert [b.get("input") for b in mine["content"]] == [
-            getattr(b, "input", None) for b in snap.content]
-        print(f"  convlog {label(batch, co):<22} {t:8.3f} s  "
-              f"({n:,} events recorded)  ratio {t / sdk_t:.3f}x")
+    compare("Anthropic", "accumulate_event", args.repeat,
+            sdk_run=lambda: run_anthropic_sdk(sdk_events), adapter=AnthropicIngest,
+            events=events, same=same_anthropic)
 
     chunks = openai_chunks(args.deltas)
-    # The SDK is handed parsed chunk objects (what its stream yields); convlog the dicts.
     models = [ChatCompletionChunk.model_validate(c) for c in chunks]
-    sdk_t, snap = best(args.repeat, lambda: run_openai_sdk(models))
-    print(f"\nOpenAI Chat Completions: {len(chunks):,} chunks")
-    print(f"  SDK ChatCompletionStreamState {sdk_t:8.3f} s")
-    for batch, co in CONFIGS:
-        t, (n, wp) = best(args.repeat,
-                          partial(run_convlog, OpenAIChatIngest, chunks, batch, co))
-        mine = render_openai.response(wp)
-        assert mine["content"] == snap.choices[0].message.content
-        print(f"  convlog {label(batch, co):<22} {t:8.3f} s  "
-              f"({n:,} events recorded)  ratio {t / sdk_t:.3f}x")
+    compare("OpenAI Chat Completions", "ChatCompletionStreamState", args.repeat,
+            sdk_run=lambda: run_openai_sdk(models), adapter=OpenAIChatIngest,
+            events=chunks, same=same_openai_chat)
 
     revents = responses_events(args.deltas)
-    # The SDK is handed its event objects (what its stream yields); convlog the dicts.
     robjects = [construct_type(type_=ResponseStreamEvent, value=copy.deepcopy(e))
                 for e in revents]
-    sdk_t, snap = best(args.repeat, lambda: run_responses_sdk(robjects))
-    print(f"\nOpenAI Responses: {len(revents):,} events")
-    print(f"  SDK ResponseStreamState       {sdk_t:8.3f} s")
-    for batch, co in CONFIGS:
-        t, (n, wp) = best(args.repeat,
-                          partial(run_convlog, OpenAIResponsesIngest, revents, batch, co))
-        mine = render_responses.response(wp)
-        assert [i.get("arguments") for i in mine["output"]] == [
-            getattr(i, "arguments", None) for i in snap.output]
-        print(f"  convlog {label(batch, co):<22} {t:8.3f} s  "
-              f"({n:,} events recorded)  ratio {t / sdk_t:.3f}x")
+    compare("OpenAI Responses", "ResponseStreamState", args.repeat,
+            sdk_run=lambda: run_responses_sdk(robjects), adapter=OpenAIResponsesIngest,
+            events=revents, same=same_responses)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from anthropic.types.beta import BetaRawMessageStreamEvent
 from anthropic_streams import anthropic_streams
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ingest_checks import assert_settled, fresh
 
 from engine.adapters.anthropic import AnthropicIngest
 from engine.adapters.ingest import (
@@ -26,7 +27,6 @@ from engine.adapters.ingest import (
     UnknownBlockIndex,
 )
 from engine.session import Session
-from engine.store import MemoryStore
 from projections import views as v
 from projections.render import anthropic as render
 from projections.withparts import WithPartsProjection
@@ -58,12 +58,6 @@ def sdk_message(events: list[JSON], *, beta: bool = False) -> JSON:
                       "cache_read_input_tokens": u.cache_read_input_tokens or 0,
                       "cache_creation_input_tokens": u.cache_creation_input_tokens or 0}}
 
-
-def fresh() -> tuple[Session, WithPartsProjection]:
-    session = Session.create(MemoryStore())
-    proj = WithPartsProjection(session.id)
-    session.subscribe(proj)
-    return session, proj
 
 
 def ingest(events: list[Any], **options: Any) -> tuple[Session, WithPartsProjection, str]:
@@ -148,26 +142,6 @@ def test_a_finished_stream_with_a_tool_call_leaves_the_message_open_for_its_resu
 # --------------------------------------------------------------------------- broken streams
 
 
-def _assert_settled(session: Session, proj: WithPartsProjection, mid: str) -> v.WithParts:
-    """The message is complete (aborted), nothing is left open, the text streamed is kept."""
-    assert not dict(session.lifecycle.unsettled(mid))
-    wp = proj.message(mid)
-    info = wp.info
-    assert isinstance(info, v.AssistantInfo)
-    assert info.time.completed is not None
-    assert info.error is not None
-    assert info.error.kind == "aborted"
-    for p in wp.parts:
-        if isinstance(p, v.ToolPart):
-            assert isinstance(p.state, v.ToolStateError)
-            assert p.state.metadata is not None
-            assert p.state.metadata["kind"] == "aborted"
-    # The same history, read back from the store, folds to the same state.
-    replay = WithPartsProjection(session.id).apply_all(session.store.read(session.id))
-    assert replay.message(mid) == wp
-    return wp
-
-
 CITATION: JSON = {"type": "web_search_result_location", "cited_text": "Paris is the capital",
                   "url": "https://a.example/paris", "title": "Paris",
                   "encrypted_index": "EpMB"}
@@ -205,7 +179,7 @@ def test_broken_stream_settles_the_session(name: str, tail: list[JSON],
     with pytest.raises(error) as info:
         ing.feed(events[-1])
     assert info.value.kind
-    wp = _assert_settled(session, proj, ing.message_id)
+    wp = assert_settled(session, proj, ing.message_id)
     texts = [p.text for p in wp.parts if isinstance(p, v.TextPart)]
     assert texts == ["Let me look 日本"]
     [tool] = [p for p in wp.parts if isinstance(p, v.ToolPart)]
@@ -239,7 +213,7 @@ def test_a_stream_that_ends_early_is_truncated_and_settled() -> None:
         ing.feed(e)
     with pytest.raises(StreamTruncated):
         ing.finish()
-    _assert_settled(session, proj, ing.message_id)
+    assert_settled(session, proj, ing.message_id)
 
 
 def test_coalesced_text_is_not_lost_when_the_stream_breaks() -> None:
@@ -252,7 +226,7 @@ def test_coalesced_text_is_not_lost_when_the_stream_breaks() -> None:
         ing.feed(e)
     with pytest.raises(ProviderStreamError):
         ing.feed({"type": "error", "error": {"type": "api_error", "message": "boom"}})
-    wp = _assert_settled(session, proj, ing.message_id)
+    wp = assert_settled(session, proj, ing.message_id)
     assert [p.text for p in wp.parts if isinstance(p, v.TextPart)] == ["Let me look 日本 more"]
 
 

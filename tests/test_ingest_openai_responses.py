@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ingest_checks import assert_settled, fresh
 from openai import omit
 from openai._models import construct_type
 from openai.lib.streaming.responses._responses import ResponseStreamState
@@ -27,7 +28,6 @@ from engine.adapters.ingest import (
 )
 from engine.adapters.openai_responses import OpenAIResponsesIngest
 from engine.session import Session
-from engine.store import MemoryStore
 from projections import views as v
 from projections.render import openai_responses as render
 from projections.withparts import WithPartsProjection
@@ -97,12 +97,6 @@ def sdk_response(events: list[JSON]) -> JSON:
     assert final is not None
     return normalize(final.to_dict())
 
-
-def fresh() -> tuple[Session, WithPartsProjection]:
-    session = Session.create(MemoryStore())
-    proj = WithPartsProjection(session.id)
-    session.subscribe(proj)
-    return session, proj
 
 
 def ingest(events: list[Any], **options: Any) -> tuple[Session, WithPartsProjection, str]:
@@ -308,25 +302,6 @@ def test_unfinished_reasoning_and_refusals_are_kept_where_the_sdk_drops_them() -
 # --------------------------------------------------------------------------- broken streams
 
 
-def _assert_settled(session: Session, proj: WithPartsProjection, mid: str) -> v.WithParts:
-    """The message is complete (aborted), nothing is left open, the text streamed is kept."""
-    assert not dict(session.lifecycle.unsettled(mid))
-    wp = proj.message(mid)
-    info = wp.info
-    assert isinstance(info, v.AssistantInfo)
-    assert info.time.completed is not None
-    assert info.error is not None
-    assert info.error.kind == "aborted"
-    for p in wp.parts:
-        if isinstance(p, v.ToolPart):
-            assert isinstance(p.state, v.ToolStateError)
-            assert p.state.metadata is not None
-            assert p.state.metadata["kind"] == "aborted"
-    replay = WithPartsProjection(session.id).apply_all(session.store.read(session.id))
-    assert replay.message(mid) == wp
-    return wp
-
-
 def _ev(kind: str, **fields: Any) -> JSON:
     return {"type": kind, "sequence_number": 99, **fields}
 
@@ -393,7 +368,7 @@ def test_broken_stream_settles_the_session(name: str, tail: list[JSON],
     with pytest.raises(error) as info:
         ing.feed(events[-1])
     assert info.value.kind
-    wp = _assert_settled(session, proj, ing.message_id)
+    wp = assert_settled(session, proj, ing.message_id)
     assert [p.text for p in wp.parts if isinstance(p, v.TextPart)] == ["Let me look 日本"]
     [tool] = [p for p in wp.parts if isinstance(p, v.ToolPart)]
     assert isinstance(tool.state, v.ToolStateError)
@@ -445,7 +420,7 @@ def test_a_stream_that_ends_early_is_truncated_and_settled() -> None:
         ing.feed(e)
     with pytest.raises(StreamTruncated):
         ing.finish()
-    wp = _assert_settled(session, proj, ing.message_id)
+    wp = assert_settled(session, proj, ing.message_id)
     [tool] = [p for p in wp.parts if isinstance(p, v.ToolPart)]
     assert isinstance(tool.state, v.ToolStateError)
     assert tool.state.metadata == {"interrupted": True, "raw": '{"a": 1',
@@ -459,7 +434,7 @@ def test_coalesced_text_is_not_lost_when_the_stream_breaks() -> None:
         ing.feed(e)
     with pytest.raises(ProviderStreamError):
         ing.feed(_ev("error", code="server_error", message="boom"))
-    wp = _assert_settled(session, proj, ing.message_id)
+    wp = assert_settled(session, proj, ing.message_id)
     assert [p.text for p in wp.parts if isinstance(p, v.TextPart)] == ["Let me look 日本"]
 
 
