@@ -10,8 +10,10 @@ import pytest
 from anthropic_streams import INPUTS, TEXT, splits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ingest_checks import fresh
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
+from render_sessions import sessions
 
 from engine.adapters.ingest import StreamOrderError, StreamTruncated
 from engine.adapters.openai_chat import OpenAIChatIngest
@@ -115,9 +117,7 @@ def sdk(chunks: list[JSON]) -> JSON:
 
 
 def ingest(chunks: list[Any], **options: Any) -> tuple[Session, WithPartsProjection, str]:
-    session = Session.create(MemoryStore())
-    proj = WithPartsProjection(session.id)
-    session.subscribe(proj)
+    session, proj = fresh()
     result = OpenAIChatIngest(session, **options).ingest(chunks)
     return session, proj, result.message_id
 
@@ -167,3 +167,34 @@ def test_content_after_finish_reason_is_refused() -> None:
     with pytest.raises(StreamOrderError):
         ing.feed(chunk({"content": "b"}))
     assert not dict(session.lifecycle.unsettled(ing.message_id))
+
+
+def _as_chunks(message: JSON) -> list[JSON]:
+    """A rendered assistant message streamed back: its content and each call's arguments
+    cut in two, calls in order."""
+    out = [chunk({"role": "assistant", "content": ""})]
+    text = message.get("content") or ""
+    out += [chunk({"content": piece}) for piece in (text[:3], text[3:]) if piece]
+    for j, call in enumerate(message.get("tool_calls") or ()):
+        args = call["function"]["arguments"]
+        out.append(chunk({"tool_calls": [{"index": j, "id": call["id"], "type": "function",
+                                          "function": {"name": call["function"]["name"],
+                                                       "arguments": args[:5]}}]}))
+        if args[5:]:
+            out.append(chunk({"tool_calls": [{"index": j,
+                                              "function": {"arguments": args[5:]}}]}))
+    out.append(chunk({}, finish="tool_calls" if message.get("tool_calls") else "stop"))
+    return out
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions())
+def test_round_trip_ingest_of_rendered_assistant_messages(
+        built: tuple[Session, list[v.WithParts]]) -> None:
+    _, history = built
+    for m in render.messages(history):
+        if m["role"] != "assistant":
+            continue
+        _, proj, mid = ingest(_as_chunks(m))
+        again = [x for x in render.messages([proj.message(mid)]) if x["role"] == "assistant"]
+        assert again == [m]
