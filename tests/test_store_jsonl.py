@@ -14,7 +14,9 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
+from engine import events as ev
 from engine.cli import EXIT_OK, main
+from engine.errors import DuplicateEventId
 from engine.session import Session
 from engine.store import open_store
 from engine.store.verify import verify
@@ -133,3 +135,21 @@ def test_tail_follow_sees_new_events(tmp_path: Path,
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["position"] for r in rows] == list(range(1, 9))
     assert rows[5]["event"]["text"] == "live"
+
+
+def test_appends_see_ids_another_writer_added(tmp_path: Path) -> None:
+    """Appends skip the rescan of every session only while no one else appended."""
+    url = f"jsonl:///{tmp_path}/log"
+    mine, theirs = open_store(url), open_store(url)
+    a = Session.create(mine)
+    for _ in range(3):  # warm: after these, mine's id index is up to date
+        a.user_message("mine")
+    b = Session.open(theirs, Session.create(theirs).id)
+    b.user_message("theirs")
+    taken = next(iter(theirs.read(b.id))).id
+    with pytest.raises(DuplicateEventId):
+        mine.append(a.id, [ev.MessageStarted(
+            id=taken, message_id="0190a2b4-0000-7000-8000-00000000000a", role="user")])
+    assert mine.find_event(taken) == (b.id, 1)
+    a.user_message("still mine")  # and appends go on
+    assert mine.version(a.id) == 16

@@ -160,6 +160,8 @@ class JSONLStore(Store):
         self._locked = False
         self._lock_fd = -1
         self._last = 0  # last global position (valid while the file lock is held)
+        # Every event up to this global position is in _ids (-1: refresh every session).
+        self._indexed = -1
         self._pending: dict[str, list[bytes]] = {}  # batched window: lines not yet written
         self._pending_heads: dict[str, tuple[int, bytes, int]] = {}
         self._window_old = 0
@@ -269,6 +271,7 @@ class JSONLStore(Store):
         self._write_txn(_Txn(txn.old, txn.old, {}, True), durable=True)
         self._last = txn.old
         self._states.clear()
+        self._indexed = -1
 
     def _move_corrupt(self, session_id: str, keep: int, why: str) -> None:
         path = self._path(session_id)
@@ -290,6 +293,7 @@ class JSONLStore(Store):
         log.warning("jsonl_tail_moved", session_id=session_id, file=str(path),
                     corrupt_file=str(corrupt), bytes=len(cut), reason=why)
         self._states.pop(session_id, None)
+        self._indexed = -1
 
     def _check_tails(self) -> None:
         """At open: a last line that is cut off or unreadable goes to ``.corrupt``."""
@@ -389,9 +393,20 @@ class JSONLStore(Store):
             st.size = offset
         return st
 
-    def _refresh_all(self) -> None:
+    def _refresh_all(self, *, locked: bool = True) -> None:
+        """Index the ids of every session, unless no one appended since the last time.
+
+        With the file lock held, the global position (read from ``txn`` as the lock
+        was taken) says whether another writer appended: if not, nothing needs a
+        rescan, so an append costs O(1) files instead of a stat of every session's
+        file. Without the lock (``locked=False``) every file is checked.
+        """
+        if locked and self._indexed == self._last:
+            return
         for p in self._sessions_dir.glob("*.meta.json"):
             self._state(p.name[:-len(".meta.json")])
+        if locked:
+            self._indexed = self._last
 
     def _lines(self, session_id: str, lo: int, hi: int) -> list[bytes]:
         """Own lines with index lo..hi-1 (index 0 is the first own event)."""
@@ -447,6 +462,8 @@ class JSONLStore(Store):
                 lines.append(_line_enc.encode(_LineOut(pos0 + i, h.hex(), e)) + b"\n")
                 self._ids[e.id] = (session_id, e.seq, pos0 + i)
             n = len(batch.events)
+            if self._indexed == self._last:  # our own events are indexed above
+                self._indexed += n
             self._last += n
             size = self._pending_heads.get(session_id, (0, b"", st.size))[2]
             self._pending_heads[session_id] = (actual + n, batch.head, size)
@@ -491,6 +508,7 @@ class JSONLStore(Store):
             # Unknown how much reached the disk: recovery decides, from the intent.
             self._pending, self._pending_heads = {}, {}
             self._states.clear()
+            self._indexed = -1
             self._recover()
             raise
         self._pending, self._pending_heads = {}, {}
@@ -534,7 +552,7 @@ class JSONLStore(Store):
         with self._lock:
             self._readable()
             if event_id not in self._ids:
-                self._refresh_all()
+                self._refresh_all(locked=False)
             found = self._ids.get(event_id)
         return None if found is None else (found[0], found[1])
 
