@@ -79,6 +79,7 @@ item that never got its ``output_item.done`` (the one in
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, ClassVar, Final
 
 from engine import events as ev
@@ -530,32 +531,25 @@ class OpenAIResponsesIngest(StreamIngest):
         part = data.get("part") or {}
         self._add_segment(item, "summary", data.get("summary_index"), part.get("text") or "")
 
-    def _summary_delta(self, data: JSON) -> None:
+    # Summary and reasoning-text segments stream alike: ``kind`` names the list,
+    # ``key`` the event field that indexes it (bound in _HANDLERS).
+    def _segment_delta(self, data: JSON, *, kind: str, key: str) -> None:
         item = self._reasoning(data)
-        segment = self._segment(item, "summary", data.get("summary_index"))
+        segment = self._segment(item, kind, data.get(key))
         self._segment_text(item, segment, data.get("delta") or "")
 
-    def _summary_text_done(self, data: JSON) -> None:
+    def _segment_text_done(self, data: JSON, *, kind: str, key: str) -> None:
         item = self._reasoning(data)
-        segment = self._segment(item, "summary", data.get("summary_index"))
+        segment = self._segment(item, kind, data.get(key))
         self._complete(segment.chunks, data.get("text"),
-                       lambda s: self._segment_text(item, segment, s), "summary")
+                       lambda s: self._segment_text(item, segment, s),
+                       "summary" if kind == "summary" else "reasoning text")
 
     def _summary_done(self, data: JSON) -> None:
         item = self._reasoning(data)
         segment = self._segment(item, "summary", data.get("summary_index"))
         self._end_segment(item, segment, (data.get("part") or {}).get("text"))
 
-    def _reasoning_delta(self, data: JSON) -> None:
-        item = self._reasoning(data)
-        segment = self._segment(item, "content", data.get("content_index"))
-        self._segment_text(item, segment, data.get("delta") or "")
-
-    def _reasoning_done(self, data: JSON) -> None:
-        item = self._reasoning(data)
-        segment = self._segment(item, "content", data.get("content_index"))
-        self._complete(segment.chunks, data.get("text"),
-                       lambda s: self._segment_text(item, segment, s), "reasoning text")
 
     def _finished(self, data: JSON) -> None:
         self._require_open()
@@ -581,17 +575,22 @@ class OpenAIResponsesIngest(StreamIngest):
                                   error_type=error.get("code") or "")
 
 
+_R = OpenAIResponsesIngest
+_SUMMARY_DELTA = partial(_R._segment_delta, kind="summary", key="summary_index")
+_SUMMARY_DONE = partial(_R._segment_text_done, kind="summary", key="summary_index")
+_TEXT_DELTA = partial(_R._segment_delta, kind="content", key="content_index")
+_TEXT_DONE = partial(_R._segment_text_done, kind="content", key="content_index")
 _HANDLERS: dict[str, Callable[[OpenAIResponsesIngest, JSON], None]] = {
     "response.output_text.delta": OpenAIResponsesIngest._output_text_delta,
     "response.function_call_arguments.delta": OpenAIResponsesIngest._arguments_delta,
-    "response.reasoning_summary_text.delta": OpenAIResponsesIngest._summary_delta,
-    "response.reasoning_text.delta": OpenAIResponsesIngest._reasoning_delta,
+    "response.reasoning_summary_text.delta": _SUMMARY_DELTA,
+    "response.reasoning_text.delta": _TEXT_DELTA,
     "response.refusal.delta": OpenAIResponsesIngest._refusal_delta,
     "response.output_text.done": OpenAIResponsesIngest._output_text_done,
     "response.refusal.done": OpenAIResponsesIngest._refusal_done,
     "response.function_call_arguments.done": OpenAIResponsesIngest._arguments_done,
-    "response.reasoning_summary_text.done": OpenAIResponsesIngest._summary_text_done,
-    "response.reasoning_text.done": OpenAIResponsesIngest._reasoning_done,
+    "response.reasoning_summary_text.done": _SUMMARY_DONE,
+    "response.reasoning_text.done": _TEXT_DONE,
     "response.output_text.annotation.added": OpenAIResponsesIngest._annotation,
     "response.content_part.added": OpenAIResponsesIngest._content_added,
     "response.content_part.done": OpenAIResponsesIngest._content_done,
