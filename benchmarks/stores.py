@@ -13,7 +13,10 @@ What is measured, all in one run (ratios compare figures of the same run):
 1. the delta-heavy workload of ``benchmarks/workload.py`` recorded once, then
    stored per backend: ``sync`` appends (one event per append, the durable
    default; a sample, since each costs an fsync), ``batched`` appends (one event
-   per append, group commit) and bulk appends (batches of 1,000);
+   per append, group commit) and bulk appends (batches of 1,000); with
+   ``--postgres``, also the baseline for its appends: one autocommit one-row
+   INSERT per call on the same server (one round trip and one commit, the least
+   a write transaction costs), sync and with ``synchronous_commit = off``;
 2. replay: ``store.read`` of the whole session (decode), and decode + the write
    side's ``Lifecycle`` fold (what ``Session.open`` does);
 3. bytes on disk per event;
@@ -151,6 +154,37 @@ def bench_convlog(kind: str, url: str, sid: str, events: list[Event], path: Path
         size = _sqlite_size(path) if kind == "sqlite" else _size(path)
         stored = 2 * n + (min(sync_sample, n) if kind != "memory" else 0)
         out["bytes_per_event"] = size / stored
+    return out
+
+
+def bench_pg_floor(url: str, n: int, sync_sample: int) -> dict[str, Any]:
+    """The baseline for PostgreSQL appends, on the same server in the same run: an
+    autocommit one-row INSERT (one round trip, one commit) per call, durable and
+    with ``synchronous_commit = off``. No append can be cheaper than one write
+    transaction; the ratios show how close a single-event append comes."""
+    import psycopg  # noqa: PLC0415 - only with --postgres
+
+    store = open_store(url)
+    dsn = str(getattr(store, "dsn", url))
+    store.close()
+    row = b"x" * 120  # about one stored single-event block
+    out: dict[str, Any] = {"backend": "postgres 1-row INSERT", "events": n}
+    with psycopg.connect(dsn, autocommit=True) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS convlog_bench_floor "
+                   "(k bigint PRIMARY KEY, body bytea NOT NULL)")
+        try:
+            for key, count, setting in (("append_sync_per_s", sync_sample, "on"),
+                                        ("append_batched_per_s", n, "off")):
+                db.execute(f"SET synchronous_commit = {setting}")
+                db.execute("TRUNCATE convlog_bench_floor")
+
+                def insert(count: int = count) -> None:
+                    for i in range(count):
+                        db.execute("INSERT INTO convlog_bench_floor VALUES (%s, %s)", (i, row))
+
+                out[key] = count / _timed(insert)[0]
+        finally:
+            db.execute("DROP TABLE convlog_bench_floor")
     return out
 
 
@@ -330,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[convlog {kind}] ...", file=sys.stderr)
         results.append(bench_convlog(kind, url, sid, events, path,
                                      sync_sample=args.sync_sample, repeat=args.repeat))
+    if args.postgres:
+        print("[postgres 1-row INSERT] ...", file=sys.stderr)
+        results.append(bench_pg_floor(args.postgres, n, args.sync_sample))
     print("[eventsourcing] ...", file=sys.stderr)
     es = bench_eventsourcing(events, args.repeat, tmp)
     results += es
@@ -348,6 +385,11 @@ def main(argv: list[str] | None = None) -> int:
             by["sqlite"]["bytes_per_event"] / e["bytes_per_event"])
         ratios["sqlite bulk append / eventsourcing SQLite"] = (
             by["sqlite"]["append_bulk_per_s"] / e["append_bulk_per_s"])
+    if "postgres 1-row INSERT" in by:
+        for mode in ("sync", "batched"):
+            ratios[f"postgres {mode} append / 1-row INSERT transaction"] = (
+                by["postgres"][f"append_{mode}_per_s"]
+                / by["postgres 1-row INSERT"][f"append_{mode}_per_s"])
     if "eventsourcing POPO" in by:
         ratios["memory replay / eventsourcing POPO replay"] = (
             by["memory"]["replay_per_s"] / by["eventsourcing POPO"]["replay_per_s"])

@@ -73,10 +73,15 @@ class BlockReader(Store):
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
         last = min(last, self.SEQ_MAX)
         for first_seq, last_seq, body in self._block_rows(self._sid(session_id), first, last):
+            if last_seq < first:
+                continue  # already read, before a merge replaced its block
             if first <= first_seq and last_seq <= last:
                 yield from blocks.decode(body)  # whole blocks: one msgspec call each
             else:  # decode only the events asked for
                 yield from blocks.decode_range(body, first - first_seq, last - first_seq + 1)
+            # A merge committed between two page queries returns a block that overlaps
+            # the ones already read: go on after the last seq yielded.
+            first = last_seq + 1
 
     def _own_seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
         for body in self._bodies_after_time(self._sid(session_id), first, time_ms):

@@ -2,14 +2,27 @@
 
 Same tables and block format as SQLite (prefixed ``convlog_``), created or
 migrated on open under an advisory lock. An append is one transaction that
-locks the session row (``FOR UPDATE``: writers of one session queue, the
-expected-version check is exact), writes the blocks, then takes the next
+locks the session row (writers of one session queue, and the head the batch was
+prepared against is checked exactly), writes the blocks, then takes the next
 positions from the one-row ``convlog_position`` counter. That row stays locked
 until commit, so positions become visible in order and without gaps: a reader
 of ``position > p`` never sees ``p + 2`` before ``p + 1``. The price is that
 commits of different sessions serialize on that row (the append itself does
 not). Each commit sends ``NOTIFY convlog`` with the last position, which
 ``subscribe`` waits on (LISTEN) instead of polling.
+
+That transaction is one call of the server-side function ``convlog_append_v1``
+(created at open): one round trip per append instead of nine. Seqs and hashes
+are computed client-side from the session head this store object last saw,
+cached per session (after its own appends, ``create_session`` and reads of the
+version). The function writes nothing when the locked row no longer has that
+head and returns the current one; the client prepares again, once. A batch that
+cannot be decided against a cached head (a version conflict or a seq out of
+order, either possibly stale) or that loses twice goes through an explicit
+transaction that locks the row before preparing (``_append_locked``). There is
+no client-side group commit for ``batched``: an acknowledged append must outlive
+the client (below), and a window would hold the counter row, stalling every
+writer of the store, for up to ``batch_ms``.
 
 Durability: ``sync`` returns after the commit is flushed to the WAL.
 ``batched`` sets ``synchronous_commit = off``: the server acknowledges before
@@ -23,7 +36,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -37,6 +50,7 @@ from engine.store.base import (
     SYNC,
     Appended,
     Expected,
+    Prepared,
     Record,
     SessionInfo,
     check_chain,
@@ -70,7 +84,99 @@ _SCHEMA = [
     "INSERT INTO convlog_position VALUES (true, 0) ON CONFLICT DO NOTHING",
 ]
 
+# The whole append in one call, so one round trip (an explicit transaction with a
+# statement per step took nine and held the position counter across five of them).
+# Measured against the alternatives (docs/performance.md): psycopg pipeline mode
+# still sends and runs nine statements (about 3x the CPU), and needs a failing
+# statement to abort on a moved head; one statement of data-modifying CTEs only
+# matches this function with plan_cache_mode = force_generic_plan for the whole
+# connection (else it is planned anew per call), returns no head on a miss and
+# leaves the order of a merge's DELETE and INSERT to the executor.
+# It uses the tables only, so no schema version bump: older clients keep working
+# beside it. The name carries its contract's version: a changed body gets a new
+# name, never a replacement under clients that expect the old one.
+# Blocks, seqs and hashes come from the client, prepared against (p_version,
+# p_head, p_sealed). The guarded UPDATE of the session row is the lock (taken
+# first, as before, then the counter) and the check in one statement; when the
+# row no longer matches, nothing is written and o_last is NULL, with the current
+# head in the other columns (all NULL: no such session).
+_APPEND_FN = "convlog_append_v1"
+_APPEND_SIGNATURE = (f"{_APPEND_FN}(text, integer, bytea, integer, integer, bytea, bytea[], "
+                     "integer[], integer[], bigint[], bytea[])")
+_APPEND_SQL = f"""CREATE OR REPLACE FUNCTION {_APPEND_FN}(
+    p_id text, p_version integer, p_head bytea, p_sealed integer, p_new_sealed integer,
+    p_new_head bytea, p_keys bytea[], p_first integer[], p_last integer[], p_tmax bigint[],
+    p_body bytea[], OUT o_last bigint, OUT o_sid bigint, OUT o_version integer,
+    OUT o_fork_seq integer, OUT o_sealed integer, OUT o_head bytea)
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer := cardinality(p_keys);
+    actual integer;
+BEGIN
+    UPDATE convlog_sessions
+       SET version = greatest(version, coalesce(fork_seq, 0)) + n, head = p_new_head,
+           sealed = p_new_sealed
+     WHERE id = p_id AND version = p_version AND head = p_head AND sealed = p_sealed
+    RETURNING sid, version - n INTO o_sid, actual;
+    IF NOT FOUND THEN
+        SELECT sid, version, fork_seq, sealed, head
+          INTO o_sid, o_version, o_fork_seq, o_sealed, o_head
+          FROM convlog_sessions WHERE id = p_id;
+        RETURN;
+    END IF;
+    IF p_new_sealed <> p_sealed THEN  -- a merge: the blocks replace the uncompressed tail
+        DELETE FROM convlog_blocks WHERE sid = o_sid AND last_seq > p_sealed;
+    END IF;
+    -- Single rows go through VALUES: set-returning functions materialize their
+    -- output, which cost a single-event append about 45 us of server CPU (measured).
+    IF cardinality(p_body) = 1 THEN
+        INSERT INTO convlog_blocks (sid, last_seq, first_seq, t_max, body)
+            VALUES (o_sid, p_last[1], p_first[1], p_tmax[1], p_body[1]);
+    ELSE
+        INSERT INTO convlog_blocks (sid, last_seq, first_seq, t_max, body)
+            SELECT o_sid, l, f, t, b FROM unnest(p_last, p_first, p_tmax, p_body) AS u(l, f, t, b);
+    END IF;
+    -- Last: the counter row lock, held until commit (see the module doc).
+    UPDATE convlog_position SET last = last + n RETURNING last INTO o_last;
+    IF n = 1 THEN
+        INSERT INTO convlog_ids (id, position) VALUES (p_keys[1], o_last);
+        INSERT INTO convlog_log (position, sid, seq) VALUES (o_last, o_sid, actual + 1);
+    ELSE
+        INSERT INTO convlog_ids (id, position)
+            SELECT k, o_last - n + i FROM unnest(p_keys) WITH ORDINALITY AS u(k, i);
+        INSERT INTO convlog_log (position, sid, seq)
+            SELECT o_last - n + i, o_sid, actual + i FROM generate_series(1, n) AS i;
+    END IF;
+    PERFORM pg_notify('{CHANNEL}', o_last::text);
+END $$"""
+# Arrays go as text literals: psycopg's generic list adaptation costs about 11 us per
+# list per call (measured), five lists more than the round trip itself on loopback.
+# psycopg prepares the call after its fifth execution (prepare_threshold) and plpgsql
+# caches the plans of the function's statements, so an append neither parses nor plans.
+_APPEND_CALL = (f"SELECT * FROM {_APPEND_FN}(%s, %s::integer, %s, %s::integer, %s::integer, %s, "
+                "%s::bytea[], %s::integer[], %s::integer[], %s::bigint[], %s::bytea[])")
+
+
+def _bytea_array(values: Sequence[bytes]) -> str:
+    return "{" + ",".join([f'"\\\\x{v.hex()}"' for v in values]) + "}"
+
+
+def _int_array(values: Sequence[int]) -> str:
+    return "{" + ",".join(map(str, values)) + "}"
+
+
 _PAGE = 64
+_HEADS_MAX = 100_000  # cached session heads (a stale or missing one costs a round trip)
+
+
+class _Head(NamedTuple):
+    """A session row as last seen: what the next append is prepared against."""
+
+    sid: int
+    version: int  # own version as stored; a fork's current version is max(version, fork_seq)
+    fork_seq: int
+    sealed: int
+    head: bytes
 
 
 class PostgresStore(BlockReader):
@@ -98,20 +204,27 @@ class PostgresStore(BlockReader):
             raise StoreError(f"cannot open {self.url}: {exc}".strip()) from None
         self._sids: dict[str, int] = {}
         self._names: dict[int, str] = {}
+        self._heads: dict[str, _Head] = {}
 
     def _migrate(self) -> str | None:
         # The DDL below locks tables even when they exist (deadlocking with running
         # appends), so a store that is already current skips it.
-        row = self._db.execute("SELECT to_regclass('convlog_meta')").fetchone()
+        row = self._db.execute("SELECT to_regclass('convlog_meta'), to_regprocedure(%s)",
+                               (_APPEND_SIGNATURE,)).fetchone()
         if row is not None and row[0] is not None:
             meta: dict[str, str] = dict(
                 self._db.execute("SELECT key, value FROM convlog_meta").fetchall())
             if meta.get("schema") == str(SCHEMA_VERSION) and "chain" in meta:
+                if row[1] is None:  # a store from before the append function
+                    with self._db.transaction():
+                        self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                        self._create_append_fn()
                 return check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
         with self._db.transaction():
             self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             for statement in _SCHEMA:
                 self._db.execute(statement)
+            self._create_append_fn()
             meta = dict(self._db.execute("SELECT key, value FROM convlog_meta").fetchall())
             old = int(meta.get("schema", SCHEMA_VERSION))
             if old > SCHEMA_VERSION:
@@ -122,6 +235,13 @@ class PostgresStore(BlockReader):
                 for k, v in meta.items():
                     self._db.execute("INSERT INTO convlog_meta VALUES (%s, %s)", (k, v))
         return check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
+
+    def _create_append_fn(self) -> None:
+        """Under the migration lock: create the function unless another opener did.
+        Only when missing, since replacing a function takes its owner's role."""
+        row = self._db.execute("SELECT to_regprocedure(%s)", (_APPEND_SIGNATURE,)).fetchone()
+        if row is None or row[0] is None:
+            self._db.execute(_APPEND_SQL)
 
     def close(self) -> None:
         with self._lock:
@@ -152,12 +272,15 @@ class PostgresStore(BlockReader):
                 self.session_info(parent)
             genesis = self._genesis(parent, fork_seq)
             try:
-                self._db.execute(
+                row = self._db.execute(
                     "INSERT INTO convlog_sessions (id, created, parent, fork_seq, sealed, head) "
-                    "VALUES (%s, %s, %s, %s, %s, %s)",
-                    (session_id, created, parent, fork_seq, fork_seq or 0, genesis))
+                    "VALUES (%s, %s, %s, %s, %s, %s) RETURNING sid",
+                    (session_id, created, parent, fork_seq, fork_seq or 0, genesis)).fetchone()
             except pg_errors.UniqueViolation:
                 raise SessionExists(session_id) from None
+            assert row is not None
+            self._remember(session_id, _Head(int(row[0]), 0, fork_seq or 0, fork_seq or 0,
+                                             genesis))
         return SessionInfo(session_id, created, parent, fork_seq)
 
     def session_info(self, session_id: str) -> SessionInfo:
@@ -177,13 +300,27 @@ class PostgresStore(BlockReader):
 
     # ------------------------------------------------------------------ writing
 
+    def _remember(self, session_id: str, head: _Head) -> None:
+        if len(self._heads) >= _HEADS_MAX and session_id not in self._heads:
+            self._heads.clear()
+        self._heads[session_id] = head
+
+    def _fetch_head(self, session_id: str, *, lock: bool = False) -> _Head:
+        with self._lock:  # with the cache update: an older row never overwrites a newer one
+            row = self._db.execute(
+                "SELECT sid, version, fork_seq, sealed, head FROM convlog_sessions WHERE id=%s"
+                + (" FOR UPDATE" if lock else ""), (session_id,)).fetchone()
+            if row is None:
+                self._heads.pop(session_id, None)
+                raise UnknownSession(session_id)
+            head = _Head(int(row[0]), int(row[1]), int(row[2] or 0), int(row[3]),
+                         bytes(row[4]))
+            self._remember(session_id, head)
+        return head
+
     def _head(self, session_id: str) -> tuple[int, bytes]:
-        with self._lock:
-            row = self._db.execute("SELECT version, head FROM convlog_sessions WHERE id=%s",
-                                   (session_id,)).fetchone()
-        if row is None:
-            raise UnknownSession(session_id)
-        return int(row[0]), bytes(row[1])
+        head = self._fetch_head(session_id)  # also primes the next append (Session.open)
+        return head.version, head.head
 
     def _lookup(self, events: Sequence[Event]) -> dict[str, tuple[str, int, int]]:
         keys = [blocks.id_key(e.id) for e in events]
@@ -195,90 +332,127 @@ class PostgresStore(BlockReader):
         return {by_key[bytes(k)]: (self._name(int(s)), int(q), int(p)) for k, s, q, p in rows}
 
     def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
+        """One round trip when this object's cached head is current (it appended last,
+        created or read the session); else the function's refusal returns the head
+        and a second call succeeds. Whatever cannot be decided against a cached head
+        (a version conflict, a seq out of order, both possibly stale) or keeps losing
+        races goes to ``_append_locked``."""
         if self._refuse:
             raise StoreError(self._refuse)
         with self._lock:
             try:
-                return self._append_tx(session_id, events, expected)
+                for _ in range(2):
+                    head = self._heads.get(session_id) or self._fetch_head(session_id)
+                    actual = max(head.version, head.fork_seq)
+                    try:
+                        self._check_expected(session_id, expected, actual)
+                        batch = self._prepare(session_id, events, actual, head.head)
+                    except (ConcurrencyError, BadBatch):
+                        break
+                    done = self._write(session_id, head, batch)
+                    if done is not None:
+                        return done
+                return self._append_locked(session_id, events, expected)
             except pg_errors.UniqueViolation:
-                # The transaction is gone; decide from what is stored.
+                # The transaction is gone (the cached head still holds); decide from
+                # what is stored.
                 retried = self._classify(session_id, events, self._lookup(events))
                 if retried is not None:
                     return retried
                 raise StoreError("id index conflict without a stored id") from None
             except psycopg.OperationalError as exc:
+                self._heads.pop(session_id, None)
                 raise StoreError(f"append to {session_id} failed: {exc}") from None
 
-    def _append_tx(self, session_id: str, events: Sequence[Event],
-                   expected: Expected) -> Appended:
-        db = self._db
-        with db.transaction():
-            row = db.execute("SELECT sid, fork_seq, version, sealed, head FROM convlog_sessions "
-                             "WHERE id=%s FOR UPDATE", (session_id,)).fetchone()
-            if row is None:
-                raise UnknownSession(session_id)
-            sid, fork_seq, version, sealed, head = row
-            actual = max(version, fork_seq or 0)
+    def _append_locked(self, session_id: str, events: Sequence[Event],
+                       expected: Expected) -> Appended:
+        """The authoritative path: the row is locked before the batch is checked and
+        prepared, so the head cannot move under it."""
+        with self._db.transaction():
+            head = self._fetch_head(session_id, lock=True)
+            actual = max(head.version, head.fork_seq)
             try:
                 self._check_expected(session_id, expected, actual)
-                batch = self._prepare(session_id, events, actual, bytes(head))
+                batch = self._prepare(session_id, events, actual, head.head)
             except (ConcurrencyError, BadBatch):
                 # A retry of a batch that did land is neither a conflict nor out of order.
                 retried = self._classify(session_id, events, self._lookup(events))
                 if retried is not None:
                     return retried
                 raise
-            body = [encode_msgpack(e) for e in batch.events]
-            sealed = self._write_blocks(sid, batch.events, body, batch.hashes, actual=actual,
-                                        sealed=sealed)
-            n = len(batch.events)
-            first = batch.first_seq
-            # Last: the counter row lock, held until commit (see the module doc).
-            last = int(db.execute("UPDATE convlog_position SET last = last + %s RETURNING last",
-                                  (n,)).fetchone()[0])  # type: ignore[index]
-            positions = range(last - n + 1, last + 1)
-            with db.cursor() as cur:
-                cur.executemany("INSERT INTO convlog_ids VALUES (%s, %s)", [
-                    (blocks.id_key(e.id), p)
-                    for e, p in zip(batch.events, positions, strict=True)])
-                cur.executemany("INSERT INTO convlog_log VALUES (%s, %s, %s)",
-                                [(p, sid, first + i) for i, p in enumerate(positions)])
-            db.execute("UPDATE convlog_sessions SET version=%s, head=%s, sealed=%s WHERE sid=%s",
-                       (actual + n, batch.head, sealed, sid))
-            db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(last)))
-        return Appended(session_id, tuple(range(first, first + n)), tuple(positions))
+            done = self._write(session_id, head, batch)
+        if done is None:  # only damage can move a locked head
+            raise StoreError(f"session {session_id}: the stored blocks do not end at its "
+                             "recorded head (run convlog verify)")
+        return done
 
-    def _write_blocks(self, sid: int, events: Sequence[Event], body: Sequence[bytes],
-                      hashes: Sequence[bytes], *, actual: int, sealed: int) -> int:
-        db = self._db
+    def _write(self, session_id: str, head: _Head, batch: Prepared) -> Appended | None:
+        """Store a batch prepared against ``head``: one function call (plus a read of
+        the uncompressed tail when it is merged). None, with the fresh head cached,
+        when the session has moved on."""
+        actual = max(head.version, head.fork_seq)
+        events = batch.events
+        n = len(events)
+        # Stored bytes keep the event exactly (map order included); the chain
+        # covers its canonical form, recomputed by verify.
+        body = [encode_msgpack(e) for e in events]
         maxv = blocks.max_version(events)
-        if actual + len(events) - sealed < blocks.SEAL_AT:
-            db.execute("INSERT INTO convlog_blocks VALUES (%s, %s, %s, %s, %s)", (
-                sid, actual + len(events), actual + 1, max(e.time for e in events),
-                blocks.encode(body, hashes, maxv, compress=False)))
-            return sealed
-        tail: list[bytes] = []
-        tail_hashes: list[bytes] = []
+        if actual + n - head.sealed < blocks.SEAL_AT:
+            sealed = head.sealed
+            firsts, lasts = [actual + 1], [actual + n]
+            t_maxes = [max(e.time for e in events)]
+            bodies = [blocks.encode(body, batch.hashes, maxv, compress=False)]
+        else:
+            tail = self._tail(head, actual)
+            if tail is None:  # the session moved on
+                self._fetch_head(session_id)
+                return None
+            canon, hashes, times = tail
+            canon += body
+            hashes += batch.hashes
+            times += [e.time for e in events]
+            sealed = actual + n
+            firsts = list(range(head.sealed + 1, sealed + 1, blocks.BLOCK_MAX))
+            lasts = [min(f + blocks.BLOCK_MAX - 1, sealed) for f in firsts]
+            cut = [slice(f - head.sealed - 1, last - head.sealed)
+                   for f, last in zip(firsts, lasts, strict=True)]
+            t_maxes = [max(times[c]) for c in cut]
+            bodies = [blocks.encode(canon[c], hashes[c], max(maxv, 1), compress=True)
+                      for c in cut]
+        row = self._db.execute(_APPEND_CALL, (
+            session_id, head.version, head.head, head.sealed, sealed, batch.head,
+            _bytea_array([blocks.id_key(e.id) for e in events]), _int_array(firsts),
+            _int_array(lasts), _int_array(t_maxes), _bytea_array(bodies))).fetchone()
+        assert row is not None
+        last, sid, version, fork_seq, now_sealed, now_head = row
+        if sid is None:
+            self._heads.pop(session_id, None)
+            raise UnknownSession(session_id)
+        if last is None:
+            self._remember(session_id, _Head(int(sid), int(version), int(fork_seq or 0),
+                                             int(now_sealed), bytes(now_head)))
+            return None
+        self._remember(session_id, _Head(head.sid, actual + n, head.fork_seq, sealed, batch.head))
+        return Appended(session_id, tuple(range(actual + 1, actual + n + 1)),
+                        tuple(range(last - n + 1, last + 1)))
+
+    def _tail(self, head: _Head, actual: int) -> tuple[list[bytes], list[bytes], list[int]] | None:
+        """(msgpack, hash, time bound) of the events in uncompressed blocks, read without
+        the row lock: the function's head check (same version, same seal) proves them
+        current. None when they do not end at ``actual`` (the session moved on)."""
+        canon: list[bytes] = []
+        hashes: list[bytes] = []
         times: list[int] = []
-        for t_max, blob in db.execute("SELECT t_max, body FROM convlog_blocks WHERE sid=%s AND "
-                                      "last_seq>%s ORDER BY last_seq", (sid, sealed)).fetchall():
+        if actual == head.sealed:  # after a merge (always, for bulk appends): no read
+            return canon, hashes, times
+        for t_max, blob in self._db.execute(
+                "SELECT t_max, body FROM convlog_blocks WHERE sid=%s AND last_seq>%s "
+                "ORDER BY last_seq", (head.sid, head.sealed)).fetchall():
             c, h = blocks.split(bytes(blob))
-            tail += c
-            tail_hashes += h
-            times += [t_max] * len(c)
-        db.execute("DELETE FROM convlog_blocks WHERE sid=%s AND last_seq>%s", (sid, sealed))
-        all_body = tail + list(body)
-        all_hashes = tail_hashes + list(hashes)
-        times += [e.time for e in events]
-        first = sealed + 1
-        with db.cursor() as cur:
-            cur.executemany("INSERT INTO convlog_blocks VALUES (%s, %s, %s, %s, %s)", [
-                (sid, first + i + len(all_body[i:i + blocks.BLOCK_MAX]) - 1, first + i,
-                 max(times[i:i + blocks.BLOCK_MAX]),
-                 blocks.encode(all_body[i:i + blocks.BLOCK_MAX],
-                               all_hashes[i:i + blocks.BLOCK_MAX], max(maxv, 1), compress=True))
-                for i in range(0, len(all_body), blocks.BLOCK_MAX)])
-        return actual + len(events)
+            canon += c
+            hashes += h
+            times += [t_max] * len(c)  # an upper bound is enough for t_max
+        return (canon, hashes, times) if len(canon) == actual - head.sealed else None
 
     # ------------------------------------------------------------------ reading
 
