@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from engine import events as ev
 from engine.errors import ConcurrencyError
 from engine.session import Session
 from engine.store import open_store
+from engine.store.sqlite import SQLiteStore
 from engine.store.verify import verify
 
 CHILD = Path(__file__).with_name("crash_child.py")
@@ -69,3 +71,31 @@ def test_a_stale_writer_gets_a_concurrency_error(durable_url: str) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_a_read_skips_blocks_a_concurrent_merge_made_overlap(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """Block reads are paged: a merge committed between two pages hands the reader a
+    block that covers seqs it already yielded. Each seq must come out once."""
+    store = open_store(f"sqlite:///{tmp_path}/log.db")
+    assert isinstance(store, SQLiteStore)
+    s = Session.create(store)
+    for i in range(300):  # enough appends for sealed, merged blocks and a raw tail
+        s.user_message(f"m{i}")
+    expected = [e.seq for e in store.read(s.id)]
+    original = SQLiteStore._block_rows
+
+    def with_a_merge_between_pages(self: SQLiteStore, sid: int, first: int, last: int
+                                   ) -> Iterator[tuple[int, int, bytes]]:
+        rows = list(original(self, sid, first, last))
+        merged_body = rows[0][2]  # as if rows 0..1 were re-read after a merge
+        for k, row in enumerate(rows):
+            yield row
+            if k == 1:
+                yield rows[0][0], rows[1][1], merged_body
+                yield rows[1]
+
+    monkeypatch.setattr(SQLiteStore, "_block_rows", with_a_merge_between_pages)
+    assert [e.seq for e in store.read(s.id)] == expected
+    assert [e.seq for e in store.read(s.id, 5)] == expected[4:]
