@@ -127,10 +127,6 @@ def canonical(event: Event | dict[str, Any]) -> bytes:
     return _canon_enc.encode(event)
 
 
-# The bound encoder itself, for whole-batch passes (``map``) without a Python call per event.
-encode_canonical: Callable[[Event], bytes] = _canon_enc.encode
-
-
 # --------------------------------------------------------------------------- schema evolution
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]

@@ -37,7 +37,6 @@ _TARGET_KINDS: dict[type[Event], frozenset[str]] = {
 }
 
 
-
 def _self_loops() -> dict[type[Event], tuple[frozenset[str], frozenset[str]]]:
     """Part events whose every row is a rule-free self-loop (the streaming deltas).
 

@@ -137,13 +137,18 @@ class Session:
 
     # ------------------------------------------------------------------ appending
 
-    def _stamp(self, e: Event, actor: str | None = None) -> Event:
-        now = self._clock()
+    def _stamp(self, e: Event, actor: str | None = None, *, seq: int = 0,
+               now: int | None = None) -> Event:
+        """Fill the envelope: id, session, seq (0: assigned at commit), time, actor."""
+        if now is None:
+            now = self._clock()
+        cls = type(e)
         return msgspec.structs.replace(
-            e, id=e.id or self._ids(now), session_id=self.id, seq=0,
+            e, id=e.id or self._ids(now), session_id=self.id, seq=seq,
             time=e.time or now,
             # A raw message.started names its writer by role (a user message is the user's).
-            actor=e.actor or actor or getattr(e, "role", None) or DEFAULT_ACTOR[type(e)],
+            actor=e.actor or actor or (cls is ev.MessageStarted and e.role)  # type: ignore[attr-defined]
+            or DEFAULT_ACTOR[cls],
         )
 
     def _commit(self, events: Sequence[Event]) -> list[Event]:
@@ -267,20 +272,10 @@ class Session:
         batch's commit time, one clock reading for all. Returns the accepted events.
         """
         # Stamped with the seqs they will get, so _commit need not copy them again.
-        replace = msgspec.structs.replace
-        ids, sid = self._ids, self.id
-        stamped = []
-        seq = self._lc.version
-        started = ev.MessageStarted
         now = self._clock()  # one atomic batch, one commit time
-        for e in events:
-            seq += 1
-            cls = type(e)
-            stamped.append(replace(
-                e, id=ids(now), session_id=sid, seq=seq, time=e.time or now,
-                # A message.started names its writer by role (a user message is the user's).
-                actor=e.actor or (e.role if cls is started else DEFAULT_ACTOR[cls])))  # type: ignore[attr-defined]
-        return self._commit(stamped)
+        version = self._lc.version
+        return self._commit([self._stamp(e, seq=version + i, now=now)
+                             for i, e in enumerate(events, start=1)])
 
     # ------------------------------------------------------------------ envelope helpers
 

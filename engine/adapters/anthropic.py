@@ -236,8 +236,7 @@ class AnthropicIngest(StreamIngest):
 
     def _cancel_unanswered(self) -> None:
         """Fail the server calls the message ends without a result for (``pause_turn``)."""
-        if self._buffered is not None:
-            self._flush_buffer(self._buffered)
+        self._flush_buffered()
         for call in self._tools:
             if call.data.get("server") and not call.data.get("done"):
                 if call.open:

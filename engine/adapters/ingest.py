@@ -272,8 +272,7 @@ class StreamIngest:
 
     def flush(self) -> None:
         """Record buffered deltas and commit queued events."""
-        if self._buffered is not None:
-            self._flush_buffer(self._buffered)
+        self._flush_buffered()
         self._commit_queue()
 
     def _commit_queue(self) -> None:
@@ -335,8 +334,7 @@ class StreamIngest:
         self._require_open()
         if key in self.blocks:
             raise StreamOrderError(f"block {key!r} started twice")
-        if self._buffered is not None:
-            self._flush_buffer(self._buffered)
+        self._flush_buffered()
         block = Block(kind, PartRef(self.message_id, part_id()))
         self.blocks[key] = block
         return block
@@ -377,8 +375,7 @@ class StreamIngest:
             return
         if self.coalesce_chars:
             if self._buffered is not block:
-                if self._buffered is not None:
-                    self._flush_buffer(self._buffered)
+                self._flush_buffered()
                 self._buffered = block
             block.buf.append(delta)
             block.buf_len += len(delta)
@@ -391,6 +388,11 @@ class StreamIngest:
         else:
             self._emit(ev.ReasoningDelta(message_id=self.message_id,
                                          part_id=block.ref.part_id, delta=delta))
+
+    def _flush_buffered(self) -> None:
+        """Record the coalesced text still buffered, if any."""
+        if self._buffered is not None:
+            self._flush_buffer(self._buffered)
 
     def _flush_buffer(self, block: Block) -> None:
         self._buffered = None
@@ -427,8 +429,7 @@ class StreamIngest:
 
     def _stop(self, reason: str | None, tokens: ev.Tokens) -> None:
         """The message is complete: end what is open, finish the step, complete if no tool waits."""
-        if self._buffered is not None:
-            self._flush_buffer(self._buffered)
+        self._flush_buffered()
         for key, block in self.blocks.items():
             if block.open:
                 self._close(block, event={"block": key})
@@ -448,8 +449,7 @@ class StreamIngest:
     def _break(self, exc: StreamError) -> None:
         """Settle the message so the session stays consistent, keeping what streamed."""
         self.failed = exc
-        if self._buffered is not None:
-            self._flush_buffer(self._buffered)
+        self._flush_buffered()
         queue, self._queue = self._queue, []
         if queue:
             # A refused batch leaves the log as it was: settle what is there.

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import attrs
 import msgspec
 
-from engine.codec import MAX_EVENT_BYTES, canonical, encode_canonical
+from engine.codec import MAX_EVENT_BYTES, canonical
 from engine.errors import (
     BadBatch,
     ConcurrencyError,
@@ -325,7 +325,6 @@ class Store(abc.ABC):
     def _prepare(self, session_id: str, events: Sequence[Event], actual: int,
                  prev_hash: bytes) -> Prepared:
         """Stamp seqs and session, encode canonical bytes, check sizes, chain hashes."""
-        link = self.chain.link
         limit = self.max_event_bytes
         seq = actual + 1
         if len(events) == 1:  # the common case, without the loop's bookkeeping
@@ -338,7 +337,7 @@ class Store(abc.ABC):
             data = canonical(e)
             if len(data) > limit:
                 raise EventTooLarge(e.id, len(data), limit)
-            return Prepared([e], [data], [link(prev_hash, data)], seq)
+            return Prepared([e], [data], self.chain.links(prev_hash, (data,)), seq)
         out = list(events)
         if ([e.seq for e in out] != list(range(seq, seq + len(out)))
                 or any(e.session_id != session_id for e in out)):
@@ -348,8 +347,8 @@ class Store(abc.ABC):
                         raise BadBatch(f"event {e.id} has seq {e.seq}; the next seq of "
                                        f"session {session_id} is {i}")
                     out[i - seq] = msgspec.structs.replace(e, seq=i, session_id=session_id)
-        # Whole-batch passes: a C-level map encodes, one tight loop chains.
-        canon = list(map(encode_canonical, out))
+        # Whole-batch passes: encode every event, then chain them in one loop.
+        canon = list(map(canonical, out))
         if max(map(len, canon)) > limit:
             e, data = next((e, d) for e, d in zip(out, canon, strict=True) if len(d) > limit)
             raise EventTooLarge(e.id, len(data), limit)
