@@ -43,11 +43,6 @@ def _file_block(f: c.File) -> JSON:
     return {"type": "text", "text": c.file_note(f)}
 
 
-def _anthropic(metadata: JSON | None) -> JSON:
-    data = (metadata or {}).get("anthropic")
-    return data if isinstance(data, dict) else {}
-
-
 def _is_server_call(block: JSON) -> bool:
     kind: str = block["type"]
     return kind != "tool_use" and kind.endswith("_tool_use")
@@ -72,7 +67,7 @@ def _server_pairs(blocks: list[JSON]) -> list[JSON]:
 def _assistant_block(item: c.Item) -> JSON | None:
     if isinstance(item, c.Text):
         block: JSON = {"type": "text", "text": item.text}
-        citations = _anthropic(item.metadata).get("citations")
+        citations = c.provider_data(item.metadata, "anthropic").get("citations")
         if citations:
             block["citations"] = citations
         return block
@@ -84,7 +79,7 @@ def _assistant_block(item: c.Item) -> JSON | None:
             return {"type": "thinking", "thinking": item.text, "signature": data["signature"]}
         return None
     if isinstance(item, c.ToolCall):
-        data = _anthropic(item.metadata)
+        data = c.provider_data(item.metadata, "anthropic")
         kind = data.get("type", "server_tool_use") if item.server else "tool_use"
         fields = {k: v for k, v in (data.get("fields") or {}).items() if v is not None}
         return {**fields, "type": kind, "id": item.call_id, "name": item.name,
@@ -147,7 +142,7 @@ def response(wp: v.WithParts) -> JSON:
     stop_reason: str | None = None
     tokens = v.Tokens()
     for p in wp.parts:
-        meta = (getattr(p, "metadata", None) or {}).get("anthropic", {})
+        meta = c.provider_data(getattr(p, "metadata", None), "anthropic")
         if isinstance(p, v.TextPart):
             if p.ignored:
                 if "block" in meta:

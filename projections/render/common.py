@@ -35,6 +35,12 @@ EMPTY_RESULT: Final = "(no output)"
 JSON = dict[str, Any]
 
 
+def provider_data(metadata: JSON | None, name: str) -> JSON:
+    """One provider's slice of a part's metadata (signature, ids, blocks), or {}."""
+    data = (metadata or {}).get(name)
+    return data if isinstance(data, dict) else {}
+
+
 @attrs.frozen
 class Text:
     text: str
@@ -48,8 +54,7 @@ class Reasoning:
 
     def provider(self, name: str) -> JSON:
         """This reasoning's data for one provider (signature, redacted data, ids)."""
-        data = (self.metadata or {}).get(name)
-        return data if isinstance(data, dict) else {}
+        return provider_data(self.metadata, name)
 
 
 @attrs.frozen

@@ -78,7 +78,7 @@ def response(wp: v.WithParts) -> JSON:
     tokens: v.Tokens | None = None
     for p in wp.parts:
         if isinstance(p, v.TextPart) and not p.ignored:
-            if (p.metadata or {}).get("openai", {}).get("refusal"):
+            if c.provider_data(p.metadata, "openai").get("refusal"):
                 refusal.append(p.text)
             else:
                 content.append(p.text)

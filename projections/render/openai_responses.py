@@ -48,11 +48,6 @@ def input_items(history: list[v.WithParts]) -> list[JSON]:
     return out
 
 
-def _openai(metadata: JSON | None) -> JSON:
-    data = (metadata or {}).get("openai")
-    return data if isinstance(data, dict) else {}
-
-
 def _assistant_items(items: tuple[c.Item, ...]) -> list[JSON]:
     out: list[JSON] = []
     content: list[JSON] = []
@@ -68,7 +63,7 @@ def _assistant_items(items: tuple[c.Item, ...]) -> list[JSON]:
 
     for i in items:
         if isinstance(i, c.Text):
-            data = _openai(i.metadata)
+            data = c.provider_data(i.metadata, "openai")
             if (data.get("item_id"), data.get("phase")) != key:
                 flush()  # another Responses message item: keep the boundary
                 key = (data.get("item_id"), data.get("phase"))
@@ -127,7 +122,7 @@ def response(wp: v.WithParts) -> JSON:
     reason: str | None = None
     tokens = v.Tokens()
     for p in wp.parts:
-        meta = _openai(getattr(p, "metadata", None))
+        meta = c.provider_data(getattr(p, "metadata", None), "openai")
         if isinstance(p, v.TextPart) and not p.ignored:
             if message is None or message["id"] != meta.get("item_id"):
                 message = {"type": "message", "id": meta.get("item_id"), "role": "assistant",
