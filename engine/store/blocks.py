@@ -12,7 +12,7 @@ ids and keys compress away. Reading decodes a whole block with one msgspec call.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -55,6 +55,32 @@ def encode(canon: Sequence[bytes], hashes: Sequence[bytes], maxv: int, *,
     if compress:
         return _ZLIB + zlib.compress(body, ZLIB_LEVEL)
     return _RAW + body
+
+
+def join_tail(rows: Iterable[tuple[int, bytes]]) -> tuple[list[bytes], list[bytes], list[int]]:
+    """The events of a session's uncompressed tail, from its (t_max, body) rows in seq
+    order: their stored bytes, hashes and a time bound each (the block's t_max: an
+    upper bound is all a merged block's t_max needs)."""
+    canon: list[bytes] = []
+    hashes: list[bytes] = []
+    times: list[int] = []
+    for t_max, body in rows:
+        c, h = split(bytes(body))
+        canon += c
+        hashes += h
+        times += [t_max] * len(c)
+    return canon, hashes, times
+
+
+def sealed_rows(first: int, canon: Sequence[bytes], hashes: Sequence[bytes],
+                times: Sequence[int], maxv: int) -> list[tuple[int, int, int, bytes]]:
+    """(last seq, first seq, t_max, body) of the compressed blocks, of up to BLOCK_MAX
+    events each, that hold the events from seq ``first`` on."""
+    return [(first + i + len(canon[i:i + BLOCK_MAX]) - 1, first + i,
+             max(times[i:i + BLOCK_MAX]),
+             encode(canon[i:i + BLOCK_MAX], hashes[i:i + BLOCK_MAX], max(maxv, 1),
+                    compress=True))
+            for i in range(0, len(canon), BLOCK_MAX)]
 
 
 def _open(body: bytes) -> _BlockIn:

@@ -408,17 +408,10 @@ class PostgresStore(BlockReader):
                 self._fetch_head(session_id)
                 return None
             canon, hashes, times = tail
-            canon += body
-            hashes += batch.hashes
-            times += [e.time for e in events]
             sealed = actual + n
-            firsts = list(range(head.sealed + 1, sealed + 1, blocks.BLOCK_MAX))
-            lasts = [min(f + blocks.BLOCK_MAX - 1, sealed) for f in firsts]
-            cut = [slice(f - head.sealed - 1, last - head.sealed)
-                   for f, last in zip(firsts, lasts, strict=True)]
-            t_maxes = [max(times[c]) for c in cut]
-            bodies = [blocks.encode(canon[c], hashes[c], max(maxv, 1), compress=True)
-                      for c in cut]
+            rows = blocks.sealed_rows(head.sealed + 1, canon + body, hashes + batch.hashes,
+                                      times + [e.time for e in events], maxv)
+            lasts, firsts, t_maxes, bodies = (list(c) for c in zip(*rows, strict=True))
         row = self._db.execute(_APPEND_CALL, (
             session_id, head.version, head.head, head.sealed, sealed, batch.head,
             _bytea_array([blocks.id_key(e.id) for e in events]), _int_array(firsts),
@@ -440,18 +433,11 @@ class PostgresStore(BlockReader):
         """(msgpack, hash, time bound) of the events in uncompressed blocks, read without
         the row lock: the function's head check (same version, same seal) proves them
         current. None when they do not end at ``actual`` (the session moved on)."""
-        canon: list[bytes] = []
-        hashes: list[bytes] = []
-        times: list[int] = []
         if actual == head.sealed:  # after a merge (always, for bulk appends): no read
-            return canon, hashes, times
-        for t_max, blob in self._db.execute(
-                "SELECT t_max, body FROM convlog_blocks WHERE sid=%s AND last_seq>%s "
-                "ORDER BY last_seq", (head.sid, head.sealed)).fetchall():
-            c, h = blocks.split(bytes(blob))
-            canon += c
-            hashes += h
-            times += [t_max] * len(c)  # an upper bound is enough for t_max
+            return [], [], []
+        canon, hashes, times = blocks.join_tail(self._db.execute(
+            "SELECT t_max, body FROM convlog_blocks WHERE sid=%s AND last_seq>%s "
+            "ORDER BY last_seq", (head.sid, head.sealed)).fetchall())
         return (canon, hashes, times) if len(canon) == actual - head.sealed else None
 
     # ------------------------------------------------------------------ reading

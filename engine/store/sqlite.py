@@ -512,27 +512,14 @@ class SQLiteStore(BlockReader):
                 sid, end, tail.stored + 1, max(tail.times),
                 blocks.encode(canon, hashes, tail.maxv, compress=False)))
             return sealed
-        tail_canon: list[bytes] = []
-        tail_hashes: list[bytes] = []
-        times: list[int] = []
-        rows = db.execute("SELECT t_max, body FROM blocks WHERE sid=? AND last_seq>? "
-                          "ORDER BY last_seq", (sid, sealed)).fetchall()
-        for t_max, body in rows:
-            c, h = blocks.split(body)
-            tail_canon += c
-            tail_hashes += h
-            times += [t_max] * len(c)  # an upper bound is enough for t_max
+        tail_canon, tail_hashes, times = blocks.join_tail(db.execute(
+            "SELECT t_max, body FROM blocks WHERE sid=? AND last_seq>? ORDER BY last_seq",
+            (sid, sealed)).fetchall())
         db.execute("DELETE FROM blocks WHERE sid=? AND last_seq>?", (sid, sealed))
-        all_canon = tail_canon + canon
-        all_hashes = tail_hashes + hashes
-        times += tail.times
-        first = sealed + 1
         db.executemany("INSERT INTO blocks VALUES (?, ?, ?, ?, ?)", [
-            (sid, first + i + len(all_canon[i:i + blocks.BLOCK_MAX]) - 1, first + i,
-             max(times[i:i + blocks.BLOCK_MAX]),
-             blocks.encode(all_canon[i:i + blocks.BLOCK_MAX],
-                           all_hashes[i:i + blocks.BLOCK_MAX], max(tail.maxv, 1), compress=True))
-            for i in range(0, len(all_canon), blocks.BLOCK_MAX)])
+            (sid, *row) for row in blocks.sealed_rows(
+                sealed + 1, tail_canon + canon, tail_hashes + hashes, times + tail.times,
+                tail.maxv)])
         return end
 
     # ------------------------------------------------------------------ reading
