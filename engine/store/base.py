@@ -337,7 +337,7 @@ class Store(abc.ABC):
             data = canonical(e)
             if len(data) > limit:
                 raise EventTooLarge(e.id, len(data), limit)
-            return Prepared([e], [data], self.chain.links(prev_hash, (data,)), seq)
+            return Prepared([e], [data], [self.chain.link(prev_hash, data)], seq)
         out = list(events)
         if ([e.seq for e in out] != list(range(seq, seq + len(out)))
                 or any(e.session_id != session_id for e in out)):

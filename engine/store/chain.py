@@ -21,19 +21,18 @@ _hmac_digest = hmac.digest  # the "previous hash" of a root session's first even
 
 
 class Chain:
-    __slots__ = ("algorithm", "key", "links")
+    __slots__ = ("algorithm", "key", "link", "links")
 
     def __init__(self, key: bytes | None) -> None:
         self.key = key
         self.algorithm = "hmac-sha256-128" if key else "sha256-128"
-        # ``links(prev, canon)``: the hashes of consecutive events after ``prev``. Bound
-        # once here, so the per-event step is one digest without re-testing the key kind.
+        # ``link(prev, canon)``: the next hash; ``links(prev, canons)``: the hashes of
+        # consecutive events. Bound once here, so the per-event step is one digest
+        # without re-testing the key kind.
+        self.link: Callable[[bytes, bytes], bytes] = (
+            _sha_link if key is None else functools.partial(_hmac_link, key))
         self.links: Callable[[bytes, Iterable[bytes]], list[bytes]] = (
             _sha_links if key is None else functools.partial(_hmac_links, key))
-
-    def link(self, prev: bytes, canon: bytes) -> bytes:
-        """The hash of one event after ``prev``."""
-        return self.links(prev, (canon,))[0]
 
     def fingerprint(self) -> str:
         """Names the key without revealing it, so a store can refuse a wrong key early."""
@@ -42,8 +41,17 @@ class Chain:
         return hmac.digest(self.key, b"convlog key check", "sha256")[:8].hex()
 
 
-# The rule, once per algorithm: hash_n = H(hash_{n-1} || canon_n), truncated. A whole
-# batch is chained in one loop, without a Python call per event.
+# The rule: hash_n = H(hash_{n-1} || canon_n), truncated. The batch forms repeat the
+# one-line digest inside their loop on purpose: a Python call per event there costs
+# about a third of a microsecond per stored event (measured).
+def _sha_link(prev: bytes, canon: bytes) -> bytes:
+    return _sha256(prev + canon).digest()[:HASH_BYTES]
+
+
+def _hmac_link(key: bytes, prev: bytes, canon: bytes) -> bytes:
+    return _hmac_digest(key, prev + canon, "sha256")[:HASH_BYTES]
+
+
 def _sha_links(prev: bytes, canon: Iterable[bytes]) -> list[bytes]:
     out = []
     for data in canon:

@@ -122,6 +122,12 @@ class MemoryStore(Store):
             n = len(batch.events)
             stored.extend(batch.events)  # type: ignore[arg-type]
             own.hashes.extend(batch.hashes)
+            if n == 1:  # the common case (a command, a streamed delta): no ranges or lists
+                e = batch.events[0]
+                own.positions.append(pos0)
+                ids[e.id] = (session_id, e.seq, pos0)
+                log.append((session_id, first_index))
+                return Appended(session_id, (e.seq,), (pos0,))
             positions = range(pos0, pos0 + n)
             own.positions.extend(positions)
             pos = pos0
