@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pgserver import IN_CI, PgServer, find_bin
 
 from engine.session import Session, StepClock
 from engine.store import Store, open_store
+from tests.support.pgserver import IN_CI, PgServer, find_bin
 
 
 @pytest.fixture

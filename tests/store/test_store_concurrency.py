@@ -18,7 +18,7 @@ from engine.store import open_store
 from engine.store.sqlite import SQLiteStore
 from engine.store.verify import verify
 
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = Path(__file__).resolve().parents[1] / "support" / "crash_child.py"
 SID = "0190a000-0000-7000-8000-0000000c0002"
 WRITERS = 4
 EACH = 15

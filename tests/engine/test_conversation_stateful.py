@@ -21,7 +21,6 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from qcli_helpers import Convo, Outcome
 
 from engine import events as ev
 from engine.errors import IllegalTransition
@@ -29,6 +28,7 @@ from engine.session import PartRef
 from projections.qcli.sendable import invariant_violations, sendable
 from projections.qcli.serialize import from_json, to_json
 from projections.qcli.state import valid_history_range
+from tests.support.qcli_helpers import Convo, Outcome
 
 HISTORY_CAP = 12  # small, so trimming and the valid range move during a run
 TRANSCRIPT_CAP = 15

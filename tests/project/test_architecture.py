@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ENGINE_MODULES = sorted((REPO / "engine").rglob("*.py"))
 PURE_MODULES = [REPO / "projections" / name for name in
                 ("withparts.py", "views.py", "timetravel.py", "json.py", "convert.py")]

@@ -18,7 +18,7 @@ import pytest
 from engine import docgen
 from engine.events import EVENT_TYPES, tag_of
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 NO_RUN = "<!-- no-run -->"
 FENCE = re.compile(r"^```(\w*)\s*$")

@@ -23,7 +23,7 @@ from engine.session import Session
 from engine.store import Store, open_store
 from engine.store.verify import verify
 
-FIXTURE = Path(__file__).with_name("fixtures") / "store-v1"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "store-v1"
 SID = "0190b000-0000-7000-8000-000000000001"
 TEXTS = {"Rename the parser module"}
 

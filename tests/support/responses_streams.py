@@ -7,8 +7,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from anthropic_streams import INPUTS, TEXT, splits
 from hypothesis import strategies as st
+
+from tests.support.anthropic_streams import INPUTS, TEXT, splits
 
 JSON = dict[str, Any]
 

@@ -18,7 +18,7 @@ from engine.store import open_store
 
 SID = "0190a000-0000-7000-8000-0000000000aa"
 MID = "0190a000-0000-7000-8000-0000000000bb"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,6 @@ from pathlib import Path
 import attrs
 import msgspec
 import pytest
-from qcli_helpers import Convo
-from test_architecture import impurities  # the scanner the other folds pass
 
 from engine import events as ev
 from engine.errors import IllegalTransition, PartValidationError
@@ -20,8 +18,10 @@ from projections.qcli.render import SUMMARY_ACKNOWLEDGEMENT, format_timestamp, s
 from projections.qcli.sendable import OVERFLOW_PROMPT, invariant_violations, sendable
 from projections.qcli.state import conversation_at, valid_history_range
 from projections.withparts import WithPartsProjection
+from tests.project.test_architecture import impurities  # the scanner the other folds pass
+from tests.support.qcli_helpers import Convo
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def prompts(state: m.ConversationState) -> list[str | None]:

@@ -25,7 +25,7 @@ import pytest
 from engine.store import open_store
 from engine.store.verify import verify
 
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = Path(__file__).resolve().parents[1] / "support" / "crash_child.py"
 SID = "0190a000-0000-7000-8000-0000000c0001"
 ROUNDS = 8
 BUDGET_S = 6.0

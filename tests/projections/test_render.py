@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
-from render_sessions import sessions
 
 from engine.session import Session
 from engine.store import MemoryStore
@@ -15,6 +14,7 @@ from projections import views as v
 from projections.render import anthropic, common, common_format, gemini, llama, openai_chat
 from projections.render import openai_responses as responses
 from projections.withparts import WithPartsProjection
+from tests.support.render_sessions import sessions
 
 JSON = dict[str, Any]
 SETTINGS = settings(max_examples=200, deadline=None,

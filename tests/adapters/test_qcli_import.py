@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from qcli_helpers import Convo
 
 from engine import events as ev
 from engine.adapters.qcli_import import QCliFormatError, events_from_qcli, import_qcli
@@ -28,6 +27,7 @@ from projections.qcli.serialize import (
     to_json_obj,
 )
 from projections.qcli.state import ConversationFold
+from tests.support.qcli_helpers import Convo
 
 ENV = {"env_state": {"operating_system": "macos", "current_working_directory": "/work/app"}}
 

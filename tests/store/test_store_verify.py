@@ -15,7 +15,6 @@ from typing import Any, Protocol
 
 import msgspec
 import pytest
-from conftest import backend_url
 
 from engine.cli import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, main
 from engine.codec import canonical
@@ -24,6 +23,7 @@ from engine.session import Session, StepClock
 from engine.store import blocks, open_store
 from engine.store.chain import GENESIS, Chain
 from engine.store.verify import verify
+from tests.conftest import backend_url
 
 N_EVENTS = 13
 

@@ -7,13 +7,10 @@ import json
 from typing import Any
 
 import pytest
-from anthropic_streams import INPUTS, TEXT, splits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ingest_checks import fresh
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
-from render_sessions import sessions
 
 from engine.adapters.ingest import StreamOrderError, StreamTruncated
 from engine.adapters.openai_chat import OpenAIChatIngest
@@ -22,6 +19,9 @@ from engine.store import MemoryStore
 from projections import views as v
 from projections.render import openai_chat as render
 from projections.withparts import WithPartsProjection
+from tests.support.anthropic_streams import INPUTS, TEXT, splits
+from tests.support.ingest_checks import fresh
+from tests.support.render_sessions import sessions
 
 JSON = dict[str, Any]
 

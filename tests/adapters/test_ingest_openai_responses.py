@@ -9,13 +9,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ingest_checks import assert_settled, fresh
 from openai import omit
 from openai._models import construct_type
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import ResponseStreamEvent
-from render_sessions import sessions
-from responses_streams import RESPONSE, Stream, responses_streams
 
 from engine.adapters.ingest import (
     MalformedToolInput,
@@ -31,6 +28,9 @@ from engine.session import Session
 from projections import views as v
 from projections.render import openai_responses as render
 from projections.withparts import WithPartsProjection
+from tests.support.ingest_checks import assert_settled, fresh
+from tests.support.render_sessions import sessions
+from tests.support.responses_streams import RESPONSE, Stream, responses_streams
 
 JSON = dict[str, Any]
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

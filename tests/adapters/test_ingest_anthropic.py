@@ -11,10 +11,8 @@ from anthropic.lib.streaming._beta_messages import accumulate_event as accumulat
 from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import RawMessageStreamEvent
 from anthropic.types.beta import BetaRawMessageStreamEvent
-from anthropic_streams import anthropic_streams
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ingest_checks import assert_settled, fresh
 
 from engine.adapters.anthropic import AnthropicIngest
 from engine.adapters.ingest import (
@@ -30,6 +28,8 @@ from engine.session import Session
 from projections import views as v
 from projections.render import anthropic as render
 from projections.withparts import WithPartsProjection
+from tests.support.anthropic_streams import anthropic_streams
+from tests.support.ingest_checks import assert_settled, fresh
 
 JSON = dict[str, Any]
 
