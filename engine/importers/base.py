@@ -1,0 +1,239 @@
+"""What every importer shares: the report, the typed input error, stable ids, line reading.
+
+An importer reads a file into a :class:`Plan` (sessions and their events,
+nothing written), so that bad input fails before anything reaches the store;
+:func:`engine.importers.write.write_plan` then appends it. Ids are derived from
+the source's own ids, so importing the same file twice writes nothing new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import msgspec
+
+from engine.errors import ConvlogError
+from engine.events import Event
+
+# A line longer than this is refused (or skipped with --lenient) without being held
+# in memory: Claude Code's progress lines reach megabytes, never this.
+MAX_LINE: Final = 64 * 1024 * 1024
+_LOW48: Final = (1 << 48) - 1
+_KEEP_LINES: Final = 20  # line numbers kept per unmapped item (the count is exact)
+_decode = msgspec.json.decode
+
+
+class ImportInputError(ConvlogError):
+    """The input cannot be imported: names the file and, where it applies, the line."""
+
+    def __init__(self, path: str, reason: str, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.reason = reason
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {reason}")
+
+
+def stable_uuid(time_ms: int, *key: str) -> str:
+    """A UUIDv7-shaped id whose time is ``time_ms`` and whose other bits hash ``key``.
+
+    Deterministic (the same source ids give the same id on every import) and still
+    time-sortable like the ids the engine makes.
+    """
+    digest = hashlib.blake2b("\x1f".join(key).encode(), digest_size=10).digest()
+    rand = int.from_bytes(digest, "big")
+    value = (max(time_ms, 0) & _LOW48) << 80
+    value |= 0x7 << 76
+    value |= (rand >> 68 & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def stable_part_id(*key: str) -> str:
+    return "prt_" + hashlib.blake2b("\x1f".join(key).encode(), digest_size=13).hexdigest()
+
+
+@attrs.define
+class Unmapped:
+    count: int = 0
+    lines: list[int] = attrs.field(factory=list)
+
+
+@attrs.define
+class SessionSummary:
+    id: str
+    kind: str  # "main", "fork" or "child"
+    events: int = 0
+    messages: int = 0
+    tools: int = 0
+    parent: str | None = None
+    fork_seq: int | None = None
+    title: str = ""
+
+
+@attrs.define
+class ImportReport:
+    """What an import did and everything it could not map (nothing is dropped silently)."""
+
+    source: str
+    format: str
+    sessions: list[SessionSummary] = attrs.field(factory=list)
+    unmapped: dict[str, Unmapped] = attrs.field(factory=dict)
+    skipped: list[tuple[int, str]] = attrs.field(factory=list)  # --lenient: (line, reason)
+    redactions: int = 0
+    written: int = 0  # events appended by this import
+    existing: int = 0  # events already in the store (a re-import)
+
+    def note(self, what: str, line: int | None = None) -> None:
+        item = self.unmapped.get(what)
+        if item is None:
+            item = self.unmapped[what] = Unmapped()
+        item.count += 1
+        if line is not None and len(item.lines) < _KEEP_LINES:
+            item.lines.append(line)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source, "format": self.format,
+            "sessions": [attrs.asdict(s) for s in self.sessions],
+            "unmapped": {k: attrs.asdict(v) for k, v in sorted(self.unmapped.items())},
+            "skipped": [{"line": n, "reason": r} for n, r in self.skipped],
+            "redactions": self.redactions, "written": self.written, "existing": self.existing,
+        }
+
+    def render(self) -> str:
+        """The one-screen summary ``convlog import`` prints."""
+        kinds = {k: sum(s.kind == k for s in self.sessions) for k in ("main", "fork", "child")}
+        out = [f"imported {self.source} ({self.format}): {kinds['main']} session(s), "
+               f"{kinds['fork']} fork(s), {kinds['child']} child session(s); "
+               f"{self.written} event(s) written, {self.existing} already there"]
+        for s in self.sessions[:12]:
+            link = f" <- {s.parent} at {s.fork_seq}" if s.parent else ""
+            out.append(f"  {s.kind:5} {s.id}  {s.messages} messages, {s.tools} tools{link}")
+        if len(self.sessions) > 12:
+            out.append(f"  ... and {len(self.sessions) - 12} more sessions (--json lists all)")
+        if self.redactions:
+            out.append(f"redacted {self.redactions} secret(s) from the logged command lines")
+        if self.unmapped:
+            out.append("not mapped (count, first lines):")
+            ranked = sorted(self.unmapped.items(), key=lambda kv: -kv[1].count)
+            for what, item in ranked[:10]:
+                lines = ",".join(map(str, item.lines[:5]))
+                out.append(f"  {item.count:6}  {what}" + (f"  (lines {lines})" if lines else ""))
+            if len(ranked) > 10:
+                out.append(f"  ... {len(ranked) - 10} more (--json lists all)")
+        if self.skipped:
+            out.append(f"skipped {len(self.skipped)} bad line(s) (--lenient): "
+                       + ", ".join(f"{n}" for n, _ in self.skipped[:10]))
+        return "\n".join(out)
+
+
+@attrs.define
+class PlannedSession:
+    """One session to write: a main session, a fork of an earlier one, or a child."""
+
+    id: str
+    kind: str
+    events: list[Event] = attrs.field(factory=list)
+    parent: str | None = None
+    fork_seq: int | None = None  # for a fork: how many of the parent's events it shares
+    created: int = 1
+    title: str = ""
+
+
+@attrs.define
+class Plan:
+    report: ImportReport
+    sessions: list[PlannedSession] = attrs.field(factory=list)
+
+
+def open_binary(path: Path) -> io.BufferedReader:
+    try:
+        return path.open("rb")
+    except OSError as exc:
+        raise ImportInputError(str(path), f"cannot read: {exc.strerror}") from exc
+
+
+def check_text(path: Path, head: bytes) -> None:
+    """Refuse a binary file up front (a NUL byte in its first block)."""
+    if b"\x00" in head:
+        raise ImportInputError(str(path), "a binary file, not a transcript", 1)
+
+
+def json_lines(path: Path, report: ImportReport, *, lenient: bool = False,
+               max_line: int = MAX_LINE) -> Iterator[tuple[int, Any]]:
+    """Each non-blank line of a JSONL file, parsed, with its number; one line in memory.
+
+    Invalid JSON, a truncated last line or a line over ``max_line`` bytes is an
+    :class:`ImportInputError` naming the line, or with ``lenient`` a skipped line
+    listed in ``report.skipped``.
+    """
+    name = str(path)
+    with open_binary(path) as f:
+        check_text(path, f.peek(4096)[:4096])
+        number = 0
+        while True:
+            raw = f.readline(max_line + 1)
+            if not raw:
+                return
+            number += 1
+            if len(raw) > max_line and not raw.endswith(b"\n"):
+                while chunk := f.readline(1 << 20):  # skip the rest without keeping it
+                    if chunk.endswith(b"\n"):
+                        break
+                _bad(report, name, number, f"a line over {max_line} bytes", lenient)
+                continue
+            if not raw.strip():
+                continue
+            try:
+                value = _decode(raw)
+            except msgspec.DecodeError as exc:
+                last = not raw.endswith(b"\n") and not f.peek(1)[:1]
+                why = ("a truncated final line" if last else f"invalid JSON ({exc})")
+                _bad(report, name, number, why, lenient)
+                continue
+            if not isinstance(value, dict):
+                _bad(report, name, number, "a line that is not a JSON object", lenient)
+                continue
+            yield number, value
+
+
+def _bad(report: ImportReport, name: str, number: int, why: str, lenient: bool) -> None:
+    if not lenient:
+        raise ImportInputError(name, why, number)
+    report.skipped.append((number, why))
+
+
+def json_document(path: Path) -> Any:
+    """A whole-file JSON document (formats that are one document); stdlib errors name the line."""
+    with open_binary(path) as f:
+        data = f.read()
+    check_text(path, data[:4096])
+    try:
+        return json.loads(data)
+    except UnicodeDecodeError as exc:
+        raise ImportInputError(str(path), f"not UTF-8 text ({exc.reason})") from exc
+    except json.JSONDecodeError as exc:
+        raise ImportInputError(str(path), f"invalid JSON ({exc.msg})", exc.lineno) from exc
+
+
+def ms_of(stamp: Any) -> int:
+    """Milliseconds since the epoch of an ISO-8601 string (0 when absent or unreadable)."""
+    if not isinstance(stamp, str) or not stamp:
+        return 0
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return 0
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1000)

@@ -1,0 +1,636 @@
+"""Import a saved Q CLI conversation (its JSON) as events, reporting what does not map.
+
+The importer writes the events that make ``projections.qcli``'s fold rebuild
+the saved state: a ``conversation.created``, the tools and context files, then
+each history entry as the messages that produce it (a typed prompt is a user
+message, an assistant turn is an assistant message whose tool parts settle the
+way the next entry's results say), the tangent and checkpoints at the points
+they were taken, and the transcript as saved. Fields that no event carries
+(a timestamp's exact text, Q CLI's message id and request metadata, result
+blocks that are not one text) ride in part metadata under ``"qcli"``.
+
+It runs on the write side: it never imports ``projections`` and parses the
+JSON itself. What it cannot map it lists in :attr:`ImportResult.unmapped`;
+nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import msgspec
+
+from engine import events as ev
+from engine.codec import decode_json, encode_json
+from engine.errors import ConvlogError, EventDecodeError
+from engine.events import Event, tag_of
+from engine.importers.base import (
+    ImportInputError,
+    ImportReport,
+    Plan,
+    PlannedSession,
+    json_document,
+    stable_part_id,
+    stable_uuid,
+)
+from engine.session import Session
+
+CANCELLED_TEXT: Final = "Tool use was cancelled by the user"
+REDACTED: Final = "<tool result redacted>"
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_ORIGINS: Final = {"native___": "builtin", "custom___": "custom", "mcp___": "mcp"}
+# Top-level keys the importer maps (directly or by recomputing them).
+_KNOWN: Final = frozenset({
+    "conversation_id", "next_message", "history", "valid_history_range", "transcript",
+    "tools", "context_manager", "context_message_length", "latest_summary", "model",
+    "model_info", "file_line_tracker", "checkpoint_manager", "mcp_enabled", "tangent_state",
+    "convlog_schema_version",
+})
+_MODEL_FIELDS: Final = ("model_id", "model_name", "description", "context_window_tokens",
+                        "rate_multiplier", "rate_unit")
+
+
+class QCliFormatError(ConvlogError):
+    """The input is not a Q CLI conversation this importer can read."""
+
+
+def _entry(entry: Any, where: str) -> dict[str, Any]:
+    """One history entry in the newest shape.
+
+    Saves from around v1.10 hold ``[user, assistant]`` pairs; later ones
+    ``{user, assistant, request_metadata}`` objects. Both exist in the wild.
+    """
+    if isinstance(entry, list | tuple) and len(entry) == 2 and isinstance(entry[0], dict):
+        user, assistant = entry
+        return {"user": user, "assistant": assistant, "request_metadata": None}
+    if isinstance(entry, dict) and isinstance(entry.get("user"), dict) and "assistant" in entry:
+        return entry
+    raise QCliFormatError(f"{where}: a history entry is a [user, assistant] pair or an "
+                          f"object with user and assistant, not {_short(entry)}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _history(value: Any, where: str) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise QCliFormatError(f"{where} must be a list, not {_short(value)}")
+    return [_entry(e, f"{where}[{i}]") for i, e in enumerate(value)]
+
+
+def normalize(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with every history (main, tangent, checkpoint snapshots) in the newest shape."""
+    if not isinstance(data, Mapping) or "conversation_id" not in data:
+        raise QCliFormatError("a Q CLI conversation is an object with a conversation_id")
+    out = dict(data)
+    out["history"] = _history(data.get("history"), "history")
+    tangent = data.get("tangent_state")
+    if tangent is not None:
+        if not isinstance(tangent, dict):
+            raise QCliFormatError("tangent_state must be an object")
+        out["tangent_state"] = {**tangent, "main_history": _history(
+            tangent.get("main_history"), "tangent_state.main_history")}
+    manager = data.get("checkpoint_manager")
+    if manager is not None:
+        if not isinstance(manager, dict) or not isinstance(manager.get("checkpoints") or [],
+                                                          list):
+            raise QCliFormatError("checkpoint_manager must be an object with checkpoints")
+        checkpoints = []
+        for i, cp in enumerate(manager.get("checkpoints") or []):
+            if not isinstance(cp, dict):
+                raise QCliFormatError(f"checkpoint {i} must be an object")
+            checkpoints.append({**cp, "history_snapshot": _history(
+                cp.get("history_snapshot"), f"checkpoint {i} history_snapshot")})
+        out["checkpoint_manager"] = {**manager, "checkpoints": checkpoints}
+    for key in ("next_message",):
+        if out.get(key) is not None and not isinstance(out[key], dict):
+            raise QCliFormatError(f"{key} must be an object or null")
+    return out
+
+
+@attrs.frozen
+class ImportResult:
+    events: tuple[Event, ...]
+    unmapped: tuple[str, ...]  # what could not be mapped, one note each
+    seqs: tuple[int, ...] = ()  # the seqs the events got, once appended
+
+
+def _ms(text: str) -> int:
+    when = datetime.fromisoformat(text)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return (when - _EPOCH) // timedelta(milliseconds=1)
+
+
+def _offset_minutes(text: str) -> int:
+    offset = datetime.fromisoformat(text).utcoffset()
+    return 0 if offset is None else int(offset.total_seconds() // 60)
+
+
+def _time_array_ms(data: Any) -> int:
+    if isinstance(data, str):
+        return _ms(data)
+    year, day, hour, minute, second, nanos, *offset = data
+    off = [*offset, 0, 0, 0][:3]
+    t = datetime(year, 1, 1, tzinfo=UTC) + timedelta(days=day - 1, hours=hour, minutes=minute,
+                                                    seconds=second)
+    t -= timedelta(hours=off[0], minutes=off[1], seconds=off[2])
+    return (t - _EPOCH) // timedelta(milliseconds=1) + int(nanos) // 1_000_000
+
+
+def _variant(data: Any, what: str) -> tuple[str, dict[str, Any]]:
+    if not isinstance(data, dict) or len(data) != 1:
+        raise QCliFormatError(f"{what} must be an object with one variant key, not {data!r}")
+    (kind, body), = data.items()
+    if not isinstance(body, dict):
+        raise QCliFormatError(f"{what} {kind} must be an object")
+    return kind, body
+
+
+def _block_text(block: Any) -> str:
+    (kind, value), = block.items()
+    return value if kind == "Text" else json.dumps(value, separators=(",", ":"),
+                                                   ensure_ascii=False)
+
+
+def _results(user: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    return _variant(user["content"], "content")
+
+
+class _Importer:
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.data = data = normalize(data)
+        self.key = str(data["conversation_id"])
+        self.counter = 0
+        self.events: list[Event] = []
+        self.unmapped: list[str] = []
+        self.time = self._first_time()
+        self.call_ids: set[str] = set()
+        self.pending_tools = False  # the last assistant used tools: results are pending
+        # The prompt the fold's pending results already carry, and the message it came from.
+        self.joined: tuple[str, Mapping[str, Any]] | None = None
+        self.env: Any = None
+
+    # ------------------------------------------------------------------ helpers
+
+    def _message_id(self) -> str:
+        # Stable across imports of the same save: derived from the conversation id.
+        self.counter += 1
+        return stable_uuid(self.time, "qcli", self.key, "message", str(self.counter))
+
+    def _part_id(self) -> str:
+        self.counter += 1
+        return stable_part_id("qcli", self.key, "part", str(self.counter))
+
+    def note(self, text: str) -> None:
+        self.unmapped.append(text)
+
+    def emit(self, e: Event, time: int | None = None) -> None:
+        if time is not None and time > 0:
+            self.time = time
+        if isinstance(e, ev.NextMessageCleared | ev.HistoryCleared):
+            self.pending_tools, self.joined = False, None  # the fold's next message is gone
+        self.events.append(msgspec.structs.replace(e, time=self.time))
+
+    def _first_time(self) -> int:
+        for entry in self.data.get("history") or []:
+            stamp = (entry.get("user") or {}).get("timestamp")
+            if stamp:
+                return _ms(stamp)
+            start = (entry.get("request_metadata") or {}).get("request_start_timestamp_ms")
+            if start:
+                return int(start)
+        return 1  # the log fills a zero time with its clock; keep imports deterministic
+
+    # ------------------------------------------------------------------ the conversation
+
+    def run(self) -> None:
+        data = self.data
+        for key in data:
+            if key not in _KNOWN:
+                self.note(f"top-level field {key!r} is not mapped")
+        users = [e.get("user") or {} for e in data.get("history") or []]
+        tangent = data.get("tangent_state")
+        if tangent:
+            users = [e.get("user") or {} for e in tangent.get("main_history") or []] + users
+        stamps = [u["timestamp"] for u in users if u.get("timestamp")]
+        # The environment of tool-result messages comes from the conversation.
+        result_envs = [u.get("env_context") for u in users if u.get("content")
+                       and "Prompt" not in u["content"]]
+        self.env = (result_envs or [u.get("env_context") for u in users] or [None])[0]
+        env_state = (self.env or {}).get("env_state") or {}
+        self.emit(ev.ConversationCreated(
+            conversation_id=data["conversation_id"], model_info=self._model_info(),
+            mcp_enabled=bool(data.get("mcp_enabled", True)),
+            os=env_state.get("operating_system") or "",
+            cwd=env_state.get("current_working_directory") or "",
+            utc_offset_minutes=_offset_minutes(stamps[0]) if stamps else 0,
+        ))
+        self._tools(data.get("tools") or {})
+        self._context(data.get("context_manager"))
+        checkpoints = list(((data.get("checkpoint_manager") or {}).get("checkpoints")) or [])
+        if tangent:
+            main = list(tangent.get("main_history") or [])
+            self._thread(main, tangent.get("main_latest_summary"), checkpoints,
+                         tangent.get("main_next_message"))
+            self._next_message(tangent.get("main_next_message"))
+            self.emit(ev.TranscriptReplaced(lines=list(tangent.get("main_transcript") or [])))
+            self.emit(ev.TangentEntered(), _time_array_ms(tangent["tangent_start_time"])
+                      if "tangent_start_time" in tangent else None)
+            if not self.pending_tools and tangent.get("main_next_message") is not None:
+                self.emit(ev.NextMessageCleared())  # the tangent's turns bring their own prompt
+            history = list(data.get("history") or [])
+            if history[:len(main)] == main and data.get("latest_summary") == tangent.get(
+                    "main_latest_summary"):
+                self._entries(history, len(main), [], data.get("next_message"))
+            else:
+                self.emit(ev.HistoryCleared())
+                self.pending_tools = False
+                self._thread(history, data.get("latest_summary"), [], data.get("next_message"))
+            self._next_message(data.get("next_message"))
+        else:
+            history = list(data.get("history") or [])
+            self._thread(history, data.get("latest_summary"), checkpoints,
+                         data.get("next_message"))
+            self._next_message(data.get("next_message"))
+        for cp in checkpoints:
+            self.note(f"checkpoint {cp.get('tag')!r}: its history is not a prefix of the "
+                      "history at a point the import passes; not imported")
+        self._file_lines(data.get("file_line_tracker") or {})
+        self.emit(ev.TranscriptReplaced(lines=list(data.get("transcript") or [])))
+        if data.get("context_message_length") is not None:
+            self.note("context_message_length is recomputed from the summary")
+
+    def _model_info(self) -> ev.ModelInfo | None:
+        info = self.data.get("model_info")
+        if info:
+            extra = sorted(set(info) - set(_MODEL_FIELDS))
+            if extra:
+                self.note(f"model_info fields {extra} are not mapped")
+            return ev.ModelInfo(**{k: info[k] for k in _MODEL_FIELDS if info.get(k) is not None})
+        model = self.data.get("model")
+        if model:
+            self.note("the legacy model string became model_info; the model field is not kept")
+            return ev.ModelInfo(model_id=model)
+        return None
+
+    def _tools(self, tools: Mapping[str, Any]) -> None:
+        for key, specs in tools.items():
+            origin = _ORIGINS.get(key, "mcp")
+            parsed = []
+            for spec in specs:
+                _, body = _variant(spec, "tool")
+                schema = body.get("input_schema") or {}
+                parsed.append(ev.ToolSpec(name=body["name"],
+                                          description=body.get("description") or "",
+                                          input_schema=dict(schema.get("json") or {})))
+            if not parsed:
+                self.note(f"the empty tool group {key!r} is not kept")
+                continue
+            self.emit(ev.ToolsChanged(origin=origin, tools=parsed,  # type: ignore[arg-type]
+                                      server=None if key in _ORIGINS else key))
+
+    def _context(self, manager: Mapping[str, Any] | None) -> None:
+        if not manager:
+            return
+        paths = list(manager.get("paths") or [])
+        for path in dict.fromkeys(paths):
+            self.emit(ev.ContextFileAdded(path=path))
+        extra = sorted(k for k in manager if k != "paths")
+        if extra:
+            self.note(f"context_manager fields {extra} are not mapped (only paths are)")
+        if not paths:
+            self.note("an empty context_manager is not kept (it appears with its first file)")
+
+    def _file_lines(self, trackers: Mapping[str, Any]) -> None:
+        for path, t in trackers.items():
+            after = int(t.get("after_fswrite_lines", 0))
+            if t.get("prev_fswrite_lines", after) != after or t.get("is_first_write"):
+                self.note(f"file_line_tracker {path!r}: only the state after a write is kept "
+                          "(prev_fswrite_lines = after_fswrite_lines, is_first_write false)")
+            self.emit(ev.FileLinesChanged(
+                path=path, before_lines=int(t.get("before_fswrite_lines", 0)), after_lines=after,
+                lines_added_by_agent=int(t.get("lines_added_by_agent", 0)),
+                lines_removed_by_agent=int(t.get("lines_removed_by_agent", 0))))
+
+    # ------------------------------------------------------------------ history
+
+    def _thread(self, history: list[Any], summary: Any, checkpoints: list[Any],
+                final: Mapping[str, Any] | None) -> None:
+        """A summary, then the entries, with checkpoints placed where their history matches.
+
+        ``final`` is the next message after the last entry (it holds that entry's results).
+        """
+        if summary is None:
+            self._entries(history, 0, checkpoints, final)
+            return
+        text, metadata = (summary, None) if isinstance(summary, str) else summary
+        compaction = ev.HistoryCompacted(summary=text, request_metadata=metadata or {},
+                                         keep_last=len(history))
+        first = history[0]["user"] if history else None
+        if first is None or "Prompt" in (first.get("content") or {"Prompt": None}):
+            self.emit(msgspec.structs.replace(compaction, keep_last=0))
+            self._entries(history, 0, checkpoints, final)
+            return
+        # Compaction kept an entry whose results answer a dropped turn: import a stand-in
+        # for that turn, then compact it away, as Q CLI's own compaction did.
+        _, body = _results(first)
+        ids = [r["tool_use_id"] for r in body.get("tool_use_results") or []]
+        self.note(f"entry 0 answers tool uses {ids} that the compaction dropped: a stand-in "
+                  "turn supplies them and the compaction removes it again")
+        self._checkpoints_at(0, history, checkpoints)  # taken before any entry: still exact
+        self._user_message({"content": {"Prompt": {"prompt": "Empty prompt"}}},
+                           "Empty prompt", "stand-in")
+        uses = [{"id": i, "name": "unknown", "args": {}} for i in ids]
+        self._assistant({"assistant": {"ToolUse": {"message_id": None, "content": "",
+                                                   "tool_uses": uses}}}, first, "stand-in")
+        self._entries(history, 0, [], final)
+        for cp in checkpoints:
+            self.note(f"checkpoint {cp.get('tag')!r}: not placed in a history that starts "
+                      "with results of compacted turns")
+        checkpoints.clear()
+        self.emit(compaction)
+
+    def _checkpoints_at(self, k: int, history: list[Any], checkpoints: list[Any]) -> None:
+        while checkpoints and checkpoints[0].get("history_snapshot", []) == history[:k]:
+            cp = checkpoints.pop(0)
+            self.emit(ev.CheckpointCreated(
+                tag=cp["tag"], description=cp.get("description") or "",
+                is_turn=bool(cp.get("is_turn", True)), tool_name=cp.get("tool_name")),
+                _ms(cp["timestamp"]) if cp.get("timestamp") else None)
+
+    def _entries(self, history: list[Any], first: int, checkpoints: list[Any],
+                 final: Mapping[str, Any] | None) -> None:
+        self._checkpoints_at(first, history, checkpoints)
+        for i in range(first, len(history)):
+            entry = history[i]
+            after = history[i + 1]["user"] if i + 1 < len(history) else final
+            self._user_side(entry["user"], f"entry {i}")
+            self._assistant(entry, after, f"entry {i}")
+            self._checkpoints_at(i + 1, history, checkpoints)
+
+    def _user_side(self, user: Mapping[str, Any], where: str) -> None:
+        """The events that make the fold's next message ``user``.
+
+        Results need no event: the previous assistant's tool parts produced them
+        (``pending_tools``); a prompt typed with them joins them.
+        """
+        kind, body = _results(user)
+        if kind == "Prompt":
+            if self.pending_tools:  # a typed prompt where results were due: drop them
+                self.emit(ev.NextMessageCleared())
+                self.pending_tools = False
+            prompt = body.get("prompt") or ""
+            bare = {"additional_context": "", "env_context": self.env, "timestamp": None,
+                    "images": None}
+            if prompt == "" and all(user.get(k, v) == v for k, v in bare.items()):
+                return  # a turn nobody prompted: the fold pairs it with an empty prompt
+            self._user_message(user, prompt, where)
+        elif kind not in ("CancelledToolUses", "ToolUseResults"):
+            raise QCliFormatError(f"{where}: unknown user content {kind!r}")
+        elif not self.pending_tools:
+            self._orphan_results(user, body, where)
+        elif body.get("prompt") is not None:
+            self._join_prompt(user, body["prompt"], where)
+        else:
+            self._check_env(user, where)
+
+    def _join_prompt(self, user: Mapping[str, Any], prompt: str, where: str) -> None:
+        """Give the pending results ``prompt``; the fold joins a new prompt to one it has."""
+        if self.joined is None:
+            self._user_message(user, prompt, where)
+        else:
+            had, before = self.joined
+            if prompt == had and user == before:
+                return  # already there (a tangent starts with the main next message)
+            extra = user.get("additional_context") or ""
+            had_extra = before.get("additional_context") or ""
+            # The fold joins additional context like prompts: old + "\n" + new.
+            rest: str | None = None
+            if extra == had_extra:
+                rest = ""
+            elif not had_extra:
+                rest = extra
+            elif extra.startswith(had_extra + "\n"):
+                rest = extra[len(had_extra) + 1:]
+            if prompt.startswith(had + "\n") and rest is not None:
+                self._user_message({**user, "additional_context": rest}, prompt[len(had) + 1:],
+                                   where)
+            else:
+                # Not a join of the pending prompt (e.g. /tangent then an explicit set):
+                # setting the next message replaces the prompt and keeps the results.
+                stamp = user.get("timestamp")
+                self.emit(ev.NextMessageSet(prompt=prompt, additional_context=extra),
+                          _ms(stamp) if stamp else None)
+        self.joined = (prompt, user)
+
+    def _check_env(self, user: Mapping[str, Any], where: str) -> None:
+        self._env_fields(user, where)
+        if user.get("env_context") != self.env:
+            self.note(f"{where}: the environment of a tool-result message is the "
+                      "conversation's; its own is not kept")
+        if user.get("timestamp") is not None:
+            self.note(f"{where}: a tool-result message has no timestamp of its own here")
+        if user.get("additional_context") or user.get("images"):
+            self.note(f"{where}: additional context or images on tool results are not kept")
+
+    def _orphan_results(self, user: Mapping[str, Any], body: Mapping[str, Any], where: str
+                        ) -> None:
+        texts = [_block_text(b) for r in body.get("tool_use_results") or []
+                 for b in r.get("content") or []]
+        prompt = " ".join(texts) or REDACTED
+        if body.get("prompt"):
+            prompt = f"{body['prompt']} {prompt}"
+        self.note(f"{where}: tool results with no tool use before them became a prompt")
+        self._user_message(user, prompt, where)
+
+    def _env_fields(self, user: Mapping[str, Any], where: str) -> None:
+        state = (user.get("env_context") or {}).get("env_state") or {}
+        extra = sorted(set(state) - {"operating_system", "current_working_directory"})
+        if extra:
+            self.note(f"{where}: env_state fields {extra} are not kept")
+
+    def _user_message(self, user: Mapping[str, Any], prompt: str, where: str) -> None:
+        self._env_fields(user, where)
+        if prompt == "":
+            self.note(f"{where}: an empty prompt becomes 'Empty prompt'")
+        stamp = user.get("timestamp")
+        mid = self._message_id()
+        override: dict[str, Any] = {"timestamp": stamp, "env_context": user.get("env_context")}
+        if user.get("images") is not None:
+            override["images"] = user["images"]
+        self.emit(ev.MessageStarted(message_id=mid, role="user"), _ms(stamp) if stamp else None)
+        pid = self._part_id()
+        self.emit(ev.TextAdded(message_id=mid, part_id=pid, text=prompt,
+                               metadata={"qcli": override}))
+        self.emit(ev.PartEnded(message_id=mid, part_id=pid))
+        extra = user.get("additional_context") or ""
+        if extra:
+            xid = self._part_id()
+            self.emit(ev.TextAdded(message_id=mid, part_id=xid, text=extra, synthetic=True))
+            self.emit(ev.PartEnded(message_id=mid, part_id=xid))
+        self.emit(ev.MessageCompleted(message_id=mid))
+
+    def _assistant(self, entry: Mapping[str, Any], after: Mapping[str, Any] | None,
+                   where: str) -> None:
+        kind, body = _variant(entry["assistant"], "assistant")
+        metadata = entry.get("request_metadata")
+        start = (metadata or {}).get("request_start_timestamp_ms")
+        end = (metadata or {}).get("stream_end_timestamp_ms")
+        self.pending_tools = False  # this turn consumes the next message
+        self.joined = None
+        mid = self._message_id()
+        self.emit(ev.MessageStarted(message_id=mid, role="assistant"),
+                  int(start) if start else None)
+        pid = self._part_id()
+        qcli = {"message_id": body.get("message_id"), "request_metadata": metadata}
+        self.emit(ev.TextAdded(message_id=mid, part_id=pid, text=body.get("content") or "",
+                               metadata={"qcli": qcli}))
+        self.emit(ev.PartEnded(message_id=mid, part_id=pid))
+        if kind == "ToolUse":
+            self._tool_uses(mid, body.get("tool_uses") or [], after, where)
+        elif kind != "Response":
+            raise QCliFormatError(f"{where}: unknown assistant message {kind!r}")
+        self.emit(ev.MessageCompleted(message_id=mid), int(end) if end else None)
+
+    def _tool_uses(self, mid: str, uses: list[Any], after: Mapping[str, Any] | None,
+                   where: str) -> None:
+        results: dict[str, Any] = {}
+        answer_kind = ""
+        if after is not None:
+            answer_kind, answer = _results(after)
+            for r in answer.get("tool_use_results") or []:
+                results.setdefault(r["tool_use_id"], r)
+            if answer_kind == "CancelledToolUses" and answer.get("prompt") is None and not any(
+                    _is_cancelled(r) for r in results.values()):
+                self.note(f"{where}: cancelled tool uses without a cancelled result read back "
+                          "as tool use results")
+        used = set()
+        for use in uses:
+            call_id = use["id"]
+            if call_id in self.call_ids:
+                self.note(f"{where}: tool use id {call_id!r} repeats; the repeat is skipped")
+                continue
+            self.call_ids.add(call_id)
+            used.add(call_id)
+            pid = self._part_id()
+            args = use.get("args")
+            self.emit(ev.ToolAdded(
+                message_id=mid, part_id=pid, call_id=call_id, tool=use["name"],
+                input=args if isinstance(args, dict) else {},
+                metadata={"orig_name": use.get("orig_name") or use["name"],
+                          "orig_args": use.get("orig_args", args)}))
+            if not isinstance(args, dict):
+                self.note(f"{where}: tool use {call_id!r} has non-object args; kept in orig_args")
+            self._settle(mid, pid, call_id, results.get(call_id), answer_kind=answer_kind,
+                         where=where)
+        for orphan in sorted(set(results) - used):
+            self.note(f"{where}: result {orphan!r} answers no tool use and is not kept")
+        self.pending_tools = bool(used)
+
+    def _settle(self, mid: str, pid: str, call_id: str, result: Mapping[str, Any] | None, *,
+                answer_kind: str, where: str) -> None:
+        """End a tool part so that the fold derives ``result`` from it."""
+        if result is None:
+            if answer_kind in ("ToolUseResults", "CancelledToolUses"):  # a result was due
+                self.note(f"{where}: tool use {call_id!r} has no result; imported as cancelled")
+            self.emit(ev.ToolFailed(message_id=mid, part_id=pid, error=CANCELLED_TEXT,
+                                    kind="cancelled"))
+            return
+        if answer_kind == "CancelledToolUses" and _is_cancelled(result):
+            self.emit(ev.ToolFailed(message_id=mid, part_id=pid, error=CANCELLED_TEXT,
+                                    kind="cancelled"))
+            return
+        blocks = list(result.get("content") or [])
+        text = " ".join(_block_text(b) for b in blocks)
+        # The fold shows an output or error as one text block; anything else rides along.
+        metadata = None
+        if blocks != [{"Text": text}] or not text.strip():
+            metadata = {"qcli": {"content": blocks}}
+        self.emit(ev.ToolStarted(message_id=mid, part_id=pid))
+        if result.get("status") == "Error":
+            error = text if text.strip() else "error"
+            self.emit(ev.ToolFailed(message_id=mid, part_id=pid, error=error, metadata=metadata))
+        else:
+            self.emit(ev.ToolCompleted(message_id=mid, part_id=pid, output=text or REDACTED,
+                                       metadata=metadata))
+
+    def _next_message(self, message: Mapping[str, Any] | None) -> None:
+        if message is None:
+            if self.pending_tools:
+                self.emit(ev.NextMessageCleared())
+                self.pending_tools = False
+            return
+        self._user_side(message, "next_message")
+
+
+def _is_cancelled(result: Mapping[str, Any]) -> bool:
+    return (result.get("status") == "Error"
+            and result.get("content") == [{"Text": CANCELLED_TEXT}])
+
+
+def events_from_qcli(data: Mapping[str, Any]) -> ImportResult:
+    """The events that rebuild ``data`` (a parsed Q CLI conversation), and what did not map.
+
+    Input of the wrong shape anywhere is a :class:`QCliFormatError`, never a crash.
+    """
+    try:
+        importer = _Importer(data)
+        importer.run()
+    except QCliFormatError:
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        # The save is parsed JSON of any shape: a field of the wrong type surfaces here.
+        raise QCliFormatError(f"not a Q CLI conversation this importer can read: "
+                              f"{type(exc).__name__}: {_short(str(exc))}") from exc
+    for e in importer.events:
+        try:  # values of the wrong type (a null id, a number for a name) fail the typed decode
+            decode_json(encode_json(e))
+        except (EventDecodeError, TypeError) as exc:
+            raise QCliFormatError(f"a value of the wrong type for {tag_of(type(e))}: "
+                                  f"{_short(str(exc))}") from exc
+    return ImportResult(tuple(importer.events), tuple(importer.unmapped))
+
+
+def _with_ids(events: Sequence[Event], *key: str) -> list[Event]:
+    """Stable event ids: re-importing the same save into the same session adds nothing."""
+    return [msgspec.structs.replace(e, id=stable_uuid(e.time, "qcli", *key, str(i)))
+            for i, e in enumerate(events)]
+
+
+def import_qcli(session: Session, data: Mapping[str, Any] | str | bytes) -> ImportResult:
+    """Append a saved Q CLI conversation to ``session`` as one atomic batch (idempotent)."""
+    try:
+        parsed = json.loads(data) if isinstance(data, str | bytes) else data
+    except ValueError as exc:
+        raise QCliFormatError(f"not JSON: {exc}") from exc
+    result = events_from_qcli(parsed)
+    events = _with_ids(result.events, session.id, str(parsed["conversation_id"]))
+    seqs = session.append(events)
+    return attrs.evolve(result, seqs=tuple(seqs))
+
+
+def plan_qcli(path: Path) -> Plan:
+    """A Q CLI ``/save`` file as one session (its id derived from the conversation id)."""
+    report = ImportReport(str(path), "qcli")
+    data = json_document(path)
+    try:
+        result = events_from_qcli(data)
+    except QCliFormatError as exc:
+        raise ImportInputError(str(path), str(exc)) from exc
+    for note in result.unmapped:
+        report.note(note)
+    first = result.events[0].time if result.events else 1
+    sid = stable_uuid(first, "qcli", str(data["conversation_id"]), "session")
+    events = _with_ids(result.events, sid, str(data["conversation_id"]))
+    return Plan(report, [PlannedSession(sid, "main", events, created=first,
+                                        title=str(data["conversation_id"]))])
