@@ -26,7 +26,7 @@ import attrs
 import msgspec
 
 from engine import events as ev
-from engine.codec import decode_json, encode_json
+from engine.codec import decode_json, encode_json, encode_msgpack
 from engine.errors import ConvlogError, EventDecodeError
 from engine.events import Event, tag_of
 from engine.importers.base import (
@@ -593,9 +593,10 @@ def events_from_qcli(data: Mapping[str, Any]) -> ImportResult:
         raise QCliFormatError(f"not a Q CLI conversation this importer can read: "
                               f"{type(exc).__name__}: {_short(str(exc))}") from exc
     for e in importer.events:
-        try:  # values of the wrong type (a null id, a number for a name) fail the typed decode
-            decode_json(encode_json(e))
-        except (EventDecodeError, TypeError) as exc:
+        try:  # values of the wrong type (a null id, a number for a name) fail the typed decode;
+            decode_json(encode_json(e))  # the store's msgpack refuses ints over 64 bits
+            encode_msgpack(e)
+        except (EventDecodeError, TypeError, OverflowError) as exc:
             raise QCliFormatError(f"a value of the wrong type for {tag_of(type(e))}: "
                                   f"{_short(str(exc))}") from exc
     return ImportResult(tuple(importer.events), tuple(importer.unmapped))

@@ -22,9 +22,9 @@ def write_plan(store: Store, plan: Plan) -> None:
     """Check ``plan`` on a scratch store, then append it to ``store``; fills the report."""
     try:
         _write(MemoryStore(), plan, count=False)
-    except ConvlogError as exc:
-        if isinstance(exc, ImportInputError):
-            raise
+    except ImportInputError:
+        raise
+    except (ConvlogError, OverflowError) as exc:  # msgpack refuses ints over 64 bits
         raise ImportInputError(plan.report.source,
                                f"the import does not form a valid log ({exc})") from exc
     _write(store, plan, count=True)

@@ -1,0 +1,478 @@
+"""Claude Code JSONL transcripts (``~/.claude/projects/<cwd>/<sessionId>.jsonl``) as sessions.
+
+Order comes from the ``parentUuid`` DAG, not from timestamps or line order:
+
+- lines of one assistant turn (one per content block) share ``message.id`` and
+  become one assistant message; it completes when the conversation moves on
+  with every tool settled, or stays open (visibly unfinished) when it does not;
+- a node with two message children (a rewind) forks: the first child in file
+  order continues the session, each later one becomes a convlog fork sharing
+  the prefix;
+- a resumed session replays the prefix with the same ``uuid``s: they dedupe;
+- ``isSidechain`` chains (inline, or ``subagents/agent-<id>.jsonl``) become child
+  sessions, linked from the spawning Task tool part's metadata;
+- a ``compact_boundary`` (``parentUuid: null`` + ``logicalParentUuid``) becomes a
+  user message with a compaction part, where the logical parent left off;
+- tool results pair with their ``tool_use`` by id, in whatever order they come.
+
+Records that carry no message (``progress``, ``file-history-snapshot``,
+``queue-operation``, ``attachment``, ``last-prompt``, unknown types) keep the
+DAG connected and are counted in the report with their line numbers.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import msgspec
+
+from engine import events as ev
+from engine.events import Event
+from engine.importers.base import (
+    MAX_LINE,
+    ImportReport,
+    Plan,
+    PlannedSession,
+    json_lines,
+    ms_of,
+    stable_part_id,
+    stable_uuid,
+)
+
+FORMAT: Final = "claude-code"
+_MESSAGE_TYPES: Final = frozenset({"user", "assistant"})
+_PASSIVE_TYPES: Final = frozenset({"progress", "file-history-snapshot", "queue-operation",
+                                   "attachment", "last-prompt"})
+# Envelope fields the importer reads; every other one rides in part metadata.
+_READ: Final = frozenset({"uuid", "parentUuid", "logicalParentUuid", "isSidechain", "type",
+                          "timestamp", "message", "toolUseResult", "isMeta",
+                          "isCompactSummary", "sessionId", "subtype", "content",
+                          "compactMetadata", "level"})
+_TASK_TOOLS: Final = frozenset({"Task", "Agent"})
+_EMPTY_OUTPUT: Final = "(no output)"
+
+
+@attrs.define
+class _Node:
+    """One message-bearing line (user, assistant, or a compaction boundary)."""
+
+    uuid: str
+    parent: str | None  # the nearest message-bearing ancestor
+    raw_parent: str | None
+    kind: str  # "user", "assistant" or "compact"
+    line: int
+    time: int
+    record: dict[str, Any]
+    sidechain: bool
+
+
+@attrs.define
+class _Tool:
+    message_id: str
+    part_id: str
+    name: str
+
+
+@attrs.define
+class _Turn:
+    """What is open while a chain is walked: copied when a fork branches off."""
+
+    assistant: str | None = None  # the open assistant message id
+    source_id: str | None = None  # its Anthropic message.id
+    last_time: int = 1
+    finish: str | None = None
+    tokens: ev.Tokens | None = None
+    tools: dict[str, _Tool] = attrs.field(factory=dict)  # unsettled tools by call id
+    open_tools: dict[str, set[str]] = attrs.field(factory=dict)  # message id -> call ids
+    waiting: list[str] = attrs.field(factory=list)  # open messages with unsettled tools
+    early: dict[str, tuple[dict[str, Any], _Node]] = attrs.field(factory=dict)
+    last_user: str | None = None
+
+
+class _Reader:
+    def __init__(self, report: ImportReport, lenient: bool, max_line: int) -> None:
+        self.report = report
+        self.lenient = lenient
+        self.max_line = max_line
+        self.nodes: dict[str, _Node] = {}
+        self.links: dict[str, str | None] = {}  # any uuid -> its parentUuid (for passive lines)
+        self.order: list[str] = []  # message nodes in file order
+        self.titles: dict[str, str] = {}  # leafUuid -> summary
+
+    def read(self, path: Path) -> None:
+        agent = path.stem.removeprefix("agent-") if path.stem.startswith("agent-") else None
+        for number, record in json_lines(path, self.report, lenient=self.lenient,
+                                          max_line=self.max_line):
+            self._record(record, number, agent)
+
+    def _record(self, record: dict[str, Any], line: int, agent: str | None) -> None:
+        kind = record.get("type")
+        uuid = record.get("uuid")
+        if kind == "summary":
+            leaf = record.get("leafUuid")
+            if isinstance(leaf, str) and isinstance(record.get("summary"), str):
+                self.titles[leaf] = record["summary"]
+            self.report.note("summary record: kept as the session title only", line)
+            return
+        if not isinstance(uuid, str) or not uuid:
+            self.report.note(f"record type {kind!r} without a uuid: not placed", line)
+            return
+        if uuid in self.links:
+            self.report.note("a uuid seen before (a resumed session's replayed prefix): "
+                             "deduplicated", line)
+            return
+        parent = record.get("parentUuid")
+        if kind == "system" and record.get("subtype") == "compact_boundary":
+            parent = parent or record.get("logicalParentUuid")
+            message_kind = "compact"
+        elif kind in _MESSAGE_TYPES and isinstance(record.get("message"), dict):
+            message_kind = str(kind)
+        else:
+            what = (f"system record subtype {record.get('subtype')!r}" if kind == "system"
+                    else f"record type {kind!r}" if kind in _PASSIVE_TYPES
+                    else f"unknown record type {kind!r}")
+            self.report.note(f"{what}: not mapped (kept in the DAG order only)", line)
+            self.links[uuid] = parent if isinstance(parent, str) else None
+            return
+        self.links[uuid] = parent if isinstance(parent, str) else None
+        if agent is not None:
+            record.setdefault("agentId", agent)
+        self.nodes[uuid] = _Node(uuid, None, self.links[uuid], message_kind, line,
+                                 ms_of(record.get("timestamp")), record,
+                                 bool(record.get("isSidechain")) or agent is not None)
+        self.order.append(uuid)
+
+    def resolve(self) -> None:
+        """Each message node's parent: the nearest message-bearing ancestor."""
+        for node in self.nodes.values():
+            up, seen = node.raw_parent, 0
+            while up is not None and up not in self.nodes and seen < len(self.links):
+                up = self.links.get(up)
+                seen += 1
+            if up is None and node.raw_parent is not None and node.raw_parent not in self.links:
+                self.report.note("parentUuid names no line in the input: starts a new chain",
+                                 node.line)
+            node.parent = up if up in self.nodes else None
+
+
+class _Builder:
+    """Walks the message tree into planned sessions."""
+
+    def __init__(self, reader: _Reader, report: ImportReport) -> None:
+        self.reader = reader
+        self.report = report
+        self.children: dict[str | None, list[_Node]] = {}
+        for uuid in reader.order:
+            node = reader.nodes[uuid]
+            self.children.setdefault(node.parent, []).append(node)
+        self.sessions: list[PlannedSession] = []
+        self.child_of_prompt: dict[str, str] = {}  # sidechain root prompt -> child session
+        self.child_of_agent: dict[str, str] = {}
+
+    def build(self) -> list[PlannedSession]:
+        roots = self.children.get(None, [])
+        for root in roots:  # child sessions first get their ids, so Task parts can link
+            if root.sidechain:
+                sid = stable_uuid(root.time, FORMAT, "session", root.uuid)
+                prompt = _user_text(root.record)
+                if prompt:
+                    self.child_of_prompt.setdefault(prompt, sid)
+                agent = root.record.get("agentId")
+                if isinstance(agent, str):
+                    self.child_of_agent.setdefault(agent, sid)
+        mains = [r for r in roots if not r.sidechain]
+        for root in mains + [r for r in roots if r.sidechain]:
+            sid = stable_uuid(root.time, FORMAT, "session", root.uuid)
+            kind = "child" if root.sidechain else "main"
+            parent = self.sessions[0].id if root.sidechain and mains else None
+            planned = PlannedSession(sid, kind, created=max(root.time, 1), parent=parent)
+            self._walk(planned, root, _Turn(last_time=max(root.time, 1)))
+        return self.sessions
+
+    def _walk(self, planned: PlannedSession, start: _Node, turn: _Turn) -> None:
+        self.sessions.append(planned)
+        node: _Node | None = start
+        last = start
+        while node is not None:
+            self._node(planned, node, turn)
+            title = self.reader.titles.get(node.uuid)
+            if title:
+                planned.title = title
+            last = node
+            kids = self.children.get(node.uuid, [])
+            for later in kids[1:]:  # a rewind: the later branch forks here
+                fork = PlannedSession(
+                    stable_uuid(later.time, FORMAT, "fork", later.uuid), "fork",
+                    parent=planned.id, fork_seq=self._shared(planned), created=max(later.time, 1))
+                self._walk(fork, later, copy.deepcopy(turn))
+            node = kids[0] if kids else None
+        self._end(planned, turn, last)
+
+    def _shared(self, planned: PlannedSession) -> int:
+        """A fork's seq in its parent: the parent's own events plus what it shares."""
+        base = planned.fork_seq or 0
+        return base + len(planned.events)
+
+    # ------------------------------------------------------------------ one node
+
+    def _node(self, planned: PlannedSession, node: _Node, turn: _Turn) -> None:
+        out = _Out(planned.events, node)
+        turn.last_time = max(node.time, turn.last_time)
+        if node.kind == "assistant":
+            self._assistant(out, node, turn)
+        elif node.kind == "compact":
+            self._close(out, turn)
+            mid = stable_uuid(out.time, FORMAT, "message", node.uuid)
+            meta = node.record.get("compactMetadata")
+            out.add(ev.MessageStarted(message_id=mid, role="user"))
+            out.add(ev.CompactionAdded(
+                message_id=mid, part_id=stable_part_id(node.uuid, "compaction"),
+                auto=isinstance(meta, dict) and meta.get("trigger") == "auto"))
+            out.add(ev.MessageCompleted(message_id=mid))
+            turn.last_user = mid
+        else:
+            self._user(out, node, turn)
+
+    def _assistant(self, out: _Out, node: _Node, turn: _Turn) -> None:
+        message: dict[str, Any] = node.record["message"]
+        source = message.get("id")
+        if turn.assistant is None or source is None or source != turn.source_id:
+            self._close(out, turn)
+            mid = stable_uuid(out.time, FORMAT, "message", str(source or node.uuid))
+            model = message.get("model")
+            out.add(ev.MessageStarted(
+                message_id=mid, role="assistant", parent_id=turn.last_user,
+                model=ev.ModelRef(provider_id="anthropic", model_id=model)
+                if isinstance(model, str) and model else None,
+                path=_path(node.record)))
+            turn.assistant, turn.source_id = mid, source if isinstance(source, str) else None
+            turn.finish, turn.tokens = None, None
+        mid = turn.assistant
+        assert mid is not None
+        if message.get("stop_reason") is not None:
+            turn.finish = str(message["stop_reason"])
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            turn.tokens = _tokens(usage)
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for index, block in enumerate(blocks if isinstance(blocks, list) else []):
+            self._assistant_block(out, node, turn, (mid, index), block)
+
+    def _assistant_block(self, out: _Out, node: _Node, turn: _Turn, where: tuple[str, int],
+                         block: Any) -> None:
+        mid, index = where
+        pid = stable_part_id(node.uuid, str(index))
+        kind = block.get("type") if isinstance(block, dict) else None
+        meta: dict[str, Any] = {"claude_code": _envelope(node.record)}
+        if kind == "text":
+            out.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(block.get("text") or ""),
+                                 metadata=meta))
+            out.add(ev.PartEnded(message_id=mid, part_id=pid))
+        elif kind in ("thinking", "redacted_thinking"):
+            data = ({"signature": block.get("signature") or ""} if kind == "thinking"
+                    else {"redacted": block.get("data") or ""})
+            out.add(ev.ReasoningAdded(message_id=mid, part_id=pid,
+                                      text=str(block.get("thinking") or ""),
+                                      metadata={**meta, "anthropic": data}))
+            out.add(ev.PartEnded(message_id=mid, part_id=pid))
+        elif kind == "tool_use" and isinstance(block.get("id"), str) and block.get("name"):
+            call, name = block["id"], str(block["name"])
+            args = block.get("input")
+            if name in _TASK_TOOLS and isinstance(args, dict):
+                child = self.child_of_prompt.get(str(args.get("prompt")))
+                if child:
+                    meta["child_session"] = child
+            if call in turn.tools or any(call in s for s in turn.open_tools.values()):
+                self.report.note("a tool_use id repeats: the repeat is not mapped", node.line)
+                return
+            out.add(ev.ToolAdded(message_id=mid, part_id=pid, call_id=call, tool=name,
+                                 input=args if isinstance(args, dict) else {}, metadata=meta))
+            if not isinstance(args, dict):
+                self.report.note("tool_use input that is not an object: not mapped", node.line)
+            out.add(ev.ToolStarted(message_id=mid, part_id=pid))
+            turn.tools[call] = _Tool(mid, pid, name)
+            turn.open_tools.setdefault(mid, set()).add(call)
+            early = turn.early.pop(call, None)
+            if early is not None:  # its result came first
+                self._result(_Out(out.events, early[1], f"early:{call}"), early[1], turn, early[0],
+                             first=True)
+        else:
+            self.report.note(f"assistant block type {kind!r}: not mapped", node.line)
+
+    def _user(self, out: _Out, node: _Node, turn: _Turn) -> None:
+        message = node.record["message"]
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list):
+            self.report.note("user message content that is neither text nor blocks", node.line)
+            return
+        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        rest = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+        for i, block in enumerate(results):
+            self._result(out, node, turn, block, first=i == 0)
+        if not rest:
+            return
+        self._close(out, turn)
+        mid = stable_uuid(out.time, FORMAT, "message", node.uuid)
+        out.add(ev.MessageStarted(message_id=mid, role="user", path=_path(node.record)))
+        meta = {"claude_code": _envelope(node.record)}
+        for index, block in enumerate(rest):
+            pid = stable_part_id(node.uuid, "u", str(index))
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "text":
+                out.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(block.get("text", "")),
+                                     synthetic=bool(node.record.get("isMeta")), metadata=meta))
+                out.add(ev.PartEnded(message_id=mid, part_id=pid))
+            elif kind == "image" and isinstance(block.get("source"), dict):
+                src = block["source"]
+                media = str(src.get("media_type") or "image/png")
+                url = (f"data:{media};base64,{src.get('data', '')}"
+                       if src.get("type") == "base64" else str(src.get("url") or ""))
+                out.add(ev.FileAdded(message_id=mid, part_id=pid, mime=media, url=url))
+            else:
+                self.report.note(f"user block type {kind!r}: not mapped", node.line)
+        out.add(ev.MessageCompleted(message_id=mid))
+        turn.last_user = mid
+
+    def _result(self, out: _Out, node: _Node, turn: _Turn, block: dict[str, Any], *,
+                first: bool) -> None:
+        call = block.get("tool_use_id")
+        tool = turn.tools.pop(call, None) if isinstance(call, str) else None
+        if tool is None:
+            if isinstance(call, str) and call not in turn.early:
+                turn.early[call] = (block, node)  # its tool_use may come later in the chain
+            else:
+                self.report.note("tool_result without a tool_use id: not mapped", node.line)
+            return
+        content = block.get("content")
+        text = _result_text(content)
+        if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") != "text"
+                                             for b in content):
+            self.report.note("non-text blocks in a tool_result: kept in metadata only",
+                             node.line)
+        meta: dict[str, Any] = {"claude_code": {"uuid": node.uuid, "content": content}
+                                if not isinstance(content, str) else {"uuid": node.uuid}}
+        typed = node.record.get("toolUseResult")
+        if first and typed is not None:
+            meta["claude_code"]["toolUseResult"] = typed
+            agent = typed.get("agentId") if isinstance(typed, dict) else None
+            if isinstance(agent, str) and agent in self.child_of_agent:
+                meta["child_session"] = self.child_of_agent[agent]
+        if block.get("is_error"):
+            out.add(ev.ToolFailed(message_id=tool.message_id, part_id=tool.part_id,
+                                  error=text or "error", metadata=meta))
+        else:
+            if not text:
+                self.report.note(f"an empty tool result reads {_EMPTY_OUTPUT!r}", node.line)
+            out.add(ev.ToolCompleted(message_id=tool.message_id, part_id=tool.part_id,
+                                     output=text or _EMPTY_OUTPUT, metadata=meta))
+        pending = turn.open_tools.get(tool.message_id)
+        if pending is not None:
+            pending.discard(str(call))
+        if tool.message_id in turn.waiting and not pending:
+            turn.waiting.remove(tool.message_id)
+            out.add(ev.MessageCompleted(message_id=tool.message_id), key="late")
+
+    def _close(self, out: _Out, turn: _Turn) -> None:
+        """The conversation moves on: complete the open assistant message if it can be."""
+        mid = turn.assistant
+        if mid is None:
+            return
+        turn.assistant = turn.source_id = None
+        if turn.open_tools.get(mid):
+            turn.waiting.append(mid)  # completes when its last tool settles
+            return
+        out.add(ev.MessageCompleted(message_id=mid, finish=turn.finish, tokens=turn.tokens),
+                key=f"close:{mid}")
+
+    def _end(self, planned: PlannedSession, turn: _Turn, last: _Node) -> None:
+        out = _Out(planned.events, last, "end")
+        if turn.assistant is not None and turn.finish is not None:
+            self._close(out, turn)  # a finished turn; one without stop_reason stays open
+        for call, (_, node) in sorted(turn.early.items()):
+            self.report.note(f"tool_result for an unknown tool_use {call!r}: not mapped",
+                             node.line)
+        for call in turn.tools:
+            self.report.note(f"tool {call!r} has no result: left running (unfinished)",
+                             last.line)
+
+
+class _Out:
+    """Appends one node's events with stable ids derived from its uuid."""
+
+    def __init__(self, events: list[Event], node: _Node, prefix: str = "") -> None:
+        self.events = events
+        self.node = node
+        self.prefix = prefix  # a second writer for the same node keeps its ids apart
+        self.time = max(node.time, 1)
+        self.count = 0
+
+    def add(self, e: Event, key: str = "") -> None:
+        self.count += 1
+        eid = stable_uuid(self.time, FORMAT, "event", self.node.uuid, self.prefix, key,
+                          str(self.count))
+        self.events.append(msgspec.structs.replace(e, id=eid, time=self.time))
+
+
+
+
+def _envelope(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in _READ or k == "uuid"}
+
+
+def _path(record: dict[str, Any]) -> ev.PathInfo | None:
+    cwd = record.get("cwd")
+    return ev.PathInfo(cwd=cwd, root=cwd) if isinstance(cwd, str) and cwd else None
+
+
+def _tokens(usage: dict[str, Any]) -> ev.Tokens:
+    def n(key: str) -> int:
+        value = usage.get(key)
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    return ev.Tokens(input=n("input_tokens"), output=n("output_tokens"),
+                     cache=ev.CacheTokens(read=n("cache_read_input_tokens"),
+                                          write=n("cache_creation_input_tokens")))
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content
+                         if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def _user_text(record: dict[str, Any]) -> str:
+    content = (record.get("message") or {}).get("content")
+    if isinstance(content, str):
+        return content
+    return _result_text(content) if isinstance(content, list) else ""
+
+
+def files_of(path: Path) -> list[Path]:
+    """A transcript file, or every ``*.jsonl`` under a directory (subagents included)."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+    return [path]
+
+
+def plan_claude_code(path: Path, *, lenient: bool = False) -> Plan:
+    return plan_files(files_of(path), str(path), lenient=lenient)
+
+
+def plan_files(paths: Iterable[Path], source: str, *, lenient: bool = False,
+               max_line: int = MAX_LINE) -> Plan:
+    report = ImportReport(source, FORMAT)
+    reader = _Reader(report, lenient, max_line)
+    # Main transcripts before subagent files: a resume's replayed prefix dedupes the same way.
+    for path in sorted(paths, key=lambda p: (p.stem.startswith("agent-"), str(p))):
+        reader.read(path)
+    reader.resolve()
+    return Plan(report, _Builder(reader, report).build())
