@@ -1,0 +1,456 @@
+"""OpenAI Codex CLI rollouts (``rollout-<ts>-<uuid>.jsonl``, lines ``{timestamp, type, payload}``).
+
+One user message per user input, one assistant message per turn (everything
+the model did between two inputs). The file is read twice, line by line: the
+first pass only hashes the visible texts of ``response_item``s, so that the
+``event_msg`` copies of those texts (Codex writes them twice) are recognised
+as duplicates while an ``event_msg`` with no counterpart still comes in.
+
+What stays open stays open: a rollout that ends mid-turn leaves its assistant
+message open and a call without output running; no result is invented. A
+``turn_aborted`` is a recorded fact, so it settles what is running as aborted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import msgspec
+
+from engine import events as ev
+from engine.events import Event
+from engine.importers.base import (
+    MAX_LINE,
+    ImportInputError,
+    ImportReport,
+    Plan,
+    PlannedSession,
+    json_lines,
+    ms_of,
+    stable_part_id,
+    stable_uuid,
+)
+
+FORMAT: Final = "codex"
+_ENV: Final = "<environment_context>"
+_DUPLICATED: Final = frozenset({"user_message", "agent_message", "agent_reasoning"})
+_EMPTY_OUTPUT: Final = "(no output)"
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode(), digest_size=12).digest()
+
+
+@attrs.define
+class _State:
+    sid: str = ""
+    time: int = 1
+    line: int = 0
+    count: int = 0
+    assistant: str | None = None
+    last_user: str | None = None
+    model: ev.ModelRef | None = None
+    provider: str = "openai"
+    instructions: str | None = None
+    meta: dict[str, Any] | None = None  # session_meta, kept on the first part
+    context: dict[str, Any] | None = None  # the turn_context for the next assistant message
+    tools: dict[str, tuple[str, str]] = attrs.field(factory=dict)  # call id -> (msg, part)
+    tokens: ev.Tokens | None = None
+    tasks: bool = False  # the rollout writes task_started/task_complete
+
+
+class _Rollout:
+    def __init__(self, path: Path, report: ImportReport, lenient: bool, max_line: int) -> None:
+        self.path = path
+        self.report = report
+        self.lenient = lenient
+        self.max_line = max_line
+        self.seen: set[bytes] = set()
+        self.events: list[Event] = []
+        self.s = _State()
+
+    # ------------------------------------------------------------------ passes
+
+    def run(self) -> PlannedSession:
+        for _, record in json_lines(self.path, ImportReport("", ""), lenient=True,
+                                    max_line=self.max_line):
+            if record.get("type") == "response_item":
+                for text in _visible(record.get("payload")):
+                    self.seen.add(_digest(text))
+        first_time = 0
+        for number, record in json_lines(self.path, self.report, lenient=self.lenient,
+                                         max_line=self.max_line):
+            s = self.s
+            s.line, s.count = number, 0
+            s.time = max(ms_of(record.get("timestamp")), s.time)
+            first_time = first_time or s.time
+            if not s.sid:
+                s.sid = stable_uuid(s.time, FORMAT, "session", self._session_key(record))
+            payload = record.get("payload")
+            if not isinstance(payload, dict):
+                self.report.note(f"a {record.get('type')!r} line without an object payload",
+                                 number)
+                continue
+            kind = record.get("type")
+            if kind == "session_meta":
+                self._session_meta(payload)
+            elif kind == "turn_context":
+                self._turn_context(payload)
+            elif kind == "response_item":
+                self._item(payload)
+            elif kind == "event_msg":
+                self._event(payload)
+            elif kind == "compacted":
+                self._compaction(str(payload.get("message") or ""), payload)
+            else:
+                self.report.note(f"unknown line type {kind!r}: not mapped", number)
+        self._end()
+        if not self.s.sid:
+            raise ImportInputError(str(self.path), "no rollout lines in this file")
+        return PlannedSession(self.s.sid, "main", self.events, created=max(first_time, 1))
+
+    def _session_key(self, record: dict[str, Any]) -> str:
+        payload = record.get("payload")
+        if record.get("type") == "session_meta" and isinstance(payload, dict) and payload.get(
+                "id"):
+            return str(payload["id"])
+        return self.path.name
+
+    # ------------------------------------------------------------------ emitting
+
+    def add(self, e: Event) -> None:
+        s = self.s
+        s.count += 1
+        eid = stable_uuid(s.time, FORMAT, s.sid, str(s.line), str(s.count))
+        self.events.append(msgspec.structs.replace(e, id=eid, time=s.time))
+
+    def _ids(self, what: str) -> tuple[str, str]:
+        s = self.s
+        return (stable_uuid(s.time, FORMAT, s.sid, "message", str(s.line), what),
+                stable_part_id(s.sid, str(s.line), what, str(s.count)))
+
+    def _part_meta(self, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        meta: dict[str, Any] = {}
+        if self.s.meta is not None:
+            meta["session_meta"], self.s.meta = self.s.meta, None
+        if extra:
+            meta.update(extra)
+        return {"codex": meta} if meta else None
+
+    def _assistant(self) -> str:
+        s = self.s
+        if s.assistant is None:
+            mid, _ = self._ids("assistant")
+            cwd = (s.context or {}).get("cwd")
+            self.add(ev.MessageStarted(
+                message_id=mid, role="assistant", model=s.model, parent_id=s.last_user,
+                path=ev.PathInfo(cwd=cwd, root=cwd) if isinstance(cwd, str) and cwd else None))
+            s.assistant, s.tokens = mid, None
+        return s.assistant
+
+    def _close(self, *, error: ev.MessageError | None = None) -> None:
+        s = self.s
+        mid = s.assistant
+        if mid is None:
+            return
+        mine = [c for c, (m, _) in s.tools.items() if m == mid]
+        if mine and error is None:
+            for call in mine:
+                self.report.note(f"call {call!r} has no output: left running (unfinished)",
+                                 s.line)
+            return  # cannot complete with a running tool: stays open, visibly unfinished
+        for call in mine:
+            _, pid = s.tools.pop(call)
+            self.add(ev.ToolFailed(message_id=mid, part_id=pid, error="turn aborted",
+                                   kind="aborted"))
+        self.add(ev.MessageCompleted(message_id=mid, tokens=s.tokens, error=error))
+        s.assistant = None
+
+    def _user(self, blocks: list[tuple[str, Any]], *, synthetic: bool = False,
+              raw: dict[str, Any] | None = None) -> None:
+        self._close()
+        s = self.s
+        mid, _ = self._ids("user")
+        self.add(ev.MessageStarted(message_id=mid, role="user", system=s.instructions))
+        for i, (kind, value) in enumerate(blocks):
+            pid = stable_part_id(s.sid, str(s.line), "user", str(i))
+            if kind == "text":
+                self.add(ev.TextAdded(message_id=mid, part_id=pid, text=value,
+                                      synthetic=synthetic or value.lstrip().startswith(_ENV),
+                                      metadata=self._part_meta(raw)))
+                self.add(ev.PartEnded(message_id=mid, part_id=pid))
+            else:
+                url = str(value)
+                mime = url[5:url.index(";")] if url.startswith("data:") and ";" in url else (
+                    "image/png")
+                self.add(ev.FileAdded(message_id=mid, part_id=pid, mime=mime, url=url))
+        self.add(ev.MessageCompleted(message_id=mid))
+        s.last_user = mid
+
+    # ------------------------------------------------------------------ lines
+
+    def _session_meta(self, payload: dict[str, Any]) -> None:
+        s = self.s
+        s.meta = {k: v for k, v in payload.items() if k != "instructions"}
+        if isinstance(payload.get("instructions"), str):
+            s.instructions = payload["instructions"]
+        if isinstance(payload.get("model_provider"), str):
+            s.provider = payload["model_provider"]
+
+    def _turn_context(self, payload: dict[str, Any]) -> None:
+        s = self.s
+        s.context = payload
+        if isinstance(payload.get("model"), str) and payload["model"]:
+            s.model = ev.ModelRef(provider_id=s.provider, model_id=payload["model"])
+
+    def _item(self, p: dict[str, Any]) -> None:
+        kind = p.get("type")
+        s = self.s
+        if kind == "message":
+            role = p.get("role")
+            blocks = _blocks(p.get("content"))
+            if role == "assistant":
+                mid = self._assistant()
+                for i, (k, text) in enumerate(blocks):
+                    pid = stable_part_id(s.sid, str(s.line), "text", str(i))
+                    extra = {"openai": {"item_id": p["id"]}} if p.get("id") else {}
+                    self.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(text),
+                                          metadata={**extra, **(self._part_meta() or {})}
+                                          or None))
+                    self.add(ev.PartEnded(message_id=mid, part_id=pid))
+                    if k != "text":
+                        self.report.note(f"assistant content {k!r}: kept as text", s.line)
+            elif role in ("user", "developer", "system"):
+                if role != "user":
+                    self.report.note(f"a {role} message: imported as a synthetic user text",
+                                     s.line)
+                self._user(blocks, synthetic=role != "user")
+            else:
+                self.report.note(f"message role {role!r}: not mapped", s.line)
+        elif kind == "reasoning":
+            self._reasoning(p)
+        elif kind in ("function_call", "custom_tool_call", "local_shell_call",
+                      "web_search_call"):
+            self._call(kind, p)
+        elif kind in ("function_call_output", "custom_tool_call_output",
+                      "local_shell_call_output"):
+            self._output(p)
+        elif kind == "ghost_snapshot":
+            commit = p.get("ghost_commit")
+            snap = commit.get("id") if isinstance(commit, dict) else None
+            if isinstance(snap, str) and snap:
+                mid = self._assistant()
+                self.add(ev.SnapshotAdded(message_id=mid, part_id=self._ids("snap")[1],
+                                          snapshot=snap))
+            else:
+                self.report.note("ghost_snapshot without a commit id: not mapped", s.line)
+        elif kind == "compaction":
+            self._compaction("", p)
+        else:
+            self.report.note(f"response_item type {kind!r}: not mapped", s.line)
+
+    def _reasoning(self, p: dict[str, Any]) -> None:
+        s = self.s
+        summary = [str(x.get("text", "")) for x in p.get("summary") or []
+                   if isinstance(x, dict)]
+        content = [str(x.get("text", "")) for x in p.get("content") or []
+                   if isinstance(x, dict)]
+        openai: dict[str, Any] = {"item_id": p.get("id") or "rs_" + stable_part_id(
+            s.sid, str(s.line))[4:], "summary": summary}
+        if p.get("encrypted_content"):
+            openai["encrypted_content"] = p["encrypted_content"]
+        if content:
+            openai["content"] = content
+        mid = self._assistant()
+        pid = stable_part_id(s.sid, str(s.line), "reasoning")
+        self.add(ev.ReasoningAdded(message_id=mid, part_id=pid, text="\n\n".join(summary),
+                                   metadata={"openai": openai, **(self._part_meta() or {})}))
+        self.add(ev.PartEnded(message_id=mid, part_id=pid))
+
+    def _call(self, kind: str, p: dict[str, Any]) -> None:
+        s = self.s
+        call = p.get("call_id") or p.get("id")
+        if not isinstance(call, str) or not call:
+            call = f"{kind}_{s.line}"
+        raw = ""
+        if kind == "function_call":
+            name, raw = str(p.get("name") or ""), str(p.get("arguments") or "")
+            try:
+                parsed = json.loads(raw) if raw else {}
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict):
+                self.report.note("function_call arguments that are not a JSON object: kept raw",
+                                 s.line)
+                parsed = {}
+            args: dict[str, Any] = parsed
+        elif kind == "custom_tool_call":
+            name, raw = str(p.get("name") or ""), str(p.get("input") or "")
+            args = {"input": raw}
+        elif kind == "local_shell_call":
+            name, action = "local_shell", p.get("action")
+            args = action if isinstance(action, dict) else {}
+        else:
+            name, action = "web_search", p.get("action")
+            args = action if isinstance(action, dict) else {}
+        if not name:
+            self.report.note(f"a {kind} without a name: not mapped", s.line)
+            return
+        if call in s.tools:
+            self.report.note(f"call id {call!r} repeats: the repeat is not mapped", s.line)
+            return
+        mid = self._assistant()
+        pid = stable_part_id(s.sid, str(s.line), "call")
+        extra = {k: v for k, v in p.items() if k in ("status", "id", "type")}
+        self.add(ev.ToolAdded(message_id=mid, part_id=pid, call_id=call, tool=name, input=args,
+                              raw=raw, metadata=self._part_meta(extra)))
+        self.add(ev.ToolStarted(message_id=mid, part_id=pid))
+        s.tools[call] = (mid, pid)
+        if kind == "web_search_call":  # a hosted tool: the rollout keeps no result text
+            self.report.note("web_search_call has no output in a rollout: the tool reads "
+                             "its status", s.line)
+            self._settle(call, f"web search {p.get('status') or 'completed'}", None)
+
+    def _output(self, p: dict[str, Any]) -> None:
+        call = p.get("call_id")
+        if not isinstance(call, str) or call not in self.s.tools:
+            self.report.note("an output for an unknown call id: not mapped", self.s.line)
+            return
+        output = p.get("output")
+        text, meta = _output_text(output)
+        self._settle(call, text, meta)
+
+    def _settle(self, call: str, text: str, meta: dict[str, Any] | None) -> None:
+        mid, pid = self.s.tools.pop(call)
+        if not text:
+            self.report.note(f"an empty output reads {_EMPTY_OUTPUT!r}", self.s.line)
+        self.add(ev.ToolCompleted(message_id=mid, part_id=pid, output=text or _EMPTY_OUTPUT,
+                                  metadata={"codex": meta} if meta else None))
+
+    def _compaction(self, summary: str, payload: dict[str, Any]) -> None:
+        self._close()
+        s = self.s
+        mid, pid = self._ids("compaction")
+        self.add(ev.MessageStarted(message_id=mid, role="user"))
+        self.add(ev.CompactionAdded(message_id=mid, part_id=pid))
+        if summary:
+            tid = stable_part_id(s.sid, str(s.line), "summary")
+            self.add(ev.TextAdded(message_id=mid, part_id=tid, text=summary, synthetic=True))
+            self.add(ev.PartEnded(message_id=mid, part_id=tid))
+        if payload.get("encrypted_content"):
+            self.report.note("a compaction's encrypted_content is not kept", s.line)
+        self.add(ev.MessageCompleted(message_id=mid))
+        s.last_user = mid
+
+    def _event(self, p: dict[str, Any]) -> None:
+        s = self.s
+        kind = p.get("type")
+        if kind in _DUPLICATED:
+            text = p.get("message") if kind != "agent_reasoning" else p.get("text")
+            if isinstance(text, str) and _digest(text) in self.seen:
+                return  # the response_item already carries it
+            if not isinstance(text, str):
+                self.report.note(f"event_msg {kind!r} without text: not mapped", s.line)
+            elif kind == "user_message":
+                self._user([("text", text)])
+            elif kind == "agent_message":
+                self._item({"type": "message", "role": "assistant",
+                            "content": [{"type": "output_text", "text": text}]})
+            else:
+                self._reasoning({"summary": [{"type": "summary_text", "text": text}]})
+        elif kind == "token_count":
+            info = p.get("info")
+            if not isinstance(info, dict):
+                return  # Codex writes null info before the first response: nothing to map
+            last = info.get("last_token_usage")
+            if isinstance(last, dict):
+                s.tokens = _tokens(last)
+        elif kind == "turn_aborted":
+            self._close(error=ev.MessageError(kind="aborted",
+                                              message=str(p.get("reason") or "aborted")))
+        elif kind == "task_started":
+            s.tasks = True
+        elif kind == "task_complete":
+            s.tasks = True
+            self._close()
+        elif kind == "context_compacted":
+            pass  # the compacted line or compaction item carries it
+        else:
+            self.report.note(f"event_msg type {kind!r}: not mapped", s.line)
+
+    def _end(self) -> None:
+        s = self.s
+        if s.assistant is not None and not s.tasks and not any(
+                m == s.assistant for m, _ in s.tools.values()):
+            self._close()  # an older rollout never says a turn ended; nothing is running
+        elif s.assistant is not None:
+            self.report.note("the rollout ends mid-turn: the last assistant message stays open",
+                             s.line)
+            for call in s.tools:
+                self.report.note(f"call {call!r} has no output: left running (unfinished)",
+                                 s.line)
+
+
+def _blocks(content: Any) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind in ("input_text", "output_text", "text"):
+            out.append(("text", str(block.get("text") or "")))
+        elif kind == "input_image":
+            out.append(("image", block.get("image_url") or ""))
+        elif kind == "refusal":
+            out.append(("refusal", str(block.get("refusal") or "")))
+    return out
+
+
+def _visible(payload: Any) -> list[str]:
+    if not isinstance(payload, dict):
+        return []
+    if payload.get("type") == "message":
+        return [str(t) for k, t in _blocks(payload.get("content")) if k == "text"]
+    if payload.get("type") == "reasoning":
+        return [str(x.get("text", "")) for x in payload.get("summary") or []
+                if isinstance(x, dict)]
+    return []
+
+
+def _output_text(output: Any) -> tuple[str, dict[str, Any] | None]:
+    """Both generations: a JSON string ``{output, metadata}`` (0.4x-0.5x) or plain text."""
+    if isinstance(output, dict):
+        return str(output.get("content") or output.get("output") or ""), {"raw": output}
+    if not isinstance(output, str):
+        return "", None
+    if output.startswith("{"):
+        try:
+            parsed = json.loads(output)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and "output" in parsed:
+            meta = parsed.get("metadata")
+            return str(parsed["output"]), {"metadata": meta} if meta is not None else None
+    return output, None
+
+
+def _tokens(usage: dict[str, Any]) -> ev.Tokens:
+    def n(key: str) -> int:
+        value = usage.get(key)
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    return ev.Tokens(input=n("input_tokens"), output=n("output_tokens"),
+                     reasoning=n("reasoning_output_tokens"),
+                     cache=ev.CacheTokens(read=n("cached_input_tokens")))
+
+
+def plan_codex(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) -> Plan:
+    """One rollout file, or every ``rollout-*.jsonl`` under a directory."""
+    report = ImportReport(str(path), FORMAT)
+    files = sorted(path.rglob("rollout-*.jsonl")) if path.is_dir() else [path]
+    sessions = [_Rollout(f, report, lenient, max_line).run() for f in files]
+    return Plan(report, sessions)

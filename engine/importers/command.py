@@ -1,0 +1,49 @@
+"""``convlog import``: a transcript file or directory into a store, with a one-screen report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from engine.cli import EXIT_OK, EXIT_USAGE
+from engine.importers.base import ImportInputError
+from engine.importers.detect import FORMATS, plan_path
+from engine.importers.write import write_plan
+from engine.store import DEFAULT_URL, open_store
+
+
+class ImportCommand:
+    name = "import"
+    help = "import Claude Code, Codex or Q CLI sessions (nothing written on bad input)"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("path", help="a transcript file or a directory of them")
+        parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
+        parser.add_argument("--store", default=DEFAULT_URL, help=f"store URL ({DEFAULT_URL})")
+        parser.add_argument("--json", action="store_true", help="print the report as JSON")
+        parser.add_argument("--lenient", action="store_true",
+                            help="skip bad lines (listed in the report) instead of failing")
+
+    def run(self, args: argparse.Namespace) -> int:
+        try:
+            plan = plan_path(Path(args.path), args.format, lenient=args.lenient)
+            if len(plan.sessions) == 0:
+                raise ImportInputError(args.path, "no session found in the input")
+            store = open_store(args.store)
+            try:
+                write_plan(store, plan)
+            finally:
+                store.close()
+        except ImportInputError as exc:
+            print(f"convlog import: {exc}; nothing written", file=sys.stderr)
+            return EXIT_USAGE
+        if args.json:
+            print(json.dumps(plan.report.to_json(), ensure_ascii=False, indent=2))
+        else:
+            print(plan.report.render())
+        return EXIT_OK
+
+
+IMPORT = ImportCommand()

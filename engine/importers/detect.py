@@ -1,0 +1,82 @@
+"""Which importer reads a path: ``--format auto`` sniffs the first bytes, never the whole file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from engine.importers.base import ImportInputError, Plan, check_text, open_binary
+from engine.importers.claude_code import plan_claude_code
+from engine.importers.codex import plan_codex
+from engine.importers.qcli import plan_qcli
+
+Planner = Callable[[Path, bool], Plan]
+
+FORMATS: Final = ("claude-code", "codex", "opencode", "gemini", "qcli", "aider")
+_PLANNERS: Final[dict[str, Planner]] = {
+    "claude-code": lambda p, lenient: plan_claude_code(p, lenient=lenient),
+    "codex": lambda p, lenient: plan_codex(p, lenient=lenient),
+    "qcli": lambda p, _lenient: plan_qcli(p),
+}
+_CLAUDE_TYPES: Final = frozenset({"user", "assistant", "summary", "system", "progress",
+                                  "file-history-snapshot", "queue-operation", "attachment",
+                                  "last-prompt"})
+_HEAD: Final = 64 * 1024
+
+
+def detect(path: Path) -> str:
+    """The format of ``path`` (a file, or a directory of transcripts)."""
+    if path.is_dir():
+        if (path / "opencode.db").exists() or (path / "storage" / "session").is_dir():
+            return "opencode"
+        if any(path.glob("*.aider.chat.history.md")) or (
+                path / ".aider.chat.history.md").exists():
+            return "aider"
+        for child in sorted(path.rglob("*.jsonl")):
+            return detect(child)
+        raise ImportInputError(str(path), "no transcript found in this directory")
+    if path.name.endswith(".db"):
+        return "opencode"
+    with open_binary(path) as f:
+        head = f.read(_HEAD)
+    check_text(path, head)
+    text = head.lstrip()
+    if text.startswith(b"# aider chat started"):
+        return "aider"
+    if not text.startswith(b"{"):
+        raise ImportInputError(str(path), "not a transcript this tool knows (not JSON, "
+                               "JSON lines or an aider history)", 1)
+    first = text.split(b"\n", 1)[0]
+    try:
+        record = msgspec.json.decode(first)
+    except msgspec.DecodeError:
+        record = None  # a multi-line JSON document
+    if isinstance(record, dict):
+        if "payload" in record and "type" in record:
+            return "codex"
+        if record.get("type") in _CLAUDE_TYPES or "parentUuid" in record:
+            return "claude-code"
+        if "projectHash" in record or "$set" in record:
+            return "gemini"
+    if b'"conversation_id"' in head:
+        return "qcli"
+    if b'"projectHash"' in head:
+        return "gemini"
+    if b'"info"' in head and b'"messages"' in head:
+        return "opencode"
+    raise ImportInputError(str(path), "not a transcript format this tool knows", 1)
+
+
+def plan_path(path: Path, fmt: str = "auto", *, lenient: bool = False) -> Plan:
+    """Read ``path`` in ``fmt`` (or the detected format) into a plan; nothing is written."""
+    if not path.exists():
+        raise ImportInputError(str(path), "no such file or directory")
+    chosen = detect(path) if fmt == "auto" else fmt
+    planner = _PLANNERS.get(chosen)
+    if planner is None:
+        raise ImportInputError(str(path), f"the {chosen} importer is not implemented yet "
+                               f"(implemented: {', '.join(sorted(_PLANNERS))})")
+    return planner(path, lenient)

@@ -1,0 +1,122 @@
+"""Codex rollouts: both output generations, dedupe of event_msg copies, unfinished turns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.importers.base import ImportInputError
+from engine.importers.codex import plan_codex
+from engine.importers.write import write_plan
+from projections import views as v
+from projections.render import openai_responses
+from projections.timetravel import at
+from tests.importers.support import FIXTURES, written
+
+CODEX = FIXTURES / "codex"
+OLD = next(CODEX.glob("rollout-2025-09-03*.jsonl"))
+NEW = next(CODEX.glob("rollout-2025-11-20*.jsonl"))
+
+
+def messages(path: Path) -> tuple[list[v.WithParts], list[str]]:
+    plan = plan_codex(path)
+    store = written(plan)
+    return at(store, plan.report.sessions[0].id).messages(), list(plan.report.unmapped)
+
+
+def tools(history: list[v.WithParts]) -> dict[str, v.ToolPart]:
+    return {p.call_id: p for m in history for p in m.parts if isinstance(p, v.ToolPart)}
+
+
+def texts(history: list[v.WithParts]) -> list[str]:
+    return [p.text for m in history for p in m.parts if isinstance(p, v.TextPart)]
+
+
+def test_visible_text_duplicated_in_event_msg_comes_in_once() -> None:
+    history, _ = messages(OLD)
+    all_texts = texts(history)
+    assert all_texts.count("why does make test fail?") == 1
+    assert all_texts.count("There was no test target; I added one and the tests pass.") == 1
+    reasoning = [p for m in history for p in m.parts if isinstance(p, v.ReasoningPart)]
+    assert [p.text for p in reasoning] == ["**Running the tests**"]
+    # An event_msg without a response_item counterpart is kept, not deduplicated away.
+    assert "only typed in the TUI, never echoed as an item" in all_texts
+
+
+def test_both_output_generations() -> None:
+    old, _ = messages(OLD)
+    shell = tools(old)["call_A"]
+    assert isinstance(shell.state, v.ToolStateCompleted)
+    assert shell.state.output == "make: *** No rule to make target 'test'.\n"
+    assert shell.state.metadata["codex"]["metadata"] == {"exit_code": 2,
+                                                         "duration_seconds": 0.1}
+    assert shell.state.input == {"command": ["bash", "-lc", "make test"], "workdir": "/home/me/app"}
+    new, _ = messages(NEW)
+    plain = tools(new)["call_1"]
+    assert isinstance(plain.state, v.ToolStateCompleted)
+    assert plain.state.output.startswith("Exit code: 0\n")
+
+
+def test_every_call_kind_maps() -> None:
+    history, notes = messages(OLD)
+    calls = tools(history)
+    assert {p.tool for p in calls.values()} >= {"shell", "apply_patch", "local_shell",
+                                                 "web_search"}
+    assert calls["call_P"].state.input["input"].startswith("*** Begin Patch")
+    assert any("web_search_call" in n for n in notes)
+    assert any(isinstance(p, v.SnapshotPart) for m in history for p in m.parts)
+
+
+def test_reasoning_keeps_its_encrypted_content_and_renders_back() -> None:
+    history, _ = messages(OLD)
+    reasoning = next(p for m in history for p in m.parts if isinstance(p, v.ReasoningPart))
+    assert (reasoning.metadata or {})["openai"]["encrypted_content"] == "gAAAAABo-encrypted"
+    items = openai_responses.input_items(history)
+    sent = [i for i in items if i.get("type") == "reasoning"]
+    assert sent
+    assert sent[0]["encrypted_content"] == "gAAAAABo-encrypted"
+
+
+def test_an_aborted_turn_settles_as_aborted() -> None:
+    history, _ = messages(OLD)
+    aborted = tools(history)["call_B"]
+    assert isinstance(aborted.state, v.ToolStateError)
+    info = next(m.info for m in history if any(p is aborted for p in m.parts))
+    assert isinstance(info, v.AssistantInfo)
+    assert info.error is not None
+    assert info.error.kind == "aborted"
+
+
+def test_a_rollout_ending_mid_turn_stays_unfinished() -> None:
+    history, notes = messages(NEW)
+    last = history[-1]
+    assert last.info.role == "assistant"
+    assert last.info.time.completed is None
+    assert isinstance(tools(history)["call_2"].state, v.ToolStateRunning)
+    assert any("ends mid-turn" in n for n in notes)
+
+
+def test_compactions_and_unknown_lines_are_kept_or_reported() -> None:
+    history, notes = messages(OLD)
+    assert sum(isinstance(p, v.CompactionPart) for m in history for p in m.parts) == 2
+    assert any("future_line_type" in n for n in notes)
+    assert any("mcp_list_tools_response" in n for n in notes)
+
+
+def test_reimport_writes_nothing() -> None:
+    first = plan_codex(CODEX)
+    store = written(first)
+    again = plan_codex(CODEX)
+    write_plan(store, again)
+    assert again.report.written == 0
+    assert again.report.existing == first.report.written
+
+
+def test_invalid_line_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "rollout-x.jsonl"
+    lines = NEW.read_text().splitlines(keepends=True)
+    path.write_text("".join([*lines[:3], "not json\n", *lines[3:]]))
+    with pytest.raises(ImportInputError) as caught:
+        plan_codex(path)
+    assert caught.value.line == 4
