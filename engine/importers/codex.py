@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -31,6 +32,7 @@ from engine.importers.base import (
     PlannedSession,
     json_lines,
     ms_of,
+    open_binary,
     stable_part_id,
     stable_uuid,
 )
@@ -39,6 +41,7 @@ FORMAT: Final = "codex"
 _ENV: Final = "<environment_context>"
 _DUPLICATED: Final = frozenset({"user_message", "agent_message", "agent_reasoning"})
 _EMPTY_OUTPUT: Final = "(no output)"
+_decode = msgspec.json.decode
 
 
 def _digest(text: str) -> bytes:
@@ -76,11 +79,8 @@ class _Rollout:
     # ------------------------------------------------------------------ passes
 
     def run(self) -> PlannedSession:
-        for _, record in json_lines(self.path, ImportReport("", ""), lenient=True,
-                                    max_line=self.max_line):
-            if record.get("type") == "response_item":
-                for text in _visible(record.get("payload")):
-                    self.seen.add(_digest(text))
+        for text in _visible_texts(self.path, self.max_line):
+            self.seen.add(_digest(text))
         first_time = 0
         for number, record in json_lines(self.path, self.report, lenient=self.lenient,
                                          max_line=self.max_line):
@@ -393,6 +393,24 @@ class _Rollout:
             for call in s.tools:
                 self.report.note(f"call {call!r} has no output: left running (unfinished)",
                                  s.line)
+
+
+def _visible_texts(path: Path, max_line: int) -> Iterator[str]:
+    """Pass one: the visible texts of response items; other lines are not even decoded."""
+    with open_binary(path) as f:
+        while raw := f.readline(max_line + 1):
+            if b"response_item" not in raw:
+                continue
+            try:
+                record = _decode(raw)
+            except msgspec.DecodeError:
+                continue  # pass two reports it
+            if isinstance(record, dict) and record.get("type") == "response_item":
+                yield from _visible(record.get("payload"))
+            if len(raw) > max_line and not raw.endswith(b"\n"):
+                while chunk := f.readline(1 << 20):
+                    if chunk.endswith(b"\n"):
+                        break
 
 
 def _blocks(content: Any) -> list[tuple[str, Any]]:
