@@ -47,7 +47,7 @@ def claude_code_lines(target: int) -> Iterator[str]:
     while written < target:
         turn += 1
         ts = f"2025-08-01T10:{turn // 3600 % 60:02d}:{turn % 60:02d}.000Z"
-        recs = []
+        recs: list[dict[str, object]] = []
 
         def rec(uuid: str, kind: str, ts: str = ts, recs: list[dict[str, object]] = recs,
                 **fields: object) -> None:
