@@ -1,0 +1,199 @@
+"""Read-side CLI verbs: ``export``, ``sessions``, ``diff`` and ``fork``, plugged in by entry point.
+
+``export`` renders one session (as of any seq) in a provider's request format,
+as OpenCode's export JSON, as a Q CLI save, or as the raw events. ``sessions``
+lists a store's sessions as a lineage tree: forks under the session they
+branched from, child sessions (an imported Claude Code sidechain) under the
+session whose tool call spawned them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, Final
+
+from engine.cli import EXIT_OK, EXIT_USAGE
+from engine.codec import to_builtins
+from engine.events import ToolAdded
+from engine.session import Session
+from engine.store import open_store
+from engine.store.base import SessionInfo, Store
+from projections import views as v
+from projections.qcli import export_qcli
+from projections.qcli.state import conversation_at
+from projections.render import (
+    anthropic,
+    common_format,
+    gemini,
+    llama,
+    openai_chat,
+    openai_responses,
+)
+from projections.timetravel import at, diff
+
+_RENDER: Final[dict[str, Callable[[list[v.WithParts]], Any]]] = {
+    "anthropic": anthropic.messages,
+    "openai-chat": openai_chat.messages,
+    "openai-responses": openai_responses.input_items,
+    "gemini": gemini.contents,
+    "llama": llama.messages,
+    "common": common_format.messages,
+}
+AS_CHOICES: Final = ("opencode", "qcli", *_RENDER, "events")
+
+
+def _seq(store: Store, sid: str, given: int | None, verb: str) -> int | None:
+    version = store.version(sid)
+    seq = version if given is None else given
+    if not 0 <= seq <= version:
+        print(f"convlog {verb}: --at {seq} is outside 0..{version}", file=sys.stderr)
+        return None
+    return seq
+
+
+def opencode_export(store: Store, sid: str, seq: int) -> dict[str, Any]:
+    """OpenCode's ``opencode export`` shape: ``{info, messages: [{info, parts}]}``."""
+    info = store.session_info(sid)
+    session: dict[str, Any] = {"id": sid, "time": {"created": info.created}}
+    if info.parent:
+        session["parentID"] = info.parent
+    return {"info": session, "messages": at(store, sid, seq).to_json()}
+
+
+class ExportCommand:
+    name = "export"
+    help = "write one session as OpenCode JSON, a Q CLI save, a provider request, or events"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("store", help="store URL, e.g. sqlite:///convlog.db")
+        parser.add_argument("--session", required=True, help="session id")
+        parser.add_argument("--as", dest="fmt", choices=AS_CHOICES, default="opencode")
+        parser.add_argument("--at", type=int, help="the session as of this seq")
+
+    def run(self, args: argparse.Namespace) -> int:
+        store = open_store(args.store)
+        try:
+            seq = _seq(store, args.session, args.at, self.name)
+            if seq is None:
+                return EXIT_USAGE
+            if args.fmt == "events":
+                for e in store.read(args.session, 1, seq):
+                    print(json.dumps(to_builtins(e), ensure_ascii=False))
+                return EXIT_OK
+            data: Any
+            if args.fmt == "opencode":
+                data = opencode_export(store, args.session, seq)
+            elif args.fmt == "qcli":
+                data = export_qcli(conversation_at(store, args.session, seq).state())
+            else:
+                data = _RENDER[args.fmt](at(store, args.session, seq).messages())
+            print(json.dumps(data, ensure_ascii=False, indent=2))
+            return EXIT_OK
+        finally:
+            store.close()
+
+
+def child_links(store: Store, sessions: list[SessionInfo]) -> dict[str, str]:
+    """child session id -> the session whose tool part names it (``child_session``)."""
+    links: dict[str, str] = {}
+    known = {s.id for s in sessions}
+    for info in sessions:
+        for e in store.read(info.id, (info.fork_seq or 0) + 1):
+            meta = e.metadata if isinstance(e, ToolAdded) else None
+            child = (meta or {}).get("child_session")
+            if isinstance(child, str) and child in known and child != info.id:
+                links.setdefault(child, info.id)
+    return links
+
+
+def lineage(store: Store) -> list[str]:
+    """The store's sessions as indented lines: forks and children under their parent."""
+    sessions = store.sessions()
+    children = child_links(store, sessions)
+    kids: dict[str | None, list[tuple[str, str]]] = {}
+    for info in sessions:
+        if info.parent:
+            kids.setdefault(info.parent, []).append((info.id, f"fork at {info.fork_seq}"))
+        elif info.id in children:
+            kids.setdefault(children[info.id], []).append((info.id, "child"))
+        else:
+            kids.setdefault(None, []).append((info.id, ""))
+    lines: list[str] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for sid, how in kids.get(parent, []):
+            label = f" ({how})" if how else ""
+            lines.append(f"{'  ' * depth}{sid}  {store.version(sid)} events{label}")
+            walk(sid, depth + 1)
+
+    walk(None, 0)
+    return lines
+
+
+class SessionsCommand:
+    name = "sessions"
+    help = "list a store's sessions as a lineage tree (forks and child sessions)"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("store", help="store URL, e.g. sqlite:///convlog.db")
+
+    def run(self, args: argparse.Namespace) -> int:
+        store = open_store(args.store)
+        try:
+            for line in lineage(store):
+                print(line)
+            return EXIT_OK
+        finally:
+            store.close()
+
+
+class DiffCommand:
+    name = "diff"
+    help = "what changed in a session between seq A and seq B"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("store", help="store URL, e.g. sqlite:///convlog.db")
+        parser.add_argument("--session", required=True, help="session id")
+        parser.add_argument("a", type=int, help="the earlier seq")
+        parser.add_argument("b", type=int, help="the later seq")
+
+    def run(self, args: argparse.Namespace) -> int:
+        store = open_store(args.store)
+        try:
+            for seq in (args.a, args.b):
+                if _seq(store, args.session, seq, self.name) is None:
+                    return EXIT_USAGE
+            print(diff(store, args.session, args.a, args.b).render())
+            return EXIT_OK
+        finally:
+            store.close()
+
+
+class ForkCommand:
+    name = "fork"
+    help = "a new session sharing a session's first SEQ events"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("store", help="store URL, e.g. sqlite:///convlog.db")
+        parser.add_argument("--session", required=True, help="session id")
+        parser.add_argument("--at", type=int, required=True, help="the fork point (a seq)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        store = open_store(args.store)
+        try:
+            if _seq(store, args.session, args.at, self.name) is None:
+                return EXIT_USAGE
+            fork = Session.open(store, args.session).fork(args.at)
+            print(fork.id)
+            return EXIT_OK
+        finally:
+            store.close()
+
+
+EXPORT = ExportCommand()
+SESSIONS = SessionsCommand()
+DIFF = DiffCommand()
+FORK = ForkCommand()
