@@ -54,13 +54,56 @@ def _seq(store: Store, sid: str, given: int | None, verb: str) -> int | None:
     return seq
 
 
+# convlog's MessageError kinds and OpenCode's error names.
+_ERROR_NAMES: Final = {"aborted": "MessageAbortedError", "auth": "ProviderAuthError",
+                       "api": "APIError", "output_length": "MessageOutputLengthError",
+                       "context_overflow": "ContextOverflowError", "unknown": "UnknownError"}
+
+
+def _opencode_error(error: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = {"message": error.get("message", "")}
+    if error.get("statusCode") is not None:
+        data["statusCode"] = error["statusCode"]
+    if error.get("retryable") is not None:
+        data["isRetryable"] = error["retryable"]
+    return {"name": _ERROR_NAMES.get(str(error.get("kind")), "UnknownError"), "data": data}
+
+
+def _opencode_part(part: dict[str, Any]) -> dict[str, Any]:
+    if part.get("type") == "retry" and isinstance(part.get("error"), dict):
+        part["error"] = _opencode_error(part["error"])
+    state = part.get("state")
+    if part.get("type") == "tool" and isinstance(state, dict) and state.get("status") == "error":
+        meta = dict(state.get("metadata") or {})
+        kind = meta.pop("kind", None)  # convlog's failure kind; OpenCode has only interrupted
+        if kind == "aborted":
+            meta["interrupted"] = True
+        if meta:
+            state["metadata"] = meta
+        else:
+            state.pop("metadata", None)
+    return part
+
+
+def opencode_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """convlog's WithParts JSON in OpenCode's own spelling (errors, user message times)."""
+    for m in messages:
+        info = m["info"]
+        if isinstance(info.get("error"), dict):
+            info["error"] = _opencode_error(info["error"])
+        if info.get("role") == "user":
+            info.get("time", {}).pop("completed", None)  # OpenCode's user messages have none
+        m["parts"] = [_opencode_part(p) for p in m["parts"]]
+    return messages
+
+
 def opencode_export(store: Store, sid: str, seq: int) -> dict[str, Any]:
     """OpenCode's ``opencode export`` shape: ``{info, messages: [{info, parts}]}``."""
     info = store.session_info(sid)
     session: dict[str, Any] = {"id": sid, "time": {"created": info.created}}
     if info.parent:
         session["parentID"] = info.parent
-    return {"info": session, "messages": at(store, sid, seq).to_json()}
+    return {"info": session, "messages": opencode_messages(at(store, sid, seq).to_json())}
 
 
 class ExportCommand:

@@ -20,6 +20,7 @@ from tests.importers.support import FIXTURES
     ("codex", "codex"),
     ("qcli-v1.10-pairs.json", "qcli"),
     ("qcli-v1.14-objects.json", "qcli"),
+    ("opencode/export-live.json", "opencode"),
 ])
 def test_formats_are_detected(path: str, fmt: str) -> None:
     assert detect(FIXTURES / path) == fmt

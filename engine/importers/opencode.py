@@ -1,0 +1,407 @@
+"""OpenCode: ``opencode export`` JSON, the pre-1.2 ``storage/`` tree, the 1.2+ ``opencode.db``.
+
+OpenCode's model is convlog's WithParts, so each part becomes the events that
+rebuild it: a text part is ``text.added`` (+ ``part.ended`` when it has an end
+time), a tool part the events that take it to its state (``pending`` adds it,
+``running`` starts it, ``completed``/``error`` settle it, a compacted output is
+compacted), and so on for all twelve part types. Times come from the parts and
+infos, so ``convlog export --as opencode`` gives the same JSON back, modulo the
+ids convlog requires to be UUIDs (docs/import.md lists every difference).
+
+A live export (a tool still ``running``, no ``time.completed``) imports as an
+open message: nothing is settled that OpenCode had not settled.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from engine import events as ev
+from engine.events import Event
+from engine.importers.base import (
+    ImportInputError,
+    ImportReport,
+    Plan,
+    PlannedSession,
+    json_document,
+    stable_uuid,
+)
+
+FORMAT: Final = "opencode"
+# OpenCode's error names and convlog's MessageError kinds, both ways.
+ERROR_KINDS: Final = {
+    "MessageAbortedError": "aborted", "ProviderAuthError": "auth", "APIError": "api",
+    "MessageOutputLengthError": "output_length", "ContextOverflowError": "context_overflow",
+    "UnknownError": "unknown",
+}
+_SIMPLE: Final = {"snapshot", "patch", "agent", "subtask", "retry", "compaction", "step-start",
+                  "step-finish"}
+
+
+def message_uuid(source_id: str, created: int) -> str:
+    """The convlog message id of an OpenCode message id (ids must be UUIDs here)."""
+    return stable_uuid(created, FORMAT, "message", source_id)
+
+
+def session_uuid(source_id: str, created: int) -> str:
+    return stable_uuid(created, FORMAT, "session", source_id)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _error(data: Any) -> ev.MessageError | None:
+    if not isinstance(data, dict):
+        return None
+    name = str(data.get("name") or "UnknownError")
+    body = _obj(data.get("data"))
+    status = body.get("statusCode")
+    retry = body.get("isRetryable")
+    return ev.MessageError(
+        kind=ERROR_KINDS.get(name, "unknown"),  # type: ignore[arg-type]
+        message=str(body.get("message") or ""),
+        status_code=status if isinstance(status, int) else None,
+        retryable=retry if isinstance(retry, bool) else None)
+
+
+def _tokens(data: Any) -> ev.Tokens:
+    if not isinstance(data, dict):
+        return ev.Tokens()
+    cache = _obj(data.get("cache"))
+    return ev.Tokens(input=_int(data.get("input")), output=_int(data.get("output")),
+                     reasoning=_int(data.get("reasoning")),
+                     cache=ev.CacheTokens(read=_int(cache.get("read")),
+                                          write=_int(cache.get("write"))))
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _convert(value: Any, kind: Any) -> Any:
+    return None if value is None else msgspec.convert(value, kind)
+
+
+class _Session:
+    """One session's messages (each ``{info, parts}``) into events."""
+
+    def __init__(self, report: ImportReport, source: str) -> None:
+        self.report = report
+        self.source = source
+        self.events: list[Event] = []
+        self.time = 1
+        self.key = ""
+        self.count = 0
+        self.done = False  # the message being read is finished
+
+    def add(self, e: Event, time: int | None = None) -> None:
+        if time:
+            self.time = max(time, 1)
+        self.count += 1
+        eid = stable_uuid(self.time, FORMAT, "event", self.key, str(self.count))
+        self.events.append(msgspec.structs.replace(e, id=eid, time=self.time))
+
+    def message(self, info: dict[str, Any], parts: list[dict[str, Any]]) -> None:
+        source_id = str(info.get("id") or "")
+        if not source_id:
+            self.report.note("a message without an id: not imported")
+            return
+        times = _obj(info.get("time"))
+        created = _int(times.get("created")) or self.time
+        self.key, self.count = source_id, 0
+        mid = message_uuid(source_id, created)
+        role = info.get("role")
+        if role == "user":
+            model = info.get("model") if isinstance(info.get("model"), dict) else None
+            start = ev.MessageStarted(
+                message_id=mid, role="user", agent=str(info.get("agent") or ""),
+                model=ev.ModelRef(provider_id=str(model.get("providerID", "")),
+                                  model_id=str(model.get("modelID", ""))) if model else None,
+                system=info.get("system"), tools=info.get("tools"),
+                variant=info.get("variant"),
+                summary=_convert(info.get("summary"), ev.UserSummary))
+        elif role == "assistant":
+            parent = info.get("parentID")
+            start = ev.MessageStarted(
+                message_id=mid, role="assistant", agent=str(info.get("agent") or ""),
+                model=ev.ModelRef(provider_id=str(info.get("providerID") or ""),
+                                  model_id=str(info.get("modelID") or ""))
+                if info.get("modelID") else None,
+                system=info.get("system"), variant=info.get("variant"),
+                path=_convert(info.get("path"), ev.PathInfo),
+                parent_id=self.parents.get(str(parent)) if parent else None)
+            for field in ("mode", "summary"):
+                if field in info:
+                    self.report.note(f"assistant info field {field!r}: not mapped")
+        else:
+            self.report.note(f"message role {role!r}: not imported")
+            return
+        self.parents[source_id] = mid
+        self.add(start, created)
+        self.done = role == "user" or bool(_int(times.get("completed")) or info.get("error"))
+        settled = True
+        for part in sorted(parts, key=lambda p: str(p.get("id", ""))):
+            settled = self.part(mid, part) and settled
+        completed = _int(times.get("completed"))
+        error = _error(info.get("error"))
+        if role == "user" or completed or error:
+            if not settled:
+                self.report.note("a completed message with an unsettled tool: left open")
+                return
+            self.add(ev.MessageCompleted(
+                message_id=mid, cost=float(info.get("cost") or 0.0),
+                tokens=_tokens(info.get("tokens")) if role == "assistant" else None,
+                finish=info.get("finish"), error=error), completed or None)
+
+    parents: dict[str, str]
+
+    def part(self, mid: str, part: dict[str, Any]) -> bool:
+        """The events of one part; False when it is a tool left unsettled."""
+        kind = part.get("type")
+        pid = str(part.get("id") or "")
+        times = _obj(part.get("time"))
+        if not pid:
+            self.report.note(f"a {kind!r} part without an id: not imported")
+            return True
+        if kind in ("text", "reasoning"):
+            meta = part.get("metadata")
+            if kind == "text":
+                self.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(part.get("text", "")),
+                                      synthetic=bool(part.get("synthetic")),
+                                      ignored=bool(part.get("ignored")), metadata=meta),
+                         _int(times.get("start")) or None)
+            else:
+                self.add(ev.ReasoningAdded(message_id=mid, part_id=pid,
+                                           text=str(part.get("text", "")), metadata=meta),
+                         _int(times.get("start")) or None)
+            if _int(times.get("end")):
+                self.add(ev.PartEnded(message_id=mid, part_id=pid), _int(times["end"]))
+            elif not times.get("start") or self.done:
+                # No times at all (user parts) or a finished message: the part is complete.
+                self.add(ev.PartEnded(message_id=mid, part_id=pid))
+            return True
+        if kind == "file":
+            self.add(ev.FileAdded(message_id=mid, part_id=pid, mime=str(part.get("mime", "")),
+                                  url=str(part.get("url", "")), filename=part.get("filename"),
+                                  source=_convert(part.get("source"), ev.FilePartSource)))
+            return True
+        if kind == "tool":
+            return self.tool(mid, pid, part)
+        if kind in _SIMPLE:
+            self.add(self.simple(str(kind), mid, pid, part),
+                     _int(times.get("created")) or None)
+            return True
+        self.report.note(f"part type {kind!r}: not imported")
+        return True
+
+    def simple(self, kind: str, mid: str, pid: str, p: dict[str, Any]) -> Event:
+        ids: dict[str, Any] = {"message_id": mid, "part_id": pid}
+        if kind == "step-start":
+            return ev.StepStarted(**ids, snapshot=p.get("snapshot"))
+        if kind == "step-finish":
+            return ev.StepFinished(**ids, reason=str(p.get("reason") or ""),
+                                   cost=float(p.get("cost") or 0.0),
+                                   tokens=_tokens(p.get("tokens")), snapshot=p.get("snapshot"))
+        if kind == "snapshot":
+            return ev.SnapshotAdded(**ids, snapshot=str(p.get("snapshot") or ""))
+        if kind == "patch":
+            return ev.PatchAdded(**ids, hash=str(p.get("hash") or ""),
+                                 files=[str(f) for f in p.get("files") or []])
+        if kind == "agent":
+            return ev.AgentAdded(**ids, name=str(p.get("name") or ""),
+                                 source=_convert(p.get("source"), ev.SourceText))
+        if kind == "subtask":
+            model = p.get("model") if isinstance(p.get("model"), dict) else None
+            return ev.SubtaskAdded(**ids, prompt=str(p.get("prompt") or ""),
+                                   description=str(p.get("description") or ""),
+                                   agent=str(p.get("agent") or ""), command=p.get("command"),
+                                   model=ev.ModelRef(provider_id=str(model.get("providerID")),
+                                                     model_id=str(model.get("modelID")))
+                                   if model else None)
+        if kind == "retry":
+            return ev.RetryAdded(**ids, attempt=_int(p.get("attempt")),
+                                 error=_error(p.get("error")) or ev.MessageError(kind="unknown"))
+        return ev.CompactionAdded(**ids, auto=bool(p.get("auto")), overflow=p.get("overflow"))
+
+    def tool(self, mid: str, pid: str, part: dict[str, Any]) -> bool:
+        state = _obj(part.get("state"))
+        status = state.get("status")
+        times = _obj(state.get("time"))
+        args = _obj(state.get("input"))
+        ids: dict[str, Any] = {"message_id": mid, "part_id": pid}
+        self.add(ev.ToolAdded(**ids, call_id=str(part.get("callID") or pid),
+                              tool=str(part.get("tool") or "unknown"), input=args,
+                              raw=str(state.get("raw") or ""), metadata=part.get("metadata")),
+                 _int(times.get("start")) or None)
+        if status == "pending":
+            return False
+        meta = state.get("metadata")
+        start = _int(times.get("start")) or None
+        if status == "error" and not start:
+            self.add(ev.ToolFailed(**ids, error=str(state.get("error") or ""), kind="aborted"))
+            return True
+        self.add(ev.ToolStarted(**ids, title=state.get("title") if status == "running" else None,
+                                metadata=meta if status == "running" else None), start)
+        end = _int(times.get("end")) or None
+        if status == "running":
+            return False
+        if status == "completed":
+            output = str(state.get("output") or "")
+            if not output:
+                self.report.note("a completed tool with empty output reads '(no output)'")
+            self.add(ev.ToolCompleted(
+                **ids, output=output or "(no output)", title=str(state.get("title") or ""),
+                metadata=meta if isinstance(meta, dict) else None,
+                attachments=[ev.Attachment(part_id=str(a.get("id")), mime=str(a.get("mime")),
+                                           url=str(a.get("url")), filename=a.get("filename"))
+                             for a in state.get("attachments") or [] if isinstance(a, dict)]),
+                end)
+            if _int(times.get("compacted")):
+                self.add(ev.ToolOutputCompacted(**ids), _int(times["compacted"]))
+            return True
+        if status == "error":
+            kind = (meta or {}).get("kind") if isinstance(meta, dict) else None
+            if kind is None and isinstance(meta, dict) and meta.get("interrupted"):
+                kind = "aborted"  # OpenCode marks an aborted tool as interrupted
+            self.add(ev.ToolFailed(**ids, error=str(state.get("error") or "error"),
+                                   kind=kind if kind in ("aborted", "timeout", "cancelled",
+                                                         "denied") else "error",
+                                   metadata={k: v for k, v in meta.items() if k != "kind"}
+                                   if isinstance(meta, dict) else None), end)
+            return True
+        self.report.note(f"tool status {status!r}: left pending")
+        return False
+
+
+Message = tuple[dict[str, Any], list[dict[str, Any]]]
+
+
+def plan_messages(report: ImportReport, info: dict[str, Any],
+                  messages: Iterable[Message]) -> PlannedSession:
+    """One OpenCode session (its info and its ``(info, parts)`` messages) as a planned session."""
+    source_id = str(info.get("id") or "")
+    times = _obj(info.get("time"))
+    created = _int(times.get("created")) or 1
+    builder = _Session(report, source_id)
+    builder.parents = {}
+    builder.time = created
+    ordered = sorted(messages, key=lambda m: (_int((m[0].get("time") or {}).get("created")),
+                                              str(m[0].get("id", ""))))
+    for message_info, parts in ordered:
+        try:
+            builder.message(message_info, parts)
+        except (msgspec.ValidationError, TypeError, ValueError) as exc:
+            raise ImportInputError(report.source, f"message {message_info.get('id')!r}: "
+                                   f"a field of the wrong shape ({exc})") from exc
+    for key in sorted(set(info) - {"id", "time", "title", "parentID", "projectID",
+                                   "directory", "version", "slug"}):
+        report.note(f"session info field {key!r}: not mapped")
+    parent = info.get("parentID")
+    return PlannedSession(session_uuid(source_id, created), "child" if parent else "main",
+                          builder.events, created=created, title=str(info.get("title") or ""),
+                          parent=str(parent) if parent else None)
+
+
+def _link_children(sessions: list[PlannedSession], created: dict[str, int]) -> list[PlannedSession]:
+    """Parents first; a child's parent named by its convlog id when it is in the import."""
+    by_source = {src: session_uuid(src, when) for src, when in created.items()}
+    for s in sessions:
+        if s.parent is not None:
+            s.parent = by_source.get(s.parent, s.parent)
+    return sorted(sessions, key=lambda s: s.kind != "main")
+
+
+def plan_export(path: Path) -> Plan:
+    report = ImportReport(str(path), FORMAT)
+    data = json_document(path)
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        raise ImportInputError(str(path), "an opencode export is {info, messages: [...]}")
+    info = _obj(data.get("info"))
+    if "todos" in data:
+        report.note("todos: not mapped")
+    messages = [(m.get("info") or {}, list(m.get("parts") or []))
+                for m in data["messages"] if isinstance(m, dict)]
+    return Plan(report, [plan_messages(report, info, messages)])
+
+
+def _storage_sessions(root: Path) -> Iterator[dict[str, Any]]:
+    for f in sorted((root / "session").rglob("*.json")):
+        data = json_document(f)
+        if isinstance(data, dict):
+            yield data
+
+
+def plan_storage(root: Path) -> Plan:
+    """The pre-1.2 tree: ``session/<project>/<ses>.json``, ``message/<ses>/``, ``part/<msg>/``."""
+    report = ImportReport(str(root), FORMAT)
+    sessions, created = [], {}
+    for info in _storage_sessions(root):
+        sid = str(info.get("id") or "")
+        created[sid] = _int((info.get("time") or {}).get("created")) or 1
+        messages = []
+        for mf in sorted((root / "message" / sid).glob("*.json")):
+            minfo = json_document(mf)
+            parts = [json_document(pf) for pf in sorted(
+                (root / "part" / str(minfo.get("id"))).glob("*.json"))]
+            messages.append((minfo, parts))
+        sessions.append(plan_messages(report, info, messages))
+    return Plan(report, _link_children(sessions, created))
+
+
+def plan_db(path: Path) -> Plan:
+    """The 1.2+ SQLite database: tables session, message and part, with JSON ``data``."""
+    report = ImportReport(str(path), FORMAT)
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            sessions_rows = db.execute("SELECT * FROM session").fetchall()
+            names = [d[0] for d in db.execute("SELECT * FROM session LIMIT 0").description]
+            messages = db.execute("SELECT id, session_id, data FROM message").fetchall()
+            parts = db.execute("SELECT id, message_id, data FROM part").fetchall()
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise ImportInputError(str(path), f"not an opencode.db ({exc})") from exc
+    by_message: dict[str, list[dict[str, Any]]] = {}
+    for pid, mid, data in parts:
+        by_message.setdefault(mid, []).append({**json.loads(data), "id": pid})
+    by_session: dict[str, list[tuple[dict[str, Any], list[dict[str, Any]]]]] = {}
+    for mid, sid, data in messages:
+        by_session.setdefault(sid, []).append(({**json.loads(data), "id": mid},
+                                               by_message.get(mid, [])))
+    sessions, created = [], {}
+    for row in sessions_rows:
+        info = _session_row(dict(zip(names, row, strict=True)))
+        created[info["id"]] = _int(info["time"].get("created")) or 1
+        sessions.append(plan_messages(report, info, by_session.get(info["id"], [])))
+    return Plan(report, _link_children(sessions, created))
+
+
+def _session_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A session row as the session info JSON (columns named like OpenCode's fields)."""
+    info: dict[str, Any] = {"id": row.get("id"), "title": row.get("title") or "",
+                            "time": {"created": row.get("time_created") or 1}}
+    if row.get("parent_id"):
+        info["parentID"] = row["parent_id"]
+    return info
+
+
+def plan_opencode(path: Path) -> Plan:
+    if path.is_dir():
+        if (path / "opencode.db").exists():
+            return plan_db(path / "opencode.db")
+        if (path / "storage" / "session").is_dir():
+            return plan_storage(path / "storage")
+        if (path / "session").is_dir():
+            return plan_storage(path)
+        raise ImportInputError(str(path), "no opencode.db or storage/ tree here")
+    if path.suffix == ".db":
+        return plan_db(path)
+    return plan_export(path)
