@@ -11,6 +11,7 @@ import msgspec
 from engine.importers.base import ImportInputError, Plan, check_text, open_binary
 from engine.importers.claude_code import plan_claude_code
 from engine.importers.codex import plan_codex
+from engine.importers.gemini import plan_gemini
 from engine.importers.opencode import plan_opencode
 from engine.importers.qcli import plan_qcli
 
@@ -22,6 +23,7 @@ _PLANNERS: Final[dict[str, Planner]] = {
     "codex": lambda p, lenient: plan_codex(p, lenient=lenient),
     "qcli": lambda p, _lenient: plan_qcli(p),
     "opencode": lambda p, _lenient: plan_opencode(p),
+    "gemini": lambda p, lenient: plan_gemini(p, lenient=lenient),
 }
 _CLAUDE_TYPES: Final = frozenset({"user", "assistant", "summary", "system", "progress",
                                   "file-history-snapshot", "queue-operation", "attachment",

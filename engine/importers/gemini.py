@@ -1,0 +1,288 @@
+"""Gemini CLI sessions: the older single JSON file and the newer append-only JSONL.
+
+JSONL: the first line is the session's metadata; each later line is a record
+keyed by ``id`` (a line with a known id replaces that record where it stands),
+``{"$set": {...}}`` (metadata), or ``{"$rewindTo": id}``. A rewind drops the
+record ``id`` and everything after it from the conversation going on; convlog
+keeps both: the records before the rewind stay the session, and what follows
+becomes a fork sharing the prefix, as a rewind in Claude Code does.
+
+Each ``gemini`` record carries its tool calls with their results inside, so a
+record maps on its own: thoughts become reasoning parts, the content a text
+part, each call a tool part taken to its status (success, error, cancelled,
+executing stays running, validating/scheduled stay pending, awaiting_approval
+asks for approval). ``info``, ``warning`` and ``error`` records are listed in
+the report with their text; no event carries a UI notice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import msgspec
+
+from engine import events as ev
+from engine.events import Event
+from engine.importers.base import (
+    MAX_LINE,
+    ImportInputError,
+    ImportReport,
+    Plan,
+    PlannedSession,
+    json_document,
+    json_lines,
+    ms_of,
+    stable_part_id,
+    stable_uuid,
+)
+
+FORMAT: Final = "gemini"
+_NOTICES: Final = frozenset({"info", "warning", "error"})
+
+
+@attrs.define
+class _Branch:
+    records: list[dict[str, Any]]
+    parent: int | None = None  # index of the branch it was rewound from
+    lines: dict[str, int] = attrs.field(factory=dict)
+
+
+def _key(record: dict[str, Any]) -> str:
+    return hashlib.blake2b(json.dumps(record, sort_keys=True).encode(),
+                           digest_size=8).hexdigest()
+
+
+class _Events:
+    """One session's events, ids keyed by the session and the record."""
+
+    def __init__(self, sid: str, report: ImportReport) -> None:
+        self.sid = sid
+        self.report = report
+        self.events: list[Event] = []
+        self.last_user: str | None = None
+
+    def record(self, r: dict[str, Any], line: int | None) -> None:
+        rid = str(r.get("id") or "")
+        kind = r.get("type")
+        time = max(ms_of(r.get("timestamp")), 1)
+        count = 0
+
+        def add(e: Event, when: int = time) -> None:
+            nonlocal count
+            count += 1
+            eid = stable_uuid(when, FORMAT, self.sid, rid, _key(r), str(count))
+            self.events.append(msgspec.structs.replace(e, id=eid, time=when))
+
+        if kind in _NOTICES:
+            self.report.note(f"{kind} record: not mapped ({_text(r.get('content'))[:60]!r})",
+                             line)
+            return
+        if kind not in ("user", "gemini"):
+            self.report.note(f"record type {kind!r}: not mapped", line)
+            return
+        mid = stable_uuid(time, FORMAT, "message", self.sid, rid)
+        meta = {"gemini": {k: r[k] for k in ("id", "displayContent") if k in r}}
+        if kind == "user":
+            add(ev.MessageStarted(message_id=mid, role="user"))
+            pid = stable_part_id(rid, "text")
+            add(ev.TextAdded(message_id=mid, part_id=pid, text=_text(r.get("content")),
+                             metadata=meta))
+            add(ev.PartEnded(message_id=mid, part_id=pid))
+            add(ev.MessageCompleted(message_id=mid))
+            self.last_user = mid
+            return
+        model = r.get("model")
+        add(ev.MessageStarted(message_id=mid, role="assistant", parent_id=self.last_user,
+                              model=ev.ModelRef(provider_id="google", model_id=model)
+                              if isinstance(model, str) and model else None))
+        for i, thought in enumerate(r.get("thoughts") or []):
+            if not isinstance(thought, dict):
+                continue
+            pid = stable_part_id(rid, "thought", str(i))
+            add(ev.ReasoningAdded(message_id=mid, part_id=pid,
+                                  text=str(thought.get("description") or ""),
+                                  metadata={"gemini": {k: thought[k] for k in
+                                                       ("subject", "timestamp") if k in thought}}))
+            add(ev.PartEnded(message_id=mid, part_id=pid))
+        text = _text(r.get("content"))
+        if text:
+            pid = stable_part_id(rid, "text")
+            add(ev.TextAdded(message_id=mid, part_id=pid, text=text, metadata=meta))
+            add(ev.PartEnded(message_id=mid, part_id=pid))
+        settled = all([self._call(mid, rid, i, call, add=add, line=line)
+                       for i, call in enumerate(r.get("toolCalls") or [])])
+        if settled:
+            add(ev.MessageCompleted(message_id=mid, tokens=_tokens(r.get("tokens"))))
+        else:
+            self.report.note("a gemini record with an unsettled tool call: left open", line)
+
+    def _call(self, mid: str, rid: str, i: int, call: Any, *, add: Any, line: int | None
+              ) -> bool:
+        if not isinstance(call, dict) or not call.get("name"):
+            self.report.note("a tool call without a name: not mapped", line)
+            return True
+        pid = stable_part_id(rid, "call", str(i))
+        ids: dict[str, Any] = {"message_id": mid, "part_id": pid}
+        args = call.get("args")
+        extra = {k: call[k] for k in ("displayName", "description", "timestamp", "resultDisplay")
+                 if k in call}
+        add(ev.ToolAdded(**ids, call_id=str(call.get("id") or pid), tool=str(call["name"]),
+                         input=args if isinstance(args, dict) else {},
+                         metadata={"gemini": extra} if extra else None))
+        status = call.get("status")
+        if status in ("validating", "scheduled"):
+            return False
+        if status == "awaiting_approval":
+            add(ev.ToolApprovalRequested(**ids))
+            return False
+        if status == "cancelled":
+            add(ev.ToolFailed(**ids, error="cancelled", kind="cancelled"))
+            return True
+        add(ev.ToolStarted(**ids))
+        if status == "executing":
+            return False
+        output = _result_text(call.get("result"))
+        if status == "success":
+            output = output or str(call.get("resultDisplay") or "")
+            if not output:
+                self.report.note("an empty tool result reads '(no output)'", line)
+            add(ev.ToolCompleted(**ids, output=output or "(no output)"))
+        elif status == "error":
+            add(ev.ToolFailed(**ids, error=output or "error"))
+        else:
+            self.report.note(f"tool call status {status!r}: left running", line)
+            return False
+        return True
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _result_text(result: Any) -> str:
+    texts = []
+    for item in result if isinstance(result, list) else []:
+        response = (item.get("functionResponse") or {}).get("response") if isinstance(
+            item, dict) else None
+        if isinstance(response, dict):
+            value = response.get("output", response.get("error", response))
+            texts.append(value if isinstance(value, str) else json.dumps(value))
+    return "\n".join(texts)
+
+
+def _tokens(t: Any) -> ev.Tokens | None:
+    if not isinstance(t, dict):
+        return None
+
+    def n(k: str) -> int:
+        v = t.get(k)
+        return v if isinstance(v, int) and v >= 0 else 0
+
+    return ev.Tokens(input=n("input"), output=n("output"), reasoning=n("thoughts"),
+                     cache=ev.CacheTokens(read=n("cached")))
+
+
+def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
+              ) -> tuple[dict[str, Any], list[_Branch]]:
+    meta: dict[str, Any] = {}
+    branches = [_Branch([])]
+    current = 0
+    for number, line in json_lines(path, report, lenient=lenient, max_line=max_line):
+        if number == 1 and "id" not in line and "$set" not in line:
+            meta = dict(line)
+            continue
+        if "$set" in line:
+            if isinstance(line["$set"], dict):
+                meta.update(line["$set"])
+            continue
+        if "$rewindTo" in line:
+            target = line["$rewindTo"]
+            records = branches[current].records
+            cut = next((i for i, r in enumerate(records) if r.get("id") == target), None)
+            if cut is None:
+                report.note("$rewindTo names no record: ignored", number)
+                continue
+            branches.append(_Branch(list(records[:cut]), parent=current,
+                                    lines=dict(branches[current].lines)))
+            current = len(branches) - 1
+            continue
+        rid = line.get("id")
+        if not isinstance(rid, str):
+            report.note("a record without an id: not mapped", number)
+            continue
+        branch = branches[current]
+        at = next((i for i, r in enumerate(branch.records) if r.get("id") == rid), None)
+        if at is None:
+            branch.records.append(line)
+        else:
+            branch.records[at] = line  # a later line replaces the record in place
+        branch.lines[rid] = number
+    return meta, branches
+
+
+def plan_gemini(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) -> Plan:
+    report = ImportReport(str(path), FORMAT)
+    if path.suffix == ".jsonl":
+        meta, branches = _branches(path, report, lenient, max_line)
+    else:
+        data = json_document(path)
+        if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+            raise ImportInputError(str(path), "a Gemini CLI session is {sessionId, messages}")
+        meta = {k: v for k, v in data.items() if k != "messages"}
+        branches = [_Branch([m for m in data["messages"] if isinstance(m, dict)])]
+    source = str(meta.get("sessionId") or path.stem)
+    created = max(ms_of(meta.get("startTime")), 1)
+    for key in sorted(set(meta) - {"sessionId", "projectHash", "startTime", "lastUpdated",
+                                   "summary"}):
+        report.note(f"session field {key!r}: not mapped")
+    planned: list[PlannedSession] = []
+    for i, branch in enumerate(branches):
+        sid = stable_uuid(created, FORMAT, "session", source, str(i))
+        session = PlannedSession(sid, "main" if branch.parent is None else "fork",
+                                 created=created, title=str(meta.get("summary") or ""))
+        start = 0
+        if branch.parent is not None:
+            parent = branches[branch.parent]
+            shared = 0
+            while (shared < min(len(parent.records), len(branch.records))
+                   and parent.records[shared] == branch.records[shared]):
+                shared += 1
+            session.parent = planned[branch.parent].id
+            session.fork_seq = _events_of(planned, branch.parent, shared, branches)
+            start = shared
+        out = _Events(sid, report)
+        for r in branch.records[start:]:
+            out.record(r, branch.lines.get(str(r.get("id"))))
+        session.events = out.events
+        planned.append(session)
+    return Plan(report, planned)
+
+
+def _events_of(planned: list[PlannedSession], index: int, records: int,
+               branches: list[_Branch]) -> int:
+    """How many events the first ``records`` records of branch ``index`` make (its seq)."""
+    branch = branches[index]
+    session = planned[index]
+    own_start = 0
+    base = 0
+    if branch.parent is not None:
+        parent = branches[branch.parent]
+        shared = 0
+        while (shared < min(len(parent.records), len(branch.records))
+               and parent.records[shared] == branch.records[shared]):
+            shared += 1
+        if records <= shared:
+            return _events_of(planned, branch.parent, records, branches)
+        own_start, base = shared, session.fork_seq or 0
+    scratch = _Events(session.id, ImportReport("", ""))
+    for r in branch.records[own_start:records]:
+        scratch.record(r, None)
+    return base + len(scratch.events)
