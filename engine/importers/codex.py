@@ -73,6 +73,7 @@ class _Rollout:
         self.lenient = lenient
         self.max_line = max_line
         self.seen: set[bytes] = set()
+        self.recognised = 0  # lines shaped like a rollout's
         self.events: list[Event] = []
         self.s = _State()
 
@@ -91,6 +92,8 @@ class _Rollout:
             if not s.sid:
                 s.sid = stable_uuid(s.time, FORMAT, "session", self._session_key(record))
             payload = record.get("payload")
+            if "payload" in record and "type" in record:
+                self.recognised += 1
             if not isinstance(payload, dict):
                 self.report.note(f"a {record.get('type')!r} line without an object payload",
                                  number)
@@ -108,9 +111,10 @@ class _Rollout:
                 self._compaction(str(payload.get("message") or ""), payload)
             else:
                 self.report.note(f"unknown line type {kind!r}: not mapped", number)
+        if not self.recognised:
+            raise ImportInputError(str(self.path), "no Codex rollout lines ({timestamp, type, "
+                                   "payload}) in this file", 1)
         self._end()
-        if not self.s.sid:
-            raise ImportInputError(str(self.path), "no rollout lines in this file")
         return PlannedSession(self.s.sid, "main", self.events, created=max(first_time, 1))
 
     def _session_key(self, record: dict[str, Any]) -> str:

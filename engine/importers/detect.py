@@ -8,6 +8,7 @@ from typing import Final
 
 import msgspec
 
+from engine.importers.aider import plan_aider
 from engine.importers.base import ImportInputError, Plan, check_text, open_binary
 from engine.importers.claude_code import plan_claude_code
 from engine.importers.codex import plan_codex
@@ -24,6 +25,7 @@ _PLANNERS: Final[dict[str, Planner]] = {
     "qcli": lambda p, _lenient: plan_qcli(p),
     "opencode": lambda p, _lenient: plan_opencode(p),
     "gemini": lambda p, lenient: plan_gemini(p, lenient=lenient),
+    "aider": lambda p, _lenient: plan_aider(p),
 }
 _CLAUDE_TYPES: Final = frozenset({"user", "assistant", "summary", "system", "progress",
                                   "file-history-snapshot", "queue-operation", "attachment",
@@ -48,7 +50,7 @@ def detect(path: Path) -> str:
         head = f.read(_HEAD)
     check_text(path, head)
     text = head.lstrip()
-    if text.startswith(b"# aider chat started"):
+    if text.startswith(b"# aider chat started") or path.name.endswith(".aider.chat.history.md"):
         return "aider"
     if not text.startswith(b"{"):
         raise ImportInputError(str(path), "not a transcript this tool knows (not JSON, "

@@ -594,11 +594,14 @@ def events_from_qcli(data: Mapping[str, Any]) -> ImportResult:
                               f"{type(exc).__name__}: {_short(str(exc))}") from exc
     for e in importer.events:
         try:  # values of the wrong type (a null id, a number for a name) fail the typed decode;
-            decode_json(encode_json(e))  # the store's msgpack refuses ints over 64 bits
-            encode_msgpack(e)
+            same = decode_json(encode_json(e)) == e  # keys that are not strings do not survive
+            encode_msgpack(e)  # the store's msgpack refuses ints over 64 bits
         except (EventDecodeError, TypeError, OverflowError) as exc:
             raise QCliFormatError(f"a value of the wrong type for {tag_of(type(e))}: "
                                   f"{_short(str(exc))}") from exc
+        if not same:
+            raise QCliFormatError(f"a value in {tag_of(type(e))} that JSON cannot hold "
+                                  "(an object key that is not a string)")
     return ImportResult(tuple(importer.events), tuple(importer.unmapped))
 
 

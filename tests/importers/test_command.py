@@ -21,6 +21,7 @@ from tests.importers.support import FIXTURES
     ("qcli-v1.10-pairs.json", "qcli"),
     ("qcli-v1.14-objects.json", "qcli"),
     ("opencode/export-live.json", "opencode"),
+    ("aider/.aider.chat.history.md", "aider"),
 ])
 def test_formats_are_detected(path: str, fmt: str) -> None:
     assert detect(FIXTURES / path) == fmt
@@ -68,9 +69,8 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path,
     assert "skipped 1 bad line(s)" in capsys.readouterr().out
 
 
-def test_an_unimplemented_format_says_so(tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / ".aider.chat.history.md"
-    path.write_text("# aider chat started at 2025-01-01 10:00:00\n")
-    assert main(["import", str(path), "--store", "memory://"]) == 2
-    assert "not implemented yet" in capsys.readouterr().err
+def test_a_wrong_format_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"hello": 1}\n')
+    assert main(["import", str(path), "--format", "codex", "--store", "memory://"]) == 2
+    assert str(path) in capsys.readouterr().err

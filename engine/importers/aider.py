@@ -1,0 +1,196 @@
+"""aider's ``.aider.chat.history.md``, best effort: no ids, no per-message times, no tool calls.
+
+Each ``# aider chat started at <ts>`` starts a run, imported as its own
+session. ``#### `` lines are the user's input (consecutive ones are one
+message); unquoted lines are the assistant's markdown reply (edits stay as the
+SEARCH/REPLACE text aider printed); ``> `` lines are aider's own output and
+confirmations, kept as synthetic text parts. The quoted block before the first
+input holds the launch command line, which can carry API keys: every quoted
+line is redacted for common key patterns before it is stored, and the report
+counts the redactions. A reply cut by ``^C`` ends with an ``aborted`` error.
+
+What is lost, and why: exact times (aider logs one per run; events are spaced
+by one millisecond from it), the split between a reply's prose and its edits,
+and which quoted lines belong to which command (aider does not say).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from engine import events as ev
+from engine.events import Event
+from engine.importers.base import (
+    MAX_LINE,
+    ImportInputError,
+    ImportReport,
+    Plan,
+    PlannedSession,
+    check_text,
+    open_binary,
+    stable_part_id,
+    stable_uuid,
+)
+
+FORMAT: Final = "aider"
+_RUN: Final = "# aider chat started at "
+_SECRETS: Final = (
+    # A flag that names a key or token, then its value: --api-key X, --openai-api-key=X, ...
+    re.compile(r"(--[\w-]*(?:api[-_]?key|token|secret|password)[\w-]*(?:=|\s+))(\S+)", re.I),
+    re.compile(r"((?:api[-_]?key|token|secret|password)\s*[=:]\s*)(\S+)", re.I),
+    re.compile(r"()(sk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,})"),  # OpenAI / Anthropic
+    re.compile(r"()(AIza[0-9A-Za-z_-]{30,})"),  # Google
+    re.compile(r"()(gh[pousr]_[A-Za-z0-9]{30,})"),  # GitHub
+    re.compile(r"()(xox[abprs]-[A-Za-z0-9-]{10,})"),  # Slack
+    re.compile(r"()(AKIA[0-9A-Z]{16})"),  # AWS access key id
+    re.compile(r"(Bearer\s+)([A-Za-z0-9._~+/-]{16,}=*)"),
+)
+REDACTED: Final = "[REDACTED]"
+
+
+def redact(text: str) -> tuple[str, int]:
+    """``text`` with secrets replaced by ``[REDACTED]``, and how many were replaced."""
+    count = 0
+
+    def hide(match: re.Match[str]) -> str:
+        nonlocal count
+        if match.group(2) == REDACTED:  # an earlier pattern already hid it
+            return match.group(0)
+        count += 1
+        return match.group(1) + REDACTED
+
+    for pattern in _SECRETS:
+        text = pattern.sub(hide, text)
+    return text, count
+
+
+def _lines(path: Path, report: ImportReport, max_line: int) -> Iterator[tuple[int, str]]:
+    with open_binary(path) as f:
+        check_text(path, f.peek(4096)[:4096])
+        number = 0
+        while raw := f.readline(max_line + 1):
+            number += 1
+            if len(raw) > max_line and not raw.endswith(b"\n"):
+                raise ImportInputError(str(path), f"a line over {max_line} bytes", number)
+            try:
+                yield number, raw.decode().rstrip("\n")
+            except UnicodeDecodeError as exc:
+                raise ImportInputError(str(path), f"not UTF-8 text ({exc.reason})",
+                                       number) from exc
+
+
+class _Run:
+    def __init__(self, path: Path, started: str, line: int, report: ImportReport) -> None:
+        self.report = report
+        self.time = _ms(started) or 1
+        self.sid = stable_uuid(self.time, FORMAT, "session", path.name, started, str(line))
+        self.session = PlannedSession(self.sid, "main", created=self.time)
+        self.block: list[str] = []
+        self.kind = ""  # "user", "reply" or "quote": what self.block holds
+        self.assistant: str | None = None
+        self.last_user: str | None = None
+        self.line = line
+
+    def add(self, e: Event) -> None:
+        self.time += 1  # no per-message times: keep the order, one millisecond apart
+        eid = stable_uuid(self.time, FORMAT, self.sid, str(len(self.session.events)))
+        self.session.events.append(msgspec.structs.replace(e, id=eid, time=self.time))
+
+    def feed(self, number: int, line: str) -> None:
+        # aider ends input and output lines with two spaces (markdown hard breaks): not content.
+        if line.startswith("#### ") or line == "####":
+            kind, text = "user", line[5:].rstrip()
+        elif line.startswith("> ") or line == ">":
+            kind, text = "quote", line[2:].rstrip()
+        else:
+            kind, text = "reply", line
+        if kind != self.kind:
+            self.flush()
+            self.kind, self.line = kind, number
+        self.block.append(text)
+
+    def flush(self) -> None:
+        lines, kind = self.block, self.kind
+        self.block, self.kind = [], ""
+        text = "\n".join(lines).strip("\n")
+        if not text.strip():
+            return
+        if kind == "user":
+            self.close()
+            mid = stable_uuid(self.time, FORMAT, self.sid, "message", str(self.line))
+            self.add(ev.MessageStarted(message_id=mid, role="user"))
+            self._text(mid, text, synthetic=False)
+            self.add(ev.MessageCompleted(message_id=mid))
+            self.last_user = mid
+            return
+        if kind == "quote":
+            text, n = redact(text)
+            self.report.redactions += n
+        if kind == "quote" and self.assistant is None and self.last_user is None:
+            # The run's header (the launch command line, versions, the repo): aider's notes.
+            mid = stable_uuid(self.time, FORMAT, self.sid, "message", str(self.line))
+            self.add(ev.MessageStarted(message_id=mid, role="user", agent="aider"))
+            self._text(mid, text, synthetic=True)
+            self.add(ev.MessageCompleted(message_id=mid))
+            return
+        if self.assistant is None:
+            self.assistant = stable_uuid(self.time, FORMAT, self.sid, "message", str(self.line))
+            self.add(ev.MessageStarted(message_id=self.assistant, role="assistant",
+                                       parent_id=self.last_user))
+        self._text(self.assistant, text, synthetic=kind == "quote")
+        if kind == "quote" and "^C" in text:
+            self.close(aborted=True)
+
+    def _text(self, mid: str, text: str, *, synthetic: bool) -> None:
+        pid = stable_part_id(self.sid, str(self.line))
+        self.add(ev.TextAdded(message_id=mid, part_id=pid, text=text, synthetic=synthetic))
+        self.add(ev.PartEnded(message_id=mid, part_id=pid))
+
+    def close(self, *, aborted: bool = False) -> None:
+        if self.assistant is None:
+            return
+        error = ev.MessageError(kind="aborted", message="^C") if aborted else None
+        self.add(ev.MessageCompleted(message_id=self.assistant, error=error))
+        self.assistant = None
+
+
+def _ms(stamp: str) -> int:
+    try:
+        when = datetime.fromisoformat(stamp.strip())
+    except ValueError:
+        return 0
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)  # aider logs local time without a zone
+    return int(when.timestamp() * 1000)
+
+
+def plan_aider(path: Path, *, max_line: int = MAX_LINE) -> Plan:
+    if path.is_dir():
+        found = sorted(path.glob("*.aider.chat.history.md")) or [path /
+                                                                  ".aider.chat.history.md"]
+        path = found[0]
+    report = ImportReport(str(path), FORMAT)
+    runs: list[_Run] = []
+    for number, line in _lines(path, report, max_line):
+        if line.startswith(_RUN):
+            if runs:
+                runs[-1].flush()
+                runs[-1].close()
+            runs.append(_Run(path, line[len(_RUN):], number, report))
+        elif runs:
+            runs[-1].feed(number, line)
+        elif line.strip():
+            report.note("text before the first '# aider chat started': not imported", number)
+    if not runs:
+        raise ImportInputError(str(path), "no '# aider chat started' line: not an aider history")
+    runs[-1].flush()
+    runs[-1].close()
+    report.note("aider logs no tool calls, ids or per-message times: replies are text, "
+                "'> ' output is synthetic text, times are the run's start + 1 ms per event")
+    return Plan(report, [r.session for r in runs if r.session.events])

@@ -1,0 +1,79 @@
+"""aider: runs as sessions, input, replies and quoted output; secrets redacted; ^C aborts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.codec import encode_json
+from engine.importers.aider import REDACTED, plan_aider, redact
+from engine.importers.base import ImportInputError
+from engine.importers.detect import detect
+from engine.importers.write import write_plan
+from projections import views as v
+from projections.timetravel import at
+from tests.importers.support import FIXTURES, written
+
+HISTORY = FIXTURES / "aider" / ".aider.chat.history.md"
+SECRETS = ("sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "sk-proj-ZZZZZZZZZZZZZZZZZZZZZZZZ",
+           "sk-abcdefghijklmnopqrstuvwx")
+
+
+def texts(messages: list[v.WithParts]) -> list[str]:
+    return [p.text for m in messages for p in m.parts if isinstance(p, v.TextPart)]
+
+
+def test_runs_inputs_replies_and_output() -> None:
+    assert detect(HISTORY) == "aider"
+    plan = plan_aider(HISTORY)
+    store = written(plan)
+    assert len(plan.sessions) == 2
+    first = at(store, plan.sessions[0].id).messages()
+    assert "add a --verbose flag to cli.py\nand document it" in texts(first)
+    reply = next(m for m in first if m.info.role == "assistant")
+    assert ">>>>>>> REPLACE" in reply.parts[0].text  # type: ignore[union-attr]
+    assert isinstance(reply.parts[1], v.TextPart)
+    assert reply.parts[1].synthetic
+    cut = first[-1].info
+    assert isinstance(cut, v.AssistantInfo)
+    assert cut.error is not None
+    assert cut.error.kind == "aborted"
+
+
+def test_the_launch_command_line_is_redacted_everywhere() -> None:
+    plan = plan_aider(HISTORY)
+    store = written(plan)
+    assert plan.report.redactions == 3
+    stored = b"".join(encode_json(e) for s in plan.sessions for e in store.read(s.id))
+    for secret in SECRETS:
+        assert secret.encode() not in stored
+    assert REDACTED.encode() in stored
+    assert "redacted 3 secret(s)" in plan.report.render()
+
+
+@given(st.sampled_from(["--api-key", "--openai-api-key", "--anthropic-api-key=",
+                        "OPENAI_API_KEY=", "token:", "Authorization: Bearer"]),
+       st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-",
+               min_size=20, max_size=60))
+def test_key_shaped_values_never_survive(flag: str, value: str) -> None:
+    sep = "" if flag.endswith(("=", ":")) else " "
+    text, n = redact(f"aider {flag}{sep}{value} --model x")
+    assert value not in text
+    assert n >= 1
+
+
+def test_reimport_is_idempotent() -> None:
+    store = written(plan_aider(HISTORY))
+    again = plan_aider(HISTORY)
+    write_plan(store, again)
+    assert again.report.written == 0
+
+
+def test_not_an_aider_history(tmp_path: Path) -> None:
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text("just notes\n")
+    with pytest.raises(ImportInputError, match="aider chat started"):
+        plan_aider(path)
