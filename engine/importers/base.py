@@ -207,6 +207,15 @@ def json_lines(path: Path, report: ImportReport, *, lenient: bool = False,
             yield number, value
 
 
+# What a record of an unexpected shape raises while it is mapped (parsed JSON can be anything).
+SHAPE_ERRORS: Final = (TypeError, ValueError, KeyError, AttributeError, IndexError)
+
+
+def shape_error(path: str, exc: Exception, line: int | None) -> ImportInputError:
+    return ImportInputError(path, f"a record of an unexpected shape ({type(exc).__name__}: "
+                            f"{str(exc)[:200]})", line)
+
+
 def _bad(report: ImportReport, name: str, number: int, why: str, lenient: bool) -> None:
     if not lenient:
         raise ImportInputError(name, why, number)

@@ -34,11 +34,13 @@ from engine import events as ev
 from engine.events import Event
 from engine.importers.base import (
     MAX_LINE,
+    SHAPE_ERRORS,
     ImportReport,
     Plan,
     PlannedSession,
     json_lines,
     ms_of,
+    shape_error,
     stable_part_id,
     stable_uuid,
 )
@@ -107,7 +109,12 @@ class _Reader:
         agent = path.stem.removeprefix("agent-") if path.stem.startswith("agent-") else None
         for number, record in json_lines(path, self.report, lenient=self.lenient,
                                           max_line=self.max_line):
-            self._record(record, number, agent)
+            try:
+                self._record(record, number, agent)
+            except SHAPE_ERRORS as exc:
+                if not self.lenient:
+                    raise shape_error(str(path), exc, number) from exc
+                self.report.skipped.append((number, str(shape_error(str(path), exc, number))))
 
     def _record(self, record: dict[str, Any], line: int, agent: str | None) -> None:
         kind = record.get("type")
@@ -198,7 +205,10 @@ class _Builder:
         node: _Node | None = start
         last = start
         while node is not None:
-            self._node(planned, node, turn)
+            try:
+                self._node(planned, node, turn)
+            except SHAPE_ERRORS as exc:
+                raise shape_error(self.report.source, exc, node.line) from exc
             title = self.reader.titles.get(node.uuid)
             if title:
                 planned.title = title
@@ -433,7 +443,7 @@ def _path(record: dict[str, Any]) -> ev.PathInfo | None:
 def _tokens(usage: dict[str, Any]) -> ev.Tokens:
     def n(key: str) -> int:
         value = usage.get(key)
-        return value if isinstance(value, int) and value >= 0 else 0
+        return value if type(value) is int and value >= 0 else 0  # not a bool
 
     return ev.Tokens(input=n("input_tokens"), output=n("output_tokens"),
                      cache=ev.CacheTokens(read=n("cache_read_input_tokens"),

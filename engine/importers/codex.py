@@ -26,6 +26,7 @@ from engine import events as ev
 from engine.events import Event
 from engine.importers.base import (
     MAX_LINE,
+    SHAPE_ERRORS,
     ImportInputError,
     ImportReport,
     Plan,
@@ -33,6 +34,7 @@ from engine.importers.base import (
     json_lines,
     ms_of,
     open_binary,
+    shape_error,
     stable_part_id,
     stable_uuid,
 )
@@ -98,24 +100,29 @@ class _Rollout:
                 self.report.note(f"a {record.get('type')!r} line without an object payload",
                                  number)
                 continue
-            kind = record.get("type")
-            if kind == "session_meta":
-                self._session_meta(payload)
-            elif kind == "turn_context":
-                self._turn_context(payload)
-            elif kind == "response_item":
-                self._item(payload)
-            elif kind == "event_msg":
-                self._event(payload)
-            elif kind == "compacted":
-                self._compaction(str(payload.get("message") or ""), payload)
-            else:
-                self.report.note(f"unknown line type {kind!r}: not mapped", number)
+            try:
+                self._line(record.get("type"), payload)
+            except SHAPE_ERRORS as exc:
+                raise shape_error(str(self.path), exc, number) from exc
         if not self.recognised:
             raise ImportInputError(str(self.path), "no Codex rollout lines ({timestamp, type, "
                                    "payload}) in this file", 1)
         self._end()
         return PlannedSession(self.s.sid, "main", self.events, created=max(first_time, 1))
+
+    def _line(self, kind: Any, payload: dict[str, Any]) -> None:
+        if kind == "session_meta":
+            self._session_meta(payload)
+        elif kind == "turn_context":
+            self._turn_context(payload)
+        elif kind == "response_item":
+            self._item(payload)
+        elif kind == "event_msg":
+            self._event(payload)
+        elif kind == "compacted":
+            self._compaction(str(payload.get("message") or ""), payload)
+        else:
+            self.report.note(f"unknown line type {kind!r}: not mapped", self.s.line)
 
     def _session_key(self, record: dict[str, Any]) -> str:
         payload = record.get("payload")
@@ -410,7 +417,11 @@ def _visible_texts(path: Path, max_line: int) -> Iterator[str]:
             except msgspec.DecodeError:
                 continue  # pass two reports it
             if isinstance(record, dict) and record.get("type") == "response_item":
-                yield from _visible(record.get("payload"))
+                try:
+                    texts = _visible(record.get("payload"))
+                except SHAPE_ERRORS:
+                    continue  # pass two names the line
+                yield from texts
             if len(raw) > max_line and not raw.endswith(b"\n"):
                 while chunk := f.readline(1 << 20):
                     if chunk.endswith(b"\n"):
@@ -463,7 +474,7 @@ def _output_text(output: Any) -> tuple[str, dict[str, Any] | None]:
 def _tokens(usage: dict[str, Any]) -> ev.Tokens:
     def n(key: str) -> int:
         value = usage.get(key)
-        return value if isinstance(value, int) and value >= 0 else 0
+        return value if type(value) is int and value >= 0 else 0  # not a bool
 
     return ev.Tokens(input=n("input_tokens"), output=n("output_tokens"),
                      reasoning=n("reasoning_output_tokens"),

@@ -63,7 +63,8 @@ def detect(path: Path) -> str:
     if isinstance(record, dict):
         if "payload" in record and "type" in record:
             return "codex"
-        if record.get("type") in _CLAUDE_TYPES or "parentUuid" in record:
+        kind = record.get("type")
+        if (isinstance(kind, str) and kind in _CLAUDE_TYPES) or "parentUuid" in record:
             return "claude-code"
         if "projectHash" in record or "$set" in record:
             return "gemini"

@@ -29,6 +29,7 @@ from engine import events as ev
 from engine.events import Event
 from engine.importers.base import (
     MAX_LINE,
+    SHAPE_ERRORS,
     ImportInputError,
     ImportReport,
     Plan,
@@ -36,6 +37,7 @@ from engine.importers.base import (
     json_document,
     json_lines,
     ms_of,
+    shape_error,
     stable_part_id,
     stable_uuid,
 )
@@ -184,7 +186,7 @@ def _tokens(t: Any) -> ev.Tokens | None:
 
     def n(k: str) -> int:
         v = t.get(k)
-        return v if isinstance(v, int) and v >= 0 else 0
+        return v if type(v) is int and v >= 0 else 0  # not a bool
 
     return ev.Tokens(input=n("input"), output=n("output"), reasoning=n("thoughts"),
                      cache=ev.CacheTokens(read=n("cached")))
@@ -260,7 +262,11 @@ def plan_gemini(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) 
             start = shared
         out = _Events(sid, report)
         for r in branch.records[start:]:
-            out.record(r, branch.lines.get(str(r.get("id"))))
+            line = branch.lines.get(str(r.get("id")))
+            try:
+                out.record(r, line)
+            except SHAPE_ERRORS as exc:
+                raise shape_error(str(path), exc, line) from exc
         session.events = out.events
         planned.append(session)
     return Plan(report, planned)

@@ -25,6 +25,7 @@ import msgspec
 from engine import events as ev
 from engine.events import Event
 from engine.importers.base import (
+    SHAPE_ERRORS,
     ImportInputError,
     ImportReport,
     Plan,
@@ -83,6 +84,10 @@ def _tokens(data: Any) -> ev.Tokens:
 
 def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _convert(value: Any, kind: Any) -> Any:
@@ -292,12 +297,12 @@ def plan_messages(report: ImportReport, info: dict[str, Any],
     builder = _Session(report, source_id)
     builder.parents = {}
     builder.time = created
-    ordered = sorted(messages, key=lambda m: (_int((m[0].get("time") or {}).get("created")),
+    ordered = sorted(messages, key=lambda m: (_int(_obj(m[0].get("time")).get("created")),
                                               str(m[0].get("id", ""))))
     for message_info, parts in ordered:
         try:
             builder.message(message_info, parts)
-        except (msgspec.ValidationError, TypeError, ValueError) as exc:
+        except SHAPE_ERRORS as exc:
             raise ImportInputError(report.source, f"message {message_info.get('id')!r}: "
                                    f"a field of the wrong shape ({exc})") from exc
     for key in sorted(set(info) - {"id", "time", "title", "parentID", "projectID",
@@ -326,7 +331,7 @@ def plan_export(path: Path) -> Plan:
     info = _obj(data.get("info"))
     if "todos" in data:
         report.note("todos: not mapped")
-    messages = [(m.get("info") or {}, list(m.get("parts") or []))
+    messages = [(_obj(m.get("info")), [p for p in _list(m.get("parts")) if isinstance(p, dict)])
                 for m in data["messages"] if isinstance(m, dict)]
     return Plan(report, [plan_messages(report, info, messages)])
 

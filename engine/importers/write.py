@@ -11,6 +11,7 @@ earlier import of the same source already wrote.
 from __future__ import annotations
 
 from engine import events as ev
+from engine.codec import decode_msgpack, encode_msgpack
 from engine.errors import ConvlogError, UnknownSession
 from engine.importers.base import ImportInputError, Plan, PlannedSession, SessionSummary
 from engine.session import Session
@@ -21,10 +22,15 @@ from engine.store.base import Store
 def write_plan(store: Store, plan: Plan) -> None:
     """Check ``plan`` on a scratch store, then append it to ``store``; fills the report."""
     try:
+        for planned in plan.sessions:
+            for e in planned.events:
+                # A value of the wrong type (a JSON true where a count belongs) must fail
+                # here, not become an event that no reader can decode.
+                decode_msgpack(encode_msgpack(e))
         _write(MemoryStore(), plan, count=False)
     except ImportInputError:
         raise
-    except (ConvlogError, OverflowError) as exc:  # msgpack refuses ints over 64 bits
+    except (ConvlogError, OverflowError, TypeError, ValueError) as exc:  # msgpack: ints > 64 bits
         raise ImportInputError(plan.report.source,
                                f"the import does not form a valid log ({exc})") from exc
     _write(store, plan, count=True)

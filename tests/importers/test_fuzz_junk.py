@@ -1,0 +1,103 @@
+"""Junk anywhere in any format: a typed ImportInputError or a valid import, never a crash.
+
+Each example takes a fixture, replaces one value (at any depth of any line or
+record) with random JSON, and imports the result. Anything but an
+``ImportInputError`` or a log that verifies is a bug in the importer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.importers.base import ImportInputError
+from engine.importers.detect import plan_path
+from tests.importers.support import FIXTURES, written
+
+LINE_FILES = [
+    FIXTURES / "claude-code" / "5b1f0e6e-4a5d-4c1e-9d55-0a1b2c3d4e5f.jsonl",
+    next((FIXTURES / "codex").glob("rollout-2025-09-03*.jsonl")),
+    next((FIXTURES / "codex").glob("rollout-2025-11-20*.jsonl")),
+    next((FIXTURES / "gemini").glob("*.jsonl")),
+]
+DOCUMENTS = [FIXTURES / "opencode" / "export-live.json", next((FIXTURES / "gemini").glob("*.json")),
+             FIXTURES / "qcli-v1.10-pairs.json", FIXTURES / "qcli-v1.14-objects.json"]
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False)
+    | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                 max_size=3),
+    max_leaves=6)
+
+
+def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(value, dict):
+        for k, x in value.items():
+            out += paths(x, (*prefix, k))
+    elif isinstance(value, list):
+        for i, x in enumerate(value):
+            out += paths(x, (*prefix, i))
+    return out
+
+
+def put(doc: Any, where: tuple[Any, ...], junk: Any) -> Any:
+    if not where:
+        return junk
+    target = doc
+    for step in where[:-1]:
+        target = target[step]
+    target[where[-1]] = junk
+    return doc
+
+
+def import_or_refuse(path: Path) -> None:
+    try:
+        plan = plan_path(path)
+    except ImportInputError:
+        return
+    try:
+        written(plan)
+    except ImportInputError:
+        return
+
+
+@settings(max_examples=250, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(LINE_FILES), st.data(), JSON)
+def test_junk_in_a_line(tmp_path: Path, source: Path, data: st.DataObject, junk: Any) -> None:
+    lines = [json.loads(x) for x in source.read_text().splitlines()]
+    n = data.draw(st.integers(0, len(lines) - 1), label="line")
+    where = data.draw(st.sampled_from(paths(lines[n])), label="path")
+    lines[n] = put(lines[n], where, junk)
+    path = tmp_path / source.name
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    import_or_refuse(path)
+
+
+@settings(max_examples=250, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(DOCUMENTS), st.data(), JSON)
+def test_junk_in_a_document(tmp_path: Path, source: Path, data: st.DataObject,
+                            junk: Any) -> None:
+    doc = json.loads(source.read_text())
+    where = data.draw(st.sampled_from(paths(doc)[1:]), label="path")
+    path = tmp_path / source.name
+    path.write_text(json.dumps(put(doc, where, junk)))
+    import_or_refuse(path)
+
+
+@pytest.mark.parametrize("source", LINE_FILES, ids=lambda p: p.parent.name)
+def test_every_prefix_of_a_file_imports(tmp_path: Path, source: Path) -> None:
+    """A transcript cut at any line (a crash, a copy in progress) still imports."""
+    lines = source.read_text().splitlines(keepends=True)
+    for n in range(1, len(lines) + 1):
+        path = tmp_path / source.name
+        path.write_text("".join(lines[:n]))
+        import_or_refuse(path)
