@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -28,6 +29,11 @@ MAX_LINE: Final = 64 * 1024 * 1024
 _LOW48: Final = (1 << 48) - 1
 _KEEP_LINES: Final = 20  # line numbers kept per unmapped item (the count is exact)
 _decode = msgspec.json.decode
+_PROGRESS_EVERY: Final = 1 << 14  # lines between two progress reports
+
+# Set by the CLI to show progress on large files: called with (path, bytes read, size).
+PROGRESS: ContextVar[Callable[[str, int, int], None] | None] = ContextVar(
+    "convlog_import_progress", default=None)
 
 
 class ImportInputError(ConvlogError):
@@ -65,7 +71,7 @@ def stable_part_id(*key: str) -> str:
 @attrs.define
 class Unmapped:
     count: int = 0
-    lines: list[int] = attrs.field(factory=list)
+    lines: list[int | str] = attrs.field(factory=list)  # "file:line" when several files
 
 
 @attrs.define
@@ -93,7 +99,7 @@ class ImportReport:
     written: int = 0  # events appended by this import
     existing: int = 0  # events already in the store (a re-import)
 
-    def note(self, what: str, line: int | None = None) -> None:
+    def note(self, what: str, line: int | str | None = None) -> None:
         item = self.unmapped.get(what)
         if item is None:
             item = self.unmapped[what] = Unmapped()
@@ -178,14 +184,20 @@ def json_lines(path: Path, report: ImportReport, *, lenient: bool = False,
     listed in ``report.skipped``.
     """
     name = str(path)
+    progress = PROGRESS.get()
     with open_binary(path) as f:
         check_text(path, f.peek(4096)[:4096])
+        size = path.stat().st_size if progress else 0
         number = 0
         while True:
             raw = f.readline(max_line + 1)
             if not raw:
+                if progress:
+                    progress(name, size, size)
                 return
             number += 1
+            if progress and not number % _PROGRESS_EVERY:
+                progress(name, f.tell(), size)
             if len(raw) > max_line and not raw.endswith(b"\n"):
                 while chunk := f.readline(1 << 20):  # skip the rest without keeping it
                     if chunk.endswith(b"\n"):
@@ -219,7 +231,7 @@ def shape_error(path: str, exc: Exception, line: int | None) -> ImportInputError
 def _bad(report: ImportReport, name: str, number: int, why: str, lenient: bool) -> None:
     if not lenient:
         raise ImportInputError(name, why, number)
-    report.skipped.append((number, why))
+    report.skipped.append((number, f"{name}: {why}"))
 
 
 def json_document(path: Path) -> Any:

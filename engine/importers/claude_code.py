@@ -5,9 +5,9 @@ Order comes from the ``parentUuid`` DAG, not from timestamps or line order:
 - lines of one assistant turn (one per content block) share ``message.id`` and
   become one assistant message; it completes when the conversation moves on
   with every tool settled, or stays open (visibly unfinished) when it does not;
-- a node with two message children (a rewind) forks: the first child in file
-  order continues the session, each later one becomes a convlog fork sharing
-  the prefix;
+- a node with two message children (a rewind) forks: the earliest child
+  continues the session, each later one becomes a convlog fork sharing the
+  prefix;
 - a resumed session replays the prefix with the same ``uuid``s: they dedupe;
 - ``isSidechain`` chains (inline, or ``subagents/agent-<id>.jsonl``) become child
   sessions, linked from the spawning Task tool part's metadata;
@@ -54,6 +54,8 @@ _READ: Final = frozenset({"uuid", "parentUuid", "logicalParentUuid", "isSidechai
                           "timestamp", "message", "toolUseResult", "isMeta",
                           "isCompactSummary", "sessionId", "subtype", "content",
                           "compactMetadata", "level"})
+_USAGE: Final = frozenset({"input_tokens", "output_tokens", "cache_read_input_tokens",
+                           "cache_creation_input_tokens"})
 _TASK_TOOLS: Final = frozenset({"Task", "Agent"})
 _EMPTY_OUTPUT: Final = "(no output)"
 
@@ -66,7 +68,7 @@ class _Node:
     parent: str | None  # the nearest message-bearing ancestor
     raw_parent: str | None
     kind: str  # "user", "assistant" or "compact"
-    line: int
+    line: int | str  # "file:line" when the import reads several files
     time: int
     record: dict[str, Any]
     sidechain: bool
@@ -105,18 +107,21 @@ class _Reader:
         self.order: list[str] = []  # message nodes in file order
         self.titles: dict[str, str] = {}  # leafUuid -> summary
 
-    def read(self, path: Path) -> None:
+    def read(self, path: Path, *, several: bool = False) -> None:
         agent = path.stem.removeprefix("agent-") if path.stem.startswith("agent-") else None
+        label = path.name
+        if path.is_relative_to(self.report.source):
+            label = str(path.relative_to(self.report.source))  # subagents/agent-x.jsonl
         for number, record in json_lines(path, self.report, lenient=self.lenient,
                                           max_line=self.max_line):
             try:
-                self._record(record, number, agent)
+                self._record(record, f"{label}:{number}" if several else number, agent)
             except SHAPE_ERRORS as exc:
                 if not self.lenient:
                     raise shape_error(str(path), exc, number) from exc
                 self.report.skipped.append((number, str(shape_error(str(path), exc, number))))
 
-    def _record(self, record: dict[str, Any], line: int, agent: str | None) -> None:
+    def _record(self, record: dict[str, Any], line: int | str, agent: str | None) -> None:
         kind = record.get("type")
         uuid = record.get("uuid")
         if kind == "summary":
@@ -176,6 +181,10 @@ class _Builder:
         for uuid in reader.order:
             node = reader.nodes[uuid]
             self.children.setdefault(node.parent, []).append(node)
+        for kids in self.children.values():
+            # The earliest child continues the session, later ones (rewinds) fork; file
+            # order breaks ties. Stable for any line order a copy or a merge produces.
+            kids.sort(key=lambda n: n.time)
         self.sessions: list[PlannedSession] = []
         self.child_of_prompt: dict[str, str] = {}  # sidechain root prompt -> child session
         self.child_of_agent: dict[str, str] = {}
@@ -208,6 +217,10 @@ class _Builder:
             try:
                 self._node(planned, node, turn)
             except SHAPE_ERRORS as exc:
+                if isinstance(node.line, str):  # "file:line" of a directory import
+                    name, _, number = node.line.rpartition(":")
+                    raise shape_error(str(Path(self.report.source) / name), exc,
+                                      int(number)) from exc
                 raise shape_error(self.report.source, exc, node.line) from exc
             title = self.reader.titles.get(node.uuid)
             if title:
@@ -268,6 +281,8 @@ class _Builder:
         usage = message.get("usage")
         if isinstance(usage, dict):
             turn.tokens = _tokens(usage)
+            for key in sorted(set(usage) - _USAGE):
+                self.report.note(f"message.usage field {key!r}: not mapped", node.line)
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         for index, block in enumerate(blocks if isinstance(blocks, list) else []):
@@ -482,7 +497,8 @@ def plan_files(paths: Iterable[Path], source: str, *, lenient: bool = False,
     report = ImportReport(source, FORMAT)
     reader = _Reader(report, lenient, max_line)
     # Main transcripts before subagent files: a resume's replayed prefix dedupes the same way.
-    for path in sorted(paths, key=lambda p: (p.stem.startswith("agent-"), str(p))):
-        reader.read(path)
+    files = sorted(paths, key=lambda p: (p.stem.startswith("agent-"), str(p)))
+    for path in files:
+        reader.read(path, several=len(files) > 1)
     reader.resolve()
     return Plan(report, _Builder(reader, report).build())

@@ -215,6 +215,8 @@ class _Rollout:
     def _turn_context(self, payload: dict[str, Any]) -> None:
         s = self.s
         s.context = payload
+        for key in sorted(set(payload) - {"cwd", "model"}):
+            self.report.note(f"turn_context field {key!r}: not mapped", s.line)
         if isinstance(payload.get("model"), str) and payload["model"]:
             s.model = ev.ModelRef(provider_id=s.provider, model_id=payload["model"])
 
@@ -375,6 +377,8 @@ class _Rollout:
                 self._reasoning({"summary": [{"type": "summary_text", "text": text}]})
         elif kind == "token_count":
             info = p.get("info")
+            if p.get("rate_limits") is not None:
+                self.report.note("token_count rate_limits: not mapped", s.line)
             if not isinstance(info, dict):
                 return  # Codex writes null info before the first response: nothing to map
             last = info.get("last_token_usage")

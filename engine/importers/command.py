@@ -8,10 +8,13 @@ import sys
 from pathlib import Path
 
 from engine.cli import EXIT_OK, EXIT_USAGE
-from engine.importers.base import ImportInputError
+from engine.importers.base import PROGRESS, ImportInputError
 from engine.importers.detect import FORMATS, plan_path
 from engine.importers.write import write_plan
 from engine.store import DEFAULT_URL, open_store
+
+MB = 1024 * 1024
+PROGRESS_MIN_BYTES = 8 * MB  # smaller files import too fast to need it
 
 
 class ImportCommand:
@@ -27,6 +30,13 @@ class ImportCommand:
                             help="skip bad lines (listed in the report) instead of failing")
 
     def run(self, args: argparse.Namespace) -> int:
+        token = PROGRESS.set(_show_progress if sys.stderr.isatty() else None)
+        try:
+            return self._run(args)
+        finally:
+            PROGRESS.reset(token)
+
+    def _run(self, args: argparse.Namespace) -> int:
         try:
             plan = plan_path(Path(args.path), args.format, lenient=args.lenient)
             if len(plan.sessions) == 0:
@@ -44,6 +54,15 @@ class ImportCommand:
         else:
             print(plan.report.render())
         return EXIT_OK
+
+
+def _show_progress(path: str, done: int, size: int) -> None:
+    """One self-overwriting stderr line per report: large files take seconds."""
+    if size < PROGRESS_MIN_BYTES:
+        return
+    end = "\n" if done >= size else ""
+    print(f"\rreading {path}: {done / MB:.0f} of {size / MB:.0f} MB", end=end,
+          file=sys.stderr, flush=True)
 
 
 IMPORT = ImportCommand()

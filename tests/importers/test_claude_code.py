@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.importers.base import ImportInputError
+from engine.importers.base import PROGRESS, ImportInputError
 from engine.importers.claude_code import plan_claude_code, plan_files
 from engine.importers.write import write_plan
 from engine.store import MemoryStore
@@ -238,3 +238,21 @@ def test_copies_of_the_directory_import_identically(tmp_path: Path) -> None:
     shutil.copytree(CC, copy)
     a, b = plan_claude_code(CC), plan_claude_code(copy)
     assert [s.events for s in a.sessions] == [s.events for s in b.sessions]
+
+
+def test_a_directory_import_names_the_file_of_each_line() -> None:
+    plan = plan_claude_code(CC)
+    deduped = plan.report.unmapped[
+        "a uuid seen before (a resumed session's replayed prefix): deduplicated"]
+    assert deduped.lines[0] == "9e8d7c6b-1111-4222-8333-444455556666.jsonl:1"
+
+
+def test_progress_is_reported_on_request(tmp_path: Path) -> None:
+    seen: list[tuple[str, int, int]] = []
+    token = PROGRESS.set(lambda *args: seen.append(args))
+    try:
+        plan_claude_code(MAIN)
+    finally:
+        PROGRESS.reset(token)
+    size = MAIN.stat().st_size
+    assert seen[-1] == (str(MAIN), size, size)
