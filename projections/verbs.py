@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from engine.cli import EXIT_OK, EXIT_USAGE
 from engine.codec import to_builtins
-from engine.events import ToolAdded
+from engine.events import ToolAdded, ToolCompleted
 from engine.session import Session
 from engine.store import open_store
 from engine.store.base import SessionInfo, Store
@@ -145,7 +145,8 @@ def child_links(store: Store, sessions: list[SessionInfo]) -> dict[str, str]:
     known = {s.id for s in sessions}
     for info in sessions:
         for e in store.read(info.id, (info.fork_seq or 0) + 1):
-            meta = e.metadata if isinstance(e, ToolAdded) else None
+            # Linked from the spawning call (prompt match) or from its result (agent id).
+            meta = e.metadata if isinstance(e, ToolAdded | ToolCompleted) else None
             child = (meta or {}).get("child_session")
             if isinstance(child, str) and child in known and child != info.id:
                 links.setdefault(child, info.id)

@@ -256,3 +256,22 @@ def test_progress_is_reported_on_request(tmp_path: Path) -> None:
         PROGRESS.reset(token)
     size = MAIN.stat().st_size
     assert seen[-1] == (str(MAIN), size, size)
+
+
+def test_a_subagent_file_links_to_the_task_result_by_agent_id(tmp_path: Path) -> None:
+    """Newer versions: ``subagents/agent-<id>.jsonl``, named by ``toolUseResult.agentId``."""
+    records = [json.loads(x) for x in MAIN.read_text().splitlines()]
+    main = [r for r in records if not r.get("isSidechain")]
+    (tmp_path / "subagents").mkdir()
+    (tmp_path / "s.jsonl").write_text("".join(json.dumps(r) + "\n" for r in main))
+    side = [dict(r, agentId="a1b2c3", uuid="x" + r["uuid"],
+                 parentUuid=r["parentUuid"] and "x" + r["parentUuid"])
+            for r in records if r.get("isSidechain")]
+    (tmp_path / "subagents" / "agent-a1b2c3.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in side))
+    plan = plan_claude_code(tmp_path)
+    store = written(plan)
+    child = next(s for s in plan.report.sessions if s.kind == "child")
+    task = tools_of(at(store, plan.report.sessions[0].id).messages())["toolu_T"]
+    assert isinstance(task.state, v.ToolStateCompleted)
+    assert task.state.metadata["child_session"] == child.id
