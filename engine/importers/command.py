@@ -11,20 +11,25 @@ from engine.cli import EXIT_OK, EXIT_USAGE
 from engine.importers.base import PROGRESS, ImportInputError
 from engine.importers.detect import FORMATS, plan_path
 from engine.importers.write import write_plan
-from engine.store import DEFAULT_URL, open_store
+from engine.store import open_store
 
 MB = 1024 * 1024
 PROGRESS_MIN_BYTES = 8 * MB  # smaller files import too fast to need it
 
 
+# Not the demo's store: ``convlog demo`` deletes that one on every run.
+IMPORT_URL = "sqlite:///convlog.db"
+
+
 class ImportCommand:
     name = "import"
-    help = "import Claude Code, Codex or Q CLI sessions (nothing written on bad input)"
+    help = ("import Claude Code, Codex, OpenCode, Gemini CLI, Q CLI or aider sessions "
+            "(nothing written on bad input)")
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("path", help="a transcript file or a directory of them")
         parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
-        parser.add_argument("--store", default=DEFAULT_URL, help=f"store URL ({DEFAULT_URL})")
+        parser.add_argument("--store", default=IMPORT_URL, help=f"store URL ({IMPORT_URL})")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
         parser.add_argument("--lenient", action="store_true",
                             help="skip bad lines (listed in the report) instead of failing")
