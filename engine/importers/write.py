@@ -2,10 +2,13 @@
 
 A plan can hold several sessions (forks, child sessions), and a store appends
 one session's batch atomically, not several. So the whole plan is first
-replayed into a scratch :class:`MemoryStore`, where any rejected event fails
-the import before the real store sees a byte; only then is it written. Event
-ids are the importer's stable ids, so ``Session.append`` skips the events an
-earlier import of the same source already wrote.
+appended to a scratch :class:`MemoryStore` through ``Session.append``, where
+the transition tables judge every event and a rejected one fails the import
+before the real store sees a byte. A session that is new to the real store then
+takes the scratch store's checked, stamped events in one ``Store.append``; a
+session that exists (a re-import) goes through ``Session.append`` again, which
+skips the events an earlier import of the same source wrote (their ids are the
+importer's stable ids).
 """
 
 from __future__ import annotations
@@ -21,19 +24,53 @@ from engine.store.base import Store
 
 def write_plan(store: Store, plan: Plan) -> None:
     """Check ``plan`` on a scratch store, then append it to ``store``; fills the report."""
+    scratch = MemoryStore()
     try:
         for planned in plan.sessions:
             for e in planned.events:
                 # A value of the wrong type (a JSON true where a count belongs) must fail
                 # here, not become an event that no reader can decode.
                 decode_msgpack(encode_msgpack(e))
-        _write(MemoryStore(), plan, count=False)
+        _write(scratch, plan)
     except ImportInputError:
         raise
     except (ConvlogError, OverflowError, TypeError, ValueError) as exc:  # msgpack: ints > 64 bits
         raise ImportInputError(plan.report.source,
                                f"the import does not form a valid log ({exc})") from exc
-    _write(store, plan, count=True)
+    opened: dict[str, Session] = {}
+    for planned in plan.sessions:
+        if _is_new(store, planned.id):
+            # The scratch store has checked and stamped these events: a new session takes
+            # them as they are, without a second pass through the transition tables.
+            own = list(scratch.read(planned.id, (planned.fork_seq or 0) + 1))
+            store.create_session(planned.id, created=planned.created, parent=planned.parent
+                                 if planned.kind == "fork" else None,
+                                 fork_seq=planned.fork_seq if planned.kind == "fork" else None)
+            store.append(planned.id, own, planned.fork_seq or 0)
+            _count(plan, planned, len(own))
+        else:  # a re-import: Session.append skips the events already there
+            session = opened[planned.id] = _open(store, planned, opened)
+            before = session.version
+            session.append(planned.events)
+            _count(plan, planned, session.version - before)
+
+
+def _is_new(store: Store, session_id: str) -> bool:
+    try:
+        store.session_info(session_id)
+    except UnknownSession:
+        return True
+    return False
+
+
+def _count(plan: Plan, planned: PlannedSession, written: int) -> None:
+    plan.report.written += written
+    plan.report.existing += len(planned.events) - written
+    plan.report.sessions.append(SessionSummary(
+        id=planned.id, kind=planned.kind, events=len(planned.events),
+        messages=sum(isinstance(e, ev.MessageStarted) for e in planned.events),
+        tools=sum(isinstance(e, ev.ToolAdded) for e in planned.events),
+        parent=planned.parent, fork_seq=planned.fork_seq, title=planned.title))
 
 
 def _open(store: Store, planned: PlannedSession, opened: dict[str, Session]) -> Session:
@@ -44,24 +81,15 @@ def _open(store: Store, planned: PlannedSession, opened: dict[str, Session]) -> 
     if planned.kind == "fork":
         assert planned.parent is not None
         assert planned.fork_seq is not None
-        return opened[planned.parent].fork(planned.fork_seq, session_id=planned.id)
+        parent = opened.get(planned.parent) or Session.open(store, planned.parent)
+        return parent.fork(planned.fork_seq, session_id=planned.id)
     created = planned.created
     return Session.create(store, planned.id, clock=lambda: created)
 
 
-def _write(store: Store, plan: Plan, *, count: bool) -> None:
+def _write(store: Store, plan: Plan) -> None:
+    """Every planned session through ``Session.append``: the transition tables judge it."""
     opened: dict[str, Session] = {}
     for planned in plan.sessions:
         session = opened[planned.id] = _open(store, planned, opened)
-        before = session.version
         session.append(planned.events)
-        if not count:
-            continue
-        written = session.version - before
-        plan.report.written += written
-        plan.report.existing += len(planned.events) - written
-        plan.report.sessions.append(SessionSummary(
-            id=planned.id, kind=planned.kind, events=len(planned.events),
-            messages=sum(isinstance(e, ev.MessageStarted) for e in planned.events),
-            tools=sum(isinstance(e, ev.ToolAdded) for e in planned.events),
-            parent=planned.parent, fork_seq=planned.fork_seq, title=planned.title))
