@@ -188,6 +188,7 @@ class _Builder:
         self.sessions: list[PlannedSession] = []
         self.child_of_prompt: dict[str, str] = {}  # sidechain root prompt -> child session
         self.child_of_agent: dict[str, str] = {}
+        self.visited: set[str] = set()
 
     def build(self) -> list[PlannedSession]:
         roots = self.children.get(None, [])
@@ -207,6 +208,10 @@ class _Builder:
             parent = self.sessions[0].id if root.sidechain and mains else None
             planned = PlannedSession(sid, kind, created=max(root.time, 1), parent=parent)
             self._walk(planned, root, _Turn(last_time=max(root.time, 1)))
+        for uuid in self.reader.order:
+            if uuid not in self.visited:  # only a parentUuid cycle hides a line from every root
+                self.report.note("a line on a parentUuid cycle: not reachable, not imported",
+                                 self.reader.nodes[uuid].line)
         return self.sessions
 
     def _walk(self, planned: PlannedSession, start: _Node, turn: _Turn) -> None:
@@ -214,6 +219,7 @@ class _Builder:
         node: _Node | None = start
         last = start
         while node is not None:
+            self.visited.add(node.uuid)
             try:
                 self._node(planned, node, turn)
             except SHAPE_ERRORS as exc:

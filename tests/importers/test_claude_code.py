@@ -275,3 +275,16 @@ def test_a_subagent_file_links_to_the_task_result_by_agent_id(tmp_path: Path) ->
     task = tools_of(at(store, plan.report.sessions[0].id).messages())["toolu_T"]
     assert isinstance(task.state, v.ToolStateCompleted)
     assert task.state.metadata["child_session"] == child.id
+
+
+def test_a_parent_cycle_is_reported_not_dropped(tmp_path: Path) -> None:
+    records = [json.loads(x) for x in MAIN.read_text().splitlines()]
+    for r in records:
+        if r.get("uuid") == "u-021":
+            r["parentUuid"] = "u-021"  # its own parent: reachable from no root
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    plan = plan_claude_code(path)
+    written(plan)
+    cycle = plan.report.unmapped["a line on a parentUuid cycle: not reachable, not imported"]
+    assert cycle.count == 1
