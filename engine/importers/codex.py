@@ -399,15 +399,18 @@ class _Rollout:
 
     def _end(self) -> None:
         s = self.s
-        if s.assistant is not None and not s.tasks and not any(
-                m == s.assistant for m, _ in s.tools.values()):
-            self._close()  # an older rollout never says a turn ended; nothing is running
-        elif s.assistant is not None:
+        if s.assistant is None:
+            return
+        if s.tasks:
             self.report.note("the rollout ends mid-turn: the last assistant message stays open",
                              s.line)
-            for call in s.tools:
-                self.report.note(f"call {call!r} has no output: left running (unfinished)",
-                                 s.line)
+        else:
+            # Older rollouts write no task_complete: whether the last turn ended is not
+            # recorded. Left open (so a later import of the grown file can continue it).
+            self.report.note("an older rollout (no task_complete) does not say whether its "
+                             "last turn ended: that assistant message stays open", s.line)
+        for call in s.tools:
+            self.report.note(f"call {call!r} has no output: left running (unfinished)", s.line)
 
 
 def _visible_texts(path: Path, max_line: int) -> Iterator[str]:

@@ -2,7 +2,8 @@
 
 A plan can hold several sessions (forks, child sessions), and a store appends
 one session's batch atomically, not several. So the whole plan is first
-appended to a scratch :class:`MemoryStore` through ``Session.append``, where
+appended to a scratch :class:`MemoryStore` (holding a copy of the sessions a
+re-import extends) through ``Session.append``, where
 the transition tables judge every event and a rejected one fails the import
 before the real store sees a byte. A session that is new to the real store then
 takes the scratch store's checked, stamped events in one ``Store.append``; a
@@ -25,6 +26,9 @@ from engine.store.base import Store
 def write_plan(store: Store, plan: Plan) -> None:
     """Check ``plan`` on a scratch store, then append it to ``store``; fills the report."""
     scratch = MemoryStore()
+    for planned in plan.sessions:  # a re-import is judged against what is already there
+        if not _is_new(store, planned.id):
+            _mirror(store, scratch, planned.id)
     try:
         for planned in plan.sessions:
             for e in planned.events:
@@ -53,6 +57,20 @@ def write_plan(store: Store, plan: Plan) -> None:
             before = session.version
             session.append(planned.events)
             _count(plan, planned, session.version - before)
+
+
+def _mirror(store: Store, scratch: Store, session_id: str) -> None:
+    """Copy a stored session (and its fork ancestors) into the scratch store."""
+    if not _is_new(scratch, session_id):
+        return
+    info = store.session_info(session_id)
+    if info.parent is not None:
+        _mirror(store, scratch, info.parent)
+    scratch.create_session(session_id, created=info.created, parent=info.parent,
+                           fork_seq=info.fork_seq)
+    own = list(store.read(session_id, (info.fork_seq or 0) + 1))
+    if own:
+        scratch.append(session_id, own, info.fork_seq or 0)
 
 
 def _is_new(store: Store, session_id: str) -> bool:

@@ -17,6 +17,9 @@ from hypothesis import strategies as st
 
 from engine.importers.base import ImportInputError
 from engine.importers.detect import plan_path
+from engine.importers.write import write_plan
+from projections import views as v
+from projections.timetravel import at
 from tests.importers.support import FIXTURES, written
 
 LINE_FILES = [
@@ -55,6 +58,11 @@ def put(doc: Any, where: tuple[Any, ...], junk: Any) -> Any:
         target = target[step]
     target[where[-1]] = junk
     return doc
+
+
+def shape(messages: list[v.WithParts]) -> list[tuple[str, list[tuple[str, str]]]]:
+    return [(m.info.id, [(p.id, getattr(getattr(p, "state", None), "TAG", p.TAG))
+                         for p in m.parts]) for m in messages]
 
 
 def import_or_refuse(path: Path) -> None:
@@ -101,3 +109,35 @@ def test_every_prefix_of_a_file_imports(tmp_path: Path, source: Path) -> None:
         path = tmp_path / source.name
         path.write_text("".join(lines[:n]))
         import_or_refuse(path)
+
+
+@pytest.mark.parametrize("source", LINE_FILES[:3], ids=lambda p: p.name[:20])
+def test_a_grown_file_reimports_on_top_of_its_prefix(tmp_path: Path, source: Path) -> None:
+    """A live transcript imported, then imported again once it grew: only new events."""
+    lines = source.read_text().splitlines(keepends=True)
+    whole = written(plan_path(source))
+    for n in range(1, len(lines)):
+        path = tmp_path / source.name
+        path.write_text("".join(lines[:n]))
+        try:
+            store = written(plan_path(path))
+        except ImportInputError:
+            continue  # a prefix with nothing to import
+        path.write_text("".join(lines))
+        write_plan(store, plan_path(path))
+        for info in whole.sessions():  # the same messages and parts, nothing twice
+            assert shape(at(store, info.id).messages()) == shape(at(whole, info.id).messages())
+
+
+def test_a_replaced_gemini_record_already_imported_is_a_typed_error(tmp_path: Path) -> None:
+    """Known limit: a record replaced after it was imported cannot be updated in place."""
+    source = LINE_FILES[3]
+    lines = source.read_text().splitlines(keepends=True)
+    path = tmp_path / source.name
+    path.write_text("".join(lines[:3]))  # m2 while its tool call was still executing
+    store = written(plan_path(path))
+    before = {s.id: store.version(s.id) for s in store.sessions()}
+    path.write_text("".join(lines))
+    with pytest.raises(ImportInputError):
+        write_plan(store, plan_path(path))
+    assert {s.id: store.version(s.id) for s in store.sessions()} == before
