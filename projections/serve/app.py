@@ -1,0 +1,159 @@
+"""The ASGI app behind ``convlog serve``: a JSON API under /api/ and the static page.
+
+Paths never reach the filesystem: the store is fixed when the app is built,
+session ids are checked by the store, and static files are read from this
+package by name from a fixed list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from engine.errors import UnknownSession
+from engine.session import Session
+from engine.store.base import Store
+from projections.serve.export import static_text
+from projections.serve.state import Viewer, sessions_json
+
+STATIC = {  # name -> media type; nothing else is served
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+}
+# The page loads only its own files and talks only to its own origin.
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _int(request: Request, name: str, default: int | None = None) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be an integer") from exc
+
+
+def create_app(store: Store, *, allow_writes: bool = False, token: str | None = None,
+               poll: float = 0.2, every: int = 64) -> Starlette:
+    """The viewer for ``store``. Writes (fork) need ``allow_writes`` and ``token``."""
+    if allow_writes and not token:
+        raise ValueError("writes need a token")
+    viewer = Viewer(store, every=every)
+
+    def guarded(fn: Callable[[Request], Awaitable[Any]]) -> Handler:
+        async def handler(request: Request) -> Response:
+            try:
+                result = await fn(request)
+            except (UnknownSession, KeyError) as exc:
+                return JSONResponse({"error": f"unknown session: {exc}"}, status_code=404)
+            except ValueError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=400)
+            if isinstance(result, Response):
+                return result
+            return JSONResponse(result)
+        return handler
+
+    def sync(fn: Callable[..., Any], *args: Any, **kw: Any) -> Awaitable[Any]:
+        return asyncio.to_thread(fn, *args, **kw)
+
+    async def page(request: Request) -> Response:
+        name = request.path_params.get("name", "index.html")
+        if name not in STATIC:
+            return Response("not found", status_code=404, media_type="text/plain")
+        return Response(static_text(name), media_type=STATIC[name],
+                        headers={"Content-Security-Policy": CSP,
+                                 "X-Content-Type-Options": "nosniff"})
+
+    async def config(request: Request) -> Any:
+        return {"writes": allow_writes}
+
+    async def sessions(request: Request) -> Any:
+        return await sync(sessions_json, store)
+
+    async def search(request: Request) -> Any:
+        return await sync(viewer.search, request.query_params.get("q", ""))
+
+    async def state(request: Request) -> Any:
+        sid = request.path_params["sid"]
+        return await sync(viewer.state, sid, _int(request, "seq"), start=_int(request, "start"))
+
+    async def events(request: Request) -> Any:
+        sid = request.path_params["sid"]
+        first = _int(request, "from", 1) or 1
+        last = _int(request, "to", first + 99)
+        return await sync(viewer.events, sid, first, last if last is not None else first + 99)
+
+    async def diff(request: Request) -> Any:
+        q = request.query_params
+        a_sid = q.get("a_session") or request.path_params["sid"]
+        b_sid = q.get("b_session") or request.path_params["sid"]
+        a, b = _int(request, "a"), _int(request, "b")
+        if a is None or b is None:
+            raise ValueError("a and b are required")
+        return await sync(viewer.diff, a_sid, a, b_sid, b)
+
+    async def verify(request: Request) -> Any:
+        return await sync(viewer.verify, request.path_params["sid"])
+
+    async def fork(request: Request) -> Any:
+        if not allow_writes or token is None:
+            return JSONResponse({"error": "writes are off (start with --allow-writes)"},
+                                status_code=403)
+        given = request.headers.get("authorization", "").removeprefix("Bearer ")
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            return JSONResponse({"error": "bad token"}, status_code=401)
+        body = await request.json()
+        seq = body.get("seq") if isinstance(body, dict) else None
+        if not isinstance(seq, int):
+            raise ValueError("seq must be an integer")
+        sid = request.path_params["sid"]
+
+        def do_fork() -> dict[str, Any]:
+            child = Session.open(store, sid).fork(at=seq)
+            return {"id": child.id, "parent": sid, "fork_seq": seq}
+        return await sync(do_fork)
+
+    async def live(request: Request) -> Response:
+        sid = request.path_params["sid"]
+        await sync(store.session_info, sid)  # 404 before the stream starts
+
+        async def stream() -> AsyncIterator[str]:
+            # Polls the version: cheap on every store, and a missed wake-up costs one poll.
+            last = -1
+            yield "retry: 1000\n\n"
+            while not await request.is_disconnected():
+                version = await sync(store.version, sid)
+                if version != last:
+                    last = version
+                    yield f"data: {json.dumps({'version': version})}\n\n"
+                await asyncio.sleep(poll)
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
+
+    routes = [
+        Route("/", page),
+        Route("/static/{name}", page),
+        Route("/api/config", guarded(config)),
+        Route("/api/sessions", guarded(sessions)),
+        Route("/api/search", guarded(search)),
+        Route("/api/sessions/{sid}/state", guarded(state)),
+        Route("/api/sessions/{sid}/events", guarded(events)),
+        Route("/api/sessions/{sid}/diff", guarded(diff)),
+        Route("/api/sessions/{sid}/verify", guarded(verify)),
+        Route("/api/sessions/{sid}/fork", guarded(fork), methods=["POST"]),
+        Route("/api/sessions/{sid}/live", guarded(live)),
+    ]
+    return Starlette(routes=routes)

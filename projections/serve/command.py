@@ -1,0 +1,53 @@
+"""The ``serve`` verb, plugged into ``convlog`` through the ``convlog.commands`` entry point."""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+
+from engine.store import open_store
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+class ServeCommand:
+    name = "serve"
+    help = "browse sessions in a time-travel viewer (needs convlog[serve])"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("store", help="store URL or path, e.g. convlog-demo.db")
+        parser.add_argument("--host", default="127.0.0.1", help="bind address (loopback)")
+        parser.add_argument("--port", type=int, default=8000, help="port (0: any free one)")
+        parser.add_argument("--allow-writes", action="store_true",
+                            help="allow forking from the page (needs the token)")
+        parser.add_argument("--token", help="the token writes need (default: a random one)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        try:
+            import uvicorn  # noqa: PLC0415 - the optional extra
+
+            from projections.serve.app import create_app  # noqa: PLC0415
+        except ImportError:
+            print("convlog serve: install the extra: pip install 'convlog[serve]'",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        store = open_store(store_url(args.store))
+        token = (args.token or secrets.token_urlsafe(18)) if args.allow_writes else None
+        app = create_app(store, allow_writes=args.allow_writes, token=token)
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        fragment = f"#token={token}" if token else ""
+        print(f"convlog viewer on http://{host}:{args.port}/{fragment}", flush=True)
+        try:
+            uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        finally:
+            store.close()
+        return EXIT_OK
+
+
+def store_url(given: str) -> str:
+    """A URL as given, or a bare path read as a SQLite file (``convlog serve x.db``)."""
+    return given if "://" in given else f"sqlite:///{given}"
+
+
+SERVE = ServeCommand()
