@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -15,7 +16,7 @@ from engine.store.base import Store
 from projections.serve.app import create_app
 from projections.serve.state import Viewer
 from projections.timetravel import at, diff
-from tests.viewer.conftest import Sessions, fill
+from tests.viewer.conftest import Sessions
 
 TOKEN = "s3cret-token"
 
@@ -24,11 +25,11 @@ def client(store: Store, **kw: object) -> TestClient:
     return TestClient(create_app(store, **kw))  # type: ignore[arg-type]
 
 
-def state(c: TestClient, sid: str, seq: int, **q: int) -> dict[str, object]:
+def state(c: TestClient, sid: str, seq: int, **q: int) -> dict[str, Any]:
     params = {"seq": seq, **q}
     r = c.get(f"/api/sessions/{sid}/state", params=params)
     assert r.status_code == 200, r.text
-    data: dict[str, object] = r.json()
+    data: dict[str, Any] = r.json()
     return data
 
 
@@ -36,7 +37,8 @@ def test_sessions_carry_their_lineage(viewer_store: tuple[Store, Sessions]) -> N
     store, s = viewer_store
     rows = {r["id"]: r for r in client(store).get("/api/sessions").json()}
     assert set(rows) == {s.demo, s.fork, s.hostile}
-    assert rows[s.fork]["parent"] == s.demo and rows[s.fork]["fork_seq"] == s.fork_seq
+    assert rows[s.fork]["parent"] == s.demo
+    assert rows[s.fork]["fork_seq"] == s.fork_seq
     assert rows[s.demo]["parent"] is None
     assert rows[s.demo]["version"] == store.version(s.demo)
     assert rows[s.fork]["version"] == store.version(s.fork)
@@ -52,7 +54,8 @@ def test_state_at_every_seq_equals_at(viewer_store: tuple[Store, Sessions]) -> N
             assert got["seq"] == seq
             event = got["event"]
             if seq:
-                assert isinstance(event, dict) and event["seq"] == seq
+                assert isinstance(event, dict)
+                assert event["seq"] == seq
             else:
                 assert event is None
 
@@ -65,15 +68,19 @@ def test_state_answers_a_window_of_messages(tmp_path: Path) -> None:
     c = client(store)
     last = store.version(s.id)
     got = state(c, s.id, last)
-    assert got["total"] == 100 and len(got["messages"]) == 40  # type: ignore[arg-type]
+    assert got["total"] == 100
+    assert len(got["messages"]) == 40
     full = at(store, s.id).to_json()
     assert got["messages"] == full[60:]  # centred on the last event's message, clamped
     mid = state(c, s.id, last, start=10)
-    assert mid["start"] == 10 and mid["messages"] == full[10:50]
+    assert mid["start"] == 10
+    assert mid["messages"] == full[10:50]
     starts = [e.seq for e in store.read(s.id) if type(e).__name__ == "MessageStarted"]
-    assert got["marks"] == starts and len(starts) == 100  # the PgUp/PgDn stops
+    assert got["marks"] == starts
+    assert len(starts) == 100
     early = state(c, s.id, starts[30])
-    assert early["total"] == 31 and early["start"] == 0  # 31 fit in one window
+    assert early["total"] == 31
+    assert early["start"] == 0
     assert early["messages"] == at(store, s.id, starts[30]).to_json()
     store.close()
 
@@ -101,7 +108,7 @@ def test_diff_of_two_points_matches_the_engine(viewer_store: tuple[Store, Sessio
 
 def _text(store: Store, sid: str, seq: int, mid: str, pid: str) -> str:
     msg = at(store, sid, seq).message(mid)
-    return next(getattr(p, "text") for p in msg.parts if p.id == pid)  # noqa: B009
+    return str(next(getattr(p, "text") for p in msg.parts if p.id == pid))  # noqa: B009
 
 
 def test_diff_between_a_parent_and_its_fork(viewer_store: tuple[Store, Sessions]) -> None:
@@ -110,7 +117,8 @@ def test_diff_between_a_parent_and_its_fork(viewer_store: tuple[Store, Sessions]
     last = store.version(s.demo)
     got = c.get(f"/api/sessions/{s.demo}/diff",
                 params={"a": last, "b": store.version(s.fork), "b_session": s.fork}).json()
-    assert got["a_session"] == s.demo and got["b_session"] == s.fork
+    assert got["a_session"] == s.demo
+    assert got["b_session"] == s.fork
     assert got["changes"]  # the fork ended another way
     unrelated = c.get(f"/api/sessions/{s.demo}/diff",
                       params={"a": 1, "b": 1, "b_session": s.hostile})
@@ -163,7 +171,8 @@ def test_no_path_reaches_the_filesystem(viewer_store: tuple[Store, Sessions]) ->
         assert c.get(path).status_code == 404, path
     assert c.get("/api/sessions/..%2F..%2Fetc%2Fpasswd/state").status_code in (400, 404)
     page = c.get("/")
-    assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+    assert page.status_code == 200
+    assert "script-src 'self'" in page.headers["content-security-policy"]
     assert c.get("/api/sessions/nope/state").status_code == 404
     assert c.get(f"/api/sessions/{s.demo}/state", params={"seq": 10_000}).status_code == 400
     assert c.get(f"/api/sessions/{s.demo}/state", params={"seq": "x"}).status_code == 400
