@@ -1,0 +1,221 @@
+"""The page in a real browser (Debian chromium through Playwright), against a real server."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from playwright.sync_api import Browser, Page
+
+from engine.session import Session
+from engine.store.base import Store
+from projections import views as v
+from projections.serve import render_html
+from projections.serve.app import create_app
+from projections.serve.state import Viewer
+from projections.timetravel import at, diff
+from tests.support.browser import serving
+from tests.viewer.conftest import SCRIPT, Sessions
+
+TOKEN = "browser-token"
+
+
+@contextmanager
+def opened(browser: Browser, store: Store, path: str, **kw: Any) -> Iterator[Page]:
+    with serving(create_app(store, poll=0.05, **kw)) as base:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        try:
+            page.goto(base + path)
+            yield page
+        finally:
+            page.close()
+        assert errors == []
+
+
+def wait_seq(page: Page, seq: int) -> None:
+    page.wait_for_selector(f'body[data-shown-seq="{seq}"]')
+
+
+def shown(page: Page) -> dict[str, Any]:
+    """What a person sees: parts in order, texts, tool badges, the highlighted part."""
+    data: dict[str, Any] = page.evaluate("""() => ({
+        parts: [...document.querySelectorAll('#conv [data-part]')].map(n => n.dataset.part),
+        texts: [...document.querySelectorAll('#conv .part.text')].map(n => n.textContent),
+        tools: [...document.querySelectorAll('#conv .part.tool .tool-head .st')]
+            .map(n => n.textContent),
+        hl: [...document.querySelectorAll('#conv .hl')]
+            .map(n => n.dataset.part || n.dataset.msg),
+    })""")
+    return data
+
+
+def visible(page: Page) -> dict[str, Any]:
+    got = shown(page)
+    return {k: got[k] for k in ("parts", "texts", "tools")}
+
+
+def expected(store: Store, sid: str, seq: int) -> dict[str, Any]:
+    msgs = at(store, sid, seq, use_snapshots=False).messages()
+    parts = [p for m in msgs for p in m.parts]
+    tools: list[str] = []
+    for p in parts:
+        if isinstance(p, v.ToolPart):
+            tools.append(p.state.TAG)
+            if p.approval is not None:
+                tools.append(f"approval {p.approval.state}")
+    return {"parts": [p.id for p in parts],
+            "texts": [p.text for p in parts if isinstance(p, v.TextPart)],
+            "tools": tools}
+
+
+def url_seq(page: Page) -> int:
+    return int(parse_qs(urlparse(page.url).query)["seq"][0])
+
+
+def test_scrub_shows_the_state_at_each_seq(browser: Browser,
+                                           viewer_store: tuple[Store, Sessions]) -> None:
+    store, s = viewer_store
+    last = store.version(s.demo)
+    with opened(browser, store, f"/?session={s.demo}&seq=30") as page:
+        wait_seq(page, 30)
+        got = shown(page)
+        assert {k: got[k] for k in ("parts", "texts", "tools")} == expected(store, s.demo, 30)
+        event = next(iter(store.read(s.demo, 30, 30)))
+        assert got["hl"] == [getattr(event, "part_id", None) or event.message_id]  # type: ignore[attr-defined]
+        page.keyboard.press("ArrowRight")
+        wait_seq(page, 31)
+        assert url_seq(page) == 31  # the URL keeps the seq
+        starts = [e.seq for e in store.read(s.demo) if type(e).__name__ == "MessageStarted"]
+        page.keyboard.press("PageUp")
+        wait_seq(page, starts[-1])
+        page.keyboard.press("PageUp")
+        wait_seq(page, starts[0])
+        page.keyboard.press("PageDown")
+        wait_seq(page, starts[1])
+        page.keyboard.press("End")
+        wait_seq(page, last)
+        page.keyboard.press("ArrowLeft")
+        wait_seq(page, last - 1)
+        for seq in (5, 17, 45, 60, last):
+            page.fill("#slider", str(seq))  # the slider, as a drag would set it
+            wait_seq(page, seq)
+            assert visible(page) == expected(store, s.demo, seq)
+        page.keyboard.press("Home")
+        wait_seq(page, 0)
+        assert shown(page)["parts"] == []
+        badge = page.text_content("#verify") or ""
+        assert "verified" in badge
+
+
+def test_diff_two_points(browser: Browser, viewer_store: tuple[Store, Sessions]) -> None:
+    store, s = viewer_store
+    with opened(browser, store, f"/?session={s.demo}&seq=40") as page:
+        wait_seq(page, 40)
+        page.click("#diffbtn")
+        page.fill("#da", "10")
+        page.fill("#db", "40")
+        page.click("#diffform button[type=submit]")
+        page.wait_for_selector("#diff .chg")
+        kinds = page.eval_on_selector_all("#diff .chg .kind", "ns => ns.map(n => n.textContent)")
+        assert kinds == [c.kind for c in diff(store, s.demo, 10, 40).changes]
+        grown = page.eval_on_selector_all("#diff .chg ins", "ns => ns.map(n => n.textContent)")
+        want = Viewer(store).diff(s.demo, 10, s.demo, 40)["changes"]
+        assert grown == [c["grown"] for c in want if c["kind"] == "text-grown"]
+        assert grown  # the text that grew between the two points is highlighted
+
+
+def test_fork_from_the_page(browser: Browser, viewer_store: tuple[Store, Sessions]) -> None:
+    store, s = viewer_store
+    before = {i.id for i in store.sessions()}
+    with opened(browser, store, f"/?session={s.demo}&seq=12#token={TOKEN}",
+                allow_writes=True, token=TOKEN) as page:
+        wait_seq(page, 12)
+        page.click("#forkbtn")
+        page.locator(".sess").nth(len(before)).wait_for()
+        (child,) = {i.id for i in store.sessions()} - before
+        assert store.lineage(child) == [(s.demo, 12), (child, None)]
+        # The new branch is in the tree, under its parent, and open.
+        page.wait_for_selector(f'.tree .tree .sess.current[data-sid="{child}"]')
+        assert page.text_content("#title") == child
+
+
+def test_fork_button_is_absent_without_writes(browser: Browser,
+                                              viewer_store: tuple[Store, Sessions]) -> None:
+    store, s = viewer_store
+    with opened(browser, store, f"/?session={s.demo}#token={TOKEN}") as page:
+        wait_seq(page, store.version(s.demo))
+        assert page.is_hidden("#forkbtn")
+
+
+def test_a_live_append_arrives(browser: Browser, viewer_store: tuple[Store, Sessions]) -> None:
+    store, s = viewer_store
+    with opened(browser, store, f"/?session={s.fork}") as page:
+        last = store.version(s.fork)
+        wait_seq(page, last)
+        page.wait_for_selector("#live.ok")
+
+        def write() -> None:  # another writer, as an agent in another process would be
+            Session.open(store, s.fork).user_message("a live message from elsewhere")
+        t = threading.Thread(target=write)
+        t.start()
+        t.join()
+        page.wait_for_selector("text=a live message from elsewhere")
+        wait_seq(page, store.version(s.fork))
+        assert store.version(s.fork) > last
+
+
+def test_search_finds_a_session(browser: Browser, viewer_store: tuple[Store, Sessions]) -> None:
+    store, s = viewer_store
+    with opened(browser, store, "/") as page:
+        page.wait_for_selector(".sess")
+        page.fill("#search", "semicolons")
+        hit = page.wait_for_selector(".hit mark")
+        assert hit is not None
+        assert hit.text_content() == "semicolons"
+        page.click(".hit")
+        wait_seq(page, store.version(s.demo))
+        assert page.text_content("#title") == s.demo
+
+
+def test_log_strings_render_as_text(browser: Browser,
+                                    viewer_store: tuple[Store, Sessions]) -> None:
+    store, s = viewer_store
+    with opened(browser, store, f"/?session={s.hostile}") as page:
+        wait_seq(page, store.version(s.hostile))
+        assert page.evaluate("window.__pwned") is None
+        assert page.evaluate("document.querySelectorAll('script').length") == 1  # app.js only
+        assert page.evaluate("document.querySelectorAll('#conv img, #conv b').length") == 0
+        outputs = page.eval_on_selector_all("#conv .part.tool pre",
+                                            "ns => ns.map(n => n.textContent)")
+        assert f"output: {SCRIPT}" in outputs
+        assert page.text_content("#conv .tool-head .name") == "bash<b>bold</b>"
+
+
+def test_exported_file_scrubs_offline(browser: Browser, tmp_path: Path,
+                                      viewer_store: tuple[Store, Sessions]) -> None:
+    store, s = viewer_store
+    for sid in (s.demo, s.hostile):
+        path = tmp_path / f"{sid}.html"
+        path.write_text(render_html(store, sid), encoding="utf-8")
+        page = browser.new_page()
+        requests: list[str] = []
+        page.on("request", lambda r, seen=requests: seen.append(r.url))
+        page.goto(path.as_uri())
+        last = store.version(sid)
+        wait_seq(page, last)
+        assert visible(page) == expected(store, sid, last)
+        page.keyboard.press("Home")
+        wait_seq(page, 0)
+        for _ in range(3):
+            page.keyboard.press("ArrowRight")
+        wait_seq(page, 3)
+        assert visible(page) == expected(store, sid, 3)
+        assert page.evaluate("window.__pwned") is None
+        assert requests == [path.as_uri()]  # nothing fetched: the file is self-contained
+        page.close()
