@@ -5,11 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, Request
 
 from engine.session import Session
 from engine.store.base import Store
@@ -74,6 +75,10 @@ def expected(store: Store, sid: str, seq: int) -> dict[str, Any]:
             "tools": tools}
 
 
+def record_url(seen: list[str], request: Request) -> None:
+    seen.append(request.url)
+
+
 def url_seq(page: Page) -> int:
     return int(parse_qs(urlparse(page.url).query)["seq"][0])
 
@@ -87,7 +92,7 @@ def test_scrub_shows_the_state_at_each_seq(browser: Browser,
         got = shown(page)
         assert {k: got[k] for k in ("parts", "texts", "tools")} == expected(store, s.demo, 30)
         event = next(iter(store.read(s.demo, 30, 30)))
-        assert got["hl"] == [getattr(event, "part_id", None) or event.message_id]  # type: ignore[attr-defined]
+        assert got["hl"] == [getattr(event, "part_id", None) or getattr(event, "message_id")]  # noqa: B009
         page.keyboard.press("ArrowRight")
         wait_seq(page, 31)
         assert url_seq(page) == 31  # the URL keeps the seq
@@ -205,7 +210,7 @@ def test_exported_file_scrubs_offline(browser: Browser, tmp_path: Path,
         path.write_text(render_html(store, sid), encoding="utf-8")
         page = browser.new_page()
         requests: list[str] = []
-        page.on("request", lambda r, seen=requests: seen.append(r.url))
+        page.on("request", partial(record_url, requests))
         page.goto(path.as_uri())
         last = store.version(sid)
         wait_seq(page, last)
