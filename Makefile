@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck pytest docs bench clean
+.PHONY: demo serve screenshots test lint typecheck pytest docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,15 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 demo: $(VENV)/.installed
 	$(BIN)/convlog demo
+
+# The viewer on the demo session (records it first when missing).
+serve: $(STAMP)
+	test -f convlog-demo.db || $(BIN)/convlog demo >/dev/null
+	$(BIN)/convlog serve convlog-demo.db
+
+# docs/img/viewer-*.png, taken in Debian's chromium (apt-get install chromium).
+screenshots: $(STAMP)
+	$(BIN)/python -m tests.support.screenshots docs/img
 
 test: $(STAMP)
 	$(BIN)/ruff check engine projections tests benchmarks
