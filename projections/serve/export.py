@@ -21,7 +21,7 @@ def static_text(name: str) -> str:
     return resources.files("projections.serve").joinpath("static", name).read_text("utf-8")
 
 
-def _script_json(data: Any) -> str:
+def script_json(data: Any) -> str:
     """JSON that cannot close its <script> element nor open a comment in it."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -66,7 +66,7 @@ def render_html(store: Store, session_id: str) -> str:
     """The viewer page with the session's data inlined; opens from a file, offline."""
     page = static_text("index.html")
     css, js = static_text("app.css"), static_text("app.js")
-    data = _script_json(export_data(store, session_id))
+    data = script_json(export_data(store, session_id))
     page = page.replace('<link rel="stylesheet" href="/static/app.css">', f"<style>\n{css}</style>")
     page = page.replace(
         '<script src="/static/app.js"></script>',
