@@ -13,7 +13,7 @@ from typing import Any
 from engine.store.base import Store
 from projections import views as v
 from projections.json import converter
-from projections.serve.state import Viewer, event_json, session_json
+from projections.serve.state import WINDOW, Viewer, event_json, session_json
 from projections.withparts import WithPartsProjection
 
 
@@ -59,7 +59,7 @@ def export_data(store: Store, session_id: str) -> dict[str, Any]:
     info = session_json(store, session_id)
     return {"session": {"info": info, "versions": versions, "states": states,
                         "events": events, "marks": marks},
-            "verify": viewer.verify(session_id)}
+            "verify": viewer.verify(session_id), "window": WINDOW}
 
 
 def render_html(store: Store, session_id: str) -> str:

@@ -20,7 +20,9 @@ from projections.json import converter
 from projections.timetravel import Timeline, diff_states
 from projections.withparts import WithPartsProjection
 
-WINDOW = 40  # messages per state answer: the page renders a window, never the whole session
+# Messages per state answer: the page renders a window (a screenful and some), never the
+# whole session; a bigger one costs scrub latency (benchmarks/viewer.py).
+WINDOW = 16
 REBUILD_AFTER = 2048  # new events folded on top of a Timeline before it is rebuilt
 SEARCH_LIMIT = 50
 
@@ -117,7 +119,7 @@ class Viewer:
         window = messages[start:start + count]
         return {
             "session": sid, "seq": seq, "version": version, "total": len(messages),
-            "start": start, "focus": focus,
+            "start": start, "focus": focus, "window": count,
             "messages": converter.unstructure(window, list[v.WithParts]),
             "event": None if event is None else event_json(event),
             "marks": self._cached(sid).marks,

@@ -14,7 +14,7 @@ from engine.session import Session
 from engine.store import open_store
 from engine.store.base import Store
 from projections.serve.app import create_app
-from projections.serve.state import Viewer
+from projections.serve.state import WINDOW, Viewer
 from projections.timetravel import at, diff
 from tests.viewer.conftest import Sessions
 
@@ -69,19 +69,38 @@ def test_state_answers_a_window_of_messages(tmp_path: Path) -> None:
     last = store.version(s.id)
     got = state(c, s.id, last)
     assert got["total"] == 100
-    assert len(got["messages"]) == 40
+    assert len(got["messages"]) == got["window"] == WINDOW
     full = at(store, s.id).to_json()
-    assert got["messages"] == full[60:]  # centred on the last event's message, clamped
+    assert got["messages"] == full[100 - WINDOW:]  # centred on the last event's message, clamped
     mid = state(c, s.id, last, start=10)
     assert mid["start"] == 10
-    assert mid["messages"] == full[10:50]
+    assert mid["messages"] == full[10:10 + WINDOW]
     starts = [e.seq for e in store.read(s.id) if type(e).__name__ == "MessageStarted"]
     assert got["marks"] == starts
     assert len(starts) == 100
-    early = state(c, s.id, starts[30])
+    early = state(c, s.id, starts[30])  # the 31st message starts: it is the newest
     assert early["total"] == 31
-    assert early["start"] == 0
-    assert early["messages"] == at(store, s.id, starts[30]).to_json()
+    assert early["start"] == 31 - WINDOW  # the window ends with the newest message
+    assert early["messages"] == at(store, s.id, starts[30]).to_json()[31 - WINDOW:]
+    few = state(c, s.id, starts[WINDOW - 2])
+    assert few["start"] == 0  # fewer messages than a window: all of them
+    assert few["messages"] == at(store, s.id, starts[WINDOW - 2]).to_json()
+    store.close()
+
+
+def test_the_window_centres_on_the_message_the_event_touched(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'centre.db'}")
+    s = Session.create(store)
+    for i in range(30):
+        s.user_message(f"before {i}")
+    slow = s.start_message("assistant")
+    for i in range(30):
+        s.user_message(f"after {i}")
+    s.complete_message(slow, finish="stop")  # touches message 30 of 61
+    got = state(client(store), s.id, store.version(s.id))
+    assert got["focus"] == 30
+    assert got["start"] == 30 - WINDOW // 2
+    assert got["messages"] == at(store, s.id).to_json()[got["start"]:got["start"] + WINDOW]
     store.close()
 
 

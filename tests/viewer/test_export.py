@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from engine.session import Session
 from engine.store import open_store
 from engine.store.base import Store
-from projections.serve.export import script_json, export_data, render_html
+from projections.serve.export import export_data, render_html, script_json
 from projections.timetravel import at
 from tests.viewer.conftest import Sessions
 

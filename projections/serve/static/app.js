@@ -36,7 +36,7 @@
   // An exported file carries every state as message versions: states[seq] lists indexes
   // into versions, so the scrubber works offline without folding events in JS.
   function exportSource(data) {
-    const WINDOW = 40;
+    const WINDOW = data.window;
     const s = data.session;
     return {
       config: async () => ({ writes: false, exported: true }),
@@ -55,7 +55,8 @@
         if (start === undefined) start = Math.max(0, focus - WINDOW / 2);
         start = Math.max(0, Math.min(start, Math.max(0, all.length - WINDOW)));
         return { session: sid, seq: seq, version: s.info.version, total: all.length, start: start,
-          focus: focus, messages: all.slice(start, start + WINDOW), event: ev, marks: s.marks };
+          focus: focus, window: WINDOW, messages: all.slice(start, start + WINDOW), event: ev,
+          marks: s.marks };
       },
     };
   }
@@ -242,7 +243,7 @@
     conv.replaceChildren();
     if (st.start > 0) {
       const b = el("button", "more", "↑ " + st.start + " earlier messages");
-      b.addEventListener("click", () => show(view.seq, Math.max(0, st.start - 40)));
+      b.addEventListener("click", () => show(view.seq, Math.max(0, st.start - st.window)));
       conv.append(b);
     }
     if (!st.total) conv.append(el("div", "empty", "no messages yet at seq " + st.seq));
@@ -250,7 +251,7 @@
     const after = st.total - st.start - st.messages.length;
     if (after > 0) {
       const b = el("button", "more", "↓ " + after + " later messages");
-      b.addEventListener("click", () => show(view.seq, st.start + 40));
+      b.addEventListener("click", () => show(view.seq, st.start + st.window));
       conv.append(b);
     }
     const evBox = $("event");
