@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import socket
 import sys
 
 from engine.store import open_store
@@ -35,12 +36,26 @@ class ServeCommand:
         store = open_store(store_url(args.store))
         token = (args.token or secrets.token_urlsafe(18)) if args.allow_writes else None
         app = create_app(store, allow_writes=args.allow_writes, token=token)
+        # Bind first, so that --port 0 prints the port the OS picked.
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((args.host, args.port))
+        except OSError as exc:
+            print(f"convlog serve: cannot listen on {args.host}:{args.port}: {exc}",
+                  file=sys.stderr)
+            store.close()
+            return EXIT_USAGE
+        port = sock.getsockname()[1]
         host = f"[{args.host}]" if ":" in args.host else args.host
         fragment = f"#token={token}" if token else ""
-        print(f"convlog viewer on http://{host}:{args.port}/{fragment}", flush=True)
+        print(f"convlog viewer on http://{host}:{port}/{fragment}", flush=True)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         try:
-            uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+            server.run(sockets=[sock])
         finally:
+            sock.close()
             store.close()
         return EXIT_OK
 

@@ -1,0 +1,62 @@
+"""``convlog serve`` as a user runs it: a subprocess, its printed URL, real HTTP."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from engine.store import open_store
+from projections.demo import record_demo
+from projections.serve.command import store_url
+
+
+@contextmanager
+def serve(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    convlog = str(Path(sys.executable).parent / "convlog")
+    proc = subprocess.Popen([convlog, "serve", *args, "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("convlog viewer on http://127.0.0.1:"), (line, proc.stderr)
+        yield line.split(" on ", 1)[1].strip(), proc
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_serve_a_path_read_only(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    with open_store(store_url(str(db))) as store:
+        sid = record_demo(store).id
+    with serve(str(db)) as (url, _):
+        assert "#token" not in url
+        base = url.rstrip("/")
+        sessions = httpx.get(f"{base}/api/sessions").json()
+        assert [s["id"] for s in sessions] == [sid]
+        assert "convlog" in httpx.get(f"{base}/").text
+        assert httpx.post(f"{base}/api/sessions/{sid}/fork", json={"seq": 3}).status_code == 403
+
+
+def test_serve_with_writes_prints_the_token(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    with open_store(store_url(str(db))) as store:
+        sid = record_demo(store).id
+    with serve(f"sqlite:///{db}", "--allow-writes") as (url, _):
+        base, token = url.split("/#token=")
+        assert len(token) >= 20
+        r = httpx.post(f"{base}/api/sessions/{sid}/fork", json={"seq": 3},
+                       headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200
+    with open_store(store_url(str(db))) as store:
+        assert store.lineage(r.json()["id"]) == [(sid, 3), (r.json()["id"], None)]
+
+
+def test_bare_paths_are_sqlite_files() -> None:
+    assert store_url("x.db") == "sqlite:///x.db"
+    assert store_url("jsonl:///tmp/d") == "jsonl:///tmp/d"
