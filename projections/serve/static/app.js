@@ -164,7 +164,7 @@
         n.append(details("", "input", el("pre", "", input)));
         if (p.state.status === "completed") n.append(details("", "output", el("pre", "", p.state.output), true));
         if (p.state.status === "error") n.append(el("pre", "err", p.state.error));
-        if (p.approval && p.approval.reason) n.append(el("div", "small", "approval: " + p.approval.reason));
+        if (p.approval && p.approval.reason) n.append(el("div", "small", "approval reason: " + p.approval.reason));
         break;
       }
       case "file":
