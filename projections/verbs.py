@@ -32,6 +32,7 @@ from projections.render import (
     openai_chat,
     openai_responses,
 )
+from projections.serve import render_html
 from projections.timetravel import at, diff
 
 _RENDER: Final[dict[str, Callable[[list[v.WithParts]], Any]]] = {
@@ -42,7 +43,7 @@ _RENDER: Final[dict[str, Callable[[list[v.WithParts]], Any]]] = {
     "llama": llama.messages,
     "common": common_format.messages,
 }
-AS_CHOICES: Final = ("opencode", "qcli", *_RENDER, "events")
+AS_CHOICES: Final = ("opencode", "qcli", *_RENDER, "events", "html")
 
 
 def _seq(store: Store, sid: str, given: int | None, verb: str) -> int | None:
@@ -122,6 +123,9 @@ class ExportCommand:
             seq = _seq(store, args.session, args.at, self.name)
             if seq is None:
                 return EXIT_USAGE
+            if args.fmt == "html":  # the whole session, every seq: --at does not apply
+                sys.stdout.write(render_html(store, args.session))
+                return EXIT_OK
             if args.fmt == "events":
                 for e in store.read(args.session, 1, seq):
                     print(json.dumps(to_builtins(e), ensure_ascii=False))

@@ -49,6 +49,11 @@ def test_export_in_every_format(imported: tuple[str, dict[str, str]], fmt: str,
         events = [json.loads(line) for line in out.splitlines()]
         assert events[0]["seq"] == 1
         assert events[-1]["seq"] == len(events)
+    elif fmt == "html":  # one self-contained page: no external resource
+        assert out.startswith("<!DOCTYPE html>") or out.lower().startswith("<!doctype html>")
+        assert ids["fork"] in out
+        assert "src=\"http" not in out
+        assert "href=\"http" not in out
     elif fmt == "opencode":
         data = json.loads(out)
         assert data["info"]["id"] == ids["fork"]
