@@ -37,8 +37,8 @@ from engine.codec import encode_msgpack
 from engine.events import Event
 from engine.session import Session, StepClock
 from engine.store import MemoryStore
+from projections.qcli.fold import ConversationFold
 from projections.qcli.serialize import converter
-from projections.qcli.state import ConversationFold
 from projections.withparts import WithPartsProjection
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z

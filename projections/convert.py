@@ -1,59 +1,115 @@
 """JSON for views, via cattrs: the seed's field names (sessionID, callID, ...) and no nulls.
 
-Views use snake_case attributes; this converter renames them on the way out and
-back, omits optional fields left at None (TypeScript's optional fields), and
-tags unions by a ``TAG`` class variable (``type`` for parts, ``status`` for tool
-states, ``role`` for message info).
+One rule names every field, whatever declares it: the read side's attrs views
+and the events' msgspec value types that the views reuse (``Tokens``,
+``ModelRef``, ``MessageError``, sources, ...). snake_case becomes camelCase and
+the words in :data:`WORD_SPELLING` keep their capitals (``session_id`` ->
+``sessionID``); :data:`RENAMES` holds the fields that no rule names. Optional
+fields (default ``None``) are omitted when ``None``, as TypeScript's optional
+fields are absent; a field that merely has a default (cost 0, agent "") is
+always written, as the seed requires.
+
+Unions are tagged by the class's own declaration: a ``TAG`` / ``TAG_FIELD``
+class variable on a view, msgspec's ``tag`` / ``tag_field`` on an event value.
 """
 
 from __future__ import annotations
 
-from typing import Any, Union, get_args
+from collections.abc import Callable
+from typing import Any, Final
 
 import attrs
 import cattrs
+import msgspec
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.strategies import configure_tagged_union
 
-_SPECIAL = {
-    "session_id": "sessionID",
-    "message_id": "messageID",
-    "call_id": "callID",
-    "provider_id": "providerID",
-    "model_id": "modelID",
-    "parent_id": "parentID",
-    "client_name": "clientName",
-}
+# Words spelled in capitals inside a camelCase name (the seed writes sessionID, not sessionId).
+WORD_SPELLING: Final[dict[str, str]] = {"id": "ID"}
+# Fields whose JSON name no rule gives (none today: add one here, not in a converter).
+RENAMES: Final[dict[str, str]] = {}
 
 
 def seed_name(field: str) -> str:
-    """The seed's spelling of a snake_case attribute."""
-    if field in _SPECIAL:
-        return _SPECIAL[field]
+    """The seed's spelling of a snake_case field name."""
+    if field in RENAMES:
+        return RENAMES[field]
     head, *rest = field.split("_")
-    return head + "".join(w.capitalize() for w in rest)
+    return head + "".join(WORD_SPELLING.get(w, w.capitalize()) for w in rest)
+
+
+def tag_of(cl: type) -> tuple[str, str] | None:
+    """``(tag field, tag)`` as the class declares it, or None for an untagged class."""
+    if isinstance(cl, type) and issubclass(cl, msgspec.Struct):
+        config = cl.__struct_config__
+        if config.tag is None or config.tag_field is None:
+            return None
+        return config.tag_field, str(config.tag)
+    tag = getattr(cl, "TAG", None)
+    return None if tag is None else (getattr(cl, "TAG_FIELD", "type"), tag)
+
+
+def _is_struct(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, msgspec.Struct)
+
+
+def _struct_unstructure(conv: cattrs.Converter, cl: type) -> Callable[[Any], dict[str, Any]]:
+    """An event value type's JSON: the fields that are always written first, then the
+    optional ones that are set (the order cattrs gives the attrs views)."""
+    fields = msgspec.structs.fields(cl)
+    tag = tag_of(cl)
+    # Field hooks are looked up on first use: a union may be tagged after this runs.
+    plan: list[list[tuple[str, str, Callable[[Any], Any]]]] = []
+
+    def unstructure(obj: Any) -> dict[str, Any]:
+        if not plan:
+            plan.append([(f.name, seed_name(f.name), conv.get_unstructure_hook(f.type))
+                         for f in fields if f.default is not None])
+            plan.append([(f.name, seed_name(f.name), conv.get_unstructure_hook(f.type))
+                         for f in fields if f.default is None])
+        always, optional = plan
+        out: dict[str, Any] = {} if tag is None else {tag[0]: tag[1]}
+        for name, key, hook in always:
+            out[key] = hook(getattr(obj, name))
+        for name, key, hook in optional:
+            value = getattr(obj, name)
+            if value is not None:
+                out[key] = hook(value)
+        return out
+
+    return unstructure
+
+
+def _struct_structure(conv: cattrs.Converter, cl: type) -> Callable[[Any, Any], Any]:
+    fields = msgspec.structs.fields(cl)
+    plan: list[tuple[str, str, Any, Callable[[Any, Any], Any]]] = []
+
+    def structure(data: Any, _: Any) -> Any:
+        if not plan and fields:
+            plan.extend((f.name, seed_name(f.name), f.type, conv.get_structure_hook(f.type))
+                        for f in fields)
+        return cl(**{name: hook(data[key], t) for name, key, t, hook in plan if key in data})
+
+    return structure
 
 
 def make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(omit_if_default=True)
 
     def unstructure_factory(cl: type) -> Any:
-        # Only optional fields (default None) are omitted; a required field that
-        # merely has a default (cost 0, tokens.reasoning 0, agent "") is always
-        # written, as the seed requires (BR-13).
         overrides: dict[str, Any] = {
             a.name: override(rename=seed_name(a.name), omit_if_default=a.default is None)
             for a in attrs.fields(cl)
         }
         fn: Any = make_dict_unstructure_fn(cl, conv, _cattrs_omit_if_default=True, **overrides)
-        tag = getattr(cl, "TAG", None)
+        tag = tag_of(cl)
         if tag is None:
             return fn
-        tag_field = getattr(cl, "TAG_FIELD", "type")
+        tag_field, tag_value = tag
 
         def tagged(obj: Any) -> dict[str, Any]:
             # A tagged view always says what it is, even outside a union.
-            return {tag_field: tag, **fn(obj)}
+            return {tag_field: tag_value, **fn(obj)}
 
         return tagged
 
@@ -65,18 +121,30 @@ def make_converter() -> cattrs.Converter:
 
     conv.register_unstructure_hook_factory(attrs.has, unstructure_factory)
     conv.register_structure_hook_factory(attrs.has, structure_factory)
+    conv.register_unstructure_hook_factory(_is_struct, lambda cl: _struct_unstructure(conv, cl))
+    conv.register_structure_hook_factory(_is_struct, lambda cl: _struct_structure(conv, cl))
     return conv
 
 
 def tag_union(conv: cattrs.Converter, union: Any, tag_name: str) -> None:
-    """Tag a union of view classes by their ``TAG`` class variable."""
-    configure_tagged_union(
-        union, conv, tag_name=tag_name, tag_generator=lambda cl: str(getattr(cl, "TAG")),  # noqa: B009
-    )
+    """Tag a union by its members' own tags (see :func:`tag_of`)."""
+    def tag(cl: type) -> str:
+        found = tag_of(cl)
+        assert found is not None, cl
+        assert found[0] == tag_name, (cl, found, tag_name)
+        return found[1]
+
+    configure_tagged_union(union, conv, tag_name=tag_name, tag_generator=tag)
+    # ``union | None`` too: cattrs tells optional attrs classes apart by their fields,
+    # but not msgspec values, so an optional tagged union is read by its tag as well.
+    structure = conv.get_structure_hook(union)
+    unstructure = conv.get_unstructure_hook(union)
+    conv.register_structure_hook_func(
+        lambda t: t == union | None,
+        lambda data, _: None if data is None else structure(data, union))
+    conv.register_unstructure_hook_func(
+        lambda t: t == union | None,
+        lambda obj: None if obj is None else unstructure(obj))
 
 
-def union_of(*classes: type) -> Any:
-    return Union[classes]  # noqa: UP007 - built at run time from a tuple
-
-
-__all__ = ["get_args", "make_converter", "seed_name", "tag_union", "union_of"]
+__all__ = ["make_converter", "seed_name", "tag_of", "tag_union"]

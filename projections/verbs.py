@@ -23,7 +23,7 @@ from engine.store import open_store
 from engine.store.base import SessionInfo, Store
 from projections import views as v
 from projections.qcli import export_qcli
-from projections.qcli.state import conversation_at
+from projections.qcli.timetravel import conversation_at
 from projections.render import (
     anthropic,
     common_format,

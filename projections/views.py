@@ -2,6 +2,11 @@
 
 Attributes are snake_case; JSON (``projections.convert``) uses the seed's names.
 Optional TypeScript fields are ``None`` here and absent in JSON.
+
+The values a view shares with an event (tokens, a model reference, an error,
+a file source, ...) are the event's own msgspec types, re-exported here: one
+declaration per value, no copy to keep in step. Only the shapes OpenCode adds
+(message info, parts, tool states, times) are declared below.
 """
 
 from __future__ import annotations
@@ -10,48 +15,21 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
+from engine.events import (
+    CacheTokens,
+    FilePartSource,
+    FileSource,
+    MessageError,
+    ModelRef,
+    PathInfo,
+    ResourceSource,
+    SourceText,
+    SymbolSource,
+    Tokens,
+    UserSummary,
+)
+
 JSON = dict[str, Any]
-
-
-@attrs.frozen
-class ModelRef:
-    provider_id: str
-    model_id: str
-
-
-@attrs.frozen
-class PathInfo:
-    cwd: str
-    root: str
-
-
-@attrs.frozen
-class CacheTokens:
-    read: int = 0
-    write: int = 0
-
-
-@attrs.frozen
-class Tokens:
-    input: int = 0
-    output: int = 0
-    reasoning: int = 0
-    cache: CacheTokens = attrs.field(factory=CacheTokens)
-
-
-@attrs.frozen
-class MessageError:
-    kind: str
-    message: str = ""
-    status_code: int | None = None
-    retryable: bool | None = None
-
-
-@attrs.frozen
-class UserSummary:
-    title: str | None = None
-    body: str | None = None
-    diffs: list[JSON] | None = None
 
 
 @attrs.frozen
@@ -145,39 +123,6 @@ class ReasoningPart:
     metadata: JSON | None = None
 
 
-@attrs.frozen
-class SourceText:
-    value: str
-    start: int
-    end: int
-
-
-@attrs.frozen
-class FileSource:
-    TAG: ClassVar[str] = "file"
-    path: str
-    text: SourceText | None = None
-
-
-@attrs.frozen
-class SymbolSource:
-    TAG: ClassVar[str] = "symbol"
-    path: str
-    name: str
-    kind: int
-    range: JSON = attrs.field(factory=dict)
-    text: SourceText | None = None
-
-
-@attrs.frozen
-class ResourceSource:
-    TAG: ClassVar[str] = "resource"
-    client_name: str
-    uri: str
-    text: SourceText | None = None
-
-
-FilePartSource = FileSource | SymbolSource | ResourceSource
 
 
 @attrs.frozen
@@ -385,3 +330,49 @@ Part = (
 class WithParts:
     info: MessageInfo
     parts: list[Part]
+
+
+__all__ = [
+    "JSON",
+    "AgentPart",
+    "AssistantInfo",
+    "CacheTokens",
+    "CompactionPart",
+    "CompletedTime",
+    "ErrorTime",
+    "FilePart",
+    "FilePartSource",
+    "FileSource",
+    "MessageError",
+    "MessageInfo",
+    "MessageTime",
+    "ModelRef",
+    "Part",
+    "PartTime",
+    "PatchPart",
+    "PathInfo",
+    "ReasoningPart",
+    "ReasoningTime",
+    "ResourceSource",
+    "RetryPart",
+    "RetryTime",
+    "RunningTime",
+    "SnapshotPart",
+    "SourceText",
+    "StepFinishPart",
+    "StepStartPart",
+    "SubtaskPart",
+    "SymbolSource",
+    "TextPart",
+    "Tokens",
+    "ToolApproval",
+    "ToolPart",
+    "ToolState",
+    "ToolStateCompleted",
+    "ToolStateError",
+    "ToolStatePending",
+    "ToolStateRunning",
+    "UserInfo",
+    "UserSummary",
+    "WithParts",
+]

@@ -18,6 +18,7 @@ import msgspec
 from engine import events as ev
 from engine.events import Event
 from projections import views as v
+from projections.dispatch import bind, event_fold, handles, unhandled
 from projections.json import converter
 
 PartKey = tuple[str, str]
@@ -31,32 +32,8 @@ def _merge(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, 
     return {**old, **new} if old else dict(new)
 
 
-def _model(m: ev.ModelRef | None) -> v.ModelRef | None:
-    return None if m is None else v.ModelRef(m.provider_id, m.model_id)
-
-
-def _tokens(t: ev.Tokens | None) -> v.Tokens:
-    if t is None:
-        return v.Tokens()
-    return v.Tokens(t.input, t.output, t.reasoning, v.CacheTokens(t.cache.read, t.cache.write))
-
-
-def _error(e: ev.MessageError | None) -> v.MessageError | None:
-    return None if e is None else v.MessageError(e.kind, e.message, e.status_code, e.retryable)
-
-
-def _source_text(s: ev.SourceText | None) -> v.SourceText | None:
-    return None if s is None else v.SourceText(s.value, s.start, s.end)
-
-
-def _file_source(s: ev.FilePartSource | None) -> v.FilePartSource | None:
-    if s is None:
-        return None
-    if isinstance(s, ev.FileSource):
-        return v.FileSource(s.path, _source_text(s.text))
-    if isinstance(s, ev.SymbolSource):
-        return v.SymbolSource(s.path, s.name, s.kind, dict(s.range), _source_text(s.text))
-    return v.ResourceSource(s.client_name, s.uri, _source_text(s.text))
+# Message and step-finish parts without reported usage read as zeros (a frozen value: shared).
+_NO_TOKENS = v.Tokens()
 
 
 class _Msg:
@@ -203,10 +180,13 @@ class _Tool(_Part):
 _SNAPSHOT_VERSION = 1
 
 
+@event_fold
 class WithPartsProjection:
     """Folds events into ``WithParts`` messages, one event at a time."""
 
     NAME: ClassVar[str] = f"withparts.v{_SNAPSHOT_VERSION}"
+    # Conversation-wide events change no message (projections.qcli folds them).
+    IGNORES: ClassVar[frozenset[type[Event]]] = ev.CONVERSATION_EVENT_TYPES
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
@@ -220,40 +200,8 @@ class WithPartsProjection:
         # live, so the cached record cannot go stale.
         self._last_key: PartKey = ("", "")
         self._last_part: Any = None
-        self._fold: dict[type[Event], Callable[[Any], None]] = {
-            ev.MessageStarted: self._message_started,
-            ev.MessageCompleted: self._message_completed,
-            ev.TextAdded: self._text_added,
-            ev.ReasoningAdded: self._reasoning_added,
-            ev.TextDelta: self._delta,
-            ev.ReasoningDelta: self._delta,
-            ev.PartEnded: self._part_ended,
-            ev.FileAdded: self._file_added,
-            ev.ToolAdded: self._on_tool_added,
-            ev.ToolInputDelta: self._tool_input_delta,
-            ev.ToolInputReady: self._tool_input_ready,
-            ev.ToolApprovalRequested: self._approval_requested,
-            ev.ToolApprovalGranted: self._approval_granted,
-            ev.ToolApprovalDenied: self._approval_denied,
-            ev.ToolStarted: self._tool_started,
-            ev.ToolProgress: self._tool_progress,
-            ev.ToolCompleted: self._tool_completed,
-            ev.ToolFailed: self._tool_failed,
-            ev.ToolOutputCompacted: self._tool_compacted,
-            ev.StepStarted: self._static,
-            ev.StepFinished: self._static,
-            ev.SnapshotAdded: self._static,
-            ev.PatchAdded: self._static,
-            ev.AgentAdded: self._static,
-            ev.SubtaskAdded: self._static,
-            ev.RetryAdded: self._static,
-            ev.CompactionAdded: self._static,
-            # Conversation-wide events change no message (projections.qcli folds them).
-            **dict.fromkeys(ev.CONVERSATION_EVENT_TYPES, self._conversation_event),
-        }
+        self._fold: dict[type[Event], Callable[[Any], None]] = bind(self)
 
-    def _conversation_event(self, e: Event) -> None:
-        pass
 
     # ------------------------------------------------------------------ lazy thawing
 
@@ -279,45 +227,55 @@ class WithPartsProjection:
     # ------------------------------------------------------------------ folding
 
     def apply(self, e: Event) -> None:
-        self._fold[type(e)](e)
+        try:
+            self._fold[type(e)](e)
+        except KeyError:
+            if type(e) not in self._fold:
+                raise unhandled(self, e) from None
+            raise
         self.seq = e.seq
 
     def apply_all(self, events: Any) -> WithPartsProjection:
         fold = self._fold
+        e: Any = None
         last = None
-        for e in events:
-            fold[type(e)](e)
-            last = e
+        try:
+            for e in events:
+                fold[type(e)](e)
+                last = e
+        except KeyError:
+            if e is not last and type(e) not in fold:
+                raise unhandled(self, e) from None
+            raise
         if last is not None:
             self.seq = last.seq
         return self
 
     __call__ = apply  # usable directly as a Session subscriber
 
+    @handles(ev.MessageStarted)
     def _message_started(self, e: ev.MessageStarted) -> None:
         time = v.MessageTime(e.time)
         info: v.MessageInfo
         if e.role == "user":
-            info = v.UserInfo(e.message_id, self.session_id, time, e.agent, _model(e.model),
-                              e.system, e.tools, e.variant,
-                              None if e.summary is None else v.UserSummary(
-                                  e.summary.title, e.summary.body, e.summary.diffs))
+            info = v.UserInfo(e.message_id, self.session_id, time, e.agent, e.model,
+                              e.system, e.tools, e.variant, e.summary)
         else:
             info = v.AssistantInfo(
                 e.message_id, self.session_id, time, e.agent,
                 e.model.provider_id if e.model else None, e.model.model_id if e.model else None,
-                e.system, e.variant,
-                None if e.path is None else v.PathInfo(e.path.cwd, e.path.root), e.parent_id,
+                e.system, e.variant, e.path, e.parent_id,
             )
         self._msgs[e.message_id] = _Msg(info)
 
+    @handles(ev.MessageCompleted)
     def _message_completed(self, e: ev.MessageCompleted) -> None:
         msg = self._live(e.message_id)
         info = msg.info
         time = v.MessageTime(info.time.created, e.time)
         if isinstance(info, v.AssistantInfo):
-            msg.info = attrs.evolve(info, time=time, cost=e.cost, tokens=_tokens(e.tokens),
-                                    finish=e.finish, error=_error(e.error))
+            msg.info = attrs.evolve(info, time=time, cost=e.cost, tokens=e.tokens or _NO_TOKENS,
+                                    finish=e.finish, error=e.error)
         else:
             msg.info = attrs.evolve(info, time=time)
         msg.view = None
@@ -329,6 +287,7 @@ class WithPartsProjection:
         self._parts[(e.message_id, e.part_id)] = part
         msg.view = None
 
+    @handles(ev.TextAdded)
     def _text_added(self, e: ev.TextAdded) -> None:
         part = _Stream(self._live(e.message_id), e.part_id, False, e.text, e.time)
         part.synthetic = e.synthetic or None
@@ -336,11 +295,13 @@ class WithPartsProjection:
         part.metadata = e.metadata
         self._add(e, part)
 
+    @handles(ev.ReasoningAdded)
     def _reasoning_added(self, e: ev.ReasoningAdded) -> None:
         part = _Stream(self._live(e.message_id), e.part_id, True, e.text, e.time)
         part.metadata = e.metadata
         self._add(e, part)
 
+    @handles(ev.TextDelta, ev.ReasoningDelta)
     def _delta(self, e: ev.TextDelta | ev.ReasoningDelta) -> None:
         last = self._last_key
         if e.part_id == last[1] and e.message_id == last[0]:
@@ -352,6 +313,7 @@ class WithPartsProjection:
         part.view = None
         part.msg.view = None
 
+    @handles(ev.PartEnded)
     def _part_ended(self, e: ev.PartEnded) -> None:
         part: Any = self._part(e.message_id, e.part_id)
         chunks = part.chunks
@@ -362,31 +324,32 @@ class WithPartsProjection:
         part.view = None
         part.msg.view = None
 
+    @handles(ev.FileAdded)
     def _file_added(self, e: ev.FileAdded) -> None:
         view = v.FilePart(e.part_id, self.session_id, e.message_id, e.mime, e.url, e.filename,
-                          _file_source(e.source))
+                          e.source)
         self._add(e, _Part(self._live(e.message_id), view))
 
+    @handles(ev.StepStarted, ev.StepFinished, ev.SnapshotAdded, ev.PatchAdded, ev.AgentAdded,
+              ev.SubtaskAdded, ev.RetryAdded, ev.CompactionAdded)
     def _static(self, e: Any) -> None:
         sid, mid, pid = self.session_id, e.message_id, e.part_id
         view: v.Part
         if isinstance(e, ev.StepStarted):
             view = v.StepStartPart(pid, sid, mid, e.snapshot)
         elif isinstance(e, ev.StepFinished):
-            view = v.StepFinishPart(pid, sid, mid, e.reason, e.cost, _tokens(e.tokens), e.snapshot)
+            view = v.StepFinishPart(pid, sid, mid, e.reason, e.cost, e.tokens, e.snapshot)
         elif isinstance(e, ev.SnapshotAdded):
             view = v.SnapshotPart(pid, sid, mid, e.snapshot)
         elif isinstance(e, ev.PatchAdded):
             view = v.PatchPart(pid, sid, mid, e.hash, list(e.files))
         elif isinstance(e, ev.AgentAdded):
-            view = v.AgentPart(pid, sid, mid, e.name, _source_text(e.source))
+            view = v.AgentPart(pid, sid, mid, e.name, e.source)
         elif isinstance(e, ev.SubtaskAdded):
             view = v.SubtaskPart(pid, sid, mid, e.prompt, e.description, e.agent,
-                                 _model(e.model), e.command)
+                                 e.model, e.command)
         elif isinstance(e, ev.RetryAdded):
-            error = _error(e.error)
-            assert error is not None
-            view = v.RetryPart(pid, sid, mid, e.attempt, error, v.RetryTime(e.time))
+            view = v.RetryPart(pid, sid, mid, e.attempt, e.error, v.RetryTime(e.time))
         else:
             view = v.CompactionPart(pid, sid, mid, e.auto, e.overflow)
         self._add(e, _Part(self._live(mid), view))
@@ -400,6 +363,7 @@ class WithPartsProjection:
         part.msg.view = None
         return part
 
+    @handles(ev.ToolAdded)
     def _on_tool_added(self, e: ev.ToolAdded) -> None:
         self._add(e, _Tool(self._live(e.message_id), e))
         self._tool_added[(e.message_id, e.part_id)] = e.time
@@ -407,20 +371,25 @@ class WithPartsProjection:
     def _settled(self, e: ev.PartEvent) -> None:
         self._tool_added.pop((e.message_id, e.part_id), None)
 
+    @handles(ev.ToolInputDelta)
     def _tool_input_delta(self, e: ev.ToolInputDelta) -> None:
         self._tool(e).raw.append(e.fragment)
 
+    @handles(ev.ToolInputReady)
     def _tool_input_ready(self, e: ev.ToolInputReady) -> None:
         self._tool(e).input = dict(e.input)
 
+    @handles(ev.ToolApprovalRequested)
     def _approval_requested(self, e: ev.ToolApprovalRequested) -> None:
         t = self._tool(e)
         t.approval, t.approval_reason = "requested", e.reason
 
+    @handles(ev.ToolApprovalGranted)
     def _approval_granted(self, e: ev.ToolApprovalGranted) -> None:
         t = self._tool(e)
         t.approval, t.approval_reason = "approved", e.reason or t.approval_reason
 
+    @handles(ev.ToolApprovalDenied)
     def _approval_denied(self, e: ev.ToolApprovalDenied) -> None:
         t = self._tool(e)
         t.approval, t.approval_reason = "denied", e.reason or None
@@ -430,6 +399,7 @@ class WithPartsProjection:
         t.end = e.time
         self._settled(e)
 
+    @handles(ev.ToolStarted)
     def _tool_started(self, e: ev.ToolStarted) -> None:
         t = self._tool(e)
         t.status = "running"
@@ -441,12 +411,14 @@ class WithPartsProjection:
         if e.deadline is not None:
             t.state_metadata = {**(e.metadata or {}), "deadline": e.deadline}
 
+    @handles(ev.ToolProgress)
     def _tool_progress(self, e: ev.ToolProgress) -> None:
         t = self._tool(e)
         if e.title is not None:
             t.title = e.title
         t.state_metadata = _merge(t.state_metadata, e.metadata)
 
+    @handles(ev.ToolCompleted)
     def _tool_completed(self, e: ev.ToolCompleted) -> None:
         t = self._tool(e)
         t.status = "completed"
@@ -458,10 +430,11 @@ class WithPartsProjection:
         if e.attachments:
             t.attachments = [
                 v.FilePart(a.part_id, self.session_id, e.message_id, a.mime, a.url, a.filename,
-                           _file_source(a.source))
+                           a.source)
                 for a in e.attachments
             ]
 
+    @handles(ev.ToolFailed)
     def _tool_failed(self, e: ev.ToolFailed) -> None:
         t = self._tool(e)
         t.status = "error"
@@ -470,6 +443,7 @@ class WithPartsProjection:
         t.end = e.time
         self._settled(e)
 
+    @handles(ev.ToolOutputCompacted)
     def _tool_compacted(self, e: ev.ToolOutputCompacted) -> None:
         self._tool(e).compacted = e.time
 

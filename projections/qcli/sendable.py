@@ -35,7 +35,7 @@ from typing import Final
 import attrs
 
 from projections.qcli import messages as m
-from projections.qcli.render import (
+from projections.qcli.as_sent import (
     MAX_USER_MESSAGE_SIZE,
     SUMMARY_ACKNOWLEDGEMENT,
     UserInputMessage,
@@ -48,7 +48,7 @@ from projections.qcli.render import (
     summary_context,
     truncate_user_message,
 )
-from projections.qcli.state import MAX_CONVERSATION_STATE_HISTORY_LEN
+from projections.qcli.limits import MAX_CONVERSATION_STATE_HISTORY_LEN
 
 OVERFLOW_PROMPT: Final = "The conversation history has overflowed, clearing state"
 

@@ -31,7 +31,12 @@ import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
 from projections.qcli import messages as m
-from projections.qcli.render import as_json_blocks, blocks_from_json, format_timestamp, timestamp_ms
+from projections.qcli.as_sent import (
+    as_json_blocks,
+    blocks_from_json,
+    format_timestamp,
+    timestamp_ms,
+)
 
 T = TypeVar("T")
 

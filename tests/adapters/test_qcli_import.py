@@ -16,6 +16,7 @@ from engine.adapters.qcli_import import QCliFormatError, events_from_qcli, impor
 from engine.session import Session
 from engine.store import MemoryStore
 from projections.qcli import messages as m
+from projections.qcli.fold import ConversationFold
 from projections.qcli.serialize import (
     SCHEMA_KEY,
     export_qcli,
@@ -26,7 +27,6 @@ from projections.qcli.serialize import (
     to_json,
     to_json_obj,
 )
-from projections.qcli.state import ConversationFold
 from tests.support.qcli_helpers import Convo
 
 ENV = {"env_state": {"operating_system": "macos", "current_working_directory": "/work/app"}}

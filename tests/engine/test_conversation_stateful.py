@@ -25,9 +25,9 @@ from hypothesis.stateful import (
 from engine import events as ev
 from engine.errors import IllegalTransition
 from engine.session import PartRef
+from projections.qcli.limits import valid_history_range
 from projections.qcli.sendable import invariant_violations, sendable
 from projections.qcli.serialize import from_json, to_json
-from projections.qcli.state import valid_history_range
 from tests.support.qcli_helpers import Convo, Outcome
 
 HISTORY_CAP = 12  # small, so trimming and the valid range move during a run

@@ -18,7 +18,7 @@ from engine.importers.write import write_plan
 from engine.session import Session
 from engine.store import MemoryStore
 from projections.qcli import messages as m
-from projections.qcli.state import ConversationFold
+from projections.qcli.fold import ConversationFold
 from tests.importers.support import FIXTURES, written
 
 PAIRS = FIXTURES / "qcli-v1.10-pairs.json"

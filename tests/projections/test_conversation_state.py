@@ -14,9 +14,10 @@ from engine import events as ev
 from engine.errors import IllegalTransition, PartValidationError
 from engine.session import Session
 from projections.qcli import messages as m
-from projections.qcli.render import SUMMARY_ACKNOWLEDGEMENT, format_timestamp, summary_context
+from projections.qcli.as_sent import SUMMARY_ACKNOWLEDGEMENT, format_timestamp, summary_context
+from projections.qcli.limits import valid_history_range
 from projections.qcli.sendable import OVERFLOW_PROMPT, invariant_violations, sendable
-from projections.qcli.state import conversation_at, valid_history_range
+from projections.qcli.timetravel import conversation_at
 from projections.withparts import WithPartsProjection
 from tests.project.test_architecture import impurities  # the scanner the other folds pass
 from tests.support.qcli_helpers import Convo

@@ -9,7 +9,7 @@ from engine import events as ev
 from engine.session import Session, StepClock
 from engine.store import MemoryStore
 from projections.qcli import messages as m
-from projections.qcli.state import ConversationFold
+from projections.qcli.fold import ConversationFold
 
 Outcome = Literal["ok", "fail", "deny", "cancel", "abort"]
 

@@ -1,4 +1,4 @@
-"""Rendering user messages the way Q CLI sends them: context markers, truncation, conversions.
+"""User messages as Q CLI sends them: context markers, truncation, conversions.
 
 Everything here is a pure function of its arguments and byte-exact with Q CLI's
 ``message.rs`` / ``util.rs`` where Q CLI is right. Where it is not, convlog does

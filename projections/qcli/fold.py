@@ -34,113 +34,29 @@ before appending). Nothing here reads a clock: times come from events.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Final, Generic, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
 
 import attrs
 
 from engine import events as ev
 from engine.events import Event
-from engine.store.base import Store
+from engine.tables import ABORT_LIKE
+from projections.dispatch import bind, event_fold, handles, unhandled
 from projections.qcli import messages as m
-from projections.qcli.render import (
+from projections.qcli.as_sent import (
     blocks_from_json,
     env_context,
     format_timestamp,
     summary_context,
     utf8_len,
 )
-
-MAX_CONVERSATION_STATE_HISTORY_LEN: Final = 10_000
-MAX_TRANSCRIPT_LEN: Final = 10_000
-# Slots Q CLI reserves for its context messages when it decides the valid range.
-CONTEXT_MESSAGE_SLOTS: Final = 6
-CANCELLING_KINDS: Final = frozenset({"aborted", "cancelled", "denied"})
-
-T = TypeVar("T")
-
-
-class Window(Generic[T]):
-    """A window ``[start, end)`` over a list that is only ever appended to.
-
-    ``fork()`` is O(1) and later appends never show through a fork: a window
-    whose end is no longer the list's end copies its items out before it
-    appends. Only ``replace`` (rare: a compacted tool output) copies eagerly.
-    """
-
-    __slots__ = ("base", "end", "shared", "start")
-
-    def __init__(self, items: Iterable[T] = ()) -> None:
-        self.base: list[T] = list(items)
-        self.start = 0
-        self.end = len(self.base)
-        self.shared = False
-
-    def __len__(self) -> int:
-        return self.end - self.start
-
-    def fork(self) -> Window[T]:
-        other: Window[T] = Window.__new__(Window)
-        other.base, other.start, other.end = self.base, self.start, self.end
-        self.shared = other.shared = True
-        return other
-
-    def _own(self) -> None:
-        self.base = self.base[self.start:self.end]
-        self.start, self.end, self.shared = 0, len(self.base), False
-
-    def append(self, item: T) -> None:
-        if self.end != len(self.base):
-            self._own()  # another window grew the list past us
-        self.base.append(item)
-        self.end += 1
-
-    def drop_front(self, n: int) -> None:
-        self.start = min(self.start + max(n, 0), self.end)
-
-    def replace(self, index: int, item: T) -> None:
-        if self.shared:
-            self._own()
-        self.base[self.start + index] = item
-
-    def __getitem__(self, index: int) -> T:
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        return self.base[self.start + index]
-
-    def items(self) -> list[T]:
-        return self.base[self.start:self.end]
-
-    def tail(self, n: int) -> list[T]:
-        return self.base[max(self.end - n, self.start):self.end] if n > 0 else []
-
-    def __iter__(self) -> Iterator[T]:
-        return iter(self.items())
-
-    def snapshot(self) -> m.HistorySnapshot:
-        self.shared = True
-        return m.HistorySnapshot(self.base, self.start, self.end)  # type: ignore[arg-type]
-
-
-def valid_history_range(history: tuple[m.HistoryEntry, ...] | list[m.HistoryEntry],
-                        cap: int = MAX_CONVERSATION_STATE_HISTORY_LEN) -> tuple[int, int]:
-    """The sendable range ``[start, end)``, by Q CLI's rule.
-
-    While ``len * 2 > cap - 6`` the start moves to the next entry whose user
-    message carries no tool results (one prompt turn at a time); with none left
-    the range is ``(0, 0)``. Q CLI checks once per send and drains the history,
-    so repeated sends converge to this fixpoint; convlog never drains, so it
-    computes the fixpoint directly.
-    """
-    start, end = 0, len(history)
-    while (end - start) * 2 > cap - CONTEXT_MESSAGE_SLOTS:
-        nxt = next((i for i in range(start + 1, end)
-                    if not history[i].user.has_tool_use_results()), None)
-        if nxt is None:
-            return (0, 0)
-        start = nxt
-    return (start, end)
-
+from projections.qcli.limits import (
+    MAX_CONVERSATION_STATE_HISTORY_LEN,
+    MAX_TRANSCRIPT_LEN,
+    valid_history_range,
+)
+from projections.qcli.window import Window
 
 # --------------------------------------------------------------------------- fold records
 
@@ -181,7 +97,7 @@ class _Tool:
             if self.compacted:
                 blocks = (m.TextBlock(m.COMPACTED_TOOL_RESULT),)
             return m.ToolUseResult(self.call_id, blocks, "Success")
-        if self.status != "error" or self.kind in CANCELLING_KINDS:
+        if self.status != "error" or self.kind in ABORT_LIKE:
             return m.cancelled_result(self.call_id)
         blocks = (blocks_from_json(self.override) if self.override is not None
                   else (m.TextBlock(self.error),))
@@ -189,7 +105,7 @@ class _Tool:
 
     def cancelled(self) -> bool:
         return self.status != "completed" and (self.status != "error"
-                                               or self.kind in CANCELLING_KINDS)
+                                               or self.kind in ABORT_LIKE)
 
     def tool_use(self) -> m.AssistantToolUse:
         return m.AssistantToolUse(self.call_id, self.tool,
@@ -258,8 +174,29 @@ class CompactionMark:
 # --------------------------------------------------------------------------- the fold
 
 
+@event_fold
 class ConversationFold:
     """Folds events into a :class:`ConversationState`, one event at a time."""
+
+    # Parts Q CLI's history has no place for: the seed history carries no reasoning,
+    # steps, approvals or OpenCode's extra part kinds; raw argument fragments are
+    # superseded by tool.input_ready.
+    IGNORES: ClassVar[frozenset[type[Event]]] = frozenset({
+        ev.ReasoningAdded,
+        ev.ReasoningDelta,
+        ev.ToolInputDelta,
+        ev.ToolApprovalRequested,
+        ev.ToolApprovalGranted,
+        ev.ToolProgress,
+        ev.StepStarted,
+        ev.StepFinished,
+        ev.SnapshotAdded,
+        ev.PatchAdded,
+        ev.AgentAdded,
+        ev.SubtaskAdded,
+        ev.RetryAdded,
+        ev.CompactionAdded,
+    })
 
     def __init__(self, session_id: str, *,
                  history_cap: int = MAX_CONVERSATION_STATE_HISTORY_LEN,
@@ -291,57 +228,17 @@ class ConversationFold:
         self._call_of: dict[tuple[str, str], str] = {}  # settled tool part -> callID
         self._view: m.ConversationState | None = None
         self._env_cache: m.UserEnvContext | None = None
-        ignore = self._ignore
-        self._fold: dict[type[Event], Callable[[Any], None]] = {
-            ev.MessageStarted: self._message_started,
-            ev.MessageCompleted: self._message_completed,
-            ev.TextAdded: self._text_added,
-            ev.TextDelta: self._text_delta,
-            ev.PartEnded: self._part_ended,
-            ev.ReasoningAdded: ignore,  # Q CLI's seed history carries no reasoning
-            ev.ReasoningDelta: ignore,
-            ev.FileAdded: self._file_added,
-            ev.ToolAdded: self._tool_added,
-            ev.ToolInputDelta: ignore,
-            ev.ToolInputReady: self._tool_input_ready,
-            ev.ToolApprovalRequested: ignore,
-            ev.ToolApprovalGranted: ignore,
-            ev.ToolApprovalDenied: self._tool_denied,
-            ev.ToolStarted: self._tool_started,
-            ev.ToolProgress: ignore,
-            ev.ToolCompleted: self._tool_completed,
-            ev.ToolFailed: self._tool_failed,
-            ev.ToolOutputCompacted: self._tool_output_compacted,
-            ev.StepStarted: ignore,
-            ev.StepFinished: ignore,
-            ev.SnapshotAdded: ignore,
-            ev.PatchAdded: ignore,
-            ev.AgentAdded: ignore,
-            ev.SubtaskAdded: ignore,
-            ev.RetryAdded: ignore,
-            ev.CompactionAdded: ignore,
-            ev.ConversationCreated: self._conversation_created,
-            ev.ModelSelected: self._model_selected,
-            ev.ToolsChanged: self._tools_changed,
-            ev.ContextFileAdded: self._context_file_added,
-            ev.ContextFileRemoved: self._context_file_removed,
-            ev.NextMessageSet: self._next_message_set,
-            ev.NextMessageCleared: self._next_message_cleared,
-            ev.HistoryCompacted: self._history_compacted,
-            ev.HistoryCleared: self._history_cleared,
-            ev.TangentEntered: self._tangent_entered,
-            ev.TangentExited: self._tangent_exited,
-            ev.CheckpointCreated: self._checkpoint_created,
-            ev.CheckpointRestored: self._checkpoint_restored,
-            ev.FileLinesChanged: self._file_lines_changed,
-            ev.TranscriptNoted: self._transcript_noted,
-            ev.TranscriptReplaced: self._transcript_replaced,
-        }
+        self._fold: dict[type[Event], Callable[[Any], None]] = bind(self)
 
     # ------------------------------------------------------------------ folding
 
     def apply(self, e: Event) -> None:
-        self._fold[type(e)](e)
+        try:
+            self._fold[type(e)](e)
+        except KeyError:
+            if type(e) not in self._fold:
+                raise unhandled(self, e) from None
+            raise
         self.seq = e.seq
         self.time = e.time
         self._view = None
@@ -349,17 +246,21 @@ class ConversationFold:
     __call__ = apply  # usable directly as a Session subscriber
 
     def apply_all(self, events: Iterable[Event]) -> ConversationFold:
-        fold, last = self._fold, None
-        for e in events:
-            fold[type(e)](e)
-            last = e
+        fold = self._fold
+        e: Any = None
+        last = None
+        try:
+            for e in events:
+                fold[type(e)](e)
+                last = e
+        except KeyError:
+            if e is not last and type(e) not in fold:
+                raise unhandled(self, e) from None
+            raise
         if last is not None:
             self.seq, self.time = last.seq, last.time
             self._view = None
         return self
-
-    def _ignore(self, e: Event) -> None:
-        pass
 
     # ------------------------------------------------------------------ helpers
 
@@ -411,28 +312,34 @@ class ConversationFold:
 
     # ------------------------------------------------------------------ messages
 
+    @handles(ev.MessageStarted)
     def _message_started(self, e: ev.MessageStarted) -> None:
         self._messages[e.message_id] = _Message(e)
 
+    @handles(ev.TextAdded)
     def _text_added(self, e: ev.TextAdded) -> None:
         self._messages[e.message_id].parts[e.part_id] = _Text(e)
 
+    @handles(ev.TextDelta)
     def _text_delta(self, e: ev.TextDelta) -> None:
         part = self._messages[e.message_id].parts[e.part_id]
         assert isinstance(part, _Text)
         part.chunks.append(e.delta)
 
+    @handles(ev.PartEnded)
     def _part_ended(self, e: ev.PartEnded) -> None:
         msg = self._messages.get(e.message_id)
         part = None if msg is None else msg.parts.get(e.part_id)
         if isinstance(part, _Text) and e.metadata:
             part.metadata = {**(part.metadata or {}), **e.metadata}
 
+    @handles(ev.FileAdded)
     def _file_added(self, e: ev.FileAdded) -> None:
         if e.mime.startswith("image/"):
             image = {"format": e.mime.removeprefix("image/"), "source": {"Bytes": e.url}}
             self._messages[e.message_id].images.append(image)
 
+    @handles(ev.ToolAdded)
     def _tool_added(self, e: ev.ToolAdded) -> None:
         self._messages[e.message_id].parts[e.part_id] = _Tool(e)
 
@@ -441,9 +348,11 @@ class ConversationFold:
         assert isinstance(part, _Tool)
         return part
 
+    @handles(ev.ToolInputReady)
     def _tool_input_ready(self, e: ev.ToolInputReady) -> None:
         self._tool(e).input = dict(e.input)
 
+    @handles(ev.ToolStarted)
     def _tool_started(self, e: ev.ToolStarted) -> None:
         if e.input is not None:
             self._tool(e).input = dict(e.input)
@@ -453,20 +362,24 @@ class ConversationFold:
         qcli = (metadata or {}).get("qcli")
         return qcli.get("content") if isinstance(qcli, dict) else None
 
+    @handles(ev.ToolCompleted)
     def _tool_completed(self, e: ev.ToolCompleted) -> None:
         t = self._tool(e)
         t.status, t.output, t.override = "completed", e.output, self._result_override(e.metadata)
         self._call_of[(e.message_id, e.part_id)] = t.call_id
 
+    @handles(ev.ToolFailed)
     def _tool_failed(self, e: ev.ToolFailed) -> None:
         t = self._tool(e)
         t.status, t.error, t.kind = "error", e.error, e.kind
         t.override = self._result_override(e.metadata)
 
+    @handles(ev.ToolApprovalDenied)
     def _tool_denied(self, e: ev.ToolApprovalDenied) -> None:
         t = self._tool(e)
         t.status, t.kind = "error", "denied"
 
+    @handles(ev.ToolOutputCompacted)
     def _tool_output_compacted(self, e: ev.ToolOutputCompacted) -> None:
         msg = self._messages.get(e.message_id)
         if msg is not None:  # still open: the result is built later
@@ -499,6 +412,7 @@ class ConversationFold:
                 self.history.replace(i, attrs.evolve(entry, user=new_user))
                 return
 
+    @handles(ev.MessageCompleted)
     def _message_completed(self, e: ev.MessageCompleted) -> None:
         msg = self._messages.pop(e.message_id)
         if msg.role == "user":
@@ -553,6 +467,7 @@ class ConversationFold:
 
     # ------------------------------------------------------------------ conversation events
 
+    @handles(ev.ConversationCreated)
     def _conversation_created(self, e: ev.ConversationCreated) -> None:
         self.conversation_id = e.conversation_id
         self.model_info = _model_info(e.model_info)
@@ -560,9 +475,11 @@ class ConversationFold:
         self.os, self.cwd, self.utc_offset_minutes = e.os, e.cwd, e.utc_offset_minutes
         self._env_cache = None
 
+    @handles(ev.ModelSelected)
     def _model_selected(self, e: ev.ModelSelected) -> None:
         self.model_info = _model_info(e.model_info)
 
+    @handles(ev.ToolsChanged)
     def _tools_changed(self, e: ev.ToolsChanged) -> None:
         key = tool_origin_key(e.origin, e.server)
         tools = dict(self.tools)
@@ -573,21 +490,26 @@ class ConversationFold:
             tools.pop(key, None)
         self.tools = tools
 
+    @handles(ev.ContextFileAdded)
     def _context_file_added(self, e: ev.ContextFileAdded) -> None:
         self.context_paths = (*(self.context_paths or ()), e.path)
 
+    @handles(ev.ContextFileRemoved)
     def _context_file_removed(self, e: ev.ContextFileRemoved) -> None:
         self.context_paths = tuple(p for p in self.context_paths or () if p != e.path)
 
+    @handles(ev.NextMessageSet)
     def _next_message_set(self, e: ev.NextMessageSet) -> None:
         prompt = e.prompt or m.EMPTY_PROMPT
         self.next_message = self._with_prompt(prompt, e.additional_context,
                                               self._stamp(e.time), replace=True)
         self._note_user(prompt)
 
+    @handles(ev.NextMessageCleared)
     def _next_message_cleared(self, e: ev.NextMessageCleared) -> None:
         self.next_message = None
 
+    @handles(ev.HistoryCompacted)
     def _history_compacted(self, e: ev.HistoryCompacted) -> None:
         dropped = max(len(self.history) - e.keep_last, 0)
         self.history.drop_front(dropped)
@@ -595,6 +517,7 @@ class ConversationFold:
         self.tangent_appended = min(self.tangent_appended, len(self.history))
         self.compactions.append(CompactionMark(e.seq, e.time, dropped, len(self.history)))
 
+    @handles(ev.HistoryCleared)
     def _history_cleared(self, e: ev.HistoryCleared) -> None:
         self.history = Window()
         self.next_message = None
@@ -612,10 +535,12 @@ class ConversationFold:
         self.next_message = snap.next_message
         self.latest_summary = snap.latest_summary
 
+    @handles(ev.TangentEntered)
     def _tangent_entered(self, e: ev.TangentEntered) -> None:
         self.tangent = self._snapshot(e.time)
         self.tangent_appended = 0
 
+    @handles(ev.TangentExited)
     def _tangent_exited(self, e: ev.TangentExited) -> None:
         main = self.tangent
         assert main is not None  # the lifecycle rejects an exit outside a tangent
@@ -638,17 +563,20 @@ class ConversationFold:
         self.tangent = None
         self.tangent_appended = 0
 
+    @handles(ev.CheckpointCreated)
     def _checkpoint_created(self, e: ev.CheckpointCreated) -> None:
         self._checkpoint_index[e.tag] = len(self.checkpoints)
         self.checkpoints.append(_CheckpointRecord(e.tag, e.time, e.description, e.is_turn,
                                                   e.tool_name, self._snapshot(e.time)))
 
+    @handles(ev.CheckpointRestored)
     def _checkpoint_restored(self, e: ev.CheckpointRestored) -> None:
         snap = self.checkpoints[self._checkpoint_index[e.tag]].snapshot
         self._restore(snap)
         self.file_line_tracker = snap.file_line_tracker
         self.tangent_appended = snap.tangent_appended if self.tangent is not None else 0
 
+    @handles(ev.FileLinesChanged)
     def _file_lines_changed(self, e: ev.FileLinesChanged) -> None:
         tracker = dict(self.file_line_tracker)  # copied: checkpoints hold the old one
         tracker[e.path] = m.FileLineTracker(
@@ -658,9 +586,11 @@ class ConversationFold:
         )
         self.file_line_tracker = tracker
 
+    @handles(ev.TranscriptNoted)
     def _transcript_noted(self, e: ev.TranscriptNoted) -> None:
         self._note(e.text)
 
+    @handles(ev.TranscriptReplaced)
     def _transcript_replaced(self, e: ev.TranscriptReplaced) -> None:
         self.transcript = Window(e.lines[-self.transcript_cap:] if self.transcript_cap else [])
 
@@ -696,7 +626,7 @@ class ConversationFold:
             file_line_tracker=dict(self.file_line_tracker),
             checkpoint_manager=None if not self.checkpoints else m.CheckpointManager(tuple(
                 m.Checkpoint(c.tag, c.time, c.description, c.is_turn, c.tool_name,
-                             c.snapshot.history.snapshot())
+                             m.HistorySnapshot(*c.snapshot.history.share()))
                 for c in self.checkpoints)),
             mcp_enabled=self.mcp_enabled,
             tangent_state=None if tangent is None else m.ConversationCheckpoint(
@@ -755,14 +685,3 @@ def _apply_user_override(message: m.UserMessage, over: dict[str, Any]) -> m.User
         images = over["images"]
         changes["images"] = None if images is None else tuple(images)
     return attrs.evolve(message, **changes)
-
-
-def conversation_at(store: Store, session_id: str, seq: int | None = None,
-                    **caps: int) -> ConversationFold:
-    """The conversation as of event ``seq`` (the latest when None): time travel.
-
-    An earlier view (before a compaction, a clear or a restore) stays reachable
-    here because the log keeps every event.
-    """
-    last = store.version(session_id) if seq is None else seq
-    return ConversationFold(session_id, **caps).apply_all(store.read(session_id, 1, last))

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from projections.qcli import as_sent as r
 from projections.qcli import messages as m
-from projections.qcli import render as r
 
 FRIDAY = "2018-01-26T12:30:09.453-07:00"  # Q CLI's own test timestamp
 ENV = m.UserEnvContext(m.EnvState("linux", "/repo"))
