@@ -30,7 +30,7 @@ screenshots: $(STAMP)
 	$(BIN)/python -m tests.support.screenshots docs/img
 
 test: $(STAMP)
-	$(BIN)/ruff check engine projections tests benchmarks
+	$(BIN)/ruff check convlog.py engine projections tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 

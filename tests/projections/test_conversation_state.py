@@ -651,6 +651,13 @@ def test_sendable_request_shape() -> None:
 
 
 def test_the_conversation_modules_are_pure() -> None:
-    for name in ("messages.py", "render.py", "state.py", "sendable.py", "serialize.py"):
+    names = sorted(p.name for p in (ROOT / "projections" / "qcli").glob("*.py"))
+    assert {"fold.py", "window.py", "as_sent.py", "timetravel.py"} <= set(names)
+    for name in names:
         tree = ast.parse((ROOT / "projections" / "qcli" / name).read_text(encoding="utf-8"))
         assert impurities(tree) == [], name
+
+
+def test_the_fold_dispatch_is_pure() -> None:
+    tree = ast.parse((ROOT / "projections" / "dispatch.py").read_text(encoding="utf-8"))
+    assert impurities(tree) == []
