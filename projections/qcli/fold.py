@@ -470,22 +470,21 @@ class ConversationFold:
     @handles(ev.ConversationCreated)
     def _conversation_created(self, e: ev.ConversationCreated) -> None:
         self.conversation_id = e.conversation_id
-        self.model_info = _model_info(e.model_info)
+        self.model_info = e.model_info
         self.mcp_enabled = e.mcp_enabled
         self.os, self.cwd, self.utc_offset_minutes = e.os, e.cwd, e.utc_offset_minutes
         self._env_cache = None
 
     @handles(ev.ModelSelected)
     def _model_selected(self, e: ev.ModelSelected) -> None:
-        self.model_info = _model_info(e.model_info)
+        self.model_info = e.model_info
 
     @handles(ev.ToolsChanged)
     def _tools_changed(self, e: ev.ToolsChanged) -> None:
         key = tool_origin_key(e.origin, e.server)
         tools = dict(self.tools)
         if e.tools:
-            tools[key] = tuple(m.ToolSpec(t.name, t.description, dict(t.input_schema))
-                               for t in e.tools)
+            tools[key] = tuple(e.tools)
         else:
             tools.pop(key, None)
         self.tools = tools
@@ -641,13 +640,6 @@ class ConversationFold:
 def tool_origin_key(origin: str, server: str | None = None) -> str:
     """The key of ``ConversationState.tools``: builtin, custom, mcp or mcp:<server>."""
     return f"mcp:{server}" if origin == "mcp" and server else origin
-
-
-def _model_info(info: ev.ModelInfo | None) -> m.ModelInfo | None:
-    if info is None:
-        return None
-    return m.ModelInfo(info.model_id, info.model_name, info.description,
-                       info.context_window_tokens, info.rate_multiplier, info.rate_unit)
 
 
 def _request_metadata(msg: _Message, e: ev.MessageCompleted, user: m.UserMessage,

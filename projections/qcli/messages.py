@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 import attrs
 
+from engine import events as ev
+
 JSON = dict[str, Any]
 
 CANCELLED_TOOL_TEXT = "Tool use was cancelled by the user"
@@ -159,21 +161,9 @@ class HistoryEntry:
 # --------------------------------------------------------------------------- conversation
 
 
-@attrs.frozen
-class ModelInfo:
-    model_id: str
-    model_name: str | None = None
-    description: str | None = None
-    context_window_tokens: int | None = None
-    rate_multiplier: float | None = None
-    rate_unit: str | None = None
-
-
-@attrs.frozen
-class ToolSpec:
-    name: str
-    description: str = ""
-    input_schema: JSON = attrs.field(factory=dict)
+# The model and the tool specifications are the events' own values (one declaration each).
+ModelInfo = ev.ModelInfo
+ToolSpec = ev.ToolSpec
 
 
 @attrs.frozen

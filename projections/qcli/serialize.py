@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar
 
 import cattrs
-from cattrs.gen import make_dict_unstructure_fn, override
+import msgspec
 
 from projections.qcli import messages as m
 from projections.qcli.as_sent import (
@@ -161,10 +161,14 @@ def make_converter() -> cattrs.Converter:
 
     conv.register_structure_hook(m.ToolSpec, structure_tool)
 
-    # Optional model fields are left out when absent (serde skip_serializing_if).
-    conv.register_unstructure_hook(m.ModelInfo, make_dict_unstructure_fn(
-        m.ModelInfo, conv, _cattrs_omit_if_default=True,
-        model_id=override(omit_if_default=False)))
+    # Optional model fields are left out when absent (serde skip_serializing_if); the
+    # names are the event value's own, so the hooks read its declared fields.
+    model_fields = [f.name for f in msgspec.structs.fields(m.ModelInfo)]
+    conv.register_unstructure_hook(m.ModelInfo, lambda info: {
+        name: value for name in model_fields
+        if (value := getattr(info, name)) is not None or name == "model_id"})
+    conv.register_structure_hook(m.ModelInfo, lambda d, _: m.ModelInfo(
+        **{name: d[name] for name in model_fields if name in d}))
 
     # Checkpoints: timestamps as RFC 3339, the snapshot written out in full.
     conv.register_unstructure_hook(m.Checkpoint, lambda c: {
