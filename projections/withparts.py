@@ -202,7 +202,6 @@ class WithPartsProjection:
         self._last_part: Any = None
         self._fold: dict[type[Event], Callable[[Any], None]] = bind(self)
 
-
     # ------------------------------------------------------------------ lazy thawing
 
     def _live(self, message_id: str) -> _Msg:

@@ -4,6 +4,7 @@ compaction, checkpoints and the sendable view's repairs."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import attrs
@@ -12,11 +13,13 @@ import pytest
 
 from engine import events as ev
 from engine.errors import IllegalTransition, PartValidationError
-from engine.session import Session
+from engine.session import Session, StepClock
+from engine.store import MemoryStore
 from projections.qcli import messages as m
 from projections.qcli.as_sent import SUMMARY_ACKNOWLEDGEMENT, format_timestamp, summary_context
 from projections.qcli.limits import valid_history_range
 from projections.qcli.sendable import OVERFLOW_PROMPT, invariant_violations, sendable
+from projections.qcli.serialize import from_json, to_json
 from projections.qcli.timetravel import conversation_at
 from projections.withparts import WithPartsProjection
 from tests.project.test_architecture import impurities  # the scanner the other folds pass
@@ -661,3 +664,26 @@ def test_the_conversation_modules_are_pure() -> None:
 def test_the_fold_dispatch_is_pure() -> None:
     tree = ast.parse((ROOT / "projections" / "dispatch.py").read_text(encoding="utf-8"))
     assert impurities(tree) == []
+
+
+def test_model_info_and_tools_keep_q_cli_json() -> None:
+    """The event values the state reuses serialize exactly as Q CLI writes them
+    (the expected JSON is what the attrs copies wrote before they were removed)."""
+    s = Session.create(MemoryStore(), clock=StepClock())
+    s.create_conversation("c1", model_info=ev.ModelInfo(
+        model_id="claude", model_name="Claude", context_window_tokens=200000,
+        rate_multiplier=1.5))
+    s.change_tools("builtin", [ev.ToolSpec(name="fs_read", description="read",
+                                           input_schema={"type": "object"})])
+    s.change_tools("mcp", [ev.ToolSpec(name="search")], server="gh")
+    state = conversation_at(s.store, s.id).state()
+    text = to_json(state)
+    data = json.loads(text)
+    assert json.dumps({k: data[k] for k in ("model_info", "tools")}) == (
+        '{"model_info": {"model_id": "claude", "model_name": "Claude", '
+        '"context_window_tokens": 200000, "rate_multiplier": 1.5}, "tools": {"native___": '
+        '[{"ToolSpecification": {"name": "fs_read", "description": "read", "input_schema": '
+        '{"json": {"type": "object"}}}}], "gh": [{"ToolSpecification": {"name": "search", '
+        '"description": "", "input_schema": {"json": {}}}}]}}')
+    assert from_json(text) == state
+    assert to_json(from_json(text)) == text
