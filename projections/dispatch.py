@@ -45,12 +45,23 @@ def event_fold(cls: C) -> C:
 
 def handlers(cls: type) -> dict[type[Event], str]:
     """``{event type: method name}`` declared by ``cls`` and its bases."""
-    table: dict[type[Event], str] = {}
-    for klass in reversed(cls.__mro__):
-        for name, member in vars(klass).items():
-            for t in getattr(member, _MARK, ()):
-                table[t] = name
-    return table
+    return dict(_handler_names(cls))
+
+
+# Per class: folds are built often (every at(), every Timeline.at); classes never change.
+_NAMES: dict[type, tuple[tuple[type[Event], str], ...]] = {}
+
+
+def _handler_names(cls: type) -> tuple[tuple[type[Event], str], ...]:
+    names = _NAMES.get(cls)
+    if names is None:
+        table: dict[type[Event], str] = {}
+        for klass in reversed(cls.__mro__):
+            for name, member in vars(klass).items():
+                for t in getattr(member, _MARK, ()):
+                    table[t] = name
+        names = _NAMES[cls] = tuple(table.items())
+    return names
 
 
 def ignored(cls: type) -> frozenset[type[Event]]:
@@ -67,7 +78,8 @@ def bind(obj: Any) -> dict[type[Event], Callable[[Any], None]]:
     for an ignored type)."""
     cls = type(obj)
     table: dict[type[Event], Callable[[Any], None]] = dict.fromkeys(ignored(cls), _nothing)
-    table.update({t: getattr(obj, name) for t, name in handlers(cls).items()})
+    for t, name in _handler_names(cls):
+        table[t] = getattr(obj, name)
     return table
 
 
