@@ -21,6 +21,7 @@ from typing import Any, Final
 import attrs
 import cattrs
 import msgspec
+from cattrs.fns import identity
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.strategies import configure_tagged_union
 
@@ -55,29 +56,46 @@ def _is_struct(t: Any) -> bool:
 
 def _struct_unstructure(conv: cattrs.Converter, cl: type) -> Callable[[Any], dict[str, Any]]:
     """An event value type's JSON: the fields that are always written first, then the
-    optional ones that are set (the order cattrs gives the attrs views)."""
-    fields = msgspec.structs.fields(cl)
-    tag = tag_of(cl)
-    # Field hooks are looked up on first use: a union may be tagged after this runs.
-    plan: list[list[tuple[str, str, Callable[[Any], Any]]]] = []
+    optional ones that are set (the order cattrs gives the attrs views).
+
+    Compiled on first use into straight-line code, as cattrs compiles its attrs hooks
+    (snapshots unstructure every view); first use, because a union a field needs may
+    be tagged after this factory runs.
+    """
+    compiled: list[Callable[[Any], dict[str, Any]]] = []
 
     def unstructure(obj: Any) -> dict[str, Any]:
-        if not plan:
-            plan.append([(f.name, seed_name(f.name), conv.get_unstructure_hook(f.type))
-                         for f in fields if f.default is not None])
-            plan.append([(f.name, seed_name(f.name), conv.get_unstructure_hook(f.type))
-                         for f in fields if f.default is None])
-        always, optional = plan
-        out: dict[str, Any] = {} if tag is None else {tag[0]: tag[1]}
-        for name, key, hook in always:
-            out[key] = hook(getattr(obj, name))
-        for name, key, hook in optional:
-            value = getattr(obj, name)
-            if value is not None:
-                out[key] = hook(value)
-        return out
+        if not compiled:
+            compiled.append(_compile_unstructure(conv, cl))
+        return compiled[0](obj)
 
     return unstructure
+
+
+def _compile_unstructure(conv: cattrs.Converter, cl: type) -> Callable[[Any], dict[str, Any]]:
+    scope: dict[str, Any] = {}
+
+    def read(i: int, name: str, t: Any) -> str:
+        hook = conv.get_unstructure_hook(t)
+        if hook is identity:
+            return f"obj.{name}"
+        scope[f"h{i}"] = hook
+        return f"h{i}(obj.{name})"
+
+    fields = msgspec.structs.fields(cl)
+    tag = tag_of(cl)
+    always = [f"{tag[0]!r}: {tag[1]!r}"] if tag is not None else []
+    always += [f"{seed_name(f.name)!r}: {read(i, f.name, f.type)}"
+               for i, f in enumerate(fields) if f.default is not None]
+    lines = ["def unstructure(obj):", f"    out = {{{', '.join(always)}}}"]
+    for i, f in enumerate(fields):
+        if f.default is None:
+            lines += [f"    if obj.{f.name} is not None:",
+                      f"        out[{seed_name(f.name)!r}] = {read(i, f.name, f.type)}"]
+    lines.append("    return out")
+    exec("\n".join(lines), scope)  # the source holds field names and repr()s only
+    fn: Callable[[Any], dict[str, Any]] = scope["unstructure"]
+    return fn
 
 
 def _struct_structure(conv: cattrs.Converter, cl: type) -> Callable[[Any, Any], Any]:
