@@ -588,7 +588,7 @@ def events_from_qcli(data: Mapping[str, Any]) -> ImportResult:
         importer.run()
     except QCliFormatError:
         raise
-    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError, OverflowError) as exc:
         # The save is parsed JSON of any shape: a field of the wrong type surfaces here.
         raise QCliFormatError(f"not a Q CLI conversation this importer can read: "
                               f"{type(exc).__name__}: {_short(str(exc))}") from exc

@@ -184,3 +184,12 @@ def test_junk_anywhere_is_a_typed_error_or_an_import(path: Path, data: st.DataOb
     except Exception as exc:
         pytest.fail(f"{where} = {junk!r}: {type(exc).__name__}: {exc}")
     assert session.version == len(result.events)
+
+
+@pytest.mark.parametrize("part", [0, 1, 2])
+def test_a_time_out_of_datetime_range_is_a_typed_error(part: int) -> None:
+    """A junk tangent start time (year -739251) raised a bare OverflowError."""
+    save = load(OBJECTS)
+    save["tangent_state"]["tangent_start_time"][part] = -739251 * 10**6
+    with pytest.raises(QCliFormatError):
+        events_from_qcli(save)
