@@ -199,3 +199,16 @@ class CorruptLog(StoreError):
         self.seq = seq
         self.reason = reason
         super().__init__(f"session {session_id} seq {seq}: {reason}")
+
+
+class StoreNotFound(StoreError):
+    """A read found no store at the URL (reads never create one)."""
+
+
+class StoreUnreadable(StoreError):
+    """A store whose files cannot be read at all (not a database, unreadable format file)."""
+
+
+class KeyRequired(StoreError):
+    """A keyed (HMAC) store checked without its key: its hashes cannot be recomputed, which
+    says nothing about tampering."""

@@ -8,13 +8,22 @@ that turns the hash chain into an HMAC), ``max_event_bytes``.
 
 from __future__ import annotations
 
+import math
 import random
+import sqlite3
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
-from engine.errors import ConcurrencyError, StoreError
+from engine.errors import (
+    ConcurrencyError,
+    CorruptLog,
+    StoreError,
+    StoreNotFound,
+    StoreUnreadable,
+)
 from engine.store.base import (
     ANY,
     BATCHED,
@@ -61,17 +70,26 @@ _OPTIONS = ("durability", "batch_ms", "batch_events", "key_file", "max_event_byt
 
 def open_store(url: str, *, key: bytes | None = None, key_file: str | None = None,
                durability: str | None = None, batch_ms: float | None = None,
-               batch_events: int | None = None, max_event_bytes: int | None = None) -> Store:
+               batch_events: int | None = None, max_event_bytes: int | None = None,
+               create: bool = True) -> Store:
     """Open a store from its URL.
 
     ``sqlite:///relative.db`` and ``sqlite:////absolute/path.db`` follow the
     SQLAlchemy convention (so does ``jsonl:///dir``); ``sqlite:///:memory:`` is a
-    private in-memory database.
+    private in-memory database. Schemes are case-insensitive.
+
+    ``create=False`` is for readers: a store that does not exist raises
+    :class:`StoreNotFound` instead of being created empty (``memory://`` never
+    exists outside the process that made it). Files that exist but cannot be read
+    as a store raise :class:`StoreUnreadable`.
     """
     base, _, query = url.partition("?")
+    scheme, sep, rest = base.partition(":")
+    base = scheme.lower() + sep + rest  # SQLITE:///x works like sqlite:///x
     params = dict(parse_qsl(query, keep_blank_values=True))
+    postgres = base.startswith(("postgresql:", "postgres:"))
     unknown = sorted(set(params) - set(_OPTIONS))
-    if unknown and not base.startswith(("postgresql:", "postgres:")):
+    if unknown and not postgres:
         raise StoreError(f"{url!r}: unknown option(s) {', '.join(unknown)}; "
                          f"known: {', '.join(_OPTIONS)}")
     key_file = key_file or params.pop("key_file", None)
@@ -80,34 +98,48 @@ def open_store(url: str, *, key: bytes | None = None, key_file: str | None = Non
             key = read_key(key_file)
         except (OSError, ValueError) as exc:
             raise StoreError(f"cannot read key file: {exc}") from None
-    try:
-        mode = durability or params.pop("durability", SYNC)
-        window_ms = batch_ms if batch_ms is not None else float(params.pop("batch_ms", 50))
-        window_events = (batch_events if batch_events is not None
-                         else int(params.pop("batch_events", 1000)))
-        limit = (max_event_bytes if max_event_bytes is not None
-                 else int(params["max_event_bytes"]) if "max_event_bytes" in params else None)
-    except ValueError as exc:
-        raise StoreError(f"{url!r}: bad option value: {exc}") from None
-    params.pop("max_event_bytes", None)
+    mode = durability or params.pop("durability", SYNC)
+    window_ms = _option(url, params, "batch_ms", batch_ms, kind=float, minimum=0.0)
+    window_events = _option(url, params, "batch_events", batch_events, kind=int, minimum=1)
+    limit = _option(url, params, "max_event_bytes", max_event_bytes, kind=int, minimum=1)
+    if window_ms is None:
+        window_ms = 50.0
+    if window_events is None:
+        window_events = 1000
     if mode not in (SYNC, BATCHED):
         raise StoreError(f"{url!r}: durability must be sync or batched, not {mode!r}")
 
     if base.startswith("memory://"):
+        if not create:
+            raise StoreNotFound(f"no such store: {url} (a memory:// store lives only inside "
+                                "the process that made it)")
         return MemoryStore(base, key=key, durability=mode, max_event_bytes=limit)
     if base.startswith("sqlite:///"):
         path = base[len("sqlite:///"):]
         if not path:
             raise StoreError(f"{url!r}: missing database path")
-        return SQLiteStore(path, url=url, durability=mode, batch_ms=window_ms,
-                           batch_events=window_events, key=key, max_event_bytes=limit)
+        if path != ":memory:":
+            _check_place(url, "sqlite", path, create=create, is_store=_is_sqlite)
+        try:
+            return SQLiteStore(path, url=url, durability=mode, batch_ms=window_ms,
+                               batch_events=window_events, key=key, max_event_bytes=limit)
+        except StoreError as exc:
+            if isinstance(exc.__context__, sqlite3.DatabaseError):
+                raise StoreUnreadable(f"{url}: the database cannot be read: "
+                                      f"{exc.__context__}") from None
+            raise
     if base.startswith("jsonl:///"):
         path = base[len("jsonl:///"):]
         if not path:
             raise StoreError(f"{url!r}: missing directory")
-        return JSONLStore(path, url=url, durability=mode, batch_ms=window_ms,
-                          batch_events=window_events, key=key, max_event_bytes=limit)
-    if base.startswith(("postgresql://", "postgres://")):
+        _check_place(url, "jsonl", path, create=create,
+                     is_store=lambda p: (p / "convlog.json").is_file())
+        try:
+            return JSONLStore(path, url=url, durability=mode, batch_ms=window_ms,
+                              batch_events=window_events, key=key, max_event_bytes=limit)
+        except CorruptLog as exc:
+            raise StoreUnreadable(f"{url}: {exc.reason}") from None
+    if postgres:
         try:
             from engine.store.postgres import PostgresStore  # noqa: PLC0415 - optional extra
         except ImportError as exc:
@@ -118,6 +150,68 @@ def open_store(url: str, *, key: bytes | None = None, key_file: str | None = Non
     scheme = urlsplit(base).scheme or base
     raise StoreError(f"unsupported store URL {url!r} (scheme {scheme!r}); use memory://, "
                      "sqlite:///path.db, jsonl:///dir or postgresql://user@host:port/db")
+
+
+N = TypeVar("N", int, float)
+
+
+def _option(url: str, params: dict[str, str], name: str, given: N | None, *,
+            kind: Callable[[str], N], minimum: N) -> N | None:
+    """A numeric option from a keyword or the URL query, refused at open when out of range."""
+    text = params.pop(name, None)
+    raw = str(given) if given is not None else text
+    if raw is None:
+        return None
+    try:
+        value = kind(raw)
+    except (ValueError, OverflowError):
+        raise StoreError(f"{url!r}: {name}={raw!r} is not a valid "
+                         f"{'integer' if kind is int else 'number'}") from None
+    if not math.isfinite(value) or value < minimum:
+        raise StoreError(f"{url!r}: {name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def _is_sqlite(path: Path) -> bool:
+    with open(path, "rb") as f:
+        head = f.read(16)
+    return head == b"SQLite format 3\x00"
+
+
+def _is_empty(place: Path) -> bool:
+    return not any(place.iterdir()) if place.is_dir() else place.stat().st_size == 0
+
+
+def _check_place(url: str, scheme: str, path: str, *, create: bool,
+                 is_store: Callable[[Path], bool]) -> None:
+    """Refuse a missing store for a reader, and files that are not a store for anyone.
+
+    The URL rule is SQLAlchemy's: three slashes then a relative path, four for an
+    absolute one. A missing relative path whose absolute twin exists is the usual slip.
+    """
+    place = Path(path)
+    hint = ""
+    if not place.is_absolute() and Path("/" + path).exists():
+        hint = f" (did you mean {scheme}:////{path}? three slashes make a relative path)"
+    elif not place.is_absolute():
+        hint = (f" ({scheme}:///{path} is relative to the current directory; "
+                f"{scheme}:////{path} would be absolute)")
+    if not place.exists():
+        if not create:
+            raise StoreNotFound(f"no such store: {url}{hint}")
+        if not place.parent.is_dir():
+            raise StoreError(f"cannot open {url}: directory {place.parent} does not exist{hint}")
+        return
+    try:
+        ok = is_store(place)
+    except OSError as exc:
+        raise StoreUnreadable(f"{url}: {exc}") from None
+    if not ok:
+        if create and _is_empty(place):
+            return  # an empty file or directory becomes a new store
+        if not create and scheme == "jsonl":
+            raise StoreNotFound(f"no such store: {url} ({path} holds no convlog.json){hint}")
+        raise StoreUnreadable(f"{url}: {path} is not a convlog {scheme} store")
 
 
 def retry(fn: Callable[[], T], attempts: int = 5, *, backoff: float = 0.005,

@@ -172,9 +172,11 @@ class JSONLStore(Store):
             with self._file_lock():
                 self._refuse = self._init_format()
                 self._recover()
-                self._check_tails()
         except OSError as exc:
             raise StoreError(f"cannot open {self.url}: {exc}") from None
+        # Reads never write: a damaged last line is reported by reads and verify, and
+        # moved aside only by an explicit repair() or before this store's first append.
+        self._tails_checked = False
         self._group = (GroupCommit(self._flush_window, self._lock, max_ms=batch_ms,
                                    max_events=batch_events)
                        if durability == BATCHED else None)
@@ -295,9 +297,11 @@ class JSONLStore(Store):
         self._states.pop(session_id, None)
         self._indexed = -1
 
-    def _check_tails(self) -> None:
-        """At open: a last line that is cut off or unreadable goes to ``.corrupt``."""
-        for path in self._sessions_dir.glob("*.jsonl"):
+    def torn_tails(self) -> list[tuple[str, int, int]]:
+        """(session id, bytes kept, bytes cut) of every session file whose last line is
+        cut off or unreadable. Reads nothing but the files and changes nothing."""
+        found = []
+        for path in sorted(self._sessions_dir.glob("*.jsonl")):
             data = path.read_bytes()
             if not data:
                 continue
@@ -311,7 +315,27 @@ class JSONLStore(Store):
                 except msgspec.DecodeError:
                     end = start
             if end != len(data):
-                self._move_corrupt(path.name[:-len(".jsonl")], end, "a torn last line")
+                found.append((path.name[:-len(".jsonl")], end, len(data) - end))
+        return found
+
+    def repair(self, *, dry_run: bool = False) -> list[tuple[str, int, int]]:
+        """Move every torn last line to ``<file>.corrupt`` (nothing is deleted); returns
+        what was (with ``dry_run``: would be) moved, as :meth:`torn_tails` lists it."""
+        with self._file_lock():
+            torn = self.torn_tails()
+            if not dry_run:
+                for sid, keep, _ in torn:
+                    self._move_corrupt(sid, keep, "a torn last line")
+                self._tails_checked = True
+        return torn
+
+    def _check_tails(self) -> None:
+        """Before the first append: a torn last line goes to ``.corrupt`` (an append must
+        not glue its line to the torn one)."""
+        if not self._tails_checked:
+            for sid, keep, _ in self.torn_tails():
+                self._move_corrupt(sid, keep, "a torn last line")
+            self._tails_checked = True
 
     # ------------------------------------------------------------------ sessions
 
@@ -442,6 +466,7 @@ class JSONLStore(Store):
         if self._refuse:
             raise StoreError(self._refuse)
         with self._file_lock():
+            self._check_tails()
             self.session_info(session_id)
             self._refresh_all()  # ids of every session, for duplicate detection
             found = {e.id: self._ids[e.id] for e in events if e.id in self._ids}

@@ -53,26 +53,55 @@ def test_one_greppable_file_per_session(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "log" / "sessions" / f"{sid}.meta.json").read_text())["id"] == sid
 
 
-def test_a_torn_last_line_is_moved_aside_with_a_warning(tmp_path: Path) -> None:
+def test_a_torn_last_line_is_reported_by_reads_and_moved_aside_by_a_writer(
+        tmp_path: Path) -> None:
     url = f"jsonl:///{tmp_path}/log"
     sid = _session(url)
     path = tmp_path / "log" / "sessions" / f"{sid}.jsonl"
     torn = b'{"pos":5,"hash":"0123","event":{"type":"text.del'
     with open(path, "ab") as f:
         f.write(torn)
+    before = path.read_bytes()
+    corrupt = path.with_name(path.name + ".corrupt")
     with capture_logs() as logs:
         store = open_store(url)
     try:
+        # Reading changes nothing: the torn line is reported, not moved.
+        assert logs == []
+        assert store.version(sid) == 4
+        assert store.torn_tails() == [(sid, len(before) - len(torn), len(torn))]
+        report = verify(store)
+        assert not report.ok and report.first is not None and report.first.seq == 5
+        assert path.read_bytes() == before and not corrupt.exists()
+        # The first append moves it aside (an append must not glue onto it), and says so.
+        with capture_logs() as logs:
+            Session.open(store, sid).user_message("after the crash")
         assert [e["event"] for e in logs] == ["jsonl_tail_moved"]
         assert logs[0]["log_level"] == "warning"
         assert logs[0]["reason"] == "a torn last line"
-        corrupt = path.with_name(path.name + ".corrupt")
         assert corrupt.read_bytes() == torn + b"\n"  # kept for inspection, not dropped
-        assert path.read_bytes().endswith(b"\n")
-        assert store.version(sid) == 4
-        assert verify(store).ok
-        Session.open(store, sid).user_message("after the crash")
+        assert path.read_bytes().startswith(before[:-len(torn)])
         assert store.version(sid) == 8
+        assert verify(store).ok
+    finally:
+        store.close()
+
+
+def test_repair_moves_a_torn_tail_and_a_dry_run_does_not(tmp_path: Path) -> None:
+    url = f"jsonl:///{tmp_path}/log"
+    sid = _session(url)
+    path = tmp_path / "log" / "sessions" / f"{sid}.jsonl"
+    with open(path, "ab") as f:
+        f.write(b'{"pos":5,"ha')
+    before = path.read_bytes()
+    store = open_store(url)
+    try:
+        assert store.repair(dry_run=True) == [(sid, len(before) - 12, 12)]
+        assert path.read_bytes() == before
+        assert store.repair() == [(sid, len(before) - 12, 12)]
+        assert path.read_bytes() == before[:-12]
+        assert store.repair() == []
+        assert verify(store).ok
     finally:
         store.close()
 
