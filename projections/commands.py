@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
 from engine.cli import EXIT_OK, EXIT_USAGE
+from engine.cli import args as cli_args
 from engine.codec import to_builtins
 from engine.events import MessageStarted, tag_of
 from engine.session import Session
@@ -37,16 +39,20 @@ class ShowCommand:
     help = "show a session's messages or events, now or at any seq"
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("store", help="store URL, e.g. sqlite:///convlog-demo.db")
-        parser.add_argument("--session", help="session id (optional if the store has one)")
-        parser.add_argument("--at", type=int, help="the state as of this seq")
+        cli_args.add_store(parser)
+        parser.add_argument("--session", type=cli_args.session_id,
+                            help="session id (optional if the store has one)")
+        parser.add_argument("--at", type=cli_args.natural, metavar="SEQ",
+                            help="the state as of this seq (default: the latest)")
         parser.add_argument("--as", dest="view", choices=["withparts", "events"],
-                            default="withparts")
+                            default="withparts", help="messages with parts, or the raw events")
         parser.add_argument("--json", action="store_true", help="JSON instead of text")
+        cli_args.add_key_file(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store)
+        store = open_store(args.store, key_file=args.key_file, create=False)
         try:
+            _report_torn_tails(store)
             sid = _pick_session(store, args.session)
             if sid is None:
                 return EXIT_OK if store.sessions() else EXIT_USAGE
@@ -80,12 +86,18 @@ class DemoCommand:
     help = "record a realistic streamed session, then show time travel, a diff and a fork"
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--store", default=DEFAULT_URL, help=f"store URL ({DEFAULT_URL})")
-        parser.add_argument("--every", type=int, default=16, help="snapshot every K events")
+        parser.add_argument("--store", default=DEFAULT_URL,
+                            help=f"store URL (default {DEFAULT_URL}, recreated every run)")
+        parser.add_argument("--every", type=cli_args.positive_int, default=16, metavar="K",
+                            help="snapshot every K events (default 16)")
 
     def run(self, args: argparse.Namespace) -> int:
-        if args.store.startswith("sqlite:///") and args.store != "sqlite:///:memory:":
-            path = Path(args.store[len("sqlite:///"):])
+        if args.store.lower().startswith("sqlite:///") and args.store != "sqlite:///:memory:":
+            path = Path(args.store[len("sqlite:///"):].partition("?")[0])
+            if path.exists() and not _is_convlog_sqlite(path):
+                print(f"convlog demo: {path} exists and is not a convlog store; not "
+                      "overwriting it (pick another --store)", file=sys.stderr)
+                return EXIT_USAGE
             for suffix in ("", "-wal", "-shm"):
                 Path(str(path) + suffix).unlink(missing_ok=True)  # a fresh demo every run
         store = open_store(args.store)
@@ -110,6 +122,28 @@ class DemoCommand:
             return EXIT_OK
         finally:
             store.close()
+
+
+def _is_convlog_sqlite(path: Path) -> bool:
+    """A demo may only replace a database convlog made (it has the chain in ``meta``)."""
+    if path.stat().st_size == 0:
+        return True
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return db.execute("SELECT 1 FROM meta WHERE key='chain'").fetchone() is not None
+        finally:
+            db.close()
+    except sqlite3.DatabaseError:
+        return False
+
+
+def _report_torn_tails(store: Store) -> None:
+    """Reads change nothing: a torn last line is said, and left for `convlog repair`."""
+    torn = getattr(store, "torn_tails", None)
+    for sid, _, cut in torn() if torn is not None else []:
+        print(f"convlog show: warning: session {sid} ends with a torn line ({cut} bytes) that "
+              "is not shown; `convlog repair` moves it aside", file=sys.stderr)
 
 
 def _record(store: Store, every: int) -> Session:

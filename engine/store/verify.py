@@ -13,17 +13,23 @@ and the log must reach the head the store recorded for the session (a cut tail
 shows up there), and global positions must be exactly ``1..last_position``.
 What a chain cannot show: someone who rewrites a tail *and* the head record. With
 an unkeyed chain they can also recompute hashes; a keyed (HMAC) chain stops that.
-Keep the printed head hashes somewhere else to anchor them.
+Heads kept somewhere else (``anchored``, see :mod:`engine.store.anchor`) catch it.
+
+Damage never escapes as an exception: whatever a damaged file makes the store
+raise while a session is read becomes a :class:`Problem` at the first seq that
+could not be checked. A keyed store checked without its key raises
+:class:`~engine.errors.KeyRequired` up front: its hashes cannot be recomputed,
+which is no evidence of tampering.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
 from engine.codec import canonical, from_stored
-from engine.errors import ConvlogError
+from engine.errors import ConvlogError, KeyRequired, StoreError
 from engine.events import tag_of
 from engine.lifecycle import Lifecycle
 from engine.store.base import Store
@@ -46,6 +52,7 @@ class Report:
     events: int = 0
     problems: list[Problem] = attrs.field(factory=list)
     heads: dict[str, tuple[int, str]] = attrs.field(factory=dict)
+    reached: int = 0  # the last seq checked in the session being verified
 
     @property
     def ok(self) -> bool:
@@ -56,23 +63,77 @@ class Report:
         return self.problems[0] if self.problems else None
 
 
-def verify(store: Store, session_id: str | None = None) -> Report:
-    """Verify one session (with the ancestors' shared prefix) or the whole store."""
+Progress = Callable[[int], None]
+
+
+def require_key(store: Store) -> None:
+    """Raise :class:`KeyRequired` when the store is keyed and was opened without its key."""
+    # Stores keep why they refuse appends in ``_refuse``; opened keyless on a keyed
+    # store, that is the only sign (the key itself is never stored).
+    if store.chain.key is None and getattr(store, "_refuse", None):
+        raise KeyRequired(f"{store.url} is keyed (its hash chain is an HMAC): give its key "
+                          "(--key-file) to verify it; without the key nothing can be said "
+                          "about tampering")
+
+
+def verify(store: Store, session_id: str | None = None, *,
+           anchored: Mapping[str, tuple[int, bytes]] | None = None,
+           progress: Progress | None = None) -> Report:
+    """Verify one session (with the ancestors' shared prefix) or the whole store.
+
+    ``anchored`` maps session ids to a (seq, hash) head kept elsewhere: the log must
+    still hold that seq with that hash, so a cut or rewritten tail is caught even
+    when the head record beside the log was rewritten too. ``progress`` is called
+    now and then with the number of events checked so far.
+    """
+    require_key(store)
     report = Report()
-    infos = [store.session_info(session_id)] if session_id else store.sessions()
+    anchored = dict(anchored or {})
+    try:
+        infos = [store.session_info(session_id)] if session_id else store.sessions()
+    except ConvlogError as exc:
+        if session_id is not None and not isinstance(exc, StoreError):
+            raise  # an unknown or malformed session id is the caller's mistake
+        report.problems.append(Problem("*", 0, f"cannot list the sessions: {exc}"))
+        return report
+    except Exception as exc:  # any failure to read is damage, reported as such
+        report.problems.append(Problem("*", 0, f"cannot list the sessions: {_what(exc)}"))
+        return report
     positions: list[int] = []
     for info in infos:
-        problem = _verify_session(store, info.id, report, positions)
+        try:
+            problem = _verify_session(store, info.id, report, positions,
+                                      anchored=anchored, progress=progress)
+        except Exception as exc:  # see _verify_session
+            problem = Problem(info.id, report.reached + 1, f"unreadable: {_what(exc)}")
         report.sessions += 1
         if problem is not None:
             report.problems.append(problem)
+    known = {info.id for info in infos}
+    for sid, (seq, _) in sorted(anchored.items()):
+        if sid not in known and (session_id is None or sid == session_id):
+            report.problems.append(Problem(sid, seq, "the anchored session is not in the "
+                                                     "store: it was removed"))
     if session_id is None and report.ok:
-        _check_positions(store, positions, report)
+        try:
+            _check_positions(store, positions, report)
+        except Exception as exc:  # unreadable positions are damage too
+            report.problems.append(Problem("*", 0, f"unreadable positions: {_what(exc)}"))
     return report
 
 
-def _verify_session(store: Store, session_id: str, report: Report,
-                    positions: list[int]) -> Problem | None:
+def _what(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _verify_session(store: Store, session_id: str, report: Report, positions: list[int], *,
+                    anchored: Mapping[str, tuple[int, bytes]],
+                    progress: Progress | None) -> Problem | None:
+    """The first problem of one session, or None. Raises whatever damaged bytes make
+    the store raise; the caller turns that into a problem at ``report.reached + 1``."""
+    report.reached = 0
+    anchor_seq, anchor_hash = anchored.get(session_id, (-1, b""))
     lc = Lifecycle(session_id)
     prev = GENESIS
     lineage = store.lineage(session_id)
@@ -111,13 +172,21 @@ def _verify_session(store: Store, session_id: str, report: Report,
             except ConvlogError as exc:
                 return Problem(where, st.seq, f"illegal transition: {exc}")
             prev = h
-            seq = expected_seq
+            seq = report.reached = expected_seq
             expected_seq += 1
+            if seq == anchor_seq and prev != anchor_hash:
+                return Problem(session_id, seq, "the hash differs from the anchor's: the log "
+                                                "was rewritten up to here")
             report.events += int(own)
+            if progress is not None and not report.events & 1023:
+                progress(report.events)
             if own and st.position is not None:
                 positions.append(st.position)
         if limit is not None and seq < limit:
             return Problem(session_id, seq + 1, f"seq {seq + 1} of ancestor {sid} is missing")
+    if seq < anchor_seq:
+        return Problem(session_id, seq + 1, f"the log ends at seq {seq} but the anchor "
+                                            f"records seq {anchor_seq}: the tail was cut")
     recorded = store._recorded_head(session_id)
     if recorded is not None:
         version, head = recorded

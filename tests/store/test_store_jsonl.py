@@ -71,8 +71,11 @@ def test_a_torn_last_line_is_reported_by_reads_and_moved_aside_by_a_writer(
         assert store.version(sid) == 4
         assert store.torn_tails() == [(sid, len(before) - len(torn), len(torn))]
         report = verify(store)
-        assert not report.ok and report.first is not None and report.first.seq == 5
-        assert path.read_bytes() == before and not corrupt.exists()
+        assert not report.ok
+        assert report.first is not None
+        assert report.first.seq == 5
+        assert path.read_bytes() == before
+        assert not corrupt.exists()
         # The first append moves it aside (an append must not glue onto it), and says so.
         with capture_logs() as logs:
             Session.open(store, sid).user_message("after the crash")

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import msgspec
 import pytest
 
-from engine.cli import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, main
+from engine.cli import EXIT_CORRUPT, EXIT_KEY_NEEDED, EXIT_OK, EXIT_USAGE, main
 from engine.codec import canonical
 from engine.errors import StoreError
 from engine.session import Session, StepClock
@@ -265,10 +265,14 @@ def test_hmac_stops_a_forger_who_rechains(tmp_path: Path,
     store.close()
     assert run_verify(url, capsys, "--key-file", str(key_file))[0] == EXIT_OK
 
-    # Without the key, verify cannot check the chain: it refuses to guess.
+    # Without the key, verify cannot check the chain: it says a key is needed and never
+    # claims tampering on an intact store.
     code, out = run_verify(url, capsys)
-    assert code == EXIT_CORRUPT
-    assert "hash mismatch" in out
+    assert code == EXIT_KEY_NEEDED
+    assert "is keyed" in out
+    assert "--key-file" in out
+    assert "mismatch" not in out
+    assert "edited" not in out
     # The forger edits the text and recomputes an unkeyed chain: the HMAC check fails.
     forged = [msgspec.structs.replace(e, text="pay 1000 EUR") if hasattr(e, "text") else e
               for e in events]

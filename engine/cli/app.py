@@ -1,0 +1,136 @@
+"""``convlog``: the parser, the command plug-in point and the one place where errors
+become exit codes and one line on stderr.
+
+Write-side commands live in this package; read-side commands (``show``, ``demo``) are
+plugged in through the ``convlog.commands`` entry-point group, so the engine never
+imports projections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, entry_points, version
+from typing import NoReturn, Protocol
+
+from engine import logging as cl_logging
+from engine.cli import exits
+from engine.cli.exits import ExitCode
+from engine.cli.output import silence_stdout
+from engine.errors import (
+    ConvlogError,
+    CorruptLog,
+    KeyRequired,
+    StoreError,
+    StoreUnreadable,
+    UnknownSession,
+)
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class Command(Protocol):
+    name: str
+    help: str
+
+    def configure(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error: ``convlog verify: error: ... (see --help)``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(exits.USAGE.code, f"{self.prog}: error: {message} "
+                                    f"(see {self.prog} --help)\n")
+
+
+def package_version() -> str:
+    try:
+        return version("convlog")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def builtin_commands() -> list[Command]:
+    from engine.cli.append import AppendCommand  # noqa: PLC0415 - commands import app helpers
+    from engine.cli.check import AnchorCommand, RepairCommand, VerifyCommand  # noqa: PLC0415
+    from engine.cli.tail import TailCommand  # noqa: PLC0415
+
+    return [AnchorCommand(), AppendCommand(), RepairCommand(), TailCommand(), VerifyCommand()]
+
+
+def plugin_commands() -> list[Command]:
+    return [entry.load() for entry in entry_points(group="convlog.commands")]
+
+
+def all_commands() -> list[Command]:
+    return sorted(builtin_commands() + plugin_commands(), key=lambda c: c.name)
+
+
+def build_parser(commands: Sequence[Command]) -> argparse.ArgumentParser:
+    parser = Parser(prog="convlog",
+                    description="Event-sourced message state for LLM agent sessions.")
+    parser.add_argument("--version", action="version",
+                        version=f"convlog {package_version()}")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="show log records on stderr: -v warnings, -vv info, -vvv debug "
+                             "(default: errors only)")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default=None,
+                        help="log level, instead of -v")
+    parser.add_argument("--log-json", action="store_true", help="structured JSON logs on stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in sorted(commands, key=lambda c: c.name):
+        p = sub.add_parser(command.name, help=command.help, description=command.help)
+        command.configure(p)
+        p.set_defaults(_command=command)
+    return parser
+
+
+def exit_for(exc: ConvlogError) -> ExitCode:
+    """The exit code of a typed error (subclasses first: CorruptLog is a StoreError)."""
+    if isinstance(exc, KeyRequired):
+        return exits.KEY_NEEDED
+    if isinstance(exc, StoreUnreadable):
+        return exits.UNREADABLE
+    if isinstance(exc, CorruptLog):
+        return exits.CORRUPT
+    if isinstance(exc, (StoreError, UnknownSession)):
+        return exits.USAGE
+    return exits.REJECTED
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split()) or "(no message)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser(all_commands())
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help, --version, or a usage error already printed
+        return done.code if isinstance(done.code, int) else exits.USAGE.code
+    level = args.log_level or LOG_LEVELS[max(0, 3 - args.verbose)]
+    cl_logging.configure(level, json=args.log_json)
+    command: Command = args._command
+    name = f"convlog {command.name}"
+    try:
+        return command.run(args)
+    except BrokenPipeError:
+        silence_stdout()
+        return exits.PIPE_CLOSED.code
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return exits.INTERRUPTED.code
+    except ConvlogError as exc:
+        print(f"{name}: {one_line(str(exc))}", file=sys.stderr)
+        return exit_for(exc).code
+    except Exception as exc:  # a bug: still one line, the traceback only when asked for
+        if args.verbose or args.log_level == "debug":
+            traceback.print_exc()
+        print(f"{name}: internal error: {type(exc).__name__}: {one_line(str(exc))} "
+              "(run with -v for the traceback)", file=sys.stderr)
+        return exits.INTERNAL.code

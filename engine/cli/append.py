@@ -1,0 +1,112 @@
+"""``convlog append STORE --session ID``: JSON lines on stdin, all or nothing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engine.cli import args as cli_args
+from engine.cli import exits
+from engine.codec import decode_json
+from engine.errors import (
+    ConvlogError,
+    DuplicateEventId,
+    EventDecodeError,
+    IllegalTransition,
+    PartValidationError,
+    UnknownSchemaVersion,
+    UnknownSession,
+)
+from engine.events import Event, tag_of
+from engine.session import Session
+from engine.store import MemoryStore, Store, open_store
+
+
+def _describe(e: Event | None, index: int) -> str:
+    if e is None:
+        return f"event #{index}"
+    return f"event #{index} ({tag_of(type(e))}{' ' + e.id if e.id else ''})"
+
+
+class AppendCommand:
+    name = "append"
+    help = "append events given as JSON lines on stdin (all or nothing); creates the store " \
+           "and the session when new"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        cli_args.add_store(parser)
+        parser.add_argument("--session", required=True, type=cli_args.new_session_id,
+                            help="session id, a UUID (created if new)")
+        cli_args.add_key_file(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        events: list[Event] = []
+        for number, line in enumerate(sys.stdin.buffer, start=1):
+            if not line.strip():
+                continue
+            try:
+                events.append(decode_json(line, line=number))
+            except EventDecodeError as exc:
+                print(f"rejected event #{number}: {exc}; nothing appended", file=sys.stderr)
+                return exits.REJECTED.code
+        store = open_store(args.store, key_file=args.key_file)
+        try:
+            try:
+                session = Session.open(store, args.session)
+            except UnknownSession:
+                # Judge the batch on a scratch session first, so that a rejected first
+                # append does not leave an empty session behind.
+                for index, e in enumerate(events, start=1):
+                    where = store.find_event(e.id) if e.id else None
+                    if where is not None:
+                        print(f"rejected {_describe(e, index)}: its id is already "
+                              f"used by session {where[0]} seq {where[1]}; nothing appended",
+                              file=sys.stderr)
+                        return exits.REJECTED.code
+                if _append(Session.create(MemoryStore(), args.session), events) is None:
+                    return exits.REJECTED.code
+                session = Session.create(store, args.session)
+            present = sum(1 for e in events if e.id and _in_session(store, e.id, session.id))
+            seqs = _append(session, events)
+            if seqs is None:
+                return exits.REJECTED.code
+            already = f", {present} already present" if present else ""
+            print(f"appended {len(seqs) - present} event(s){already}; session {session.id} "
+                  f"at seq {session.version}")
+            return exits.OK.code
+        finally:
+            store.close()
+
+
+def _in_session(store: Store, event_id: str, session_id: str) -> bool:
+    where = store.find_event(event_id)
+    return where is not None and where[0] == session_id
+
+
+def _append(session: Session, events: list[Event]) -> list[int] | None:
+    """Append, or print the one-line rejection and return None."""
+    try:
+        return session.append(events)
+    except IllegalTransition as exc:
+        index = exc.batch_index
+        what = _describe(events[index - 1] if index else None, index or 0)
+        if exc.message_id:
+            target = f"message {exc.message_id}" + (f" part {exc.part_id}" if exc.part_id else "")
+        else:
+            target = f"{exc.entity} of session {exc.session_id}"
+        valid = ", ".join(exc.valid) or "none (terminal)"
+        reason = f"; {exc.reason}" if exc.reason else ""
+        print(f"rejected {what if index else exc.event_type} on {target}: current state "
+              f"'{exc.current}', attempted '{exc.attempted}', valid states: {valid}"
+              f"{reason}; nothing appended", file=sys.stderr)
+    except (PartValidationError, DuplicateEventId, UnknownSchemaVersion) as exc:
+        index = exc.batch_index
+        what = _describe(events[index - 1] if index else None, index or 0)
+        print(f"rejected {what}: {exc}; nothing appended", file=sys.stderr)
+    except ConvlogError as exc:
+        # Any other typed refusal (e.g. an id conflict, a value a store cannot hold).
+        index = exc.batch_index or 0
+        what = (f"rejected {_describe(events[index - 1], index)}: "
+                if 0 < index <= len(events) else "rejected: ")
+        print(f"{what}{' '.join(str(exc).split())}; nothing appended", file=sys.stderr)
+    return None

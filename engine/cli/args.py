@@ -1,0 +1,72 @@
+"""Argument types shared by the commands: values are checked by the parser, before
+any work is done, and a bad one is a usage error (exit 2) in every command."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from engine.errors import InvalidId
+from engine.ids import is_uuid
+from engine.store.base import check_id
+
+
+def session_id(value: str) -> str:
+    """A well-formed session id (the one rule for ``--session``: malformed or unknown
+    is a usage error, exit 2, in every command)."""
+    try:
+        check_id("session", value)
+    except InvalidId as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def new_session_id(value: str) -> str:
+    """A session id ``append`` may create: a UUID (always a well-formed id)."""
+    if not is_uuid(value):
+        raise argparse.ArgumentTypeError(f"{value[:80]!r} is not a UUID (append creates "
+                                         "sessions with UUID ids)")
+    return value
+
+
+def positive_int(value: str) -> int:
+    n = _int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
+    return n
+
+
+def natural(value: str) -> int:
+    n = _int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be 0 or more")
+    return n
+
+
+def seconds(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not math.isfinite(x) or x <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be a positive number of seconds")
+    return x
+
+
+def _int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if abs(n) >= 1 << 63:
+        raise argparse.ArgumentTypeError(f"{value!r} is out of range")
+    return n
+
+
+def add_store(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("store", help="store URL: sqlite:///relative.db, sqlite:////abs.db, "
+                                      "jsonl:///dir or postgresql://user@host/db")
+
+
+def add_key_file(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--key-file", help="the secret of a keyed (HMAC) store")
