@@ -18,7 +18,7 @@ from engine import events as ev
 from engine.cli import EXIT_OK, main
 from engine.errors import DuplicateEventId
 from engine.session import Session
-from engine.store import open_store
+from engine.store import JSONLStore, open_store
 from engine.store.verify import verify
 
 
@@ -65,6 +65,7 @@ def test_a_torn_last_line_is_reported_by_reads_and_moved_aside_by_a_writer(
     corrupt = path.with_name(path.name + ".corrupt")
     with capture_logs() as logs:
         store = open_store(url)
+    assert isinstance(store, JSONLStore)
     try:
         # Reading changes nothing: the torn line is reported, not moved.
         assert logs == []
@@ -98,6 +99,7 @@ def test_repair_moves_a_torn_tail_and_a_dry_run_does_not(tmp_path: Path) -> None
         f.write(b'{"pos":5,"ha')
     before = path.read_bytes()
     store = open_store(url)
+    assert isinstance(store, JSONLStore)
     try:
         assert store.repair(dry_run=True) == [(sid, len(before) - 12, 12)]
         assert path.read_bytes() == before
