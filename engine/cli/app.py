@@ -9,11 +9,14 @@ imports projections.
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 import traceback
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import NoReturn, Protocol
+
+import msgspec
 
 from engine import logging as cl_logging
 from engine.cli import exits
@@ -104,7 +107,9 @@ def exit_for(exc: ConvlogError) -> ExitCode:
 
 
 def one_line(text: str) -> str:
-    return " ".join(str(text).split()) or "(no message)"
+    """One printable line: messages can quote damaged bytes (control characters)."""
+    flat = " ".join(str(text).split()) or "(no message)"
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in flat)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -128,6 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConvlogError as exc:
         print(f"{name}: {one_line(str(exc))}", file=sys.stderr)
         return exit_for(exc).code
+    except (sqlite3.DatabaseError, UnicodeDecodeError, msgspec.DecodeError) as exc:
+        # A read met damaged bytes below the store's own checks: damage, not a bug.
+        print(f"{name}: the store's data is damaged: {type(exc).__name__}: "
+              f"{one_line(str(exc))} (run `convlog verify`)", file=sys.stderr)
+        return exits.CORRUPT.code
     except Exception as exc:  # a bug: still one line, the traceback only when asked for
         if args.verbose or args.log_level == "debug":
             traceback.print_exc()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from engine.cli import args as cli_args
 from engine.cli import exits
+from engine.cli.app import one_line
 from engine.cli.output import Progress
 from engine.errors import StoreError
 from engine.store import anchor as anchors
@@ -69,9 +70,9 @@ def _failed(report: Report) -> int:
     assert first is not None
     where = "store" if first.session_id == "*" else f"session {first.session_id}"
     seq = f" seq {first.seq}" if first.seq else ""
-    print(f"convlog verify: FAILED at {where}{seq}: {first.reason}", file=sys.stderr)
+    print(one_line(f"convlog verify: FAILED at {where}{seq}: {first.reason}"), file=sys.stderr)
     for more in report.problems[1:]:
-        print(f"  also: {more}", file=sys.stderr)
+        print(f"  also: {one_line(str(more))}", file=sys.stderr)
     return exits.CORRUPT.code
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
+import msgspec
+
 from engine.errors import (
     ConcurrencyError,
     CorruptLog,
@@ -37,7 +39,8 @@ from engine.store.base import (
     Store,
     StreamState,
 )
-from engine.store.chain import read_key
+from engine.store.chain import Chain, read_key
+from engine.store.jsonl import FORMAT as JSONL_FORMAT
 from engine.store.jsonl import JSONLStore
 from engine.store.memory import MemoryStore
 from engine.store.sqlite import SQLiteStore
@@ -128,12 +131,16 @@ def open_store(url: str, *, key: bytes | None = None, key_file: str | None = Non
                 raise StoreUnreadable(f"{url}: the database cannot be read: "
                                       f"{exc.__context__}") from None
             raise
+        except UnicodeDecodeError as exc:  # SQLite hands back a damaged schema's text
+            raise StoreUnreadable(f"{url}: the database cannot be read: {exc}") from None
     if base.startswith("jsonl:///"):
         path = base[len("jsonl:///"):]
         if not path:
             raise StoreError(f"{url!r}: missing directory")
         _check_place(url, "jsonl", path, create=create,
                      is_store=lambda p: (p / "convlog.json").is_file())
+        _check_jsonl_format(url, Path(path) / "convlog.json")
+        _check_jsonl_txn(url, Path(path) / "txn")
         try:
             return JSONLStore(path, url=url, durability=mode, batch_ms=window_ms,
                               batch_events=window_events, key=key, max_event_bytes=limit)
@@ -176,6 +183,40 @@ def _is_sqlite(path: Path) -> bool:
     with open(path, "rb") as f:
         head = f.read(16)
     return head == b"SQLite format 3\x00"
+
+
+def _check_jsonl_format(url: str, path: Path) -> None:
+    """A damaged ``convlog.json`` makes the whole directory unreadable as a store."""
+    try:
+        meta = msgspec.json.decode(path.read_bytes())
+    except FileNotFoundError:
+        return  # a new store
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise StoreUnreadable(f"{url}: unreadable {path}: {exc}") from None
+    keyed = Chain(b"k" * 16).algorithm
+    fingerprint = meta.get("key", "") if isinstance(meta, dict) else None
+    if not (isinstance(meta, dict) and meta.get("format") == JSONL_FORMAT
+            and isinstance(meta.get("version"), int) and isinstance(fingerprint, str)
+            and (meta.get("chain"), bool(fingerprint)) in ((Chain(None).algorithm, False),
+                                                            (keyed, True))
+            and all(c in "0123456789abcdef" for c in fingerprint)):
+        raise StoreUnreadable(f"{url}: {path} is not a valid convlog JSONL format file")
+
+
+def _check_jsonl_txn(url: str, path: Path) -> None:
+    """The last write's record must be whole before anyone acts on it: opening a store
+    finishes or undoes an interrupted write, and damage must not pass for one."""
+    try:
+        txn = msgspec.json.decode(path.read_bytes())
+    except FileNotFoundError:
+        return
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise StoreUnreadable(f"{url}: unreadable {path}: {exc}") from None
+    fields = {"old": int, "new": int, "files": dict, "done": bool}
+    if not (isinstance(txn, dict) and set(txn) == set(fields)
+            and all(type(txn[k]) is t for k, t in fields.items())
+            and all(isinstance(v, int) for v in txn["files"].values())):
+        raise StoreUnreadable(f"{url}: {path} is not a valid record of the last write")
 
 
 def _is_empty(place: Path) -> bool:

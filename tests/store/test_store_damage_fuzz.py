@@ -1,0 +1,182 @@
+"""Damage fuzz: random byte flips, truncations and swapped lines/rows in a store's files
+or rows. ``convlog verify`` must answer every one with a documented exit code and one
+readable line (4 with the first bad seq, 5 when the files cannot be read as a store,
+0 only when the damage touched no stored data), never a traceback, and must change
+nothing on disk."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.cli import EXIT_CORRUPT, EXIT_OK, EXIT_UNREADABLE
+from engine.session import Session, StepClock
+from engine.store import open_store
+from tests.support.cli_run import Outcome, run_cli
+
+TALLY: Counter[tuple[str, str, int]] = Counter()
+TRIALS = 150
+_RUNS = itertools.count()
+
+
+def record(url: str) -> None:
+    """Two sessions, one a fork, a few dozen events."""
+    store = open_store(url)
+    try:
+        s = Session.create(store, clock=StepClock())
+        s.user_message("hello there")
+        mid = s.start_message("assistant")
+        text = s.add_text(mid)
+        for chunk in ("The ", "answer ", "is ", "forty", "-two", ". ", "Ünïcødé ✓"):
+            s.text_delta(text, chunk)
+        s.end_part(text)
+        tool = s.add_tool(mid, "c1", "bash")
+        s.start_tool(tool)
+        s.complete_tool(tool, "ok")
+        s.complete_message(mid)
+        fork = s.fork(at=6)
+        fork.user_message("another path")
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("pristine")
+    record(f"sqlite:///{root}/s.db")
+    record(f"jsonl:///{root}/log")
+    return {"sqlite": root / "s.db", "jsonl": root / "log"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report() -> Iterator[None]:
+    yield
+    for (kind, damage, code), n in sorted(TALLY.items()):
+        print(f"damage fuzz: {kind:6} {damage:9} exit {code}: {n}")
+
+
+def _copy(src: Path, base: Path) -> Path:
+    # A fresh directory per example: a store that failed to open may still hold its
+    # files until it is collected.
+    dst_root = base / str(next(_RUNS))
+    dst_root.mkdir(parents=True)
+    dst = dst_root / src.name
+    if src.is_dir():
+        shutil.copytree(src, dst)
+    else:
+        shutil.copy(src, dst)
+    return dst
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in ([root] if root.is_file() else root.rglob("*"))
+                  if p.is_file() and p.name != "lock")
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in _files(root)}
+
+
+def _check(kind: str, damage: str, url: str, root: Path) -> Outcome:
+    before = _snapshot(root)
+    outcome = run_cli(["verify", url])
+    outcome.assert_clean()
+    assert outcome.code in (EXIT_OK, EXIT_CORRUPT, EXIT_UNREADABLE), outcome
+    if outcome.code == EXIT_OK:
+        assert outcome.out.startswith("ok: "), outcome
+    if outcome.code == EXIT_CORRUPT:
+        assert "FAILED at" in outcome.err.splitlines()[0], outcome
+    if kind == "jsonl":  # reads never write (SQLite's own pages are SQLite's business)
+        assert _snapshot(root) == before
+    TALLY[kind, damage, outcome.code] += 1
+    return outcome
+
+
+damage_at = st.tuples(st.integers(0, 1 << 30), st.integers(0, 1 << 30), st.integers(1, 255))
+FUZZ = settings(max_examples=TRIALS, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+@FUZZ
+@given(where=damage_at)
+def test_a_flipped_byte_is_reported_never_raised(
+        kind: str, where: tuple[int, int, int], pristine: dict[str, Path], tmp_path: Path
+) -> None:
+    root = _copy(pristine[kind], tmp_path / "damaged")
+    files = _files(root)
+    which, offset, mask = where
+    path = files[which % len(files)]
+    data = bytearray(path.read_bytes())
+    if not data:
+        return
+    data[offset % len(data)] ^= mask
+    path.write_bytes(bytes(data))
+    url = f"sqlite:///{root}" if kind == "sqlite" else f"jsonl:///{root}"
+    _check(kind, "flip", url, root)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+@FUZZ
+@given(where=damage_at)
+def test_a_truncated_file_is_reported_never_raised(
+        kind: str, where: tuple[int, int, int], pristine: dict[str, Path], tmp_path: Path
+) -> None:
+    root = _copy(pristine[kind], tmp_path / "damaged")
+    files = _files(root)
+    which, offset, _ = where
+    path = files[which % len(files)]
+    data = path.read_bytes()
+    path.write_bytes(data[:offset % (len(data) + 1)])
+    url = f"sqlite:///{root}" if kind == "sqlite" else f"jsonl:///{root}"
+    _check(kind, "truncate", url, root)
+
+
+@FUZZ
+@given(pair=st.tuples(st.integers(0, 1 << 20), st.integers(0, 1 << 20), st.integers(0, 1)))
+def test_swapped_or_dropped_jsonl_lines_are_caught(
+        pair: tuple[int, int, int], pristine: dict[str, Path], tmp_path: Path) -> None:
+    root = _copy(pristine["jsonl"], tmp_path / "damaged")
+    path = max((root / "sessions").glob("*.jsonl"), key=lambda p: p.stat().st_size)
+    lines = path.read_bytes().split(b"\n")[:-1]
+    i, j = pair[0] % len(lines), pair[1] % len(lines)
+    if pair[2]:
+        del lines[i]
+    elif lines[i] != lines[j]:
+        lines[i], lines[j] = lines[j], lines[i]
+    else:
+        return
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    outcome = _check("jsonl", "swap/drop", f"jsonl:///{root}", root)
+    assert outcome.code == EXIT_CORRUPT  # a moved or removed event is always damage
+
+
+@FUZZ
+@given(pair=st.tuples(st.integers(0, 1 << 20), st.integers(0, 1 << 20), st.integers(0, 1)))
+def test_swapped_or_dropped_sqlite_rows_are_caught(
+        pair: tuple[int, int, int], pristine: dict[str, Path], tmp_path: Path) -> None:
+    root = _copy(pristine["sqlite"], tmp_path / "damaged")
+    db = sqlite3.connect(root, isolation_level=None)
+    try:
+        rows = db.execute("SELECT sid, last_seq, body FROM blocks ORDER BY 1, 2").fetchall()
+        (sa, la, ba), (sb, lb, bb) = rows[pair[0] % len(rows)], rows[pair[1] % len(rows)]
+        where = "WHERE sid=? AND last_seq=?"
+        if pair[2]:
+            db.execute(f"DELETE FROM blocks {where}", (sa, la))
+        elif ba != bb:
+            db.execute(f"UPDATE blocks SET body=? {where}", (bb, sa, la))
+            db.execute(f"UPDATE blocks SET body=? {where}", (ba, sb, lb))
+        else:
+            return
+    finally:
+        db.close()
+    outcome = _check("sqlite", "swap/drop", f"sqlite:///{root}", root)
+    assert outcome.code == EXIT_CORRUPT

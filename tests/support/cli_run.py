@@ -1,0 +1,58 @@
+"""Run ``convlog`` in-process with its own stdin/stdout/stderr, for fuzz tests that need
+thousands of runs (a subprocess each would cost seconds)."""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Sequence
+
+import attrs
+import structlog
+
+from engine.cli import EXIT_CODES, main
+
+DOCUMENTED = frozenset(c.code for c in EXIT_CODES)
+
+
+@attrs.frozen
+class Outcome:
+    code: int
+    out: str
+    err: str
+
+    def assert_clean(self) -> None:
+        """A documented exit code, no traceback, and when it failed: one readable first
+        line on stderr naming the program."""
+        assert self.code in DOCUMENTED, self
+        assert self.code != 1, f"internal error: {self.err}"
+        assert "Traceback" not in self.err, self.err
+        assert "Traceback" not in self.out, self.out
+        if self.code != 0:
+            first = self.err.splitlines()[0] if self.err else ""
+            assert first.startswith(("convlog", "rejected")), self
+            assert first.isprintable(), self
+
+
+def _stream(data: bytes = b"") -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="backslashreplace",
+                            write_through=True)
+
+
+def run_cli(argv: Sequence[str], stdin: bytes = b"") -> Outcome:
+    saved = sys.stdin, sys.stdout, sys.stderr
+    out, err = _stream(), _stream()
+    sys.stdin, sys.stdout, sys.stderr = _stream(stdin), out, err
+    try:
+        code = main(list(argv))
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+        structlog.reset_defaults()
+    return Outcome(code, _text(out), _text(err))
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    raw = stream.buffer
+    assert isinstance(raw, io.BytesIO)
+    return raw.getvalue().decode("utf-8", "backslashreplace")
