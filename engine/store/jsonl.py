@@ -56,7 +56,7 @@ from engine.store.base import (
     check_id,
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
-from engine.store.chain import Chain
+from engine.store.chain import HASH_BYTES, Chain
 
 log = structlog.get_logger("convlog.store.jsonl")
 
@@ -644,12 +644,20 @@ class JSONLStore(Store):
             yield Stored(int(obj.get("seq", seq)), h, obj, None, rec.pos)
 
     def _recorded_head(self, session_id: str) -> tuple[int, bytes] | None:
-        """(own version, hash) from the head file, None when missing or unreadable."""
+        """(own version, hash) from the head file, None when there is none yet; a damaged
+        head file is damage (CorruptLog), not a missing head."""
+        path = self._sessions_dir / f"{session_id}.head"
         try:
-            text = (self._sessions_dir / f"{session_id}.head").read_text().split()
-            return int(text[0]), bytes.fromhex(text[1])
-        except (OSError, ValueError, IndexError):
+            data = path.read_bytes()
+        except FileNotFoundError:
             return None
+        try:
+            version, head = data.decode("ascii").split()
+            if not version.isdigit() or len(head) != 2 * HASH_BYTES:
+                raise ValueError("not '<version> <hash>'")
+            return int(version), bytes.fromhex(head)
+        except ValueError as exc:  # UnicodeDecodeError included
+            raise CorruptLog(session_id, 0, f"unreadable {path.name}: {exc}") from None
 
     def corrupt_files(self) -> list[Path]:
         return sorted(self._sessions_dir.glob("*.corrupt"))

@@ -23,7 +23,7 @@ from engine.store import open_store
 from tests.support.cli_run import Outcome, run_cli
 
 TALLY: Counter[tuple[str, str, int]] = Counter()
-TRIALS = 150
+TRIALS = 100
 _RUNS = itertools.count()
 
 
