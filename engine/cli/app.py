@@ -30,6 +30,7 @@ from engine.errors import (
     StoreUnreadable,
     UnknownSession,
 )
+from engine.store.anchor import BadAnchor
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -101,7 +102,7 @@ def exit_for(exc: ConvlogError) -> ExitCode:
         return exits.UNREADABLE
     if isinstance(exc, CorruptLog):
         return exits.CORRUPT
-    if isinstance(exc, (StoreError, UnknownSession)):
+    if isinstance(exc, (StoreError, UnknownSession, BadAnchor)):
         return exits.USAGE
     return exits.REJECTED
 
