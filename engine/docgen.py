@@ -1,4 +1,5 @@
-"""Generate the reference docs from the code: ``docs/events.md`` and ``docs/transitions.md``.
+"""Generate the reference docs from the code: ``docs/events.md``, ``docs/transitions.md``
+and the reference block of ``docs/cli.md`` (from the CLI's parsers and exit codes).
 
 ``python -m engine.docgen`` rewrites both files; ``python -m engine.docgen --check``
 exits 1 when either differs from what the code would generate (CI and
@@ -24,6 +25,7 @@ import msgspec.inspect as mi
 
 from engine import events as ev
 from engine import tables as tb
+from engine.cli import reference as cli_reference
 from engine.codec import decode_json
 from engine.events import DEFAULT_ACTOR, EVENT_TYPES, tag_of
 from engine.session import Session
@@ -447,6 +449,13 @@ GENERATED: Final[dict[str, Callable[[], str]]] = {
 }
 
 
+# Pages of which only a marked block is generated (the rest is prose written by hand):
+# each function takes the page's current text and returns it with the block renewed.
+SPLICED: Final[dict[str, Callable[[str], str]]] = {
+    "cli.md": cli_reference.splice,
+}
+
+
 def default_docs_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "docs"
 
@@ -458,6 +467,11 @@ def stale(docs: Path) -> list[Path]:
         path = docs / name
         current = path.read_text(encoding="utf-8") if path.exists() else None
         if current != render():
+            out.append(path)
+    for name, splice in SPLICED.items():
+        path = docs / name
+        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        if current != splice(current):
             out.append(path)
     return out
 
@@ -479,6 +493,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, render in GENERATED.items():
         (docs / name).write_text(render(), encoding="utf-8")
         print(f"wrote {docs / name}")
+    for name, splice in SPLICED.items():
+        path = docs / name
+        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        path.write_text(splice(current), encoding="utf-8")
+        print(f"wrote the generated block of {path}")
     return 0
 
 

@@ -40,7 +40,7 @@ class ShowCommand:
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         cli_args.add_store(parser)
-        parser.add_argument("--session", type=cli_args.session_id,
+        parser.add_argument("--session", type=cli_args.session_id, metavar="ID",
                             help="session id (optional if the store has one)")
         parser.add_argument("--at", type=cli_args.natural, metavar="SEQ",
                             help="the state as of this seq (default: the latest)")

@@ -35,7 +35,7 @@ class AppendCommand:
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         cli_args.add_store(parser)
-        parser.add_argument("--session", required=True, type=cli_args.new_session_id,
+        parser.add_argument("--session", required=True, type=cli_args.new_session_id, metavar="ID",
                             help="session id, a UUID (created if new)")
         cli_args.add_key_file(parser)
 

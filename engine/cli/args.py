@@ -69,4 +69,4 @@ def add_store(parser: argparse.ArgumentParser) -> None:
 
 
 def add_key_file(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--key-file", help="the secret of a keyed (HMAC) store")
+    parser.add_argument("--key-file", metavar="FILE", help="the secret of a keyed (HMAC) store")

@@ -39,7 +39,7 @@ class VerifyCommand:
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         cli_args.add_store(parser)
-        parser.add_argument("--session", type=cli_args.session_id,
+        parser.add_argument("--session", type=cli_args.session_id, metavar="ID",
                             help="one session (with its fork ancestry)")
         cli_args.add_key_file(parser)
         parser.add_argument("--against", action="append", default=[], metavar="FILE|TOKEN",
@@ -83,7 +83,8 @@ class AnchorCommand:
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         cli_args.add_store(parser)
-        parser.add_argument("--session", type=cli_args.session_id, help="only this session")
+        parser.add_argument("--session", type=cli_args.session_id, metavar="ID",
+                            help="only this session")
         cli_args.add_key_file(parser)
 
     def run(self, args: argparse.Namespace) -> int:

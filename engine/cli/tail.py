@@ -17,7 +17,7 @@ class TailCommand:
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         cli_args.add_store(parser)
-        parser.add_argument("--session", type=cli_args.session_id,
+        parser.add_argument("--session", type=cli_args.session_id, metavar="ID",
                             help="only this session's own events")
         parser.add_argument("--follow", "-f", action="store_true",
                             help="keep waiting for new events (Ctrl-C ends, exit 0)")
