@@ -3,6 +3,7 @@
 Nothing in this package imports :mod:`projections`.
 """
 
+from engine import logging as _logging
 from engine.errors import (
     ConcurrencyError,
     ConvlogError,
@@ -39,3 +40,5 @@ __all__ = [
     "open_store",
     "system_clock",
 ]
+
+_logging.default_to_stderr()

@@ -1,4 +1,5 @@
-"""structlog setup, done once at the CLI edge; library code only asks for loggers."""
+"""structlog setup: the CLI configures it once at its edge; library code only asks for
+loggers. Logs always go to stderr, never into a program's output."""
 
 from __future__ import annotations
 
@@ -25,3 +26,18 @@ def configure(level: str = "warning", *, json: bool = False) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+class _StderrLoggerFactory:
+    """structlog's print logger, resolved at each logger's creation to the *current*
+    ``sys.stderr`` (so a redirected or captured stderr is honoured)."""
+
+    def __call__(self, *args: object) -> structlog.PrintLogger:
+        return structlog.PrintLogger(file=sys.stderr)
+
+
+def default_to_stderr() -> None:
+    """Unless the application configured structlog itself: its warnings (a rejected
+    event, a moved torn tail) go to stderr instead of structlog's default, stdout."""
+    if not structlog.is_configured():
+        structlog.configure(logger_factory=_StderrLoggerFactory())
