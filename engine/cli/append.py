@@ -7,6 +7,7 @@ import sys
 
 from engine.cli import args as cli_args
 from engine.cli import exits
+from engine.cli.app import one_line
 from engine.codec import decode_json
 from engine.errors import (
     ConvlogError,
@@ -20,6 +21,11 @@ from engine.errors import (
 from engine.events import Event, tag_of
 from engine.session import Session
 from engine.store import MemoryStore, Store, open_store
+
+
+def _say(text: str) -> None:
+    """A refusal: one printable line on stderr (messages can quote control characters)."""
+    print(one_line(text), file=sys.stderr)
 
 
 def _describe(e: Event | None, index: int) -> str:
@@ -47,7 +53,11 @@ class AppendCommand:
             try:
                 events.append(decode_json(line, line=number))
             except EventDecodeError as exc:
-                print(f"rejected event #{number}: {exc}; nothing appended", file=sys.stderr)
+                _say(f"rejected event #{number}: {exc}; nothing appended")
+                return exits.REJECTED.code
+            except RecursionError:  # the decoder's own depth limit
+                _say(f"rejected event #{number}: invalid event (line {number}): JSON nested "
+                      "too deeply; nothing appended")
                 return exits.REJECTED.code
         store = open_store(args.store, key_file=args.key_file)
         try:
@@ -59,7 +69,7 @@ class AppendCommand:
                 for index, e in enumerate(events, start=1):
                     where = store.find_event(e.id) if e.id else None
                     if where is not None:
-                        print(f"rejected {_describe(e, index)}: its id is already "
+                        _say(f"rejected {_describe(e, index)}: its id is already "
                               f"used by session {where[0]} seq {where[1]}; nothing appended",
                               file=sys.stderr)
                         return exits.REJECTED.code
@@ -96,17 +106,17 @@ def _append(session: Session, events: list[Event]) -> list[int] | None:
             target = f"{exc.entity} of session {exc.session_id}"
         valid = ", ".join(exc.valid) or "none (terminal)"
         reason = f"; {exc.reason}" if exc.reason else ""
-        print(f"rejected {what if index else exc.event_type} on {target}: current state "
+        _say(f"rejected {what if index else exc.event_type} on {target}: current state "
               f"'{exc.current}', attempted '{exc.attempted}', valid states: {valid}"
-              f"{reason}; nothing appended", file=sys.stderr)
+              f"{reason}; nothing appended")
     except (PartValidationError, DuplicateEventId, UnknownSchemaVersion) as exc:
         index = exc.batch_index
         what = _describe(events[index - 1] if index else None, index or 0)
-        print(f"rejected {what}: {exc}; nothing appended", file=sys.stderr)
+        _say(f"rejected {what}: {exc}; nothing appended")
     except ConvlogError as exc:
         # Any other typed refusal (e.g. an id conflict, a value a store cannot hold).
         index = exc.batch_index or 0
         what = (f"rejected {_describe(events[index - 1], index)}: "
                 if 0 < index <= len(events) else "rejected: ")
-        print(f"{what}{' '.join(str(exc).split())}; nothing appended", file=sys.stderr)
+        _say(f"{what}{' '.join(str(exc).split())}; nothing appended")
     return None
