@@ -70,8 +70,7 @@ class AppendCommand:
                     where = store.find_event(e.id) if e.id else None
                     if where is not None:
                         _say(f"rejected {_describe(e, index)}: its id is already "
-                              f"used by session {where[0]} seq {where[1]}; nothing appended",
-                              file=sys.stderr)
+                             f"used by session {where[0]} seq {where[1]}; nothing appended")
                         return exits.REJECTED.code
                 if _append(Session.create(MemoryStore(), args.session), events) is None:
                     return exits.REJECTED.code
