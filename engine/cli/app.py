@@ -48,8 +48,8 @@ class Parser(argparse.ArgumentParser):
     """argparse with a one-line error: ``convlog verify: error: ... (see --help)``."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(exits.USAGE.code, f"{self.prog}: error: {message} "
-                                    f"(see {self.prog} --help)\n")
+        self.exit(exits.USAGE.code,
+                  one_line(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
 
 
 def package_version() -> str:

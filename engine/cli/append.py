@@ -59,6 +59,9 @@ class AppendCommand:
                 _say(f"rejected event #{number}: invalid event (line {number}): JSON nested "
                       "too deeply; nothing appended")
                 return exits.REJECTED.code
+        if not events:  # nothing to do: no store or session is created for it
+            print("appended 0 event(s); the input held none")
+            return exits.OK.code
         store = open_store(args.store, key_file=args.key_file)
         try:
             try:
