@@ -22,7 +22,7 @@ from tests.support.cli_run import run_cli
 SID = "0190a000-0000-7000-8000-0000000000aa"
 MID = "0190a000-0000-7000-8000-0000000000bb"
 TALLY: Counter[tuple[str, int]] = Counter()
-TRIALS = 250
+TRIALS = 200
 
 TEMPLATES: list[dict[str, Any]] = [
     {"type": "message.started", "message_id": MID, "role": "assistant"},

@@ -21,7 +21,7 @@ from engine.store.verify import verify
 from tests.support.cli_run import run_cli
 
 TALLY: Counter[int] = Counter()
-TRIALS = 300
+TRIALS = 200
 COMMANDS = ["append", "anchor", "demo", "repair", "show", "tail", "verify"]
 # --follow is left out: without an idle timeout it waits for new events by design.
 FLAGS = ["--session", "--at", "--as", "--json", "--every", "--store", "--key-file",

@@ -80,7 +80,8 @@ def test_three_slashes_is_relative_and_the_error_says_so(tmp_path: Path,
                                    "batch_ms=nan", "batch_events=0", "durability=often",
                                    "bogus=1"])
 def test_bad_option_values_are_refused_at_open(query: str, tmp_path: Path) -> None:
-    done = run_cli(["append", f"sqlite:///{tmp_path}/q.db?{query}", "--session", SID])
+    one = _line({"type": "message.started", "message_id": MID, "role": "user"})
+    done = run_cli(["append", f"sqlite:///{tmp_path}/q.db?{query}", "--session", SID], one)
     done.assert_clean()
     assert done.code == EXIT_USAGE
     assert query.split("=", maxsplit=1)[0] in done.err
@@ -232,7 +233,7 @@ def _convlog(*argv: str, stdin: int | None = None) -> subprocess.Popen[bytes]:
 @pytest.mark.parametrize("command", [["show", "--as", "events"], ["tail"]])
 def test_a_closed_pipe_ends_quietly(command: list[str], tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/big.db"
-    _session(url, deltas=3000)  # more output than a pipe buffers
+    _session(f"{url}?durability=batched", deltas=3000)  # more than a pipe buffers
     proc = _convlog(command[0], url, *command[1:])
     assert proc.stdout is not None
     assert proc.stderr is not None
