@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 from engine.cli import EXIT_OK, EXIT_REJECTED
 from engine.store import open_store
 from engine.store.verify import verify
-from tests.support.cli_run import run_cli
+from tests.support.cli_run import run_cli, scratch_dir
 
 SID = "0190a000-0000-7000-8000-0000000000aa"
 MID = "0190a000-0000-7000-8000-0000000000bb"
 TALLY: Counter[tuple[str, int]] = Counter()
-TRIALS = 200
+TRIALS = 300
 
 TEMPLATES: list[dict[str, Any]] = [
     {"type": "message.started", "message_id": MID, "role": "assistant"},
@@ -81,12 +81,12 @@ def event_lines(draw: st.DrawFn) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    root = tmp_path_factory.mktemp("fuzz")
-    url = f"sqlite:///{root}/fuzz.db"
-    seed = b"".join(json.dumps(e).encode() + b"\n" for e in TEMPLATES[:3])
-    assert run_cli(["append", url, "--session", SID], seed).code == EXIT_OK
-    return url
+def url() -> Iterator[str]:
+    with scratch_dir("append-fuzz") as root:
+        url = f"sqlite:///{root}/fuzz.db"
+        seed = b"".join(json.dumps(e).encode() + b"\n" for e in TEMPLATES[:3])
+        assert run_cli(["append", url, "--session", SID], seed).code == EXIT_OK
+        yield url
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -18,10 +18,10 @@ from engine.cli import all_commands, build_parser
 from engine.session import Session, StepClock
 from engine.store import open_store
 from engine.store.verify import verify
-from tests.support.cli_run import run_cli
+from tests.support.cli_run import run_cli, scratch_dir
 
 TALLY: Counter[int] = Counter()
-TRIALS = 200
+TRIALS = 300
 COMMANDS = ["append", "anchor", "demo", "repair", "show", "tail", "verify"]
 # --follow is left out: without an idle timeout it waits for new events by design.
 FLAGS = ["--session", "--at", "--as", "--json", "--every", "--store", "--key-file",
@@ -40,8 +40,12 @@ OWN_FLAGS = _own_flags()
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
-    root = tmp_path_factory.mktemp("argv")
+def world() -> Iterator[tuple[Path, str, str]]:
+    with scratch_dir("argv-fuzz") as root:
+        yield _world(root)
+
+
+def _world(root: Path) -> tuple[Path, str, str]:
     url = f"sqlite:///{root}/there.db"
     store = open_store(url)
     try:

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from engine.cli import EXIT_CORRUPT, EXIT_OK, EXIT_UNREADABLE
 from engine.session import Session, StepClock
 from engine.store import open_store
-from tests.support.cli_run import Outcome, run_cli
+from tests.support.cli_run import Outcome, run_cli, scratch_dir
 
 TALLY: Counter[tuple[str, str, int]] = Counter()
-TRIALS = 100
+TRIALS = 150
 _RUNS = itertools.count()
 
 
@@ -49,8 +49,15 @@ def record(url: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("pristine")
+def scratch() -> Iterator[Path]:
+    with scratch_dir("damage-fuzz") as root:
+        yield root
+
+
+@pytest.fixture(scope="module")
+def pristine(scratch: Path) -> dict[str, Path]:
+    root = scratch / "pristine"
+    root.mkdir()
     record(f"sqlite:///{root}/s.db")
     record(f"jsonl:///{root}/log")
     return {"sqlite": root / "s.db", "jsonl": root / "log"}
@@ -109,9 +116,9 @@ FUZZ = settings(max_examples=TRIALS, deadline=None, derandomize=True,
 @FUZZ
 @given(where=damage_at)
 def test_a_flipped_byte_is_reported_never_raised(
-        kind: str, where: tuple[int, int, int], pristine: dict[str, Path], tmp_path: Path
+        kind: str, where: tuple[int, int, int], pristine: dict[str, Path], scratch: Path
 ) -> None:
-    root = _copy(pristine[kind], tmp_path / "damaged")
+    root = _copy(pristine[kind], scratch / "damaged")
     files = _files(root)
     which, offset, mask = where
     path = files[which % len(files)]
@@ -128,9 +135,9 @@ def test_a_flipped_byte_is_reported_never_raised(
 @FUZZ
 @given(where=damage_at)
 def test_a_truncated_file_is_reported_never_raised(
-        kind: str, where: tuple[int, int, int], pristine: dict[str, Path], tmp_path: Path
+        kind: str, where: tuple[int, int, int], pristine: dict[str, Path], scratch: Path
 ) -> None:
-    root = _copy(pristine[kind], tmp_path / "damaged")
+    root = _copy(pristine[kind], scratch / "damaged")
     files = _files(root)
     which, offset, _ = where
     path = files[which % len(files)]
@@ -143,8 +150,8 @@ def test_a_truncated_file_is_reported_never_raised(
 @FUZZ
 @given(pair=st.tuples(st.integers(0, 1 << 20), st.integers(0, 1 << 20), st.integers(0, 1)))
 def test_swapped_or_dropped_jsonl_lines_are_caught(
-        pair: tuple[int, int, int], pristine: dict[str, Path], tmp_path: Path) -> None:
-    root = _copy(pristine["jsonl"], tmp_path / "damaged")
+        pair: tuple[int, int, int], pristine: dict[str, Path], scratch: Path) -> None:
+    root = _copy(pristine["jsonl"], scratch / "damaged")
     path = max((root / "sessions").glob("*.jsonl"), key=lambda p: p.stat().st_size)
     lines = path.read_bytes().split(b"\n")[:-1]
     i, j = pair[0] % len(lines), pair[1] % len(lines)
@@ -162,8 +169,8 @@ def test_swapped_or_dropped_jsonl_lines_are_caught(
 @FUZZ
 @given(pair=st.tuples(st.integers(0, 1 << 20), st.integers(0, 1 << 20), st.integers(0, 1)))
 def test_swapped_or_dropped_sqlite_rows_are_caught(
-        pair: tuple[int, int, int], pristine: dict[str, Path], tmp_path: Path) -> None:
-    root = _copy(pristine["sqlite"], tmp_path / "damaged")
+        pair: tuple[int, int, int], pristine: dict[str, Path], scratch: Path) -> None:
+    root = _copy(pristine["sqlite"], scratch / "damaged")
     db = sqlite3.connect(root, isolation_level=None)
     try:
         rows = db.execute("SELECT sid, last_seq, body FROM blocks ORDER BY 1, 2").fetchall()

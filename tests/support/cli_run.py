@@ -3,9 +3,14 @@ thousands of runs (a subprocess each would cost seconds)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import shutil
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import attrs
 import structlog
@@ -56,3 +61,17 @@ def _text(stream: io.TextIOWrapper) -> str:
     raw = stream.buffer
     assert isinstance(raw, io.BytesIO)
     return raw.getvalue().decode("utf-8", "backslashreplace")
+
+
+@contextlib.contextmanager
+def scratch_dir(name: str) -> Iterator[Path]:
+    """A directory for fuzz stores, in RAM where the system has a tmpfs: every open of a
+    SQLite store commits (fsyncs), and a fuzz run opens thousands; the disk adds nothing
+    to what these tests check."""
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+    path = Path(tempfile.mkdtemp(prefix=f"convlog-{name}-", dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
