@@ -10,6 +10,7 @@ from pathlib import Path
 
 from engine.cli import EXIT_OK, EXIT_USAGE
 from engine.cli import args as cli_args
+from engine.cli.output import Progress
 from engine.codec import to_builtins
 from engine.events import MessageStarted, tag_of
 from engine.session import Session
@@ -62,13 +63,19 @@ class ShowCommand:
                 print(f"convlog show: --at {seq} is outside 0..{version}", file=sys.stderr)
                 return EXIT_USAGE
             if args.view == "events":
-                events = store.read(sid, 1, seq)
-                if args.json:
-                    for e in events:
-                        print(json.dumps(to_builtins(e), ensure_ascii=False))
-                else:
-                    for e in events:
-                        print(render_event(e))
+                progress = Progress("show")
+                # Progress is for output going to a file: on the terminal the events
+                # themselves show it.
+                progress.enabled = progress.enabled and not sys.stdout.isatty()
+                render = ((lambda e: json.dumps(to_builtins(e), ensure_ascii=False))
+                          if args.json else render_event)
+                try:
+                    for count, e in enumerate(store.read(sid, 1, seq), start=1):
+                        print(render(e))
+                        if not count & 1023:
+                            progress(count)
+                finally:
+                    progress.done()
                 return EXIT_OK
             proj = at(store, sid, seq)
             if args.json:
