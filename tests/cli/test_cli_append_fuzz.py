@@ -51,7 +51,12 @@ values = st.recursive(scalars, lambda inner: st.one_of(
 @st.composite
 def event_lines(draw: st.DrawFn) -> bytes:
     """One input line: a mutated template, a random JSON value, deep nesting or raw bytes."""
-    kind = draw(st.sampled_from(["mutated", "mutated", "mutated", "value", "deep", "bytes"]))
+    kind = draw(st.sampled_from(["valid", "valid", "mutated", "mutated", "mutated", "value",
+                                 "deep", "bytes"]))
+    if kind == "valid":  # a legal next event carrying odd but well-typed text
+        return json.dumps({"type": "text.delta", "message_id": MID, "part_id": "prt_a",
+                           "delta": draw(texts)},
+                          ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
     if kind == "value":
         return json.dumps(draw(values)).encode()
     if kind == "deep":
