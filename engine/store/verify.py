@@ -52,7 +52,6 @@ class Report:
     events: int = 0
     problems: list[Problem] = attrs.field(factory=list)
     heads: dict[str, tuple[int, str]] = attrs.field(factory=dict)
-    reached: int = 0  # the last seq checked in the session being verified
 
     @property
     def ok(self) -> bool:
@@ -101,11 +100,8 @@ def verify(store: Store, session_id: str | None = None, *,
         return report
     positions: list[int] = []
     for info in infos:
-        try:
-            problem = _verify_session(store, info.id, report, positions,
-                                      anchored=anchored, progress=progress)
-        except Exception as exc:  # see _verify_session
-            problem = Problem(info.id, report.reached + 1, f"unreadable: {_what(exc)}")
+        problem = _verify_session(store, info.id, report, positions,
+                                  anchored=anchored, progress=progress)
         report.sessions += 1
         if problem is not None:
             report.problems.append(problem)
@@ -130,74 +126,80 @@ def _what(exc: BaseException) -> str:
 def _verify_session(store: Store, session_id: str, report: Report, positions: list[int], *,
                     anchored: Mapping[str, tuple[int, bytes]],
                     progress: Progress | None) -> Problem | None:
-    """The first problem of one session, or None. Raises whatever damaged bytes make
-    the store raise; the caller turns that into a problem at ``report.reached + 1``."""
-    report.reached = 0
-    anchor_seq, anchor_hash = anchored.get(session_id, (-1, b""))
-    lc = Lifecycle(session_id)
-    prev = GENESIS
-    lineage = store.lineage(session_id)
+    """The first problem of one session, or None; whatever damaged bytes make the store
+    raise becomes a problem at the first seq that could not be checked."""
     seq = 0
-    for sid, limit in lineage:
-        own = sid == session_id
-        expected_seq = (store.session_info(sid).fork_seq or 0) + 1
-        if expected_seq != seq + 1:
-            return Problem(session_id, seq + 1, f"fork point of {sid} is {expected_seq - 1}, "
-                                                f"but its parent's prefix ends at {seq}")
-        for st in store._own_stored(sid):
-            if limit is not None and st.seq > limit:
-                break
-            where = session_id if own else f"{session_id} (in ancestor {sid})"
-            if st.seq != expected_seq:
-                why = ("is missing" if st.seq > expected_seq
-                       else f"is followed by seq {st.seq} (out of order or repeated)")
-                return Problem(where, expected_seq, f"seq {expected_seq} {why}")
-            if st.obj is None:
-                return Problem(where, expected_seq, st.error or "unreadable")
-            if st.obj.get("session_id") != sid:
-                return Problem(where, st.seq, f"event names session {st.obj.get('session_id')!r}")
-            canon = st.canon if st.canon is not None else canonical(st.obj)
-            h = store.chain.link(prev, canon)
-            if h != st.hash:
-                return Problem(where, st.seq, "hash mismatch: the event was edited, moved or "
-                                              "removed (or the wrong key was given)")
-            try:
-                e = from_stored(dict(st.obj))
-            except ConvlogError as exc:
-                return Problem(where, st.seq, f"undecodable: {exc}")
-            try:
-                if not lc.apply(e):
-                    return Problem(where, st.seq, f"{tag_of(type(e))} repeats an earlier "
-                                                  "transition (the log never stores no-ops)")
-            except ConvlogError as exc:
-                return Problem(where, st.seq, f"illegal transition: {exc}")
-            prev = h
-            seq = report.reached = expected_seq
-            expected_seq += 1
-            if seq == anchor_seq and prev != anchor_hash:
-                return Problem(session_id, seq, "the hash differs from the anchor's: the log "
-                                                "was rewritten up to here")
-            report.events += int(own)
-            if progress is not None and not report.events & 1023:
-                progress(report.events)
-            if own and st.position is not None:
-                positions.append(st.position)
-        if limit is not None and seq < limit:
-            return Problem(session_id, seq + 1, f"seq {seq + 1} of ancestor {sid} is missing")
-    if seq < anchor_seq:
-        return Problem(session_id, seq + 1, f"the log ends at seq {seq} but the anchor "
-                                            f"records seq {anchor_seq}: the tail was cut")
-    recorded = store._recorded_head(session_id)
-    if recorded is not None:
-        version, head = recorded
-        if version > seq:
-            return Problem(session_id, seq + 1, f"the log ends at seq {seq} but the session "
-                                                f"head records version {version}: the tail was "
-                                                "cut")
-        if version == seq and version and head != prev:
-            return Problem(session_id, seq, "the last hash differs from the recorded head")
-    report.heads[session_id] = (seq, prev.hex())
-    return None
+    try:
+        anchor_seq, anchor_hash = anchored.get(session_id, (-1, b""))
+        lc = Lifecycle(session_id)
+        prev = GENESIS
+        lineage = store.lineage(session_id)
+        seq = 0
+        for sid, limit in lineage:
+            own = sid == session_id
+            expected_seq = (store.session_info(sid).fork_seq or 0) + 1
+            if expected_seq != seq + 1:
+                return Problem(session_id, seq + 1,
+                               f"fork point of {sid} is {expected_seq - 1}, "
+                               f"but its parent's prefix ends at {seq}")
+            for st in store._own_stored(sid):
+                if limit is not None and st.seq > limit:
+                    break
+                where = session_id if own else f"{session_id} (in ancestor {sid})"
+                if st.seq != expected_seq:
+                    why = ("is missing" if st.seq > expected_seq
+                           else f"is followed by seq {st.seq} (out of order or repeated)")
+                    return Problem(where, expected_seq, f"seq {expected_seq} {why}")
+                if st.obj is None:
+                    return Problem(where, expected_seq, st.error or "unreadable")
+                if st.obj.get("session_id") != sid:
+                    named = st.obj.get("session_id")
+                    return Problem(where, st.seq, f"event names session {named!r}")
+                canon = st.canon if st.canon is not None else canonical(st.obj)
+                h = store.chain.link(prev, canon)
+                if h != st.hash:
+                    return Problem(where, st.seq, "hash mismatch: the event was edited, moved or "
+                                                  "removed (or the wrong key was given)")
+                try:
+                    e = from_stored(dict(st.obj))
+                except ConvlogError as exc:
+                    return Problem(where, st.seq, f"undecodable: {exc}")
+                try:
+                    if not lc.apply(e):
+                        return Problem(where, st.seq, f"{tag_of(type(e))} repeats an earlier "
+                                                      "transition (the log never stores no-ops)")
+                except ConvlogError as exc:
+                    return Problem(where, st.seq, f"illegal transition: {exc}")
+                prev = h
+                seq = expected_seq
+                expected_seq += 1
+                if seq == anchor_seq and prev != anchor_hash:
+                    return Problem(session_id, seq, "the hash differs from the anchor's: the log "
+                                                    "was rewritten up to here")
+                report.events += int(own)
+                if progress is not None and not report.events & 1023:
+                    progress(report.events)
+                if own and st.position is not None:
+                    positions.append(st.position)
+            if limit is not None and seq < limit:
+                return Problem(session_id, seq + 1, f"seq {seq + 1} of ancestor {sid} is missing")
+        if seq < anchor_seq:
+            return Problem(session_id, seq + 1, f"the log ends at seq {seq} but the anchor "
+                                                f"records seq {anchor_seq}: the tail was cut")
+        recorded = store._recorded_head(session_id)
+        if recorded is not None:
+            version, head = recorded
+            if version > seq:
+                return Problem(session_id, seq + 1, f"the log ends at seq {seq} but the session "
+                                                    f"head records version {version}: the tail was "
+                                                    "cut")
+            if version == seq and version and head != prev:
+                return Problem(session_id, seq, "the last hash differs from the recorded head")
+        report.heads[session_id] = (seq, prev.hex())
+        return None
+    except Exception as exc:  # any failure to read is damage, reported at the first
+        # seq that could not be checked
+        return Problem(session_id, seq + 1, f"unreadable: {_what(exc)}")
 
 
 def _check_positions(store: Store, positions: Iterable[int], report: Report) -> None:
