@@ -202,26 +202,9 @@ FIELD_NOTES: Final[dict[tuple[str, str], str]] = {
 }
 
 
-# One-line descriptions for catalog classes that have no docstring (a docstring wins).
+# One-line descriptions for value types and bases without a docstring (a docstring
+# wins). Event types carry their own docstring (the catalog refuses one without).
 SUMMARIES: Final[dict[str, str]] = {
-    "text.delta": "Appends text to a streaming text part: one small event, the part's text "
-    "is never copied.",
-    "reasoning.added": "A reasoning (thinking) part opens in state `streaming`.",
-    "reasoning.delta": "Appends text to a streaming reasoning part.",
-    "file.added": "A file part (an attachment, an image, a referenced file); complete when "
-    "added.",
-    "tool.approval_requested": "The call needs the user's approval before it may run.",
-    "tool.approval_granted": "The user approved the call; it may start now.",
-    "step.started": "A step (one model call) begins; a `step.finished` part must follow "
-    "before the next step.",
-    "step.finished": "A step ends: why (`reason`, e.g. `tool-calls` or `stop`), its cost and "
-    "its token usage.",
-    "snapshot.added": "A snapshot part: the id of a workspace snapshot.",
-    "patch.added": "A patch part: the files a step changed and the snapshot hash.",
-    "agent.added": "An agent part: the user mentioned an agent.",
-    "subtask.added": "A subtask part: work handed to another agent.",
-    "retry.added": "A retry part: a failed model call that is tried again.",
-    "compaction.added": "A compaction part: marks where the context was compacted.",
     "ModelRef": "Which model: provider and model id (`providerID`/`modelID` in WithParts).",
     "PathInfo": "The assistant's working directory and project root.",
     "Tokens": "Token usage.",
@@ -308,8 +291,7 @@ def _doc(cls: type) -> str:
     raw = cls.__dict__.get("__doc__")
     if isinstance(raw, str):
         return inspect.cleandoc(raw).replace("``", "`")
-    key = tag_of(cls) if cls in EVENT_TYPES else cls.__name__
-    return SUMMARIES.get(key, "")
+    return SUMMARIES.get(cls.__name__, "")
 
 
 def _field_table(fields: Sequence[mi.Field], notes: dict[str, str]) -> list[str]:
@@ -345,7 +327,8 @@ def _event_section(cls: type[ev.Event], info: mi.StructType) -> list[str]:
     if not doc:
         raise KeyError(f"{cls.__name__} has no docstring; give it one (or a SUMMARIES entry)")
     out += [doc, ""]
-    facts = [f"Class `{cls.__name__}`", f"default actor `{DEFAULT_ACTOR[cls]}`"]
+    facts = [f"Class `{cls.__name__}`", f"entity {cls.entity}",
+             f"default actor `{DEFAULT_ACTOR[cls]}`"]
     if cls is ev.MessageStarted:
         facts[-1] = "default actor: the `role`"
     if cls in tb.NEEDS_OPEN_MESSAGE:

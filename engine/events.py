@@ -10,12 +10,13 @@ them in when it appends (``seq`` is always assigned by the log).
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, get_args
+from typing import Any, ClassVar, Final, Literal, get_args
 
 import msgspec
 
 Role = Literal["user", "assistant"]
-ToolFailureKind = Literal["error", "aborted", "timeout", "cancelled", "denied"]
+# ``truncated``: the model's output limit cut the call's arguments off, so it never ran.
+ToolFailureKind = Literal["error", "aborted", "timeout", "cancelled", "denied", "truncated"]
 MessageErrorKind = Literal[
     "aborted", "output_length", "context_overflow", "api", "auth", "timeout", "unknown"
 ]
@@ -117,7 +118,18 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
     ``v`` is the schema version of the event's type. Its default stays 1 forever
     (bytes that omit it were written as version 1); a type whose schema changes
     writes its new version explicitly.
+
+    The facts about a type live on the type (msgspec keeps behaviour in class
+    keywords; its metaclass takes no others, so the rest are class variables):
+    ``tag`` (the ``type`` string, a msgspec keyword), ``schema_version`` (the
+    version written today), ``entity`` (the entity of :mod:`engine.deciders` whose
+    table has its rows), ``default_actor`` (who writes it when the writer does
+    not say) and the docstring. Every catalog below is derived from them.
     """
+
+    schema_version: ClassVar[int] = 1
+    entity: ClassVar[str] = ""
+    default_actor: ClassVar[str] = "assistant"
 
     id: str = ""
     session_id: str = ""
@@ -141,6 +153,8 @@ class PartEvent(MessageEvent, frozen=True, kw_only=True):
 class MessageStarted(MessageEvent, frozen=True, tag="message.started"):
     """A user or assistant message opens (``info`` of WithParts)."""
 
+    entity = "message"
+
     role: Role
     agent: str = ""
     model: ModelRef | None = None
@@ -155,6 +169,8 @@ class MessageStarted(MessageEvent, frozen=True, tag="message.started"):
 class MessageCompleted(MessageEvent, frozen=True, tag="message.completed"):
     """The message closes; no part may be added after it (BR-14 sets time.completed)."""
 
+    entity = "message"
+
     cost: float = 0.0
     tokens: Tokens | None = None
     finish: str | None = None
@@ -167,6 +183,8 @@ class MessageCompleted(MessageEvent, frozen=True, tag="message.completed"):
 class TextAdded(PartEvent, frozen=True, tag="text.added"):
     """A text part opens in state ``streaming``; ``part.ended`` makes it ``done``."""
 
+    entity = "stream part"
+
     text: str = ""
     synthetic: bool = False
     ignored: bool = False
@@ -174,20 +192,36 @@ class TextAdded(PartEvent, frozen=True, tag="text.added"):
 
 
 class TextDelta(PartEvent, frozen=True, tag="text.delta"):
+    """Appends text to a streaming text part: one small event, the part's text is never
+    copied.
+    """
+
+    entity = "stream part"
+
     delta: str
 
 
 class ReasoningAdded(PartEvent, frozen=True, tag="reasoning.added"):
+    """A reasoning (thinking) part opens in state ``streaming``."""
+
+    entity = "stream part"
+
     text: str = ""
     metadata: JSONObject | None = None
 
 
 class ReasoningDelta(PartEvent, frozen=True, tag="reasoning.delta"):
+    """Appends text to a streaming reasoning part."""
+
+    entity = "stream part"
+
     delta: str
 
 
 class PartEnded(PartEvent, frozen=True, tag="part.ended"):
     """A streaming text or reasoning part is done; ``metadata`` is merged (e.g. a signature)."""
+
+    entity = "stream part"
 
     metadata: JSONObject | None = None
 
@@ -196,6 +230,10 @@ class PartEnded(PartEvent, frozen=True, tag="part.ended"):
 
 
 class FileAdded(PartEvent, frozen=True, tag="file.added"):
+    """A file part (an attachment, an image, a referenced file); complete when added."""
+
+    entity = "part"
+
     mime: str
     url: str
     filename: str | None = None
@@ -208,6 +246,8 @@ class FileAdded(PartEvent, frozen=True, tag="file.added"):
 class ToolAdded(PartEvent, frozen=True, tag="tool.added"):
     """A tool call appears in state ``pending`` (BR-06: ``raw`` keeps the raw arguments)."""
 
+    entity = "tool"
+
     call_id: str
     tool: str
     input: JSONObject = msgspec.field(default_factory=dict)
@@ -218,26 +258,43 @@ class ToolAdded(PartEvent, frozen=True, tag="tool.added"):
 class ToolInputDelta(PartEvent, frozen=True, tag="tool.input_delta"):
     """A raw JSON fragment of the tool's arguments, appended to ``raw`` while pending."""
 
+    entity = "tool"
+
     fragment: str
 
 
 class ToolInputReady(PartEvent, frozen=True, tag="tool.input_ready"):
     """The arguments are complete and parsed (pending stays pending)."""
 
+    entity = "tool"
+
     input: JSONObject
 
 
 class ToolApprovalRequested(PartEvent, frozen=True, tag="tool.approval_requested"):
+    """The call needs the user's approval before it may run."""
+
+    entity = "tool"
+    default_actor = "system"
+
     reason: str | None = None
     metadata: JSONObject | None = None
 
 
 class ToolApprovalGranted(PartEvent, frozen=True, tag="tool.approval_granted"):
+    """The user approved the call; it may start now."""
+
+    entity = "tool"
+    default_actor = "user"
+
     reason: str | None = None
 
 
 class ToolApprovalDenied(PartEvent, frozen=True, tag="tool.approval_denied"):
     """The user refused the call: the tool ends in ``error`` with kind ``denied``."""
+
+    entity = "tool"
+    default_actor = "user"
 
     reason: str = ""
 
@@ -249,6 +306,9 @@ class ToolStarted(PartEvent, frozen=True, tag="tool.started"):
     ``Session.expire`` fail the tool with kind ``timeout``.
     """
 
+    entity = "tool"
+    default_actor = "tool"
+
     input: JSONObject | None = None
     title: str | None = None
     metadata: JSONObject | None = None
@@ -258,12 +318,18 @@ class ToolStarted(PartEvent, frozen=True, tag="tool.started"):
 class ToolProgress(PartEvent, frozen=True, tag="tool.progress"):
     """running -> running: a new title and/or metadata (merged)."""
 
+    entity = "tool"
+    default_actor = "tool"
+
     title: str | None = None
     metadata: JSONObject | None = None
 
 
 class ToolCompleted(PartEvent, frozen=True, tag="tool.completed"):
     """running -> completed (BR-08 time.end, BR-09 output not empty)."""
+
+    entity = "tool"
+    default_actor = "tool"
 
     output: str
     title: str = ""
@@ -274,6 +340,9 @@ class ToolCompleted(PartEvent, frozen=True, tag="tool.completed"):
 class ToolFailed(PartEvent, frozen=True, tag="tool.failed"):
     """-> error (BR-08 time.end, BR-10 a description). ``kind`` types the failure."""
 
+    entity = "tool"
+    default_actor = "tool"
+
     error: str
     kind: ToolFailureKind = "error"
     metadata: JSONObject | None = None
@@ -282,15 +351,30 @@ class ToolFailed(PartEvent, frozen=True, tag="tool.failed"):
 class ToolOutputCompacted(PartEvent, frozen=True, tag="tool.output_compacted"):
     """A completed tool's output is cleared from what the model sees (time.compacted)."""
 
+    entity = "tool"
+    default_actor = "tool"
+
 
 # --------------------------------------------------------------------------- steps and the rest
 
 
 class StepStarted(PartEvent, frozen=True, tag="step.started"):
+    """A step (one model call) begins; a ``step.finished`` part must follow before the
+    next step.
+    """
+
+    entity = "step"
+
     snapshot: str | None = None
 
 
 class StepFinished(PartEvent, frozen=True, tag="step.finished"):
+    """A step ends: why (``reason``, e.g. ``tool-calls`` or ``stop``), its cost and its
+    token usage.
+    """
+
+    entity = "step"
+
     reason: str
     cost: float = 0.0
     tokens: Tokens = msgspec.field(default_factory=Tokens)
@@ -298,20 +382,36 @@ class StepFinished(PartEvent, frozen=True, tag="step.finished"):
 
 
 class SnapshotAdded(PartEvent, frozen=True, tag="snapshot.added"):
+    """A snapshot part: the id of a workspace snapshot."""
+
+    entity = "part"
+
     snapshot: str
 
 
 class PatchAdded(PartEvent, frozen=True, tag="patch.added"):
+    """A patch part: the files a step changed and the snapshot hash."""
+
+    entity = "part"
+
     hash: str
     files: list[str] = msgspec.field(default_factory=list)
 
 
 class AgentAdded(PartEvent, frozen=True, tag="agent.added"):
+    """An agent part: the user mentioned an agent."""
+
+    entity = "part"
+
     name: str
     source: SourceText | None = None
 
 
 class SubtaskAdded(PartEvent, frozen=True, tag="subtask.added"):
+    """A subtask part: work handed to another agent."""
+
+    entity = "part"
+
     prompt: str
     description: str
     agent: str
@@ -320,11 +420,19 @@ class SubtaskAdded(PartEvent, frozen=True, tag="subtask.added"):
 
 
 class RetryAdded(PartEvent, frozen=True, tag="retry.added"):
+    """A retry part: a failed model call that is tried again."""
+
+    entity = "part"
+
     attempt: int
     error: MessageError
 
 
 class CompactionAdded(PartEvent, frozen=True, tag="compaction.added"):
+    """A compaction part: marks where the context was compacted."""
+
+    entity = "part"
+
     auto: bool = False
     overflow: bool | None = None
 
@@ -367,6 +475,9 @@ class ConversationCreated(ConversationEvent, frozen=True, tag="conversation.crea
     ``utc_offset_minutes`` is the offset their timestamps are rendered in.
     """
 
+    entity = "conversation"
+    default_actor = "system"
+
     conversation_id: str
     model_info: ModelInfo | None = None
     mcp_enabled: bool = True
@@ -378,6 +489,9 @@ class ConversationCreated(ConversationEvent, frozen=True, tag="conversation.crea
 class ModelSelected(ConversationEvent, frozen=True, tag="model.selected"):
     """The user selects another model (``/model``)."""
 
+    entity = "conversation"
+    default_actor = "user"
+
     model_info: ModelInfo
 
 
@@ -387,6 +501,9 @@ class ToolsChanged(ConversationEvent, frozen=True, tag="tools.changed"):
     ``server`` names the MCP server for origin ``mcp``.
     """
 
+    entity = "conversation"
+    default_actor = "system"
+
     origin: ToolOrigin
     tools: list[ToolSpec] = msgspec.field(default_factory=list)
     server: str | None = None
@@ -395,17 +512,26 @@ class ToolsChanged(ConversationEvent, frozen=True, tag="tools.changed"):
 class ContextFileAdded(ConversationEvent, frozen=True, tag="context_file.added"):
     """A sticky context file (a path or glob) is added to the context manager."""
 
+    entity = "context file"
+    default_actor = "user"
+
     path: str
 
 
 class ContextFileRemoved(ConversationEvent, frozen=True, tag="context_file.removed"):
     """A sticky context file is removed from the context manager."""
 
+    entity = "context file"
+    default_actor = "user"
+
     path: str
 
 
 class NextMessageSet(ConversationEvent, frozen=True, tag="next_message.set"):
     """The next user message to send is set explicitly (its prompt and extra context)."""
+
+    entity = "conversation"
+    default_actor = "user"
 
     prompt: str
     additional_context: str = ""
@@ -414,12 +540,18 @@ class NextMessageSet(ConversationEvent, frozen=True, tag="next_message.set"):
 class NextMessageCleared(ConversationEvent, frozen=True, tag="next_message.cleared"):
     """The pending next user message is dropped."""
 
+    entity = "conversation"
+    default_actor = "user"
+
 
 class HistoryCompacted(ConversationEvent, frozen=True, tag="history.compacted"):
     """``/compact``: a summary replaces all but the last ``keep_last`` history entries.
 
     The log keeps every message; only the conversation view drops the entries.
     """
+
+    entity = "conversation"
+    default_actor = "user"
 
     summary: str
     request_metadata: JSONObject | None = None
@@ -430,9 +562,15 @@ class HistoryCompacted(ConversationEvent, frozen=True, tag="history.compacted"):
 class HistoryCleared(ConversationEvent, frozen=True, tag="history.cleared"):
     """``/clear``: the history, the next message and the summary are reset."""
 
+    entity = "conversation"
+    default_actor = "user"
+
 
 class TangentEntered(ConversationEvent, frozen=True, tag="tangent.entered"):
     """Tangent mode starts: the main conversation is kept aside (not cleared)."""
+
+    entity = "tangent"
+    default_actor = "user"
 
 
 class TangentExited(ConversationEvent, frozen=True, tag="tangent.exited"):
@@ -441,11 +579,17 @@ class TangentExited(ConversationEvent, frozen=True, tag="tangent.exited"):
     ``tail`` keeps part of the tangent: nothing, its last exchange, or its whole thread.
     """
 
+    entity = "tangent"
+    default_actor = "user"
+
     tail: TangentTail = "none"
 
 
 class CheckpointCreated(ConversationEvent, frozen=True, tag="checkpoint.created"):
     """A named point the conversation can be restored to (O(1): no copy of history)."""
+
+    entity = "checkpoint"
+    default_actor = "system"
 
     tag: str
     description: str = ""
@@ -455,6 +599,9 @@ class CheckpointCreated(ConversationEvent, frozen=True, tag="checkpoint.created"
 
 class CheckpointRestored(ConversationEvent, frozen=True, tag="checkpoint.restored"):
     """The conversation is rewound to a checkpoint; the log keeps what came after."""
+
+    entity = "checkpoint"
+    default_actor = "user"
 
     tag: str
 
@@ -467,6 +614,9 @@ class FileLinesChanged(ConversationEvent, frozen=True, tag="file_lines.changed")
     write's ``after_lines``.
     """
 
+    entity = "conversation"
+    default_actor = "tool"
+
     path: str
     before_lines: int
     after_lines: int
@@ -477,11 +627,17 @@ class FileLinesChanged(ConversationEvent, frozen=True, tag="file_lines.changed")
 class TranscriptNoted(ConversationEvent, frozen=True, tag="transcript.noted"):
     """A line for the human-readable transcript only (an error shown in the chat)."""
 
+    entity = "conversation"
+    default_actor = "system"
+
     text: str
 
 
 class TranscriptReplaced(ConversationEvent, frozen=True, tag="transcript.replaced"):
     """The transcript is replaced whole (an importer restoring a saved transcript)."""
+
+    entity = "conversation"
+    default_actor = "system"
 
     lines: list[str] = msgspec.field(default_factory=list)
 
@@ -534,6 +690,8 @@ AnyEvent = (
     | TranscriptReplaced
 )
 
+# Everything below is derived from the declarations above: add an event type by
+# declaring its class (with its facts) and adding it to ``AnyEvent``.
 EVENT_TYPES: Final[tuple[type[Event], ...]] = get_args(AnyEvent)
 
 
@@ -547,37 +705,28 @@ def tag_of(cls: type[Event]) -> str:
 EVENT_BY_TAG: Final[dict[str, type[Event]]] = {tag_of(c): c for c in EVENT_TYPES}
 
 # Which actor writes an event when the writer does not say (data, used by the log).
-DEFAULT_ACTOR: Final[dict[type[Event], str]] = {
-    cls: (
-        "user"
-        if cls in (ToolApprovalGranted, ToolApprovalDenied)
-        else "tool"
-        if tag_of(cls).startswith("tool.")
-        and cls not in (ToolAdded, ToolInputDelta, ToolInputReady)
-        else "assistant"
-    )
-    for cls in EVENT_TYPES
-}
-DEFAULT_ACTOR[ToolApprovalRequested] = "system"
+DEFAULT_ACTOR: Final[dict[type[Event], str]] = {c: c.default_actor for c in EVENT_TYPES}
 
-# The conversation events (no message behind them). The user types most of them as
-# commands; the system writes the rest, a tool reports file line changes.
+# The conversation events (no message behind them).
 CONVERSATION_EVENT_TYPES: Final[frozenset[type[Event]]] = frozenset(
     c for c in EVENT_TYPES if issubclass(c, ConversationEvent)
 )
-DEFAULT_ACTOR.update({
-    cls: (
-        "user"
-        if cls in (ModelSelected, ContextFileAdded, ContextFileRemoved, NextMessageSet,
-                   NextMessageCleared, HistoryCompacted, HistoryCleared, TangentEntered,
-                   TangentExited, CheckpointRestored)
-        else "tool"
-        if cls is FileLinesChanged
-        else "system"
-    )
-    for cls in CONVERSATION_EVENT_TYPES
-})
 
 # The schema version each type is written at today. A raw event at any other
 # version is refused until an upcaster for it exists.
-SCHEMA_VERSION: Final[dict[type[Event], int]] = {cls: 1 for cls in EVENT_TYPES}
+SCHEMA_VERSION: Final[dict[type[Event], int]] = {c: c.schema_version for c in EVENT_TYPES}
+
+
+def _check_catalog() -> None:
+    """Fail at import, naming the class, when a declaration is incomplete."""
+    for cls in EVENT_TYPES:
+        if not cls.entity or "__doc__" not in cls.__dict__ or not cls.__doc__:
+            raise TypeError(f"{cls.__name__} must declare its entity and a docstring")
+        if cls.default_actor not in BUILTIN_ACTORS:
+            raise TypeError(f"{cls.__name__}.default_actor {cls.default_actor!r} is not one "
+                            f"of {BUILTIN_ACTORS}")
+    if len(EVENT_BY_TAG) != len(EVENT_TYPES):
+        raise TypeError("two event types share a tag")
+
+
+_check_catalog()
