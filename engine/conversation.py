@@ -1,11 +1,11 @@
-"""The write side's view of the conversation: just enough state to judge its events.
+"""The conversation-side deciders: conversation, tangent, context file, checkpoint.
 
 Conversation events (``conversation.created``, ``tangent.entered``,
 ``checkpoint.restored``, ...) address the session's one conversation, not a
-message. :class:`ConversationLife` decides them from the tables in
-:mod:`engine.tables` (conversation, tangent, context file, checkpoint) and folds
-the accepted ones. It mutates only through the owning :class:`Lifecycle`'s
-journal, so a rejected batch rolls back conversation state with everything else.
+message. Four entity declarations, each its table, its rules and its evolve, are
+composed by :class:`ConversationLife`, which mutates only through the
+:class:`~engine.decider.Journal` it is given, so a rejected batch rolls back
+conversation state with everything else.
 
 What it does not know on purpose: the history, the next message, the summary.
 Those are read-side state (``projections.qcli``); legality never depends on them.
@@ -13,153 +13,285 @@ Those are read-side state (``projections.qcli``); legality never depends on them
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Final
+
+import attrs
 
 from engine import events as ev
-from engine import tables as tb
+from engine.decider import ABSENT, Entity, Journal, Row, Rule, Table, illegal, same_payload
 from engine.errors import IllegalTransition, PartValidationError
 from engine.events import Event, tag_of
 
-if TYPE_CHECKING:
-    from engine.lifecycle import Lifecycle
+# Where an entity is: its state and the event that entered it (None: not repeatable).
+Locate = Callable[["ConversationLife", Any], tuple[str, Event | None]]
+# Why a move is refused, beyond "no row": reads the event and the entity's state.
+Refusal = Callable[[Any, str], str]
 
 
-def _same_payload(a: Event, b: Event) -> bool:
-    from engine.lifecycle import same_payload  # noqa: PLC0415 - lifecycle imports us
+@attrs.frozen
+class ConversationEntity(Entity["ConversationLife"]):
+    """A conversation-wide entity. ``needs_conversation``: its events need
+    ``conversation.created`` first; ``repeatable``: an identical repeat of the
+    event that entered the current state is a no-op (tangent moves never are)."""
 
-    return same_payload(a, b)
+    locate: Locate = attrs.field(kw_only=True)
+    refusal: Refusal = attrs.field(kw_only=True, default=lambda e, state: "")
+    needs_conversation: bool = attrs.field(kw_only=True, default=True)
+    repeatable: bool = attrs.field(kw_only=True, default=True)
+
+
+def _fail(e: Event, rule: str, text: str) -> PartValidationError:
+    return PartValidationError(rule, text, event_id=e.id, event_type=tag_of(type(e)))
+
+
+# --------------------------------------------------------------------------- conversation
+
+
+def _created(c: ConversationLife, e: ev.ConversationCreated) -> None:
+    if not e.conversation_id.strip():
+        raise _fail(e, "conversation_id", "the conversation id must not be blank")
+    if e.model_info is not None and not e.model_info.model_id.strip():
+        raise _fail(e, "model_id", "model_info.model_id must not be blank")
+
+
+def _model_selected(c: ConversationLife, e: ev.ModelSelected) -> None:
+    if not e.model_info.model_id.strip():
+        raise _fail(e, "model_id", "model_info.model_id must not be blank")
+
+
+def _tools_changed(c: ConversationLife, e: ev.ToolsChanged) -> None:
+    names = [t.name for t in e.tools]
+    if any(not n.strip() for n in names):
+        raise _fail(e, "tools", "a tool needs a name")
+    if len(set(names)) != len(names):
+        raise _fail(e, "tools", f"tool names repeat within origin {e.origin}")
+    if e.server is not None and e.origin != "mcp":
+        raise _fail(e, "tools", "only origin mcp names a server")
+
+
+def _history_compacted(c: ConversationLife, e: ev.HistoryCompacted) -> None:
+    if not e.summary.strip():
+        raise _fail(e, "summary", "a compaction needs a summary")
+    if e.keep_last < 0:
+        raise _fail(e, "keep_last", f"keep_last must be >= 0, not {e.keep_last}")
+
+
+def _file_lines(c: ConversationLife, e: ev.FileLinesChanged) -> None:
+    if not e.path:
+        raise _fail(e, "path", "a file line change needs a path")
+    counts = (e.before_lines, e.after_lines, e.lines_added_by_agent, e.lines_removed_by_agent)
+    if min(counts) < 0:
+        raise _fail(e, "lines", "line counts must be >= 0")
+
+
+def _enter_conversation(j: Journal, c: ConversationLife, e: Event, row: Row) -> None:
+    j.set(c, "state", row.target)
+    j.set(c, "entered", e)
+
+
+CONVERSATION: Final = ConversationEntity(
+    Table(
+        "conversation",
+        "The session's conversation (Q CLI's ConversationState): created once, then every "
+        "conversation-wide command is a self-loop on `active`. A session without any "
+        "conversation event is legal; its messages still fold into a conversation view.",
+        [
+            Row(ABSENT, ev.ConversationCreated, "active"),
+            Row("active", ev.ModelSelected, "active"),
+            Row("active", ev.ToolsChanged, "active", note="replaces one origin's tools"),
+            Row("active", ev.NextMessageSet, "active"),
+            Row("active", ev.NextMessageCleared, "active"),
+            Row("active", ev.HistoryCompacted, "active",
+                note="summary not blank, keep_last >= 0"),
+            Row("active", ev.HistoryCleared, "active"),
+            Row("active", ev.FileLinesChanged, "active", note="line counts >= 0"),
+            Row("active", ev.TranscriptNoted, "active"),
+            Row("active", ev.TranscriptReplaced, "active"),
+        ],
+    ),
+    rules={ev.ConversationCreated: _created, ev.ModelSelected: _model_selected,
+           ev.ToolsChanged: _tools_changed, ev.HistoryCompacted: _history_compacted,
+           ev.FileLinesChanged: _file_lines},
+    evolve={ev.ConversationCreated: _enter_conversation},
+    locate=lambda c, e: c.conversation_state(),
+    refusal=lambda e, state: ("the conversation already exists with another payload"
+                              if isinstance(e, ev.ConversationCreated) else ""),
+    needs_conversation=False,
+)
+
+_NEEDS_CONVERSATION = " Every event in this table needs `conversation.created` first."
+
+# --------------------------------------------------------------------------- tangent
+
+
+def _move_tangent(j: Journal, c: ConversationLife, e: Event, row: Row) -> None:
+    j.set(c, "tangent", row.target)
+
+
+TANGENT: Final = ConversationEntity(
+    Table(
+        "tangent",
+        "Tangent mode. Entering while in a tangent, or exiting when not in one, is illegal "
+        "(never an idempotent no-op)." + _NEEDS_CONVERSATION,
+        [
+            Row("main", ev.TangentEntered, "tangent",
+                note="the main conversation is kept aside"),
+            Row("tangent", ev.TangentExited, "main", note="tail: none, last_entry or thread"),
+        ],
+    ),
+    evolve={ev.TangentEntered: _move_tangent, ev.TangentExited: _move_tangent},
+    locate=lambda c, e: c.tangent_state(),
+    refusal=lambda e, state: ("already in tangent mode; tangents do not nest"
+                              if isinstance(e, ev.TangentEntered) else "not in tangent mode"),
+    repeatable=False,  # a second enter is a mistake to report
+)
+
+# --------------------------------------------------------------------------- context file
+
+
+def _path_given(c: ConversationLife, e: ev.ContextFileAdded | ev.ContextFileRemoved) -> None:
+    if not e.path.strip():
+        raise _fail(e, "path", "a context file needs a path")
+
+
+def _context_file(c: ConversationLife, e: Any) -> tuple[str, Event | None]:
+    added = c.context_files.get(e.path)
+    return (ABSENT, None) if added is None else ("present", added)
+
+
+def _add_file(j: Journal, c: ConversationLife, e: ev.ContextFileAdded, _: Row) -> None:
+    j.put(c.context_files, e.path, e)
+
+
+def _remove_file(j: Journal, c: ConversationLife, e: ev.ContextFileRemoved, _: Row) -> None:
+    j.pop(c.context_files, e.path)
+
+
+CONTEXT_FILE: Final = ConversationEntity(
+    Table(
+        "context file",
+        "Sticky context files, one entity per path." + _NEEDS_CONVERSATION,
+        [
+            Row(ABSENT, ev.ContextFileAdded, "present"),
+            Row("present", ev.ContextFileRemoved, ABSENT),
+        ],
+    ),
+    rules={ev.ContextFileAdded: _path_given, ev.ContextFileRemoved: _path_given},
+    evolve={ev.ContextFileAdded: _add_file, ev.ContextFileRemoved: _remove_file},
+    locate=_context_file,
+    refusal=lambda e, state: (f"{e.path!r} is not a context file" if state == ABSENT
+                              else f"{e.path!r} is already a context file"),
+)
+
+# --------------------------------------------------------------------------- checkpoint
+
+
+def _tag_given(c: ConversationLife, e: ev.CheckpointCreated) -> None:
+    if not e.tag.strip():
+        raise _fail(e, "tag", "a checkpoint needs a tag")
+
+
+def _checkpoint(c: ConversationLife, e: Any) -> tuple[str, Event | None]:
+    created = c.checkpoints.get(e.tag)
+    return (ABSENT, None) if created is None else ("created", created)
+
+
+def _add_checkpoint(j: Journal, c: ConversationLife, e: ev.CheckpointCreated, _: Row) -> None:
+    j.put(c.checkpoints, e.tag, e)
+
+
+CHECKPOINT: Final = ConversationEntity(
+    Table(
+        "checkpoint",
+        "Checkpoints, one entity per tag. Restoring an unknown tag is illegal; a restore "
+        "rewinds the conversation, not the checkpoint list." + _NEEDS_CONVERSATION,
+        [
+            Row(ABSENT, ev.CheckpointCreated, "created", note="tag not blank"),
+            Row("created", ev.CheckpointRestored, "created"),
+        ],
+    ),
+    rules={ev.CheckpointCreated: _tag_given},
+    evolve={ev.CheckpointCreated: _add_checkpoint},
+    locate=_checkpoint,
+    refusal=lambda e, state: (f"no checkpoint tagged {e.tag!r}" if state == ABSENT
+                              else f"checkpoint {e.tag!r} already exists with another payload"),
+)
+
+ENTITIES: Final[tuple[ConversationEntity, ...]] = (CONVERSATION, TANGENT, CONTEXT_FILE,
+                                                   CHECKPOINT)
+
+# Which entity decides each conversation event (derived from the declarations).
+ENTITY_OF: Final[dict[type[Event], ConversationEntity]] = {
+    cls: entity for entity in ENTITIES for cls in entity.table.events
+}
+RULES: Final[dict[type[Event], Rule[ConversationLife]]] = {
+    cls: rule for entity in ENTITIES for cls, rule in entity.rules.items()
+}
+
+
+# --------------------------------------------------------------------------- composition
 
 
 class ConversationLife:
     """Conversation, tangent mode, context files and checkpoint tags of one session."""
 
-    __slots__ = ("_lc", "checkpoints", "context_files", "entered", "state", "tangent")
+    __slots__ = ("checkpoints", "context_files", "entered", "journal", "session_id", "state",
+                 "tangent")
 
-    def __init__(self, lifecycle: Lifecycle) -> None:
-        self._lc = lifecycle
-        self.state = tb.ABSENT  # of the conversation entity: absent | active
+    def __init__(self, session_id: str, journal: Journal) -> None:
+        self.session_id = session_id
+        self.journal = journal
+        self.state = ABSENT  # of the conversation entity: absent | active
         self.entered: Event | None = None  # the conversation.created event
         self.tangent = "main"  # main | tangent
         self.context_files: dict[str, Event] = {}  # path -> the event that added it
         self.checkpoints: dict[str, Event] = {}  # tag -> its checkpoint.created event
 
-    # ------------------------------------------------------------------ state of an entity
+    def conversation_state(self) -> tuple[str, Event | None]:
+        return self.state, self.entered
 
-    def _current(self, table: tb.Table, e: Event) -> tuple[str, Event | None]:
-        """The state of the entity ``e`` moves, and the event that entered that state."""
-        if table is tb.CONVERSATION:
-            return self.state, self.entered
-        if table is tb.TANGENT:
-            return self.tangent, None
-        if table is tb.CONTEXT_FILE:
-            added = self.context_files.get(e.path)  # type: ignore[attr-defined]
-            return (tb.ABSENT, None) if added is None else ("present", added)
-        created = self.checkpoints.get(e.tag)  # type: ignore[attr-defined]
-        return (tb.ABSENT, None) if created is None else ("created", created)
+    def tangent_state(self) -> tuple[str, Event | None]:
+        return self.tangent, None
 
-    # ------------------------------------------------------------------ check
-
-    def check(self, e: Event) -> tb.Row | None:
+    def check(self, e: Event) -> Row | None:
         """The row that allows ``e``, or None for an identical repeat (a no-op)."""
         cls = type(e)
-        table = tb.CONVERSATION_TABLE[cls]
-        if table is not tb.CONVERSATION and self.state == tb.ABSENT:
+        entity = ENTITY_OF[cls]
+        table = entity.table
+        if entity.needs_conversation and self.state == ABSENT:
             raise IllegalTransition(
-                entity="conversation", session_id=self._lc.session_id, message_id=None,
-                part_id=None, current=tb.ABSENT, attempted=" | ".join(table.targets_of[cls]),
+                entity="conversation", session_id=self.session_id, message_id=None,
+                part_id=None, current=ABSENT, attempted=" | ".join(table.targets_of[cls]),
                 event_type=tag_of(cls), valid=["active"], valid_events=["conversation.created"],
                 reason=f"{tag_of(cls)} needs the conversation: append conversation.created "
                 "first", event_id=e.id,
             )
-        state, entered = self._current(table, e)
+        state, entered = entity.locate(self, e)
         row = table.index.get((state, cls))
         if row is None:
-            # Tangent moves are never idempotent: a second enter is a mistake to report.
-            if entered is not None and table is not tb.TANGENT and _same_payload(entered, e):
+            if entered is not None and entity.repeatable and same_payload(entered, e):
                 return None
-            raise self._illegal(table, e, state)
-        self._check_rules(e)
+            raise illegal(self.session_id, table, e, state, entity.refusal(e, state))
+        rule = RULES.get(cls)
+        if rule is not None:
+            rule(self, e)
         return row
 
-    def _illegal(self, table: tb.Table, e: Event, state: str) -> IllegalTransition:
-        reason = ""
-        if isinstance(e, ev.CheckpointRestored | ev.CheckpointCreated):
-            reason = (f"no checkpoint tagged {e.tag!r}" if state == tb.ABSENT
-                      else f"checkpoint {e.tag!r} already exists with another payload")
-        elif isinstance(e, ev.ContextFileAdded | ev.ContextFileRemoved):
-            reason = (f"{e.path!r} is not a context file" if state == tb.ABSENT
-                      else f"{e.path!r} is already a context file")
-        elif isinstance(e, ev.TangentEntered):
-            reason = "already in tangent mode; tangents do not nest"
-        elif isinstance(e, ev.TangentExited):
-            reason = "not in tangent mode"
-        elif isinstance(e, ev.ConversationCreated):
-            reason = "the conversation already exists with another payload"
-        return self._lc._illegal(table, e, state, reason)
+    def evolve(self, e: Event, row: Row) -> None:
+        """Fold an accepted conversation event (journaled)."""
+        step = ENTITY_OF[type(e)].evolve.get(type(e))
+        if step is not None:
+            step(self.journal, self, e, row)
 
-    def _check_rules(self, e: Event) -> None:
-        def fail(rule: str, text: str) -> PartValidationError:
-            return PartValidationError(rule, text, event_id=e.id, event_type=tag_of(type(e)))
-
-        if isinstance(e, ev.ConversationCreated):
-            if not e.conversation_id.strip():
-                raise fail("conversation_id", "the conversation id must not be blank")
-            if e.model_info is not None and not e.model_info.model_id.strip():
-                raise fail("model_id", "model_info.model_id must not be blank")
-        elif isinstance(e, ev.ModelSelected):
-            if not e.model_info.model_id.strip():
-                raise fail("model_id", "model_info.model_id must not be blank")
-        elif isinstance(e, ev.ToolsChanged):
-            names = [t.name for t in e.tools]
-            if any(not n.strip() for n in names):
-                raise fail("tools", "a tool needs a name")
-            if len(set(names)) != len(names):
-                raise fail("tools", f"tool names repeat within origin {e.origin}")
-            if e.server is not None and e.origin != "mcp":
-                raise fail("tools", "only origin mcp names a server")
-        elif isinstance(e, ev.HistoryCompacted):
-            if not e.summary.strip():
-                raise fail("summary", "a compaction needs a summary")
-            if e.keep_last < 0:
-                raise fail("keep_last", f"keep_last must be >= 0, not {e.keep_last}")
-        elif isinstance(e, ev.FileLinesChanged):
-            if not e.path:
-                raise fail("path", "a file line change needs a path")
-            counts = (e.before_lines, e.after_lines, e.lines_added_by_agent,
-                      e.lines_removed_by_agent)
-            if min(counts) < 0:
-                raise fail("lines", "line counts must be >= 0")
-        elif isinstance(e, ev.ContextFileAdded | ev.ContextFileRemoved):
-            if not e.path.strip():
-                raise fail("path", "a context file needs a path")
-        elif isinstance(e, ev.CheckpointCreated) and not e.tag.strip():
-            raise fail("tag", "a checkpoint needs a tag")
-
-    # ------------------------------------------------------------------ evolve
-
-    def evolve(self, e: Event, row: tb.Row) -> None:
-        """Fold an accepted conversation event (journaled through the lifecycle)."""
-        lc = self._lc
-        if isinstance(e, ev.ConversationCreated):
-            lc._set(self, "state", row.target)
-            lc._set(self, "entered", e)
-        elif isinstance(e, ev.TangentEntered | ev.TangentExited):
-            lc._set(self, "tangent", row.target)
-        elif isinstance(e, ev.ContextFileAdded):
-            lc._put(self.context_files, e.path, e)
-        elif isinstance(e, ev.ContextFileRemoved):
-            lc._pop(self.context_files, e.path)
-        elif isinstance(e, ev.CheckpointCreated):
-            lc._put(self.checkpoints, e.tag, e)
-
-    def row_for(self, e: Event) -> tb.Row:
+    def row_for(self, e: Event) -> Row:
         """The row of a stored (already accepted) event, for replay without judging."""
-        table = tb.CONVERSATION_TABLE[type(e)]
-        state, _ = self._current(table, e)
-        return table.index[(state, type(e))]
+        entity = ENTITY_OF[type(e)]
+        state, _ = entity.locate(self, e)
+        return entity.table.index[(state, type(e))]
 
     def entered_seq(self, e: Event) -> int:
         """The seq of the event an idempotent repeat ``e`` repeats."""
-        _, entered = self._current(tb.CONVERSATION_TABLE[type(e)], e)
+        _, entered = ENTITY_OF[type(e)].locate(self, e)
         assert entered is not None
         return entered.seq

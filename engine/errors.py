@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 
 class ConvlogError(Exception):
@@ -22,8 +23,33 @@ class EventDecodeError(ConvlogError):
         super().__init__(f"invalid event{where}: {message}")
 
 
+# The business rules of the part / ToolState seed (docs: "Part abstraction and
+# ToolState", section 5), quoted in English next to their codes. An error names
+# the code (``PartValidationError.rule``) and quotes the rule, so it reads on its own.
+BUSINESS_RULES: Final[dict[str, str]] = {
+    "BR-01": "every part must have an id, a sessionID and a messageID",
+    "BR-02": "a part's id must be unique within its message",
+    "BR-03": "a part's type field discriminates its kind and must be a string literal",
+    "BR-04": "sessionID and messageID must be valid UUIDs",
+    "BR-05": "a tool's state moves in order: pending -> running -> (completed | error)",
+    "BR-06": "the pending state must keep the raw call arguments in its raw field",
+    "BR-07": "the running state's time.start records when the tool started",
+    "BR-08": "the completed and error states' time.end records when the tool ended",
+    "BR-09": "the completed state's output must not be an empty string",
+    "BR-10": "the error state's error field must describe the error",
+    "BR-11": "a user message's summary is only produced when the context is compacted",
+    "BR-12": "an assistant message's cost comes from the provider's response",
+    "BR-13": "an assistant message's tokens hold input, output, reasoning and cache counts",
+    "BR-14": "an assistant message's time.completed is set when the message completes",
+}
+
+
 class PartValidationError(ConvlogError):
-    """An event breaks a business rule of the seed (BR-01..BR-14) or a field constraint."""
+    """An event breaks a business rule of the seed (BR-01..BR-14) or a field constraint.
+
+    ``rule`` is the code (``BR-09``) or, for a constraint the seed does not number,
+    the field it is about (``callID``, ``summary``).
+    """
 
     def __init__(
         self, rule: str, message: str, *, event_id: str = "", event_type: str = ""
@@ -31,7 +57,9 @@ class PartValidationError(ConvlogError):
         self.rule = rule
         self.event_id = event_id
         self.event_type = event_type
-        super().__init__(f"{rule}: {message}")
+        quoted = BUSINESS_RULES.get(rule)
+        why = f" (rule {rule}: {quoted})" if quoted else ""
+        super().__init__(f"{rule}: {message}{why}")
 
 
 class IllegalTransition(ConvlogError):

@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 import msgspec
 import structlog
 
-from engine import decide
 from engine import events as ev
+from engine import settle
 from engine.codec import upgrade
 from engine.errors import (
     ConvlogError,
@@ -196,11 +196,7 @@ class Session:
         return accepted[0].seq if accepted else self._entered_seq(e)
 
     def _entered_seq(self, e: Event) -> int:
-        if isinstance(e, ev.ConversationEvent):
-            return self._lc.conversation.entered_seq(e)
-        msg = self._lc.messages[e.message_id]  # type: ignore[attr-defined]
-        part_id_ = getattr(e, "part_id", None)
-        return (msg.entered if part_id_ is None else msg.parts[part_id_].entered).seq
+        return self._lc.entered_seq(e)
 
     def append(self, events: Iterable[Event]) -> list[int]:
         """Append raw events (importers, adapters): one atomic, table-checked batch.
@@ -321,7 +317,7 @@ class Session:
         """Fail unfinished tools (kind aborted), end streaming parts, complete as aborted."""
         if message_id not in self._lc.messages:
             self._one(self._new(ev.MessageCompleted, message_id=message_id))  # raises
-        planned = [self._stamp(e) for e in decide.abort(self._lc, message_id, reason)]
+        planned = [self._stamp(e) for e in settle.abort(self._lc, message_id, reason)]
         accepted = self._commit(planned)
         return accepted[-1].seq if accepted else self.version
 
@@ -500,7 +496,7 @@ class Session:
     def expire(self, now: int | None = None) -> list[PartRef]:
         """Fail (kind timeout) every running tool whose deadline is at or before ``now``."""
         now = self._clock() if now is None else now
-        failures = decide.expire(self._lc, now)
+        failures = settle.expire(self._lc, now)
         self._commit([self._stamp(e) for e in failures])
         return [PartRef(f.message_id, f.part_id) for f in failures]
 

@@ -47,11 +47,11 @@ from typing import Any, ClassVar, Final
 import attrs
 
 from engine import events as ev
-from engine.decide import ABORTED_TOOL_ERROR
 from engine.errors import ConvlogError
 from engine.events import Event
 from engine.ids import part_id, uuid7
 from engine.session import PartRef, Session
+from engine.settle import ABORTED_TOOL_ERROR
 
 JSON = dict[str, Any]
 

@@ -149,7 +149,7 @@ class Recorder:
         recorder = self
 
         def recording_evolve(lc: Lifecycle, e: Event, row: tb.Row) -> None:
-            if lc._undo is None:  # replaying a stored log (Session.open): not a transition
+            if not lc.journaling:  # replaying a stored log (Session.open): not a transition
                 evolve(lc, e, row)
                 return
             moves = [(table_of(row), row)]

@@ -52,12 +52,12 @@ from engine import events as ev
 from engine import lifecycle
 from engine import tables as tb
 from engine.codec import encode_msgpack
-from engine.decide import ABORTED_TOOL_ERROR
 from engine.errors import DuplicateEventId, IllegalTransition, PartValidationError
 from engine.events import Event, tag_of
 from engine.ids import uuid7
 from engine.lifecycle import Lifecycle
 from engine.session import PartRef, Session, StepClock
+from engine.settle import ABORTED_TOOL_ERROR
 from engine.store import MemoryStore, SQLiteStore, Store
 from projections import views as v
 from projections.timetravel import Timeline, at, at_time, write_snapshots

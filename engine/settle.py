@@ -1,7 +1,9 @@
-"""Commands that expand into several events, as pure functions of the lifecycle state.
+"""Commands that settle a message: ``abort`` and ``expire``.
 
-Each returns the events to append (without envelope); the session stamps and
-checks them like any other event, so the tables stay the only judge.
+They are the only commands that expand into several events. Each is a pure
+function of the lifecycle state and returns the events to append (without
+envelope); the session stamps and checks them like any other event, so the
+entity declarations stay the only judge.
 """
 
 from __future__ import annotations

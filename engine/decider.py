@@ -1,0 +1,220 @@
+"""The parts every decider is built from: transition tables as data, and the journal.
+
+A decider (the functional event-sourcing pattern) is ``decide(command, state) ->
+events`` plus ``evolve(state, event) -> state``. In convlog every command becomes
+events first and each event passes one gate, so a decider here is an *entity
+declaration*: its transition table (which events are legal from which state), its
+extra rules (checks a row cannot express) and its evolve (what an accepted event
+changes beyond the entity's state). :mod:`engine.messages` and
+:mod:`engine.conversation` declare the entities; :mod:`engine.lifecycle` composes
+them; :mod:`engine.tables` derives every catalog (fast paths, hand lists, docs)
+from the declarations.
+
+Sub-deciders mutate only through a :class:`Journal`, so a rejected batch rolls
+back whole without any of them knowing who owns them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Generic, TypeVar
+
+import attrs
+import msgspec
+
+from engine import events as ev
+from engine.errors import IllegalTransition
+from engine.events import Event, tag_of
+
+ABSENT: Final = "absent"
+
+
+@attrs.frozen
+class Row:
+    source: str
+    event: type[ev.Event]
+    target: str
+    kinds: frozenset[str] | None = None
+    note: str = ""
+
+    @property
+    def tag(self) -> str:
+        return tag_of(self.event)
+
+
+class Table:
+    """One entity's rows, indexed for O(1) lookup."""
+
+    __slots__ = ("by_source", "entity", "index", "rows", "summary", "targets_of")
+
+    def __init__(self, entity: str, summary: str, rows: Iterable[Row]) -> None:
+        self.entity = entity
+        self.summary = summary
+        self.rows: tuple[Row, ...] = tuple(rows)
+        self.index: dict[tuple[str, type[ev.Event]], Row] = {}
+        self.by_source: dict[str, list[Row]] = {}
+        self.targets_of: dict[type[ev.Event], tuple[str, ...]] = {}
+        for row in self.rows:
+            key = (row.source, row.event)
+            if key in self.index:
+                raise ValueError(f"duplicate row {row.source} --{row.tag}--> in {entity}")
+            self.index[key] = row
+            self.by_source.setdefault(row.source, []).append(row)
+            targets = self.targets_of.get(row.event, ())
+            if row.target not in targets:
+                self.targets_of[row.event] = (*targets, row.target)
+
+    @property
+    def events(self) -> tuple[type[ev.Event], ...]:
+        return tuple(dict.fromkeys(r.event for r in self.rows))
+
+    @property
+    def states(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for row in self.rows:
+            seen.setdefault(row.source)
+            seen.setdefault(row.target)
+        return tuple(seen)
+
+    @property
+    def terminal(self) -> tuple[str, ...]:
+        return tuple(s for s in self.states if s not in self.by_source)
+
+    def valid_from(self, state: str) -> tuple[list[str], list[str]]:
+        """Valid next states and the events that reach them."""
+        rows = self.by_source.get(state, [])
+        targets = list(dict.fromkeys(r.target for r in rows))
+        tags = list(dict.fromkeys(r.tag for r in rows))
+        return targets, tags
+
+
+S = TypeVar("S")
+# An extra rule: reads the sub-decider's state ``S`` and the event; raises to refuse.
+Rule = Callable[[S, Any], None]
+# An evolve step beyond the entity's own state: journals every change it makes.
+Evolve = Callable[["Journal", S, Any, Row], None]
+
+
+@attrs.frozen
+class Entity(Generic[S]):
+    """One entity's declaration: its table, its extra rules and its evolve.
+
+    ``rules`` and ``evolve`` are keyed by event type, so what an entity does with
+    an event beyond its row is visible (and countable: the delta fast path is
+    derived from which event types have none).
+    """
+
+    table: Table
+    rules: Mapping[type[Event], Rule[S]] = attrs.field(factory=dict)
+    evolve: Mapping[type[Event], Evolve[S]] = attrs.field(factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.table.entity
+
+    def __attrs_post_init__(self) -> None:
+        events = set(self.table.events)
+        for kind, keys in (("rule", self.rules), ("evolve", self.evolve)):
+            for cls in keys:
+                if cls not in events:
+                    raise ValueError(f"{self.name}: a {kind} for {cls.__name__}, "
+                                     "which has no row in its table")
+        for cls in events:
+            if cls.entity != self.name and cls.entity not in _SHARED.get(self.name, ()):
+                raise ValueError(f"{cls.__name__} declares entity {cls.entity!r} but has "
+                                 f"rows in {self.name!r}")
+
+
+# Tables whose rows also name events of another entity: the complete-on-add parts
+# table creates the step parts (whose own entity is the message's step state).
+_SHARED: Final = {"part": ("step",)}
+
+
+# --------------------------------------------------------------------------- journal
+
+_MISSING: Any = object()
+_WHOLE: Any = object()  # journal key meaning "the whole dict as it was"
+
+
+class Journal:
+    """Records every mutation while a batch is checked, so a rejection undoes it all.
+
+    ``undo`` is None outside a batch (replaying a stored log journals nothing).
+    """
+
+    __slots__ = ("undo",)
+
+    def __init__(self) -> None:
+        self.undo: list[tuple[Any, Any, Any]] | None = None
+
+    def begin(self) -> None:
+        self.undo = []
+
+    def commit(self) -> None:
+        self.undo = None
+
+    def rollback(self) -> None:
+        undo, self.undo = self.undo, None
+        for target, key, old in reversed(undo or ()):
+            if key is _WHOLE:
+                target.clear()  # a removal: restore the entries and their order
+                target.update(old)
+            elif isinstance(target, dict):
+                if old is _MISSING:
+                    del target[key]
+                else:
+                    target[key] = old
+            else:
+                setattr(target, key, old)
+
+    def set(self, obj: object, name: str, value: object) -> None:
+        if self.undo is not None:
+            self.undo.append((obj, name, getattr(obj, name)))
+        setattr(obj, name, value)
+
+    def put(self, d: dict[Any, Any], key: object, value: object) -> None:
+        if self.undo is not None:
+            self.undo.append((d, key, d.get(key, _MISSING)))
+        d[key] = value
+
+    def pop(self, d: dict[Any, Any], key: object) -> None:
+        # Only small dicts lose keys (a message's open parts, context files); copying
+        # them keeps their order on rollback, which decides e.g. how an abort settles.
+        if key in d:
+            if self.undo is not None:
+                self.undo.append((d, _WHOLE, dict(d)))
+            del d[key]
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def _envelope_free(e: Event) -> Event:
+    return msgspec.structs.replace(e, id="", seq=0, time=0, session_id="", actor="")
+
+
+def same_payload(a: Event, b: Event) -> bool:
+    """Equal but for the envelope (id, seq, time, session, actor)."""
+    return type(a) is type(b) and _envelope_free(a) == _envelope_free(b)
+
+
+def illegal(
+    session_id: str, table: Table, e: Event, current: str, reason: str = "", *,
+    entity: str = "", valid_state: str | None = None,
+) -> IllegalTransition:
+    """The typed refusal of ``e`` by ``table``: current, attempted and valid states."""
+    targets, tags = table.valid_from(current if valid_state is None else valid_state)
+    attempted = table.targets_of.get(type(e), ("?",))
+    return IllegalTransition(
+        entity=entity or table.entity,
+        session_id=session_id,
+        message_id=getattr(e, "message_id", None),
+        part_id=getattr(e, "part_id", None),
+        current=current,
+        attempted=" | ".join(attempted),
+        event_type=tag_of(type(e)),
+        valid=targets,
+        valid_events=tags,
+        reason=reason,
+        event_id=e.id,
+    )
