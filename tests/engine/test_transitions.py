@@ -6,8 +6,10 @@ log, the session version and the lifecycle exactly as they were.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar, get_args
 
 import msgspec
 import pytest
@@ -15,7 +17,12 @@ import pytest
 from engine import events as ev
 from engine import lifecycle
 from engine import tables as tb
-from engine.errors import DuplicateEventId, IllegalTransition, PartValidationError
+from engine.errors import (
+    BUSINESS_RULES,
+    DuplicateEventId,
+    IllegalTransition,
+    PartValidationError,
+)
 from engine.events import Event
 from engine.lifecycle import Lifecycle, MessageLife, PartLife
 from engine.session import PartRef, Session
@@ -195,7 +202,7 @@ def test_complete_from_pending_reads_well(session: Session, mid: str) -> None:
 
 
 @pytest.mark.parametrize("state", ["pending", "awaiting-approval", "approved"])
-@pytest.mark.parametrize("kind", ["aborted", "cancelled", "denied"])
+@pytest.mark.parametrize("kind", ["aborted", "cancelled", "denied", "truncated"])
 def test_not_yet_running_tool_may_fail_only_abort_like(
     session: Session, mid: str, state: str, kind: ev.ToolFailureKind
 ) -> None:
@@ -218,11 +225,19 @@ def test_not_yet_running_tool_rejects_other_failure_kinds(
     ref = tool_in(session, mid, state)
     err = illegal(session, lambda: session.fail_tool(ref, "boom", kind=kind))
     assert (err.current, err.attempted) == (state, "error")
-    assert "aborted, cancelled, denied" in err.reason
+    assert "aborted, cancelled, denied, truncated" in err.reason
     assert kind in err.reason
 
 
-@pytest.mark.parametrize("kind", ["error", "aborted", "timeout", "cancelled", "denied"])
+def test_truncated_is_a_never_ran_kind_but_not_abort_like() -> None:
+    """A truncated call never ran, but nobody stopped it: views must not show it as
+    cancelled (the Q CLI view reads ABORT_LIKE as cancelled)."""
+    assert tb.ABORT_LIKE | {"truncated"} == tb.NEVER_RAN
+    assert "truncated" not in tb.ABORT_LIKE
+    assert set(get_args(ev.ToolFailureKind)) >= tb.NEVER_RAN
+
+
+@pytest.mark.parametrize("kind", get_args(ev.ToolFailureKind))
 def test_running_tool_may_fail_with_any_kind(
     session: Session, mid: str, kind: ev.ToolFailureKind
 ) -> None:
@@ -689,6 +704,49 @@ def test_br10_error_needs_a_description(session: Session, mid: str) -> None:
     ref = tool_in(session, mid, "running")
     invalid(session, lambda: session.fail_tool(ref, ""), "BR-10")
     invalid(session, lambda: session.fail_tool(ref, "   "), "BR-10")
+
+
+def _br02(s: Session, m: str) -> Callable[[], object]:
+    taken = s.add_text(m, "a").part_id
+    return lambda: s.add_text(m, "b", part_id=taken)
+
+
+def _br09(s: Session, m: str) -> Callable[[], object]:
+    ref = tool_in(s, m, "running")
+    return lambda: s.complete_tool(ref, "")
+
+
+def _br10(s: Session, m: str) -> Callable[[], object]:
+    ref = tool_in(s, m, "running")
+    return lambda: s.fail_tool(ref, " ")
+
+
+@pytest.mark.parametrize(("rule", "setup", "quoted"), [
+    ("BR-01", lambda s, m: lambda: s.add_tool(m, "", "bash"), "every part must have an id"),
+    ("BR-02", _br02, "unique within its message"),
+    ("BR-04", lambda s, m: lambda: s.start_message("user", message_id="msg-1"), "valid UUIDs"),
+    ("BR-09", _br09, "must not be an empty string"),
+    ("BR-10", _br10, "describe the error"),
+])
+def test_a_business_rule_error_quotes_its_rule(
+    session: Session, mid: str, rule: str,
+    setup: Callable[[Session, str], Callable[[], object]], quoted: str,
+) -> None:
+    """The seed is not in the repository: the message says what the code means."""
+    err = invalid(session, setup(session, mid), rule)
+    assert str(err).startswith(f"{rule}: ")
+    assert f"(rule {rule}: " in str(err)
+    assert quoted in str(err)
+    assert quoted in BUSINESS_RULES[rule]
+
+
+def test_every_business_rule_code_in_the_engine_is_quoted() -> None:
+    """A BR code used anywhere in the engine has its English quote."""
+    used = set()
+    for path in (Path(__file__).resolve().parents[2] / "engine").rglob("*.py"):
+        used |= set(re.findall(r"BR-\d\d", path.read_text(encoding="utf-8")))
+    assert used
+    assert used <= set(BUSINESS_RULES)
 
 
 def test_duplicate_call_id_rejected(session: Session, mid: str) -> None:
