@@ -76,10 +76,10 @@ class Lifecycle:
         return self._journal.undo is not None
 
     def begin(self) -> None:
-        self._journal.begin()
+        self._journal.undo = []  # Journal.begin, inlined: one call per commit saved
 
     def commit(self) -> None:
-        self._journal.commit()
+        self._journal.undo = None
 
     def rollback(self) -> None:
         self._journal.rollback()
@@ -132,7 +132,7 @@ class Lifecycle:
                     self.version = e.seq
                     return True
             # Not legal: the full check below raises with the precise reason.
-        row = self.check(e)
+        row = (self.conversation if type(e) in _CONVERSATION else self.message_decider).check(e)
         if row is None:
             return False
         self.evolve(e, row)

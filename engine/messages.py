@@ -334,15 +334,21 @@ class Messages:
     # ------------------------------------------------------------------ check
 
     def check(self, e: Event) -> Row | None:
-        """The row that allows ``e``, or None when ``e`` is an identical repeat."""
+        """The row that allows ``e``, or None when ``e`` is an identical repeat.
+
+        The entity's row first (located, and its no-op and open-message cases),
+        then the rules every entity declared for the event's type.
+        """
         cls = type(e)
         if cls is ev.MessageStarted or cls is ev.MessageCompleted:
             row = self._message_row(e)  # type: ignore[arg-type]
         else:
             row = self._part_row(e)  # type: ignore[arg-type]
         if row is not None:
-            for rule in RULES.get(cls, ()):
-                rule(self, e)
+            rules = RULES.get(cls)
+            if rules is not None:
+                for rule in rules:
+                    rule(self, e)
         return row
 
     def _message_row(self, e: ev.MessageStarted | ev.MessageCompleted) -> Row | None:
