@@ -855,3 +855,43 @@ def test_the_delta_fast_path_decides_like_the_full_check(cls: type[Event]) -> No
         fast.rollback()
         assert fast.version == 7
     assert accepted == len(lifecycle._SELF_LOOP[cls][1])  # one legal part state each
+
+
+def test_the_fast_path_is_derived_from_the_entity_declarations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An event type that gains a rule or an evolve step leaves the fast path by itself,
+    and the fast path holds exactly the rule-free self-loops of the message's parts."""
+    from engine import messages  # noqa: PLC0415
+
+    fast = set(lifecycle._SELF_LOOP)
+    assert fast == {ev.TextDelta, ev.ReasoningDelta, ev.ToolInputDelta, ev.ToolInputReady,
+                    ev.ToolProgress}
+    assert fast.isdisjoint(messages.RULES)
+    assert fast.isdisjoint(messages.EVOLVES)
+
+    def no_empty_deltas(_: messages.Messages, e: ev.TextDelta) -> None:
+        if not e.delta:
+            raise PartValidationError("delta", "empty")
+
+    rules: dict[type[Event], Any] = messages.RULES
+    evolves: dict[type[Event], Any] = messages.EVOLVES
+    monkeypatch.setitem(rules, ev.TextDelta, (no_empty_deltas,))
+    assert ev.TextDelta not in lifecycle._self_loops()
+    monkeypatch.delitem(rules, ev.TextDelta)
+    monkeypatch.setitem(evolves, ev.ToolProgress, (lambda *_: None,))
+    assert ev.ToolProgress not in lifecycle._self_loops()
+    assert lifecycle._self_loops().keys() == fast - {ev.ToolProgress}
+
+
+def test_the_rules_are_the_entities_rules() -> None:
+    """RULES and EVOLVES are gathered from the declarations, in declaration order."""
+    from engine import messages  # noqa: PLC0415
+
+    gathered: dict[type[Event], list[object]] = {}
+    for entity in messages.ENTITIES:
+        for cls, rule in entity.rules.items():
+            gathered.setdefault(cls, []).append(rule)
+    assert {c: list(r) for c, r in messages.RULES.items()} == gathered
+    assert messages.RULES[ev.StepStarted] == (messages.STEP.rules[ev.StepStarted],
+                                              messages.PART.rules[ev.StepStarted])
