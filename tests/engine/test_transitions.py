@@ -876,10 +876,12 @@ def test_the_fast_path_is_derived_from_the_entity_declarations(
 
     rules: dict[type[Event], Any] = messages.RULES
     evolves: dict[type[Event], Any] = messages.EVOLVES
-    monkeypatch.setitem(rules, ev.TextDelta, (no_empty_deltas,))
+    delta: type[Event] = ev.TextDelta
+    progress: type[Event] = ev.ToolProgress
+    monkeypatch.setitem(rules, delta, (no_empty_deltas,))
     assert ev.TextDelta not in lifecycle._self_loops()
-    monkeypatch.delitem(rules, ev.TextDelta)
-    monkeypatch.setitem(evolves, ev.ToolProgress, (lambda *_: None,))
+    monkeypatch.delitem(rules, delta)
+    monkeypatch.setitem(evolves, progress, (lambda *_: None,))
     assert ev.ToolProgress not in lifecycle._self_loops()
     assert lifecycle._self_loops().keys() == fast - {ev.ToolProgress}
 
