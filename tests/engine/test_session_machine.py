@@ -482,10 +482,11 @@ class SessionMachine(RuleBasedStateMachine):
             return
         again = msgspec.structs.replace(strip(entered), output=output)
         result = self.send(again, via)
-        message_open = self.lc.messages[ref.message_id].state == "open"
         part = self.lc.part(ref.message_id, ref.part_id)
         assert part is not None
-        if output == entered.output and message_open and part.state == "completed":
+        # An identical retry stays a no-op even after its message completed (the
+        # retry check comes first); only a compaction since makes it a new move.
+        if output == entered.output and part.state == "completed":
             assert result.kind == "noop"
         else:
             assert result.kind == "reject"
@@ -721,3 +722,20 @@ def test_attachment_part_ids_must_be_present_and_unique() -> None:
         ev.Attachment(part_id="prt_x", mime="text/plain", url="file:///a"),
         ev.Attachment(part_id="prt_y", mime="text/plain", url="file:///b")])
     assert session.lifecycle.part(mid, "prt_y") is not None
+
+
+def test_an_identical_tool_completion_retried_after_the_message_completed_is_a_no_op() -> None:
+    """Regression (found by the machine): the retry check comes before the open-message
+    check, so a retried completion is a no-op; a different output is still refused."""
+    session = Session.create(MemoryStore(), clock=StepClock())
+    mid = session.start_message("assistant")
+    tool = session.add_tool(mid, "call_1", "bash")
+    session.start_tool(tool)
+    seq = session.complete_tool(tool, " ")
+    session.complete_message(mid)
+    version = session.version
+    assert session.complete_tool(tool, " ") == seq
+    assert session.version == version
+    with pytest.raises(IllegalTransition):
+        session.complete_tool(tool, "other")
+    assert session.version == version
