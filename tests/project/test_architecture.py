@@ -129,9 +129,9 @@ ENGINE_LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine.store",),
     # the write API
     ("engine.session",),
-    # the edges: provider adapters, asyncio embedding, reference docs, command line
-    ("engine.adapters", "engine.aio", "engine.docgen", "engine.cli", "engine.__main__",
-     "engine"),
+    # the edges: provider adapters, importers, asyncio, reference docs, command line
+    ("engine.adapters", "engine.importers", "engine.aio", "engine.docgen", "engine.cli",
+     "engine.__main__", "engine"),
 )
 
 
