@@ -240,3 +240,41 @@ class StoreUnreadable(StoreError):
 class KeyRequired(StoreError):
     """A keyed (HMAC) store checked without its key: its hashes cannot be recomputed, which
     says nothing about tampering."""
+
+
+class EventIdConflict(DuplicateEventId):
+    """An event id already stored in this session's history with different content.
+
+    A retry must send the same event again (what the log stamps, ``seq`` and
+    ``session_id``, and the envelope fields a writer left empty do not count); a
+    changed event needs a new id. Nothing was written. A subclass of
+    :class:`DuplicateEventId`, so handlers of that keep catching it.
+    """
+
+    def __init__(self, event_id: str, session_id: str, seq: int, field: str = "") -> None:
+        self.event_id = event_id
+        self.session_id = session_id
+        self.seq = seq
+        self.field = field
+        differs = f" (first difference: {field})" if field else ""
+        ConvlogError.__init__(
+            self,
+            f"event id {event_id} is already stored at session {session_id} seq {seq} "
+            f"with different content{differs}; a retry must send the same event, a new "
+            "event needs a new id",
+        )
+
+
+class InvalidEvent(BadBatch):
+    """An event the door refuses before anything is written: a field of the wrong type,
+    a value outside its vocabulary (a ``Literal``), an integer outside the signed 64-bit
+    range, a non-finite float, a string with a lone surrogate, JSON nested deeper than
+    the limit. ``path`` names the field (``$.kind``, ``$.input.a[3]``)."""
+
+    def __init__(self, event_type: str, event_id: str, path: str, reason: str) -> None:
+        self.event_type = event_type
+        self.event_id = event_id
+        self.path = path
+        self.reason = reason
+        ConvlogError.__init__(self, f"invalid {event_type} event {event_id or '(no id)'} "
+                                    f"at {path}: {reason}")

@@ -202,8 +202,9 @@ class Session:
         """Append raw events (importers, adapters): one atomic, table-checked batch.
 
         Empty envelope fields are filled in (id, session, time, actor); ``seq`` is
-        always assigned here. An event whose id is already in this session's
-        history is a no-op and reports its original seq. Returns one seq per event.
+        always assigned here. An event already in this session's history (same id,
+        same content) is a no-op and reports its original seq; the same id with
+        other content raises :class:`EventIdConflict`. Returns one seq per event.
         """
         stamped: list[Event] = []
         positions: dict[str, int] = {}
@@ -230,15 +231,14 @@ class Session:
                     dup.batch_index = position
                     raise dup
                 seen[raw.id] = len(seqs)
-                known = self.store.contains(self.id, raw.id)
+                try:  # the store's one duplicate-id rule: a retry, a conflict or new
+                    known = self.store.stored_seqs(self.id, [raw])[0]
+                except ConvlogError as exc:
+                    exc.batch_index = position
+                    raise
                 if known is not None:
                     seqs.append(known)
                     continue
-                where = self.store.find_event(raw.id)
-                if where is not None:
-                    dup = DuplicateEventId(raw.id, f"session {where[0]} seq {where[1]}")
-                    dup.batch_index = position
-                    raise dup
             stamped.append(self._stamp(raw))
             positions[stamped[-1].id] = position
             seqs.append(None)

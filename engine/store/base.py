@@ -6,10 +6,14 @@ checks events before they reach it. What every backend guarantees:
 - ``append(session, events, expected)`` is atomic. ``expected`` follows KurrentDB:
   an exact version, ``ANY``, ``NO_STREAM`` (the session holds no event yet) or
   ``STREAM_EXISTS``; a mismatch raises :class:`ConcurrencyError` naming both.
-- Idempotent by event id: a batch whose ids are all stored in this session returns
-  the original seqs and positions and writes nothing; a batch of which only some
-  are stored raises :class:`PartialDuplicate`; an id of another session raises
-  :class:`DuplicateEventId`.
+- Every event passes the door (:mod:`engine.store.door`) before anything is
+  written: a value of the wrong type or out of its vocabulary, or one that some
+  backend cannot hold, raises :class:`InvalidEvent`.
+- Idempotent by event id: a batch whose events are all stored in this session
+  (same content) returns the original seqs and positions and writes nothing; a
+  batch of which only some are stored raises :class:`PartialDuplicate`; a stored
+  id with different content raises :class:`EventIdConflict`; an id of another
+  session raises :class:`DuplicateEventId`.
 - Seqs are gapless per session. Every event also gets a global *position*, gapless
   across the store and assigned under the store's write lock at commit, so a
   reader of everything (``read_all``, ``subscribe``) never skips an event.
@@ -37,6 +41,7 @@ from engine.errors import (
     BadBatch,
     ConcurrencyError,
     DuplicateEventId,
+    EventIdConflict,
     EventTooLarge,
     InvalidId,
     PartialDuplicate,
@@ -44,6 +49,7 @@ from engine.errors import (
 )
 from engine.events import AnyEvent, Event
 from engine.store.chain import GENESIS, Chain
+from engine.store.door import admit
 
 
 class StreamState(enum.Enum):
@@ -128,6 +134,11 @@ class Appended:
     @property
     def version(self) -> int | None:
         return self.seqs[-1] if self.seqs else None
+
+    @property
+    def present(self) -> int:
+        """How many events of the batch were already stored (all, or none)."""
+        return len(self.seqs) if self.retried else 0
 
 
 class Record(NamedTuple):
@@ -302,25 +313,59 @@ class Store(abc.ABC):
         elif isinstance(expected, int) and expected != actual:
             raise ConcurrencyError(session_id, expected, actual)
 
-    @staticmethod
-    def _classify(session_id: str, events: Sequence[Event],
+    def _classify(self, session_id: str, events: Sequence[Event],
                   found: dict[str, tuple[str, int, int]]) -> Appended | None:
         """``found``: id -> (session, seq, position) of the batch's stored ids.
 
         None when no id is stored; the original result for an exact retry; raises
-        for ids of another session and for a batch that is partly stored.
+        for a changed event under a stored id (:meth:`_match`) and for a batch that
+        is partly stored.
         """
         if not found:
             return None
         for e in events:
             where = found.get(e.id)
-            if where is not None and where[0] != session_id:
-                raise DuplicateEventId(e.id, f"session {where[0]} seq {where[1]}")
+            if where is not None:
+                self._match(session_id, e, where[0], where[1])
         if len(found) == len(events):
             return Appended(session_id, tuple(found[e.id][1] for e in events),
                             tuple(found[e.id][2] for e in events), retried=True)
         raise PartialDuplicate(session_id, [e.id for e in events if e.id in found],
                                [e.id for e in events if e.id not in found])
+
+    def _match(self, session_id: str, event: Event, where: str, seq: int) -> int:
+        """The duplicate-id rule, the one place it is decided: ``event``'s id is stored
+        at ``where`` seq ``seq``. In this session's history (its fork lineage
+        included) with the same content it is a retry: returns the seq. Under another
+        session it is :class:`DuplicateEventId`; with different content,
+        :class:`EventIdConflict`. The content compared is the canonical bytes,
+        without what the log stamps (seq, session) and the envelope fields the writer
+        left empty (time, actor), which the first append filled in."""
+        if where != session_id and not any(
+                sid == where and (limit is None or seq <= limit)
+                for sid, limit in self.lineage(session_id)):
+            raise DuplicateEventId(event.id, f"session {where} seq {seq}")
+        stored = next(iter(self._own_read(where, seq, seq)), None)
+        if stored is None:
+            raise StoreError(f"event {event.id} is indexed at session {where} seq {seq} "
+                             "but not stored there (run convlog verify)")
+        given = msgspec.structs.replace(
+            event, seq=stored.seq, session_id=stored.session_id,
+            time=event.time or stored.time, actor=event.actor or stored.actor)
+        if admit(given) != canonical(stored):
+            raise EventIdConflict(event.id, where, seq, _first_difference(given, stored))
+        return seq
+
+    def stored_seqs(self, session_id: str, events: Sequence[Event]) -> list[int | None]:
+        """Per event: the seq at which it is already in the session's history (an
+        idempotent retry), or None when its id is new (or empty). Raises as
+        :meth:`_match` does. ``Session.append`` uses it to drop retried events
+        before its tables see the batch."""
+        out: list[int | None] = []
+        for e in events:
+            hit = self.find_event(e.id) if e.id else None
+            out.append(None if hit is None else self._match(session_id, e, hit[0], hit[1]))
+        return out
 
     def _prepare(self, session_id: str, events: Sequence[Event], actual: int,
                  prev_hash: bytes) -> Prepared:
@@ -334,7 +379,7 @@ class Store(abc.ABC):
                     raise BadBatch(f"event {e.id} has seq {e.seq}; the next seq of session "
                                    f"{session_id} is {seq}")
                 e = msgspec.structs.replace(e, seq=seq, session_id=session_id)
-            data = canonical(e)
+            data = admit(e)
             if len(data) > limit:
                 raise EventTooLarge(e.id, len(data), limit)
             return Prepared([e], [data], [self.chain.link(prev_hash, data)], seq)
@@ -348,7 +393,7 @@ class Store(abc.ABC):
                                        f"session {session_id} is {i}")
                     out[i - seq] = msgspec.structs.replace(e, seq=i, session_id=session_id)
         # Whole-batch passes: encode every event, then chain them in one loop.
-        canon = list(map(canonical, out))
+        canon = list(map(admit, out))
         if max(map(len, canon)) > limit:
             e, data = next((e, d) for e, d in zip(out, canon, strict=True) if len(d) > limit)
             raise EventTooLarge(e.id, len(data), limit)
@@ -457,3 +502,12 @@ class Store(abc.ABC):
     def _wait(self, position: int, timeout: float) -> None:
         """Block until something may have been committed after ``position``."""
         time.sleep(timeout)
+
+
+def _first_difference(given: Event, stored: Event) -> str:
+    """The first top-level field whose value differs (for the conflict's message)."""
+    a, b = msgspec.to_builtins(given), msgspec.to_builtins(stored)
+    for name in sorted(set(a) | set(b)):
+        if a.get(name) != b.get(name):
+            return name
+    return ""

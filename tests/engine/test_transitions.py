@@ -20,6 +20,7 @@ from engine import tables as tb
 from engine.errors import (
     BUSINESS_RULES,
     DuplicateEventId,
+    EventIdConflict,
     IllegalTransition,
     PartValidationError,
 )
@@ -594,8 +595,10 @@ def test_raw_append_same_event_id_is_a_noop(session: Session, mid: str) -> None:
     version = session.version
     assert session.append([e]) == [seq]
     assert session.version == version
-    # Even with a different payload: the id names the stored event.
-    assert session.append([msgspec.structs.replace(e, text="changed")]) == [seq]
+    # A different payload under a stored id is a conflict (issue 9), naming where it is.
+    err = rejected(session, lambda: session.append([msgspec.structs.replace(e, text="changed")]),
+                   EventIdConflict)
+    assert (err.event_id, err.session_id, err.seq, err.field) == (e.id, session.id, seq, "text")
     assert session.version == version
 
 

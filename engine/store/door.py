@@ -1,0 +1,169 @@
+"""The door: every event passes the same checks before any store writes it.
+
+msgspec checks types and ``Literal`` vocabularies when it *decodes*, not when a
+struct is built in code, so ``ToolFailed(kind="crashed")`` or a token count of
+``2**70`` would reach a store unchecked: one backend keeps it, another crashes
+or writes bytes it cannot read back. So the pipeline turns each stamped event
+into its canonical bytes (which the hash chain needs anyway) and reads them back
+with the typed decoder: one C-level pass that applies exactly the rules a stored
+event is read with. What decoding cannot see is checked around it:
+
+- a value the encoder cannot write at all (an integer beyond 64 bits, a string
+  with a lone surrogate, nesting deep enough to exhaust the stack, an object of
+  no JSON type) fails the encode;
+- integers in ``[2**63, 2**64)`` and infinite floats encode but SQLite,
+  PostgreSQL and JSON cannot all hold them: a byte pattern search finds the
+  candidates, and a walk of the event confirms;
+- NaN, and any value that decodes into something else (a dict where a struct
+  belongs), make the decoded event differ from the one given;
+- nesting deeper than ``MAX_DEPTH``: a count of the container bytes rules it out
+  for nearly every event, a walk settles the rest.
+
+Every refusal is :class:`~engine.errors.InvalidEvent` naming the event type, the
+field path and the reason. Integers outside the signed 64-bit range are refused,
+not kept as JSON text: every backend then holds the same value with the same type.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from engine.codec import canonical
+from engine.errors import InvalidEvent
+from engine.events import AnyEvent, Event
+
+INT_MIN = -(1 << 63)
+INT_MAX = (1 << 63) - 1
+# Containers nested in one event, the event itself included. Far above real tool
+# input, far below what decoding on a deep call stack could not take.
+MAX_DEPTH = 100
+
+_typed = msgspec.msgpack.Decoder(AnyEvent)
+# msgpack uint64 with the top bit set (>= 2**63), float64 +inf / -inf.
+_SUSPECT = re.compile(rb"\xcf[\x80-\xff]|\xcb[\x7f\xff]\xf0\x00{6}", re.DOTALL).search
+# Every byte that is not a msgpack container header: what is left after deleting
+# them bounds the number of containers, hence the depth.
+_NOT_CONTAINER = bytes(b for b in range(256) if not (0x80 <= b <= 0x9F or 0xDC <= b <= 0xDF))
+_PATH_RE = re.compile(r"at `(\$[^`]*)`")
+
+
+def admit(event: Event) -> bytes:
+    """The event's canonical bytes, or InvalidEvent: the one check of every stored event."""
+    if event.time < 0:
+        raise _refuse(event, "$.time", f"negative time {event.time}")
+    try:
+        data = canonical(event)
+    except (OverflowError, UnicodeEncodeError, RecursionError, TypeError, ValueError) as exc:
+        found = first_problem(event)
+        if found is None:
+            raise _refuse(event, "$", f"cannot be encoded: {exc}") from None
+        raise _refuse(event, *found) from None
+    if _SUSPECT(data) is not None or len(data.translate(None, _NOT_CONTAINER)) >= MAX_DEPTH:
+        found = first_problem(event)
+        if found is not None:
+            raise _refuse(event, *found)
+    try:
+        back = _typed.decode(data)
+    except msgspec.ValidationError as exc:
+        match = _PATH_RE.search(str(exc))
+        reason = str(exc).split(" - at ")[0]
+        raise _refuse(event, match.group(1) if match else "$", reason) from None
+    if back != event:
+        found = _difference(event, back)
+        if found is not None:
+            raise _refuse(event, *found)
+    return data
+
+
+def _refuse(event: Event, path: str, reason: str) -> InvalidEvent:
+    tag = getattr(type(event).__struct_config__, "tag", None)
+    if not isinstance(tag, str):
+        tag = type(event).__name__
+    return InvalidEvent(tag, event.id if isinstance(event.id, str) else repr(event.id),
+                        path, reason)
+
+
+def _children(value: Any, path: str) -> Iterator[tuple[Any, str]]:
+    if isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            yield getattr(value, name), f"{path}.{name}"
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k!r}]"
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield v, f"{path}[{i}]"
+
+
+def first_problem(event: Event) -> tuple[str, str] | None:
+    """(path, reason) of the first value no store can hold, walking without recursion."""
+    stack: list[tuple[Any, str, int]] = [(event, "$", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        cls = value.__class__
+        if cls is str:
+            if not value.isascii():
+                try:
+                    value.encode()
+                except UnicodeEncodeError as exc:
+                    return path, f"lone surrogate {value[exc.start]!r} at index {exc.start}"
+        elif cls is int:
+            if not INT_MIN <= value <= INT_MAX:
+                return path, f"integer {_short(value)} is outside the signed 64-bit range"
+        elif cls is float:
+            if not math.isfinite(value):
+                return path, f"{value} is not a finite number"
+        elif value is None or cls is bool:
+            pass
+        elif isinstance(value, msgspec.Struct | dict | list | tuple):
+            if depth > MAX_DEPTH:
+                return path, f"nested deeper than {MAX_DEPTH} levels"
+            if isinstance(value, dict):
+                for k in value:
+                    if not isinstance(k, str):
+                        return path, f"key {_short(k)} is not a string"
+            children = list(_children(value, path))
+            stack.extend((v, p, depth + 1) for v, p in reversed(children))
+        else:
+            return path, f"a {cls.__name__} is not a JSON value"
+    return None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} digits)"
+
+
+def _difference(given: Event, back: Event) -> tuple[str, str] | None:
+    """Where the event given differs from its decoded bytes: a value of the wrong type
+    that decoding converted, or NaN. None when the only differences are sequences
+    given as tuples (they are stored as the same array)."""
+    found = first_problem(given)
+    if found is not None:
+        return found
+    stack: list[tuple[Any, Any, str]] = [(given, back, "$")]
+    while stack:
+        a, b, path = stack.pop()
+        if isinstance(a, tuple) and isinstance(b, list):
+            a = list(a)
+        if type(a) is not type(b) and not (type(a) is int and type(b) is float):
+            return path, f"expected {type(b).__name__}, got {type(a).__name__}"
+        if isinstance(a, msgspec.Struct | dict | list):
+            if isinstance(a, dict) and a.keys() != b.keys():
+                return path, "keys differ after decoding"
+            if isinstance(a, list) and len(a) != len(b):
+                return path, "length differs after decoding"
+            if isinstance(a, dict):
+                stack.extend((v, b[k], f"{path}.{k}") for k, v in a.items())
+            else:
+                mine = list(_children(a, path))
+                theirs = [v for v, _ in _children(b, path)]
+                stack.extend((x, y, p) for (x, p), y in zip(mine, theirs, strict=True))
+        elif a != b:
+            return path, f"{_short(a)} reads back as {_short(b)}"
+    return None
