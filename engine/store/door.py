@@ -35,7 +35,7 @@ import msgspec
 
 from engine.codec import canonical
 from engine.errors import InvalidEvent
-from engine.events import AnyEvent, Event
+from engine.events import EVENT_TYPES, AnyEvent, Event
 
 INT_MIN = -(1 << 63)
 INT_MAX = (1 << 63) - 1
@@ -44,8 +44,10 @@ INT_MAX = (1 << 63) - 1
 MAX_DEPTH = 100
 
 _typed = msgspec.msgpack.Decoder(AnyEvent)
-# msgpack uint64 with the top bit set (>= 2**63), float64 +inf / -inf.
-_SUSPECT = re.compile(rb"\xcf[\x80-\xff]|\xcb[\x7f\xff]\xf0\x00{6}", re.DOTALL).search
+# msgpack uint64 with the top bit set (>= 2**63); any float64 (rare in events: a
+# walk then looks for an infinity).
+_BIG_INT = re.compile(rb"\xcf[\x80-\xff]").search
+_FLOAT = b"\xcb"
 # Every byte that is not a msgpack container header: what is left after deleting
 # them bounds the number of containers, hence the depth.
 _NOT_CONTAINER = bytes(b for b in range(256) if not (0x80 <= b <= 0x9F or 0xDC <= b <= 0xDF))
@@ -63,7 +65,9 @@ def admit(event: Event) -> bytes:
         if found is None:
             raise _refuse(event, "$", f"cannot be encoded: {exc}") from None
         raise _refuse(event, *found) from None
-    if _SUSPECT(data) is not None or len(data.translate(None, _NOT_CONTAINER)) >= MAX_DEPTH:
+    if (_BIG_INT(data) is not None or _FLOAT in data or (
+            event.__class__ in _FREE_FORM
+            and len(data.translate(None, _NOT_CONTAINER)) >= MAX_DEPTH)):
         found = first_problem(event)
         if found is not None:
             raise _refuse(event, *found)
@@ -78,6 +82,26 @@ def admit(event: Event) -> bytes:
         if found is not None:
             raise _refuse(event, *found)
     return data
+
+
+def _has_any(info: msgspec.inspect.Type, seen: set[type]) -> bool:
+    """Whether a type holds free-form JSON (``Any``) anywhere inside."""
+    if isinstance(info, msgspec.inspect.AnyType):
+        return True
+    if isinstance(info, msgspec.inspect.StructType):
+        if info.cls in seen:
+            return False
+        seen.add(info.cls)
+        return any(_has_any(f.type, seen) for f in info.fields)
+    inner = [getattr(info, name) for name in ("item_type", "key_type", "value_type")
+             if hasattr(info, name)]
+    inner += list(getattr(info, "types", ()))
+    return any(_has_any(t, seen) for t in inner)
+
+
+# Event types that can nest without bound: only their free-form JSON can be deep.
+_FREE_FORM: frozenset[type] = frozenset(
+    cls for cls in EVENT_TYPES if _has_any(msgspec.inspect.type_info(cls), set()))
 
 
 def _refuse(event: Event, path: str, reason: str) -> InvalidEvent:
