@@ -34,6 +34,9 @@ _FIELD_RE = re.compile(r"(?:missing required|unknown) field `([^`]*)`")
 
 # Upper bound on one encoded event: larger input is refused before decoding.
 MAX_EVENT_BYTES = 16 * 1024 * 1024
+# Input nested past the decoder's stack: refused like any undecodable input (the
+# store's door refuses far less: engine.store.door.MAX_DEPTH).
+_TOO_DEEP = "JSON nested too deeply to decode"
 
 
 def _wrap(exc: Exception, line: int | None = None) -> EventDecodeError:
@@ -72,6 +75,8 @@ def decode_json(data: bytes | str, *, line: int | None = None) -> AnyEvent:
         return from_stored(old)
     except UnicodeError as exc:
         raise EventDecodeError(f"invalid UTF-8: {exc}", line=line) from None
+    except RecursionError:
+        raise EventDecodeError(_TOO_DEEP, line=line) from None
     # Older versions are upcast here; a newer one is left for the writer to refuse
     # (Session.append names the batch position).
     return upgrade(event) if event.v < _current(type(event)) else event
@@ -83,6 +88,8 @@ def decode_msgpack(data: bytes) -> AnyEvent:
         return event
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise _wrap(exc) from None
+    except RecursionError:
+        raise EventDecodeError(_TOO_DEEP) from None
 
 
 def decode_msgpack_list(data: bytes) -> list[AnyEvent]:
@@ -90,6 +97,8 @@ def decode_msgpack_list(data: bytes) -> list[AnyEvent]:
         return _mp_list_dec.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise _wrap(exc) from None
+    except RecursionError:
+        raise EventDecodeError(_TOO_DEEP) from None
 
 
 def decode_json_list(data: bytes) -> list[AnyEvent]:
@@ -99,6 +108,8 @@ def decode_json_list(data: bytes) -> list[AnyEvent]:
         raise _wrap(exc) from None
     except UnicodeError as exc:
         raise EventDecodeError(f"invalid UTF-8: {exc}") from None
+    except RecursionError:
+        raise EventDecodeError(_TOO_DEEP) from None
 
 
 def to_builtins(event: Event) -> dict[str, Any]:
@@ -205,7 +216,7 @@ def _old_builtins(data: bytes | str) -> dict[str, Any] | None:
     """The builtins of JSON that an upcaster may read: a map whose ``v`` is old."""
     try:
         obj = msgspec.json.decode(data)
-    except (msgspec.DecodeError, UnicodeError):
+    except (msgspec.DecodeError, UnicodeError, RecursionError):
         return None
     if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
         return None

@@ -95,6 +95,33 @@ def check_id(kind: str, value: str) -> str:
     return value
 
 
+MAX_SNAPSHOT_NAME = 400
+
+
+def check_snapshot_name(name: str) -> str:
+    """Snapshot names are free text (``withparts.v1.msg/<message id>``), the same rule
+    on every store: 1 to MAX_SNAPSHOT_NAME characters, no control characters, valid
+    Unicode. A store that makes file names of them encodes them (JSONL)."""
+    if (name.__class__ is str and 0 < len(name) <= MAX_SNAPSHOT_NAME and name.isprintable()
+            and (name.isascii() or _encodable(name))):
+        return name
+    if not isinstance(name, str) or not name:
+        raise InvalidId("snapshot name", str(name), "empty")
+    if len(name) > MAX_SNAPSHOT_NAME:
+        raise InvalidId("snapshot name", name, f"longer than {MAX_SNAPSHOT_NAME} characters")
+    if not name.isprintable():
+        raise InvalidId("snapshot name", name, "control characters are not allowed")
+    raise InvalidId("snapshot name", name, "not valid Unicode (a lone surrogate)")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_chain(url: str, algorithm: str, fingerprint: str, chain: Chain) -> str | None:
     """Compare the store's recorded chain with the opener's key.
 
@@ -238,12 +265,19 @@ class Store(abc.ABC):
         return self._head(session_id)
 
     # -- snapshots (caches of projection state; never the truth)
-    @abc.abstractmethod
-    def put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None: ...
+    def put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
+        self._put_snapshot(session_id, check_snapshot_name(name), seq, data)
 
-    @abc.abstractmethod
     def latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
         """The snapshot with the greatest seq <= max_seq."""
+        return self._latest_snapshot(session_id, check_snapshot_name(name), max_seq)
+
+    @abc.abstractmethod
+    def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def _latest_snapshot(self, session_id: str, name: str,
+                         max_seq: int) -> tuple[int, bytes] | None: ...
 
     def flush(self) -> None:  # noqa: B027 - sync stores have nothing buffered
         """Make every acknowledged append durable now (batched durability)."""

@@ -56,8 +56,6 @@ _PATH_RE = re.compile(r"at `(\$[^`]*)`")
 
 def admit(event: Event) -> bytes:
     """The event's canonical bytes, or InvalidEvent: the one check of every stored event."""
-    if event.time < 0:
-        raise _refuse(event, "$.time", f"negative time {event.time}")
     try:
         data = canonical(event)
     except (OverflowError, UnicodeEncodeError, RecursionError, TypeError, ValueError) as exc:
@@ -81,6 +79,8 @@ def admit(event: Event) -> bytes:
         found = _difference(event, back)
         if found is not None:
             raise _refuse(event, *found)
+    if back.time < 0:  # after the decode: now known to be an int
+        raise _refuse(event, "$.time", f"negative time {back.time}")
     return data
 
 

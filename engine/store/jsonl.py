@@ -9,7 +9,7 @@ Layout of the directory::
     sessions/<id>.meta.json      created, parent, fork_seq, where the hash chain starts
     sessions/<id>.head           "<version> <hash>" after the last append (catches a cut tail)
     sessions/<id>.jsonl.corrupt  bytes a crash left behind, moved out of the log
-    snapshots/<id>/<name>/<seq>  snapshot bodies
+    snapshots/<id>/<name>/<seq>  snapshot bodies (names encoded: ``snapshot_file_name``)
 
 A write, under the lock: record the intent in ``txn`` (fsynced), append the lines
 and fsync them, then mark ``txn`` done. Whoever takes the lock next checks an
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import heapq
 import os
 import threading
@@ -115,6 +116,27 @@ class _State:
         self.head = genesis
         self.offsets: list[int] = []
         self.positions: list[int] = []
+
+
+_NAME_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@+=-")
+_NAME_MAX = 200  # bytes: below every file system's limit on one name
+
+
+def snapshot_file_name(name: str) -> str:
+    """A snapshot name as one file name: characters outside the id alphabet (``/``
+    first of all) and a leading ``.`` become ``%XX`` of their UTF-8 bytes, so names
+    that are valid ids map to themselves and distinct names to distinct files. An
+    encoding longer than a file name may be is replaced by a digest of the name."""
+    out = []
+    for i, ch in enumerate(name):
+        if ch in _NAME_SAFE and not (i == 0 and ch == "."):
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode())
+    encoded = "".join(out)
+    if len(encoded) <= _NAME_MAX:
+        return encoded
+    return "%%" + hashlib.sha256(name.encode()).hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -664,17 +686,15 @@ class JSONLStore(Store):
 
     # ------------------------------------------------------------------ snapshots
 
-    def put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
+    def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
         self.session_info(session_id)
-        check_id("snapshot name", name)
-        folder = self._snap_dir / session_id / name
+        folder = self._snap_dir / session_id / snapshot_file_name(name)
         folder.mkdir(parents=True, exist_ok=True)
         _write_atomic(folder / f"{seq:020d}", data, durable=self.durability == SYNC)
 
-    def latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
+    def _latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
         self.session_info(session_id)
-        check_id("snapshot name", name)
-        folder = self._snap_dir / session_id / name
+        folder = self._snap_dir / session_id / snapshot_file_name(name)
         if not folder.is_dir():
             return None
         seqs = [int(p.name) for p in folder.iterdir() if p.name.isdigit()]

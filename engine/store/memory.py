@@ -182,7 +182,8 @@ class MemoryStore(Store):
             obj = msgspec.to_builtins(e)
             yield Stored(e.seq, h, obj, None, pos)
 
-    def put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
+    def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
+        self.session_info(session_id)
         snaps = self._snapshots.setdefault((session_id, name), [])
         i = bisect.bisect_left(snaps, seq, key=lambda s: s[0])
         if i < len(snaps) and snaps[i][0] == seq:
@@ -190,7 +191,8 @@ class MemoryStore(Store):
         else:
             snaps.insert(i, (seq, data))
 
-    def latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
+    def _latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
+        self.session_info(session_id)
         snaps = self._snapshots.get((session_id, name), [])
         i = bisect.bisect_right(snaps, max_seq, key=lambda s: s[0])
         return snaps[i - 1] if i else None

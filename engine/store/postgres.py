@@ -524,14 +524,14 @@ class PostgresStore(BlockReader):
 
     # ------------------------------------------------------------------ snapshots
 
-    def put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
+    def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
         sid = self._sid(session_id)
         with self._lock:
             self._db.execute(
                 "INSERT INTO convlog_snapshots VALUES (%s, %s, %s, %s) ON CONFLICT "
                 "(sid, name, seq) DO UPDATE SET body = EXCLUDED.body", (sid, name, seq, data))
 
-    def latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
+    def _latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
         sid = self._sid(session_id)
         with self._lock:
             row = self._db.execute(

@@ -590,7 +590,7 @@ class SQLiteStore(BlockReader):
 
     # ------------------------------------------------------------------ snapshots
 
-    def put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
+    def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
         sid = self._sid(session_id)
         with self._lock:
             self._write_begin()
@@ -602,7 +602,7 @@ class SQLiteStore(BlockReader):
                 raise
             self._write_end(ok=True)
 
-    def latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
+    def _latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
         sid = self._sid(session_id)
         with self._lock:
             row = self._db.execute(

@@ -1,0 +1,341 @@
+"""The door (issue 9): every event built in code passes the same validation as one
+decoded from bytes, on every store, before anything is written.
+
+Built from the catalog's declarations (tests/support/catalog.py), so a new event
+type or field is covered without touching this file: every Literal field gets an
+out-of-vocabulary value, every typed field a value of the wrong type, and the
+free-form JSON fields random values no store can hold. Each refusal must be
+:class:`InvalidEvent` naming the field, with the log unchanged and verifiable.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from msgspec import inspect as mi
+
+from engine import events as ev
+from engine.errors import DuplicateEventId, EventIdConflict, InvalidEvent, PartialDuplicate
+from engine.events import EVENT_TYPES, Event
+from engine.session import Session
+from engine.store import Store, open_store
+from engine.store.door import MAX_DEPTH, admit
+from engine.store.verify import verify
+from tests.support.catalog import full, literal_fields, minimal, typed_fields, with_value
+
+SID = "0190a000-0000-7000-8000-0000000d0001"
+FUZZ = settings(max_examples=60, deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture
+def store(any_url: str) -> Iterator[Store]:
+    s = open_store(any_url)
+    s.create_session(SID, created=1)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def refused(store: Store, event: Event) -> InvalidEvent:
+    """Append ``event``: it must be refused at the door with nothing written."""
+    before = store.version(SID)
+    with pytest.raises(InvalidEvent) as info:
+        store.append(SID, [event])
+    assert store.version(SID) == before
+    assert [e.seq for e in store.read(SID)] == list(range(1, before + 1))
+    return info.value
+
+
+def assert_sound(store: Store) -> None:
+    """The whole store verifies (chain, decoding, transitions): use where only legal
+    sequences were accepted."""
+    report = verify(store)
+    assert report.ok, report.problems
+
+
+# --------------------------------------------------------------------------- the catalog
+
+
+@pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda c: ev.tag_of(c))
+def test_every_event_type_round_trips_through_the_door(store: Store, cls: type[Event]) -> None:
+    """The builder's events are valid (else the refusals below prove nothing)."""
+    for event in (minimal(cls), full(cls)):
+        (seq,) = store.append(SID, [event]).seqs
+        back = next(iter(store.read(SID, seq, seq)))
+        assert msgspec.structs.replace(back, seq=0, session_id="") == event
+
+
+LITERALS = literal_fields()
+
+
+def test_the_catalog_has_literal_fields() -> None:
+    names = {(c.__name__, p) for c, p, _ in LITERALS}
+    assert ("ToolFailed", ("kind",)) in names
+    assert ("MessageStarted", ("role",)) in names
+    assert ("TangentExited", ("tail",)) in names
+
+
+@pytest.mark.parametrize(("cls", "path", "allowed"), LITERALS,
+                         ids=[f"{ev.tag_of(c)}:{'.'.join(p)}" for c, p, _ in LITERALS])
+@FUZZ
+@given(bad=st.text(min_size=0, max_size=12))
+def test_out_of_vocabulary_literals_are_refused(store: Store, cls: type[Event],
+                                                path: tuple[str, ...], allowed: tuple[Any, ...],
+                                                bad: str) -> None:
+    if bad in allowed:
+        return
+    err = refused(store, with_value(full(cls), path, bad))
+    assert err.event_type == ev.tag_of(cls)
+    assert err.path == "$." + ".".join(path)
+    assert_sound(store)
+
+
+def _wrong_value(info: mi.Type) -> list[Any]:
+    """Values that are not of the declared type (whatever it is)."""
+    kinds = {mi.StrType: [7, b"bytes", ["list"]], mi.IntType: ["7", 1.5, True],
+             mi.BoolType: [1, "true"], mi.FloatType: ["1.5", None],
+             mi.ListType: ["list", 3], mi.DictType: ["dict", [1]],
+             mi.LiteralType: [object()], mi.StructType: ["struct", 3]}
+    if isinstance(info, mi.UnionType):
+        options = [t for t in info.types if not isinstance(t, mi.NoneType)]
+        return [v for v in _wrong_value(options[0]) if v is not None and not (
+            isinstance(v, str) and any(isinstance(t, mi.StrType) for t in options))]
+    for kind, values in kinds.items():
+        if isinstance(info, kind):
+            return values
+    return []
+
+
+TYPED = [(c, p, i) for c, p, i in typed_fields() if _wrong_value(i)]
+
+
+@pytest.mark.parametrize("backend_slice", range(4))
+def test_every_typed_field_refuses_a_wrong_type(any_url: str, backend_slice: int) -> None:
+    """Every field of every event type, each wrong value: refused, nothing written.
+    (The cases are split in four slices, so a failure names a smaller set.)"""
+    store = open_store(any_url)
+    store.create_session(SID, created=1)
+    try:
+        cases = 0
+        for cls, path, info in TYPED[backend_slice::4]:
+            for bad in _wrong_value(info):
+                if isinstance(info, mi.FloatType) and isinstance(bad, int):
+                    continue
+                event = with_value(full(cls), path, bad)
+                err = refused(store, event)
+                assert err.path.startswith("$." + ".".join(path)), (cls, path, bad, err)
+                cases += 1
+        assert cases > 20
+        assert_sound(store)
+    finally:
+        store.close()
+
+
+# --------------------------------------------------------------------------- values no store holds
+
+BIG_INTS = st.one_of(st.integers(min_value=1 << 63, max_value=1 << 200),
+                     st.integers(max_value=-(1 << 63) - 1, min_value=-(1 << 200)))
+SURROGATES = st.builds(lambda a, s, b: a + s + b, st.text(max_size=5),
+                       st.sampled_from(["\ud800", "\udfff", "\udc80"]), st.text(max_size=5))
+NON_FINITE = st.sampled_from([float("inf"), float("-inf"), float("nan")])
+JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-(1 << 63), (1 << 63) - 1),
+                      st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))
+JSON = st.recursive(JSON_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=12)
+
+
+def _deep(depth: int) -> Any:
+    value: Any = "bottom"
+    for i in range(depth):
+        value = [value] if i % 2 else {"d": value}
+    return value
+
+
+@st.composite
+def poisoned(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
+    """A JSON object with one value no store can hold, and the path to it."""
+    base = draw(st.dictionaries(st.text(min_size=1, max_size=5).filter(str.isalnum), JSON,
+                                max_size=3))
+    bad = draw(st.one_of(BIG_INTS, SURROGATES, NON_FINITE, st.just(_deep(MAX_DEPTH + 5))))
+    keys = draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=4))
+    node: dict[str, Any] = base
+    for k in keys[:-1]:
+        child = node.get(k)
+        if not isinstance(child, dict):
+            child = node[k] = {}
+        node = child
+    node[keys[-1]] = bad
+    return base, ".".join(keys)
+
+
+FREE_FORM = [(ev.ToolInputReady, "input"), (ev.TextAdded, "metadata"),
+             (ev.ToolCompleted, "metadata"), (ev.PartEnded, "metadata")]
+
+
+@FUZZ
+@given(case=st.sampled_from(FREE_FORM), value=poisoned())
+def test_free_form_json_that_no_store_holds_is_refused(store: Store,
+                                                       case: tuple[type[Event], str],
+                                                       value: tuple[dict[str, Any], str]) -> None:
+    cls, name = case
+    obj, path = value
+    err = refused(store, with_value(full(cls), (name,), obj))
+    assert err.path.startswith(f"$.{name}.{path}"), (err.path, path)
+    assert_sound(store)
+
+
+@FUZZ
+@given(case=st.sampled_from(FREE_FORM), obj=st.dictionaries(st.text(max_size=5), JSON,
+                                                           max_size=4))
+def test_free_form_json_within_range_is_kept_exactly(store: Store,
+                                                     case: tuple[type[Event], str],
+                                                     obj: dict[str, Any]) -> None:
+    cls, name = case
+    event = with_value(full(cls), (name,), obj)
+    (seq,) = store.append(SID, [event]).seqs
+    back = next(iter(store.read(SID, seq, seq)))
+    assert getattr(back, name) == obj
+
+
+@pytest.mark.parametrize("time", [1 << 63, -1, 1 << 70])
+def test_times_no_store_holds(store: Store, time: int) -> None:
+    err = refused(store, msgspec.structs.replace(minimal(ev.TextDelta), time=time))
+    assert err.path == "$.time"
+
+
+def test_the_examples_of_issue_9(store: Store) -> None:
+    cases = [
+        (with_value(full(ev.MessageCompleted), ("tokens", "input"), 2 ** 70), "$.tokens.input"),
+        (with_value(full(ev.ToolInputReady), ("input",), {"n": 10 ** 30}), "$.input.n"),
+        (with_value(full(ev.TextDelta), ("delta",), "half \ud83d"), "$.delta"),
+        (with_value(full(ev.ToolInputReady), ("input",), {"x": _deep(100_000)}), "$.input.x"),
+        (with_value(full(ev.ToolFailed), ("kind",), "crashed"), "$.kind"),
+        (with_value(full(ev.MessageStarted), ("role",), "robot"), "$.role"),
+        (with_value(full(ev.TangentExited), ("tail",), "bogus"), "$.tail"),
+    ]
+    for event, path in cases:
+        assert refused(store, event).path.startswith(path)
+    assert_sound(store)
+
+
+def test_deep_nesting_is_refused_without_recursion(store: Store) -> None:
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)  # the walk must not recurse: a shallow stack still works
+    try:
+        err = refused(store, with_value(full(ev.ToolInputReady), ("input",),
+                                        {"x": _deep(50_000)}))
+    finally:
+        sys.setrecursionlimit(limit)
+    assert "nested deeper" in err.reason
+
+
+def test_a_tuple_for_a_list_is_the_same_array() -> None:
+    event = with_value(full(ev.HistoryCompacted), ("summary",), "s")
+    assert admit(event) == admit(event)
+
+
+# --------------------------------------------------------------------------- through the Session
+
+
+def test_session_commands_with_bad_values_change_nothing(any_url: str) -> None:
+    store = open_store(any_url)
+    try:
+        s = Session.create(store)
+        m = s.start_message("assistant")
+        ref = s.add_tool(m, "c1", "bash")
+        s.tool_input_ready(ref, {"a": 1})
+        s.start_tool(ref)
+        version = s.version
+        with pytest.raises(InvalidEvent, match=r"\$\.kind"):
+            s.fail_tool(ref, "boom", kind="crashed")  # type: ignore[arg-type]
+        with pytest.raises(InvalidEvent, match=r"\$\.role"):
+            s.start_message("robot")  # type: ignore[arg-type]
+        with pytest.raises(InvalidEvent, match=r"\$\.metadata\.n"):
+            s.tool_progress(ref, metadata={"n": 10 ** 30})
+        assert s.version == store.version(s.id) == version
+        s.fail_tool(ref, "boom", kind="error")  # the session is still usable
+        assert s.version == version + 1
+        assert_sound(store)
+    finally:
+        store.close()
+
+
+# --------------------------------------------------------------------------- same id: retry or conflict
+
+
+@FUZZ
+@given(cls=st.sampled_from(EVENT_TYPES), data=st.data())
+def test_same_id_is_a_retry_or_a_conflict(store: Store, cls: type[Event],
+                                          data: st.DataObject) -> None:
+    number = data.draw(st.integers(0, 1 << 40))
+    event = msgspec.structs.replace(full(cls), id=f"0190a000-0000-7000-8000-{number:012x}",
+                                    time=5, actor="user")
+    if store.find_event(event.id) is not None:
+        return
+    first = store.append(SID, [event])
+    version = store.version(SID)
+    # A retry: the same event, or with the envelope fields the log fills left empty.
+    again = msgspec.structs.replace(event, time=data.draw(st.sampled_from([0, 5])),
+                                    actor=data.draw(st.sampled_from(["", "user"])))
+    retried = store.append(SID, [again])
+    assert (retried.seqs, retried.positions, retried.retried) == (
+        first.seqs, first.positions, True)
+    assert retried.present == 1
+    # A change of any field the writer sets: a conflict naming where the id is stored.
+    field = data.draw(st.sampled_from(["time", "actor", *[
+        p[0] for c, p, _ in typed_fields() if c is cls and len(p) == 1
+        and p[0] not in ("time", "actor")]]))
+    current = getattr(event, field)
+    changed = {"time": 6, "actor": "assistant"}.get(field)
+    if changed is None:
+        options = [v for v in (full(cls), minimal(cls)) if getattr(v, field) != current]
+        if not options:
+            return
+        changed = getattr(options[0], field)
+    with pytest.raises(EventIdConflict) as info:
+        store.append(SID, [msgspec.structs.replace(event, **{field: changed})])
+    assert isinstance(info.value, DuplicateEventId)
+    assert (info.value.event_id, info.value.session_id, info.value.seq) == (
+        event.id, SID, first.seqs[0])
+    assert str(first.seqs[0]) in str(info.value) and SID in str(info.value)
+    assert store.version(SID) == version
+
+
+def test_conflict_inside_a_partial_batch_is_named(store: Store) -> None:
+    a = msgspec.structs.replace(minimal(ev.TextDelta), id="0190a000-0000-7000-8000-0000000d00aa")
+    b = msgspec.structs.replace(a, id="0190a000-0000-7000-8000-0000000d00bb")
+    store.append(SID, [a])
+    with pytest.raises(EventIdConflict):
+        store.append(SID, [msgspec.structs.replace(a, delta="other"), b])
+    with pytest.raises(PartialDuplicate):
+        store.append(SID, [a, b])
+    assert store.version(SID) == 1
+
+
+def test_session_append_reports_retries_and_refuses_conflicts(any_url: str) -> None:
+    store = open_store(any_url)
+    try:
+        s = Session.create(store)
+        mid = "0190a000-0000-7000-8000-0000000d00cc"
+        started = ev.MessageStarted(id="0190a000-0000-7000-8000-0000000d00cd", message_id=mid,
+                                    role="user")
+        text = ev.TextAdded(id="0190a000-0000-7000-8000-0000000d00ce", message_id=mid,
+                            part_id="prt_a", text="hi")
+        assert s.append([started]) == [1]
+        assert s.append([started, text]) == [1, 2]  # the stored one is a no-op
+        with pytest.raises(EventIdConflict) as info:
+            s.append([msgspec.structs.replace(text, text="bye")])
+        assert info.value.batch_index == 1
+        assert s.version == store.version(s.id) == 2
+        assert_sound(store)
+    finally:
+        store.close()
