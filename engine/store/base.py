@@ -43,6 +43,7 @@ from engine.errors import (
     DuplicateEventId,
     EventIdConflict,
     EventTooLarge,
+    InvalidEvent,
     InvalidId,
     PartialDuplicate,
     StoreError,
@@ -201,12 +202,35 @@ class Prepared(NamedTuple):
 
 
 class Store(abc.ABC):
-    """Backends implement the ``_own_*`` methods over a session's own events only."""
+    """The event store: one append pipeline over a backend's recorder.
+
+    The pipeline, written once here, is what :meth:`append` runs: id checks, the
+    duplicate-id rule (:meth:`_match`), the expected version, the door and the
+    canonical bytes (:func:`engine.store.door.admit`), the hash chain
+    (:meth:`_prepare`). A backend is a *recorder*: it keeps sessions, inserts a
+    prepared batch under its write lock (``_append``, which calls back into the
+    pipeline through :meth:`_decide`) and selects events back (the ``_own_*``
+    methods, over a session's own events only).
+    """
 
     url: str
     durability: str = SYNC
     chain: Chain = Chain(None)
     max_event_bytes: int = MAX_EVENT_BYTES
+    # Why appends are refused (a keyed store opened without its key), else None.
+    _refuse: str | None = None
+
+    def _configure(self, url: str, *, durability: str, key: bytes | None,
+                   max_event_bytes: int | None, durabilities: tuple[str, ...] = (SYNC, BATCHED),
+                   ) -> None:
+        """The constructor preamble every backend shares."""
+        self.url = url
+        if durability not in durabilities:
+            raise StoreError(f"unknown durability {durability!r}; use sync or batched")
+        self.durability = durability
+        self.chain = Chain(key)
+        if max_event_bytes is not None:
+            self.max_event_bytes = max_event_bytes
 
     # -- sessions
     @abc.abstractmethod
@@ -223,9 +247,9 @@ class Store(abc.ABC):
     def sessions(self) -> list[SessionInfo]: ...
 
     # -- events
-    @abc.abstractmethod
     def _own_version(self, session_id: str) -> int:
         """Highest own seq stored for the session, 0 when none."""
+        return self._head(session_id)[0]
 
     @abc.abstractmethod
     def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
@@ -239,9 +263,13 @@ class Store(abc.ABC):
     def find_event(self, event_id: str) -> tuple[str, int] | None:
         """(session id, seq) of the stored event with this id."""
 
-    @abc.abstractmethod
     def _own_seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
-        """Smallest own seq >= first whose time is after time_ms."""
+        """Smallest own seq >= first whose time is after time_ms (a scan; block stores
+        skip blocks by their time bound)."""
+        for e in self._own_read(session_id, first, 1 << 62):
+            if e.time > time_ms:
+                return e.seq
+        return None
 
     @abc.abstractmethod
     def read_all(self, after: int = 0, *, session_id: str | None = None,
@@ -300,6 +328,8 @@ class Store(abc.ABC):
         Events may leave ``seq`` (0) and ``session_id`` ("") empty: the store fills
         them in. A given seq must be the next one. Returns seqs and positions.
         """
+        if self._refuse:
+            raise StoreError(self._refuse)
         if session_id not in _CHECKED_SESSIONS:
             check_id("session", session_id)
             if len(_CHECKED_SESSIONS) < 100_000:
@@ -346,6 +376,25 @@ class Store(abc.ABC):
                 raise ConcurrencyError(session_id, "stream_exists", actual)
         elif isinstance(expected, int) and expected != actual:
             raise ConcurrencyError(session_id, expected, actual)
+
+    def _decide(self, session_id: str, events: Sequence[Event], expected: Expected, *,
+                actual: int, head: bytes,
+                stored: Callable[[], dict[str, tuple[str, int, int]]]) -> Prepared | Appended:
+        """With the write lock held, against the session's (version, head hash): check
+        the expected version and prepare the batch. A batch that fails either is a
+        retry when it is stored already (``stored()`` looks its ids up): then its
+        original result, which the recorder returns without writing."""
+        try:
+            if expected is not ANY:
+                self._check_expected(session_id, expected, actual)
+            return self._prepare(session_id, events, actual, head)
+        except (ConcurrencyError, BadBatch) as exc:
+            if isinstance(exc, InvalidEvent):
+                raise
+            retried = self._classify(session_id, events, stored())
+            if retried is not None:
+                return retried
+            raise
 
     def _classify(self, session_id: str, events: Sequence[Event],
                   found: dict[str, tuple[str, int, int]]) -> Appended | None:
@@ -540,8 +589,6 @@ class Store(abc.ABC):
 
 def _first_difference(given: Event, stored: Event) -> str:
     """The first top-level field whose value differs (for the conflict's message)."""
-    a, b = msgspec.to_builtins(given), msgspec.to_builtins(stored)
-    for name in sorted(set(a) | set(b)):
-        if a.get(name) != b.get(name):
-            return name
-    return ""
+    a: dict[str, Any] = msgspec.to_builtins(given)
+    b: dict[str, Any] = msgspec.to_builtins(stored)
+    return next((name for name in sorted(set(a) | set(b)) if a.get(name) != b.get(name)), "")

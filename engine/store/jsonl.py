@@ -57,7 +57,7 @@ from engine.store.base import (
     check_id,
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
-from engine.store.chain import HASH_BYTES, Chain
+from engine.store.chain import HASH_BYTES
 
 log = structlog.get_logger("convlog.store.jsonl")
 
@@ -163,13 +163,8 @@ class JSONLStore(Store):
     def __init__(self, directory: str, *, url: str | None = None, durability: str = SYNC,
                  batch_ms: float = DEFAULT_BATCH_MS, batch_events: int = DEFAULT_BATCH_EVENTS,
                  key: bytes | None = None, max_event_bytes: int | None = None) -> None:
-        self.url = url or f"jsonl:///{directory}"
-        if durability not in (SYNC, BATCHED):
-            raise StoreError(f"unknown durability {durability!r}; use sync or batched")
-        self.durability = durability
-        self.chain = Chain(key)
-        if max_event_bytes is not None:
-            self.max_event_bytes = max_event_bytes
+        self._configure(url or f"jsonl:///{directory}", durability=durability, key=key,
+                        max_event_bytes=max_event_bytes)
         self.root = Path(directory)
         if not self.root.parent.is_dir():
             raise StoreError(f"cannot open {self.url}: directory {self.root.parent} does not exist")
@@ -485,8 +480,6 @@ class JSONLStore(Store):
             return (st.version if st.offsets else 0), st.head
 
     def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
-        if self._refuse:
-            raise StoreError(self._refuse)
         with self._file_lock():
             self._check_tails()
             self.session_info(session_id)
@@ -499,8 +492,10 @@ class JSONLStore(Store):
             pending = self._pending_heads.get(session_id)
             # st.version starts at the fork point, so it already is the session's version.
             actual, head = (pending[0], pending[1]) if pending else (st.version, st.head)
-            self._check_expected(session_id, expected, actual)
-            batch = self._prepare(session_id, events, actual, head)
+            batch = self._decide(session_id, events, expected, actual=actual, head=head,
+                                 stored=lambda: found)
+            if isinstance(batch, Appended):
+                return batch
             if not self._pending:
                 self._window_old = self._last
             pos0 = self._last + 1
@@ -603,12 +598,6 @@ class JSONLStore(Store):
             found = self._ids.get(event_id)
         return None if found is None else (found[0], found[1])
 
-    def _own_seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
-        for e in self._own_read(session_id, first, 1 << 62):
-            if e.time > time_ms:
-                return e.seq
-        return None
-
     def last_position(self) -> int:
         with self._lock:
             if self._pending:
@@ -692,7 +681,8 @@ class JSONLStore(Store):
         folder.mkdir(parents=True, exist_ok=True)
         _write_atomic(folder / f"{seq:020d}", data, durable=self.durability == SYNC)
 
-    def _latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
+    def _latest_snapshot(self, session_id: str, name: str,
+                         max_seq: int) -> tuple[int, bytes] | None:
         self.session_info(session_id)
         folder = self._snap_dir / session_id / snapshot_file_name(name)
         if not folder.is_dir():

@@ -16,7 +16,6 @@ import msgspec
 from engine.errors import SessionExists, UnknownSession
 from engine.events import AnyEvent, Event
 from engine.store.base import (
-    ANY,
     Appended,
     Expected,
     Record,
@@ -25,7 +24,6 @@ from engine.store.base import (
     Stored,
     check_id,
 )
-from engine.store.chain import Chain
 
 
 class _Own:
@@ -45,11 +43,9 @@ class _Own:
 class MemoryStore(Store):
     def __init__(self, url: str = "memory://", *, key: bytes | None = None,
                  durability: str = "sync", max_event_bytes: int | None = None) -> None:
-        self.url = url
-        self.chain = Chain(key)
-        self.durability = durability
-        if max_event_bytes is not None:
-            self.max_event_bytes = max_event_bytes
+        # Any durability is accepted: it means nothing in memory.
+        self._configure(url, durability=durability, key=key, max_event_bytes=max_event_bytes,
+                        durabilities=(durability,))
         self._lock = threading.RLock()
         self._sessions: dict[str, SessionInfo] = {}
         self._own: dict[str, _Own] = {}
@@ -113,9 +109,10 @@ class MemoryStore(Store):
                 actual, head = stored[-1].seq, own.hashes[-1]
             else:
                 actual, head = own.base, own.genesis
-            if expected is not ANY:
-                self._check_expected(session_id, expected, actual)
-            batch = self._prepare(session_id, events, actual, head)
+            batch = self._decide(session_id, events, expected, actual=actual, head=head,
+                                 stored=lambda: found)
+            if isinstance(batch, Appended):
+                return batch
             log = self._log
             first_index = len(stored)
             pos0 = len(log) + 1
@@ -151,12 +148,6 @@ class MemoryStore(Store):
         found = self._ids.get(event_id)
         return None if found is None else (found[0], found[1])
 
-    def _own_seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
-        for e in self._own[session_id].events:
-            if e.seq >= first and e.time > time_ms:
-                return e.seq
-        return None
-
     def read_all(self, after: int = 0, *, session_id: str | None = None,
                  limit: int | None = None) -> Iterator[Record]:
         if session_id is not None:
@@ -191,7 +182,8 @@ class MemoryStore(Store):
         else:
             snaps.insert(i, (seq, data))
 
-    def _latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
+    def _latest_snapshot(self, session_id: str, name: str,
+                         max_seq: int) -> tuple[int, bytes] | None:
         self.session_info(session_id)
         snaps = self._snapshots.get((session_id, name), [])
         i = bisect.bisect_right(snaps, max_seq, key=lambda s: s[0])

@@ -57,7 +57,6 @@ from engine.store.base import (
     check_id,
 )
 from engine.store.blockread import BlockReader
-from engine.store.chain import Chain
 
 SCHEMA_VERSION = 1
 CHANNEL = "convlog"
@@ -185,14 +184,9 @@ class PostgresStore(BlockReader):
     def __init__(self, dsn: str, *, url: str | None = None, durability: str = SYNC,
                  key: bytes | None = None, max_event_bytes: int | None = None,
                  connect_timeout: float = 10) -> None:
-        self.url = url or dsn
+        self._configure(url or dsn, durability=durability, key=key,
+                        max_event_bytes=max_event_bytes)
         self.dsn = dsn
-        if durability not in (SYNC, BATCHED):
-            raise StoreError(f"unknown durability {durability!r}; use sync or batched")
-        self.durability = durability
-        self.chain = Chain(key)
-        if max_event_bytes is not None:
-            self.max_event_bytes = max_event_bytes
         self._lock = threading.RLock()
         try:
             self._db = psycopg.connect(dsn, autocommit=True,
@@ -337,8 +331,6 @@ class PostgresStore(BlockReader):
         and a second call succeeds. Whatever cannot be decided against a cached head
         (a version conflict, a seq out of order, both possibly stale) or keeps losing
         races goes to ``_append_locked``."""
-        if self._refuse:
-            raise StoreError(self._refuse)
         with self._lock:
             try:
                 for _ in range(2):
@@ -371,15 +363,10 @@ class PostgresStore(BlockReader):
         with self._db.transaction():
             head = self._fetch_head(session_id, lock=True)
             actual = max(head.version, head.fork_seq)
-            try:
-                self._check_expected(session_id, expected, actual)
-                batch = self._prepare(session_id, events, actual, head.head)
-            except (ConcurrencyError, BadBatch):
-                # A retry of a batch that did land is neither a conflict nor out of order.
-                retried = self._classify(session_id, events, self._lookup(events))
-                if retried is not None:
-                    return retried
-                raise
+            batch = self._decide(session_id, events, expected, actual=actual, head=head.head,
+                                 stored=lambda: self._lookup(events))
+            if isinstance(batch, Appended):  # a retry of a batch that did land
+                return batch
             done = self._write(session_id, head, batch)
         if done is None:  # only damage can move a locked head
             raise StoreError(f"session {session_id}: the stored blocks do not end at its "
@@ -441,9 +428,6 @@ class PostgresStore(BlockReader):
         return (canon, hashes, times) if len(canon) == actual - head.sealed else None
 
     # ------------------------------------------------------------------ reading
-
-    def _own_version(self, session_id: str) -> int:
-        return self._head(session_id)[0]
 
     def _block_rows(self, sid: int, first: int, last: int) -> Iterator[tuple[int, int, bytes]]:
         """(first seq, last seq, body) of the blocks that hold seqs first..last: the
@@ -531,7 +515,8 @@ class PostgresStore(BlockReader):
                 "INSERT INTO convlog_snapshots VALUES (%s, %s, %s, %s) ON CONFLICT "
                 "(sid, name, seq) DO UPDATE SET body = EXCLUDED.body", (sid, name, seq, data))
 
-    def _latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
+    def _latest_snapshot(self, session_id: str, name: str,
+                         max_seq: int) -> tuple[int, bytes] | None:
         sid = self._sid(session_id)
         with self._lock:
             row = self._db.execute(

@@ -22,8 +22,6 @@ from pathlib import Path
 
 from engine.codec import decode_msgpack, encode_msgpack
 from engine.errors import (
-    BadBatch,
-    ConcurrencyError,
     SessionExists,
     StoreError,
     UnknownSession,
@@ -41,7 +39,6 @@ from engine.store.base import (
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
 from engine.store.blockread import BlockReader
-from engine.store.chain import Chain
 
 SCHEMA_VERSION = 2
 
@@ -110,14 +107,9 @@ class SQLiteStore(BlockReader):
                  durability: str = SYNC, batch_ms: float = DEFAULT_BATCH_MS,
                  batch_events: int = DEFAULT_BATCH_EVENTS, key: bytes | None = None,
                  max_event_bytes: int | None = None) -> None:
-        self.url = url or f"sqlite:///{path}"
+        self._configure(url or f"sqlite:///{path}", durability=durability, key=key,
+                        max_event_bytes=max_event_bytes)
         self.path = path
-        if durability not in (SYNC, BATCHED):
-            raise StoreError(f"unknown durability {durability!r}; use sync or batched")
-        self.durability = durability
-        self.chain = Chain(key)
-        if max_event_bytes is not None:
-            self.max_event_bytes = max_event_bytes
         if path != ":memory:":
             parent = Path(path).parent
             if not parent.is_dir():
@@ -409,8 +401,6 @@ class SQLiteStore(BlockReader):
         return found
 
     def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
-        if self._refuse:
-            raise StoreError(self._refuse)
         with self._lock:
             db = self._db
             if not self._in_tx:
@@ -430,17 +420,12 @@ class SQLiteStore(BlockReader):
                         if retried is not None:
                             return retried
                 actual = max(tail.version, tail.fork_seq or 0)
-                try:
-                    self._check_expected(session_id, expected, actual)
-                    batch = self._prepare(session_id, events, actual, tail.head)
-                except (ConcurrencyError, BadBatch):
-                    # A retry of a batch that did land is neither a conflict nor out of order.
-                    retried = self._classify(session_id, events, self._lookup(events))
-                    if retried is not None:
-                        if eager:
-                            self._rollback()  # nothing was written
-                        return retried
-                    raise
+                batch = self._decide(session_id, events, expected, actual=actual, head=tail.head,
+                                     stored=lambda: self._lookup(events))
+                if isinstance(batch, Appended):  # a retry of a batch that did land
+                    if eager:
+                        self._rollback()  # nothing was written
+                    return batch
                 # Stored bytes keep the event exactly (map order included); the chain
                 # covers its canonical form, recomputed by verify.
                 body = [encode_msgpack(e) for e in batch.events]
@@ -524,9 +509,6 @@ class SQLiteStore(BlockReader):
 
     # ------------------------------------------------------------------ reading
 
-    def _own_version(self, session_id: str) -> int:
-        return self._head(session_id)[0]
-
     def _block_rows(self, sid: int, first: int, last: int) -> Iterator[tuple[int, int, bytes]]:
         """(first seq, last seq, body) of the blocks that hold seqs first..last."""
         lo = first
@@ -602,7 +584,8 @@ class SQLiteStore(BlockReader):
                 raise
             self._write_end(ok=True)
 
-    def _latest_snapshot(self, session_id: str, name: str, max_seq: int) -> tuple[int, bytes] | None:
+    def _latest_snapshot(self, session_id: str, name: str,
+                         max_seq: int) -> tuple[int, bytes] | None:
         sid = self._sid(session_id)
         with self._lock:
             row = self._db.execute(

@@ -64,7 +64,7 @@ def assert_sound(store: Store) -> None:
 # --------------------------------------------------------------------------- the catalog
 
 
-@pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda c: ev.tag_of(c))
+@pytest.mark.parametrize("cls", EVENT_TYPES, ids=ev.tag_of)
 def test_every_event_type_round_trips_through_the_door(store: Store, cls: type[Event]) -> None:
     """The builder's events are valid (else the refusals below prove nothing)."""
     for event in (minimal(cls), full(cls)):
@@ -269,18 +269,14 @@ def test_session_commands_with_bad_values_change_nothing(any_url: str) -> None:
         store.close()
 
 
-# --------------------------------------------------------------------------- same id: retry or conflict
+# --------------------------------------------------------------------------- retry or conflict
 
 
 @FUZZ
 @given(cls=st.sampled_from(EVENT_TYPES), data=st.data())
 def test_same_id_is_a_retry_or_a_conflict(store: Store, cls: type[Event],
                                           data: st.DataObject) -> None:
-    number = data.draw(st.integers(0, 1 << 40))
-    event = msgspec.structs.replace(full(cls), id=f"0190a000-0000-7000-8000-{number:012x}",
-                                    time=5, actor="user")
-    if store.find_event(event.id) is not None:
-        return
+    event = msgspec.structs.replace(full(cls), time=5, actor="user")  # a fresh id each time
     first = store.append(SID, [event])
     version = store.version(SID)
     # A retry: the same event, or with the envelope fields the log fills left empty.
@@ -306,7 +302,7 @@ def test_same_id_is_a_retry_or_a_conflict(store: Store, cls: type[Event],
     assert isinstance(info.value, DuplicateEventId)
     assert (info.value.event_id, info.value.session_id, info.value.seq) == (
         event.id, SID, first.seqs[0])
-    assert str(first.seqs[0]) in str(info.value) and SID in str(info.value)
+    assert f"session {SID} seq {first.seqs[0]}" in str(info.value)
     assert store.version(SID) == version
 
 
