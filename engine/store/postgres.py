@@ -56,7 +56,7 @@ from engine.store.base import (
     check_chain,
     check_id,
 )
-from engine.store.blockread import BlockReader
+from engine.store.sql import POSTGRES, SQLRecorder, Statements
 
 SCHEMA_VERSION = 1
 CHANNEL = "convlog"
@@ -164,7 +164,6 @@ def _int_array(values: Sequence[int]) -> str:
     return "{" + ",".join(map(str, values)) + "}"
 
 
-_PAGE = 64
 _HEADS_MAX = 100_000  # cached session heads (a stale or missing one costs a round trip)
 
 
@@ -178,7 +177,8 @@ class _Head(NamedTuple):
     head: bytes
 
 
-class PostgresStore(BlockReader):
+class PostgresStore(SQLRecorder):
+    _sql = Statements.of(POSTGRES)
     SEQ_MAX = 1 << 30  # a bound that every integer seq column and parameter accepts
 
     def __init__(self, dsn: str, *, url: str | None = None, durability: str = SYNC,
@@ -241,20 +241,15 @@ class PostgresStore(BlockReader):
         with self._lock:
             self._db.close()
 
+    def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def _write_one(self, sql: str, params: Sequence[Any]) -> None:
+        with self._lock:
+            self._db.execute(sql, params)
+
     # ------------------------------------------------------------------ sessions
-
-    def _query_sid(self, session_id: str) -> int | None:
-        with self._lock:
-            row = self._db.execute("SELECT sid FROM convlog_sessions WHERE id=%s",
-                                   (session_id,)).fetchone()
-        return None if row is None else int(row[0])
-
-    def _query_name(self, sid: int) -> str:
-        with self._lock:
-            row = self._db.execute("SELECT id FROM convlog_sessions WHERE sid=%s",
-                                   (sid,)).fetchone()
-        assert row is not None
-        return str(row[0])
 
     def create_session(
         self, session_id: str, *, created: int, parent: str | None = None,
@@ -276,21 +271,6 @@ class PostgresStore(BlockReader):
             self._remember(session_id, _Head(int(row[0]), 0, fork_seq or 0, fork_seq or 0,
                                              genesis))
         return SessionInfo(session_id, created, parent, fork_seq)
-
-    def session_info(self, session_id: str) -> SessionInfo:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT id, created, parent, fork_seq FROM convlog_sessions WHERE id=%s",
-                (session_id,)).fetchone()
-        if row is None:
-            raise UnknownSession(session_id)
-        return SessionInfo(row[0], row[1], row[2], row[3])
-
-    def sessions(self) -> list[SessionInfo]:
-        with self._lock:
-            rows = self._db.execute("SELECT id, created, parent, fork_seq FROM convlog_sessions "
-                                    "ORDER BY created, id").fetchall()
-        return [SessionInfo(r[0], r[1], r[2], r[3]) for r in rows]
 
     # ------------------------------------------------------------------ writing
 
@@ -429,59 +409,6 @@ class PostgresStore(BlockReader):
 
     # ------------------------------------------------------------------ reading
 
-    def _block_rows(self, sid: int, first: int, last: int) -> Iterator[tuple[int, int, bytes]]:
-        """(first seq, last seq, body) of the blocks that hold seqs first..last: the
-        bound on last_seq (the block holding ``last``) ends the index scan there."""
-        lo = first
-        while True:
-            with self._lock:
-                rows = self._db.execute(
-                    "SELECT first_seq, last_seq, body FROM convlog_blocks WHERE sid=%(sid)s AND "
-                    "last_seq>=%(lo)s AND last_seq<=COALESCE((SELECT last_seq FROM "
-                    "convlog_blocks WHERE sid=%(sid)s AND last_seq>=%(last)s ORDER BY last_seq "
-                    "LIMIT 1), %(last)s) ORDER BY last_seq LIMIT %(page)s",
-                    {"sid": sid, "lo": lo, "last": last, "page": _PAGE}).fetchall()
-            for first_seq, last_seq, body in rows:
-                yield first_seq, last_seq, bytes(body)
-            if len(rows) < _PAGE:
-                return
-            lo = rows[-1][1] + 1
-
-    def find_event(self, event_id: str) -> tuple[str, int] | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT l.sid, l.seq FROM convlog_ids i JOIN convlog_log l "
-                "ON l.position = i.position WHERE i.id = %s", (blocks.id_key(event_id),)
-            ).fetchone()
-        return None if row is None else (self._name(int(row[0])), int(row[1]))
-
-    def _bodies_after_time(self, sid: int, first: int, time_ms: int) -> list[bytes]:
-        with self._lock:
-            return [bytes(body) for (body,) in self._db.execute(
-                "SELECT body FROM convlog_blocks WHERE sid=%s AND last_seq>=%s AND t_max>%s "
-                "ORDER BY last_seq", (sid, first, time_ms)).fetchall()]
-
-    def last_position(self) -> int:
-        with self._lock:
-            row = self._db.execute("SELECT COALESCE(MAX(position), 0) FROM convlog_log"
-                                   ).fetchone()
-        return int(row[0]) if row else 0
-
-    def _log_page(self, after: int, sid: int | None, page: int) -> list[tuple[int, int, int]]:
-        with self._lock:
-            if sid is None:
-                return self._db.execute(
-                    "SELECT position, sid, seq FROM convlog_log WHERE position>%s "
-                    "ORDER BY position LIMIT %s", (after, page)).fetchall()
-            return self._db.execute(
-                "SELECT position, sid, seq FROM convlog_log WHERE position>%s AND "
-                "sid=%s ORDER BY position LIMIT %s", (after, sid, page)).fetchall()
-
-    def _positions(self, sid: int) -> dict[int, int]:
-        with self._lock:
-            return dict(self._db.execute(
-                "SELECT seq, position FROM convlog_log WHERE sid=%s", (sid,)).fetchall())
-
     # ------------------------------------------------------------------ live
 
     def subscribe(self, after: int = 0, *, session_id: str | None = None,
@@ -505,21 +432,3 @@ class PostgresStore(BlockReader):
             return
         for _ in listener.notifies(timeout=timeout, stop_after=1):
             break
-
-    # ------------------------------------------------------------------ snapshots
-
-    def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
-        sid = self._sid(session_id)
-        with self._lock:
-            self._db.execute(
-                "INSERT INTO convlog_snapshots VALUES (%s, %s, %s, %s) ON CONFLICT "
-                "(sid, name, seq) DO UPDATE SET body = EXCLUDED.body", (sid, name, seq, data))
-
-    def _latest_snapshot(self, session_id: str, name: str,
-                         max_seq: int) -> tuple[int, bytes] | None:
-        sid = self._sid(session_id)
-        with self._lock:
-            row = self._db.execute(
-                "SELECT seq, body FROM convlog_snapshots WHERE sid=%s AND name=%s AND seq<=%s "
-                "ORDER BY seq DESC LIMIT 1", (sid, name, max_seq)).fetchone()
-        return None if row is None else (int(row[0]), bytes(row[1]))

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from engine.codec import decode_msgpack, encode_msgpack
 from engine.errors import (
@@ -38,7 +39,7 @@ from engine.store.base import (
     check_id,
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
-from engine.store.blockread import BlockReader
+from engine.store.sql import SQLITE, SQLRecorder, Statements
 
 SCHEMA_VERSION = 2
 
@@ -77,7 +78,6 @@ CREATE TABLE IF NOT EXISTS snapshots (
 ) WITHOUT ROWID;
 """
 
-_PAGE = 64  # blocks per query while reading: no cursor stays open across a yield
 _IN_CHUNK = 500  # ids per "IN (...)" lookup (below SQLite's oldest variable limit)
 
 
@@ -102,7 +102,9 @@ class _Tail:
         self.maxv = 0
 
 
-class SQLiteStore(BlockReader):
+class SQLiteStore(SQLRecorder):
+    _sql = Statements.of(SQLITE)
+
     def __init__(self, path: str, *, url: str | None = None, synchronous: str | None = None,
                  durability: str = SYNC, batch_ms: float = DEFAULT_BATCH_MS,
                  batch_events: int = DEFAULT_BATCH_EVENTS, key: bytes | None = None,
@@ -268,19 +270,22 @@ class SQLiteStore(BlockReader):
             with self._lock:
                 self._materialize()
 
+    def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        with self._lock:
+            self._readable()
+            return self._db.execute(sql, params).fetchall()
+
+    def _write_one(self, sql: str, params: Sequence[Any]) -> None:
+        with self._lock:
+            self._write_begin()
+            try:
+                self._db.execute(sql, params)
+            except BaseException:
+                self._write_end(ok=False)
+                raise
+            self._write_end(ok=True)
+
     # ------------------------------------------------------------------ sessions
-
-    def _query_sid(self, session_id: str) -> int | None:
-        with self._lock:
-            row = self._db.execute("SELECT sid FROM sessions WHERE id=?",
-                                   (session_id,)).fetchone()
-        return None if row is None else int(row[0])
-
-    def _query_name(self, sid: int) -> str:
-        with self._lock:
-            row = self._db.execute("SELECT id FROM sessions WHERE sid=?", (sid,)).fetchone()
-        assert row is not None
-        return str(row[0])
 
     def create_session(
         self, session_id: str, *, created: int, parent: str | None = None,
@@ -306,22 +311,6 @@ class SQLiteStore(BlockReader):
                 raise
             self._write_end(ok=True)
         return SessionInfo(session_id, created, parent, fork_seq)
-
-    def session_info(self, session_id: str) -> SessionInfo:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT id, created, parent, fork_seq FROM sessions WHERE id=?", (session_id,)
-            ).fetchone()
-        if row is None:
-            raise UnknownSession(session_id)
-        return SessionInfo(row[0], row[1], row[2], row[3])
-
-    def sessions(self) -> list[SessionInfo]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, created, parent, fork_seq FROM sessions ORDER BY created, id"
-            ).fetchall()
-        return [SessionInfo(r[0], r[1], r[2], r[3]) for r in rows]
 
     # ------------------------------------------------------------------ writing
 
@@ -384,9 +373,7 @@ class SQLiteStore(BlockReader):
         db = self._db
         if len(keys) == 1:
             (key, event_id), = keys.items()
-            row = db.execute(
-                "SELECT l.sid, l.seq, l.position FROM ids i JOIN log l ON l.position = i.position"
-                " WHERE i.id = ?", (key,)).fetchone()
+            row = db.execute(self._sql.lookup_one, (key,)).fetchone()
             if row is not None:
                 found[event_id] = (self._name(int(row[0])), int(row[1]), int(row[2]))
             return found
@@ -509,86 +496,6 @@ class SQLiteStore(BlockReader):
 
     # ------------------------------------------------------------------ reading
 
-    def _block_rows(self, sid: int, first: int, last: int) -> Iterator[tuple[int, int, bytes]]:
-        """(first seq, last seq, body) of the blocks that hold seqs first..last."""
-        lo = first
-        self._readable()
-        while True:
-            # The primary key seeks to the first block; the bound on last_seq (the block
-            # holding ``last``) stops the scan there instead of at the session's end.
-            with self._lock:
-                rows = self._db.execute(
-                    "SELECT first_seq, last_seq, body FROM blocks WHERE sid=?1 AND last_seq>=?2 "
-                    "AND last_seq<=COALESCE((SELECT last_seq FROM blocks WHERE sid=?1 AND "
-                    "last_seq>=?3 ORDER BY last_seq LIMIT 1), ?3) "
-                    "ORDER BY last_seq LIMIT ?4", (sid, lo, last, _PAGE)
-                ).fetchall()
-            yield from rows
-            if len(rows) < _PAGE:
-                return
-            lo = rows[-1][1] + 1
-
     def read_bodies(self, session_id: str, first: int, last: int) -> list[bytes]:
         """Raw block bodies holding the session's own events first..last (benchmarks)."""
         return [body for _, body in self._blocks(self._sid(session_id), first, last)]
-
-    def find_event(self, event_id: str) -> tuple[str, int] | None:
-        with self._lock:
-            self._readable()
-            row = self._db.execute(
-                "SELECT l.sid, l.seq FROM ids i JOIN log l ON l.position = i.position "
-                "WHERE i.id = ?", (blocks.id_key(event_id),)).fetchone()
-        return None if row is None else (self._name(int(row[0])), int(row[1]))
-
-    def _bodies_after_time(self, sid: int, first: int, time_ms: int) -> list[bytes]:
-        with self._lock:
-            self._readable()
-            return [body for (body,) in self._db.execute(
-                "SELECT body FROM blocks WHERE sid=? AND last_seq>=? AND t_max>? "
-                "ORDER BY last_seq", (sid, first, time_ms)).fetchall()]
-
-    def last_position(self) -> int:
-        with self._lock:
-            self._readable()
-            return int(self._db.execute("SELECT COALESCE(MAX(position), 0) FROM log")
-                       .fetchone()[0])
-
-    def _log_page(self, after: int, sid: int | None, page: int) -> list[tuple[int, int, int]]:
-        with self._lock:
-            self._readable()
-            if sid is None:
-                return self._db.execute(
-                    "SELECT position, sid, seq FROM log WHERE position>? ORDER BY position "
-                    "LIMIT ?", (after, page)).fetchall()
-            return self._db.execute(
-                "SELECT position, sid, seq FROM log WHERE position>? AND sid=? "
-                "ORDER BY position LIMIT ?", (after, sid, page)).fetchall()
-
-    def _positions(self, sid: int) -> dict[int, int]:
-        with self._lock:
-            self._readable()
-            return dict(self._db.execute("SELECT seq, position FROM log WHERE sid=?",
-                                         (sid,)).fetchall())
-
-    # ------------------------------------------------------------------ snapshots
-
-    def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
-        sid = self._sid(session_id)
-        with self._lock:
-            self._write_begin()
-            try:
-                self._db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)",
-                                 (sid, name, seq, data))
-            except BaseException:
-                self._write_end(ok=False)
-                raise
-            self._write_end(ok=True)
-
-    def _latest_snapshot(self, session_id: str, name: str,
-                         max_seq: int) -> tuple[int, bytes] | None:
-        sid = self._sid(session_id)
-        with self._lock:
-            row = self._db.execute(
-                "SELECT seq, body FROM snapshots WHERE sid=? AND name=? AND seq<=? "
-                "ORDER BY seq DESC LIMIT 1", (sid, name, max_seq)).fetchone()
-        return None if row is None else (int(row[0]), bytes(row[1]))
