@@ -21,7 +21,9 @@ from engine.codec import upgrade
 from engine.errors import (
     ConvlogError,
     DuplicateEventId,
+    EventIdConflict,
     IllegalTransition,
+    InvalidEvent,
     PartValidationError,
 )
 from engine.events import DEFAULT_ACTOR, SCHEMA_VERSION, Event, tag_of
@@ -244,7 +246,7 @@ class Session:
             seqs.append(None)
         try:
             accepted = iter(self._commit(stamped))
-        except (IllegalTransition, PartValidationError) as exc:
+        except (IllegalTransition, PartValidationError, InvalidEvent, EventIdConflict) as exc:
             exc.batch_index = positions.get(exc.event_id)
             raise
         accepted_ids = {}

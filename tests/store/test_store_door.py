@@ -331,7 +331,13 @@ def test_session_append_reports_retries_and_refuses_conflicts(any_url: str) -> N
         with pytest.raises(EventIdConflict) as info:
             s.append([msgspec.structs.replace(text, text="bye")])
         assert info.value.batch_index == 1
+        closing = ev.PartEnded(message_id=mid, part_id="prt_a")
+        bad = ev.TextDelta(message_id=mid, part_id="prt_a", delta="x \udc80")
+        with pytest.raises(InvalidEvent) as refusal:  # raw events pass the same door
+            s.append([bad, closing])
+        assert (refusal.value.batch_index, refusal.value.path) == (1, "$.delta")
         assert s.version == store.version(s.id) == 2
+        assert s.append([closing]) == [3]  # still usable
         assert_sound(store)
     finally:
         store.close()
