@@ -63,7 +63,8 @@ def admit(event: Event) -> bytes:
         if found is None:
             raise _refuse(event, "$", f"cannot be encoded: {exc}") from None
         raise _refuse(event, *found) from None
-    if (_BIG_INT(data) is not None or _FLOAT in data or (
+    plain = event.__class__ in _PLAIN
+    if not plain and (_BIG_INT(data) is not None or _FLOAT in data or (
             event.__class__ in _FREE_FORM
             and len(data.translate(None, _NOT_CONTAINER)) >= MAX_DEPTH)):
         found = first_problem(event)
@@ -79,29 +80,45 @@ def admit(event: Event) -> bytes:
         found = _difference(event, back)
         if found is not None:
             raise _refuse(event, *found)
-    if back.time < 0:  # after the decode: now known to be an int
-        raise _refuse(event, "$.time", f"negative time {back.time}")
+    # After the decode: these are ints now.
+    if not 0 <= back.time <= INT_MAX:
+        raise _refuse(event, "$.time", f"time {_short(back.time)} is negative or outside "
+                                       "the signed 64-bit range")
+    if plain and not (back.seq <= INT_MAX and back.v <= INT_MAX):
+        found = first_problem(event)
+        raise _refuse(event, *(found or ("$", "an integer is outside the signed 64-bit range")))
     return data
 
 
-def _has_any(info: msgspec.inspect.Type, seen: set[type]) -> bool:
-    """Whether a type holds free-form JSON (``Any``) anywhere inside."""
-    if isinstance(info, msgspec.inspect.AnyType):
+def _holds(info: msgspec.inspect.Type, kinds: tuple[type, ...], seen: set[type],
+           skip: frozenset[str] = frozenset()) -> bool:
+    """Whether a declared type holds a value of one of ``kinds`` anywhere inside
+    (``skip``: top-level fields left out)."""
+    if isinstance(info, kinds):
         return True
     if isinstance(info, msgspec.inspect.StructType):
         if info.cls in seen:
             return False
         seen.add(info.cls)
-        return any(_has_any(f.type, seen) for f in info.fields)
+        return any(_holds(f.type, kinds, seen) for f in info.fields if f.name not in skip)
     inner = [getattr(info, name) for name in ("item_type", "key_type", "value_type")
              if hasattr(info, name)]
     inner += list(getattr(info, "types", ()))
-    return any(_has_any(t, seen) for t in inner)
+    return any(_holds(t, kinds, seen) for t in inner)
 
 
+_ENVELOPE_INTS = frozenset({"seq", "time", "v"})
 # Event types that can nest without bound: only their free-form JSON can be deep.
 _FREE_FORM: frozenset[type] = frozenset(
-    cls for cls in EVENT_TYPES if _has_any(msgspec.inspect.type_info(cls), set()))
+    cls for cls in EVENT_TYPES
+    if _holds(msgspec.inspect.type_info(cls), (msgspec.inspect.AnyType,), set()))
+# Event types whose only numbers are the envelope's (the streamed deltas): no byte
+# scan, three comparisons after the decode instead.
+_PLAIN: frozenset[type] = frozenset(
+    cls for cls in EVENT_TYPES
+    if not _holds(msgspec.inspect.type_info(cls),
+                  (msgspec.inspect.AnyType, msgspec.inspect.IntType,
+                   msgspec.inspect.FloatType), set(), _ENVELOPE_INTS))
 
 
 def _refuse(event: Event, path: str, reason: str) -> InvalidEvent:
