@@ -233,11 +233,24 @@ class Store(abc.ABC):
             self.max_event_bytes = max_event_bytes
 
     # -- sessions
-    @abc.abstractmethod
     def create_session(
         self, session_id: str, *, created: int, parent: str | None = None,
         fork_seq: int | None = None,
-    ) -> SessionInfo: ...
+    ) -> SessionInfo:
+        """A new session; a fork (``parent``, ``fork_seq``) shares the parent's first
+        ``fork_seq`` events and starts its chain at the parent's hash there."""
+        check_id("session", session_id)
+        if parent is not None:
+            self.session_info(parent)
+        # The parent's prefix up to the fork point never changes: no lock needed.
+        genesis = self._genesis(parent, fork_seq)
+        info = SessionInfo(session_id, created, parent, fork_seq)
+        self._create_session(info, genesis)
+        return info
+
+    @abc.abstractmethod
+    def _create_session(self, info: SessionInfo, genesis: bytes) -> None:
+        """Record the new session and where its chain starts; SessionExists if taken."""
 
     @abc.abstractmethod
     def session_info(self, session_id: str) -> SessionInfo:

@@ -359,22 +359,14 @@ class JSONLStore(Store):
     def _path(self, session_id: str) -> Path:
         return self._sessions_dir / f"{session_id}.jsonl"
 
-    def create_session(
-        self, session_id: str, *, created: int, parent: str | None = None,
-        fork_seq: int | None = None,
-    ) -> SessionInfo:
-        check_id("session", session_id)
+    def _create_session(self, info: SessionInfo, genesis: bytes) -> None:
         with self._file_lock():
-            meta_path = self._sessions_dir / f"{session_id}.meta.json"
+            meta_path = self._sessions_dir / f"{info.id}.meta.json"
             if meta_path.exists():
-                raise SessionExists(session_id)
-            if parent is not None:
-                self.session_info(parent)
+                raise SessionExists(info.id)
             self._flush_pending()
-            genesis = self._genesis(parent, fork_seq)
-            meta = _Meta(session_id, created, genesis.hex(), parent, fork_seq)
+            meta = _Meta(info.id, info.created, genesis.hex(), info.parent, info.fork_seq)
             _write_atomic(meta_path, msgspec.json.encode(meta) + b"\n", durable=True)
-        return SessionInfo(session_id, created, parent, fork_seq)
 
     def _meta(self, session_id: str) -> _Meta:
         check_id("session", session_id)

@@ -22,7 +22,6 @@ from engine.store.base import (
     SessionInfo,
     Store,
     Stored,
-    check_id,
 )
 
 
@@ -53,21 +52,12 @@ class MemoryStore(Store):
         self._log: list[tuple[str, int]] = []  # position - 1 -> (session, index in its list)
         self._snapshots: dict[tuple[str, str], list[tuple[int, bytes]]] = {}
 
-    def create_session(
-        self, session_id: str, *, created: int, parent: str | None = None,
-        fork_seq: int | None = None,
-    ) -> SessionInfo:
-        check_id("session", session_id)
+    def _create_session(self, info: SessionInfo, genesis: bytes) -> None:
         with self._lock:
-            if session_id in self._sessions:
-                raise SessionExists(session_id)
-            if parent is not None:
-                self.session_info(parent)
-            genesis = self._genesis(parent, fork_seq)
-            info = SessionInfo(session_id, created, parent, fork_seq)
-            self._sessions[session_id] = info
-            self._own[session_id] = _Own(info, genesis)
-            return info
+            if info.id in self._sessions:
+                raise SessionExists(info.id)
+            self._sessions[info.id] = info
+            self._own[info.id] = _Own(info, genesis)
 
     def session_info(self, session_id: str) -> SessionInfo:
         try:

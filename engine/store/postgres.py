@@ -54,7 +54,6 @@ from engine.store.base import (
     Record,
     SessionInfo,
     check_chain,
-    check_id,
 )
 from engine.store.sql import POSTGRES, SQLRecorder, Statements
 
@@ -251,26 +250,19 @@ class PostgresStore(SQLRecorder):
 
     # ------------------------------------------------------------------ sessions
 
-    def create_session(
-        self, session_id: str, *, created: int, parent: str | None = None,
-        fork_seq: int | None = None,
-    ) -> SessionInfo:
-        check_id("session", session_id)
+    def _create_session(self, info: SessionInfo, genesis: bytes) -> None:
+        fork = info.fork_seq or 0
         with self._lock:
-            if parent is not None:
-                self.session_info(parent)
-            genesis = self._genesis(parent, fork_seq)
             try:
                 row = self._db.execute(
                     "INSERT INTO convlog_sessions (id, created, parent, fork_seq, sealed, head) "
                     "VALUES (%s, %s, %s, %s, %s, %s) RETURNING sid",
-                    (session_id, created, parent, fork_seq, fork_seq or 0, genesis)).fetchone()
+                    (info.id, info.created, info.parent, info.fork_seq, fork, genesis)
+                ).fetchone()
             except pg_errors.UniqueViolation:
-                raise SessionExists(session_id) from None
+                raise SessionExists(info.id) from None
             assert row is not None
-            self._remember(session_id, _Head(int(row[0]), 0, fork_seq or 0, fork_seq or 0,
-                                             genesis))
-        return SessionInfo(session_id, created, parent, fork_seq)
+            self._remember(info.id, _Head(int(row[0]), 0, fork, fork, genesis))
 
     # ------------------------------------------------------------------ writing
 

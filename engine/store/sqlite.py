@@ -36,7 +36,6 @@ from engine.store.base import (
     Expected,
     SessionInfo,
     check_chain,
-    check_id,
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
 from engine.store.sql import SQLITE, SQLRecorder, Statements
@@ -287,30 +286,23 @@ class SQLiteStore(SQLRecorder):
 
     # ------------------------------------------------------------------ sessions
 
-    def create_session(
-        self, session_id: str, *, created: int, parent: str | None = None,
-        fork_seq: int | None = None,
-    ) -> SessionInfo:
-        check_id("session", session_id)
+    def _create_session(self, info: SessionInfo, genesis: bytes) -> None:
         with self._lock:
-            if parent is not None:
-                self.session_info(parent)
-            genesis = self._genesis(parent, fork_seq)
             self._write_begin()
             try:
                 self._db.execute(
                     "INSERT INTO sessions (id, created, parent, fork_seq, sealed, head) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    (session_id, created, parent, fork_seq, fork_seq or 0, genesis),
+                    (info.id, info.created, info.parent, info.fork_seq, info.fork_seq or 0,
+                     genesis),
                 )
             except sqlite3.IntegrityError:
                 self._write_end(ok=False)
-                raise SessionExists(session_id) from None
+                raise SessionExists(info.id) from None
             except BaseException:
                 self._write_end(ok=False)
                 raise
             self._write_end(ok=True)
-        return SessionInfo(session_id, created, parent, fork_seq)
 
     # ------------------------------------------------------------------ writing
 
