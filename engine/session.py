@@ -200,13 +200,16 @@ class Session:
     def _entered_seq(self, e: Event) -> int:
         return self._lc.entered_seq(e)
 
-    def append(self, events: Iterable[Event]) -> list[int]:
+    def append(self, events: Iterable[Event], *, keep_stored: bool = False) -> list[int]:
         """Append raw events (importers, adapters): one atomic, table-checked batch.
 
         Empty envelope fields are filled in (id, session, time, actor); ``seq`` is
         always assigned here. An event already in this session's history (same id,
         same content) is a no-op and reports its original seq; the same id with
-        other content raises :class:`EventIdConflict`. Returns one seq per event.
+        other content raises :class:`EventIdConflict`, unless ``keep_stored``: then
+        the stored event stands, whatever the new content (importers re-reading a
+        grown source under stable ids keep what the first import wrote). Returns
+        one seq per event.
         """
         stamped: list[Event] = []
         positions: dict[str, int] = {}
@@ -234,7 +237,8 @@ class Session:
                     raise dup
                 seen[raw.id] = len(seqs)
                 try:  # the store's one duplicate-id rule: a retry, a conflict or new
-                    known = self.store.stored_seqs(self.id, [raw])[0]
+                    known = self.store.stored_seqs(self.id, [raw],
+                                                   same_content=not keep_stored)[0]
                 except ConvlogError as exc:
                     exc.batch_index = position
                     raise

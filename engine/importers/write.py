@@ -55,7 +55,8 @@ def write_plan(store: Store, plan: Plan) -> None:
         else:  # a re-import: Session.append skips the events already there
             session = opened[planned.id] = _open(store, planned, opened)
             before = session.version
-            session.append(planned.events)
+            # A grown source may re-map a record it already wrote: the stored one stands.
+            session.append(planned.events, keep_stored=True)
             _count(plan, planned, session.version - before)
 
 
@@ -110,4 +111,4 @@ def _write(store: Store, plan: Plan) -> None:
     opened: dict[str, Session] = {}
     for planned in plan.sessions:
         session = opened[planned.id] = _open(store, planned, opened)
-        session.append(planned.events)
+        session.append(planned.events, keep_stored=True)  # as in write_plan's re-import

@@ -429,7 +429,8 @@ class Store(abc.ABC):
         raise PartialDuplicate(session_id, [e.id for e in events if e.id in found],
                                [e.id for e in events if e.id not in found])
 
-    def _match(self, session_id: str, event: Event, where: str, seq: int) -> int:
+    def _match(self, session_id: str, event: Event, where: str, seq: int, *,
+               same_content: bool = True) -> int:
         """The duplicate-id rule, the one place it is decided: ``event``'s id is stored
         at ``where`` seq ``seq``. In this session's history (its fork lineage
         included) with the same content it is a retry: returns the seq. Under another
@@ -441,6 +442,8 @@ class Store(abc.ABC):
                 sid == where and (limit is None or seq <= limit)
                 for sid, limit in self.lineage(session_id)):
             raise DuplicateEventId(event.id, f"session {where} seq {seq}")
+        if not same_content:
+            return seq
         stored = next(iter(self._own_read(where, seq, seq)), None)
         if stored is None:
             raise StoreError(f"event {event.id} is indexed at session {where} seq {seq} "
@@ -452,15 +455,19 @@ class Store(abc.ABC):
             raise EventIdConflict(event.id, where, seq, _first_difference(given, stored))
         return seq
 
-    def stored_seqs(self, session_id: str, events: Sequence[Event]) -> list[int | None]:
+    def stored_seqs(self, session_id: str, events: Sequence[Event], *,
+                    same_content: bool = True) -> list[int | None]:
         """Per event: the seq at which it is already in the session's history (an
         idempotent retry), or None when its id is new (or empty). Raises as
-        :meth:`_match` does. ``Session.append`` uses it to drop retried events
-        before its tables see the batch."""
+        :meth:`_match` does; ``same_content=False`` lets the stored event stand
+        for any content under its id (see ``Session.append(keep_stored=True)``).
+        ``Session.append`` uses it to drop retried events before its tables see
+        the batch."""
         out: list[int | None] = []
         for e in events:
             hit = self.find_event(e.id) if e.id else None
-            out.append(None if hit is None else self._match(session_id, e, hit[0], hit[1]))
+            out.append(None if hit is None else self._match(
+                session_id, e, hit[0], hit[1], same_content=same_content))
         return out
 
     def _prepare(self, session_id: str, events: Sequence[Event], actual: int,

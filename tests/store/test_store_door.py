@@ -331,6 +331,11 @@ def test_session_append_reports_retries_and_refuses_conflicts(any_url: str) -> N
         with pytest.raises(EventIdConflict) as info:
             s.append([msgspec.structs.replace(text, text="bye")])
         assert info.value.batch_index == 1
+        # An importer re-reading a grown source keeps what it stored under the id.
+        assert s.append([msgspec.structs.replace(text, text="bye")], keep_stored=True) == [2]
+        assert list(store.read(s.id, 2, 2)) == [msgspec.structs.replace(
+            text, seq=2, session_id=s.id, time=next(iter(store.read(s.id, 2, 2))).time,
+            actor=next(iter(store.read(s.id, 2, 2))).actor)]
         closing = ev.PartEnded(message_id=mid, part_id="prt_a")
         bad = ev.TextDelta(message_id=mid, part_id="prt_a", delta="x \udc80")
         with pytest.raises(InvalidEvent) as refusal:  # raw events pass the same door
