@@ -21,7 +21,7 @@ import msgspec
 from engine import logging as cl_logging
 from engine.cli import exits
 from engine.cli.exits import ExitCode
-from engine.cli.output import silence_stdout
+from engine.cli.output import one_line, silence_stdout
 from engine.errors import (
     ConvlogError,
     CorruptLog,
@@ -105,12 +105,6 @@ def exit_for(exc: ConvlogError) -> ExitCode:
     if isinstance(exc, (StoreError, UnknownSession, BadAnchor)):
         return exits.USAGE
     return exits.REJECTED
-
-
-def one_line(text: str) -> str:
-    """One printable line: messages can quote damaged bytes (control characters)."""
-    flat = " ".join(str(text).split()) or "(no message)"
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in flat)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

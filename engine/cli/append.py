@@ -7,7 +7,7 @@ import sys
 
 from engine.cli import args as cli_args
 from engine.cli import exits
-from engine.cli.app import one_line
+from engine.cli.output import one_line
 from engine.codec import decode_json
 from engine.errors import (
     ConvlogError,

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from engine.cli import args as cli_args
 from engine.cli import exits
-from engine.cli.app import one_line
-from engine.cli.output import Progress
+from engine.cli.output import Progress, one_line
 from engine.errors import StoreError
 from engine.store import anchor as anchors
 from engine.store import open_store

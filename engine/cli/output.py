@@ -53,3 +53,9 @@ def _isatty(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def one_line(text: str) -> str:
+    """One printable line: messages can quote damaged bytes (control characters)."""
+    flat = " ".join(str(text).split()) or "(no message)"
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in flat)
