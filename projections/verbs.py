@@ -118,7 +118,7 @@ class ExportCommand:
         parser.add_argument("--at", type=int, help="the session as of this seq")
 
     def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store)
+        store = open_store(args.store, create=False)
         try:
             seq = _seq(store, args.session, args.at, self.name)
             if seq is None:
@@ -189,7 +189,7 @@ class SessionsCommand:
         parser.add_argument("store", help="store URL, e.g. sqlite:///convlog.db")
 
     def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store)
+        store = open_store(args.store, create=False)
         try:
             for line in lineage(store):
                 print(line)
@@ -209,7 +209,7 @@ class DiffCommand:
         parser.add_argument("b", type=int, help="the later seq")
 
     def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store)
+        store = open_store(args.store, create=False)
         try:
             for seq in (args.a, args.b):
                 if _seq(store, args.session, seq, self.name) is None:
@@ -230,7 +230,7 @@ class ForkCommand:
         parser.add_argument("--at", type=int, required=True, help="the fork point (a seq)")
 
     def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store)
+        store = open_store(args.store, create=False)
         try:
             if _seq(store, args.session, args.at, self.name) is None:
                 return EXIT_USAGE

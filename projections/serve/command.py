@@ -33,7 +33,7 @@ class ServeCommand:
             print("convlog serve: install the extra: pip install 'convlog[serve]'",
                   file=sys.stderr)
             return EXIT_USAGE
-        store = open_store(store_url(args.store))
+        store = open_store(store_url(args.store), create=False)
         token = (args.token or secrets.token_urlsafe(18)) if args.allow_writes else None
         app = create_app(store, allow_writes=args.allow_writes, token=token)
         # Bind first, so that --port 0 prints the port the OS picked.

@@ -272,3 +272,18 @@ def test_ctrl_c_in_process_is_the_same(tmp_path: Path, monkeypatch: pytest.Monke
     assert main(["append", f"sqlite:///{tmp_path}/c.db", "--session", SID]) == EXIT_INTERRUPTED
     assert err.getvalue() == "convlog append: interrupted\n"
     assert not (tmp_path / "c.db").exists()
+
+
+@pytest.mark.parametrize("verb", [
+    ["export", "--session", "s1"], ["sessions"], ["diff", "--session", "s1", "{url}", "1", "2"],
+    ["fork", "--session", "s1", "--at", "1"], ["serve"],
+])
+def test_the_plugged_in_verbs_never_create_a_store(verb: list[str], tmp_path: Path) -> None:
+    place = tmp_path / "missing.db"
+    url = f"sqlite:///{place}"
+    argv = [url if a == "{url}" else a for a in verb]
+    done = run_cli(argv if "{url}" in verb else [*argv, url])
+    done.assert_clean()
+    assert done.code == EXIT_USAGE
+    assert done.err.startswith(f"convlog {verb[0]}: no such store: {url}")
+    assert not place.exists()
