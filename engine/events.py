@@ -164,6 +164,7 @@ class MessageStarted(MessageEvent, frozen=True, tag="message.started"):
     summary: UserSummary | None = None
     path: PathInfo | None = None
     parent_id: str | None = None
+    metadata: JSONObject | None = None  # provider data (the response envelope as sent)
 
 
 class MessageCompleted(MessageEvent, frozen=True, tag="message.completed"):
@@ -175,6 +176,7 @@ class MessageCompleted(MessageEvent, frozen=True, tag="message.completed"):
     tokens: Tokens | None = None
     finish: str | None = None
     error: MessageError | None = None
+    metadata: JSONObject | None = None  # merged per provider key into the start's metadata
 
 
 # --------------------------------------------------------------------------- text and reasoning

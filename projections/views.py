@@ -51,6 +51,7 @@ class UserInfo:
     tools: dict[str, bool] | None = None
     variant: str | None = None
     summary: UserSummary | None = None
+    metadata: JSON | None = None
 
     @property
     def role(self) -> Literal["user"]:
@@ -75,6 +76,7 @@ class AssistantInfo:
     tokens: Tokens = attrs.field(factory=Tokens)
     finish: str | None = None
     error: MessageError | None = None
+    metadata: JSON | None = None  # provider data: the response envelope (ids, usage as sent)
 
     @property
     def role(self) -> Literal["assistant"]:

@@ -36,6 +36,19 @@ def _merge(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, 
 _NO_TOKENS = v.Tokens()
 
 
+def _merge_provider(old: dict[str, Any] | None, new: dict[str, Any] | None
+                    ) -> dict[str, Any] | None:
+    """Message metadata: a completion's keys replace the start's, per provider key."""
+    if not new or not old:
+        return new or old
+    out = dict(old)
+    for key, value in new.items():
+        prev = out.get(key)
+        out[key] = {**prev, **value} if isinstance(prev, dict) and isinstance(value, dict) \
+            else value
+    return out
+
+
 class _Msg:
     """A message in one of three forms: live records, a frozen view, or raw snapshot data
     (a dict, or a callable that loads the dict from a store on first use).
@@ -258,12 +271,14 @@ class WithPartsProjection:
         info: v.MessageInfo
         if e.role == "user":
             info = v.UserInfo(e.message_id, self.session_id, time, e.agent, e.model,
-                              e.system, e.tools, e.variant, e.summary)
+                              e.system, e.tools, e.variant, e.summary,
+                              e.metadata)
         else:
             info = v.AssistantInfo(
                 e.message_id, self.session_id, time, e.agent,
                 e.model.provider_id if e.model else None, e.model.model_id if e.model else None,
                 e.system, e.variant, e.path, e.parent_id,
+                metadata=e.metadata,
             )
         self._msgs[e.message_id] = _Msg(info)
 
@@ -274,9 +289,11 @@ class WithPartsProjection:
         time = v.MessageTime(info.time.created, e.time)
         if isinstance(info, v.AssistantInfo):
             msg.info = attrs.evolve(info, time=time, cost=e.cost, tokens=e.tokens or _NO_TOKENS,
-                                    finish=e.finish, error=e.error)
+                                    finish=e.finish, error=e.error,
+                                    metadata=_merge_provider(info.metadata, e.metadata))
         else:
-            msg.info = attrs.evolve(info, time=time)
+            msg.info = attrs.evolve(info, time=time,
+                                    metadata=_merge_provider(info.metadata, e.metadata))
         msg.view = None
 
     def _add(self, e: ev.PartEvent, part: _Part) -> None:

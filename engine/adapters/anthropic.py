@@ -70,6 +70,9 @@ __all__ = ["AnthropicIngest", "ingest_anthropic"]
 
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _TOOL_KEYS = frozenset({"type", "id", "name", "input"})
+# Usage fields a message_delta sets only when present (the SDK keeps the start's otherwise).
+_DELTA_USAGE = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
+                "server_tool_use", "output_tokens_details")
 
 
 def _result_output(result: dict[str, Any]) -> str:
@@ -104,10 +107,16 @@ class AnthropicIngest(StreamIngest):
 
     provider_id: ClassVar[str] = "anthropic"
 
+    truncating: ClassVar[frozenset[str]] = frozenset({"max_tokens",
+                                                      "model_context_window_exceeded"})
+
     def __init__(self, session: Session, **options: Any) -> None:
         super().__init__(session, **options)
         self.usage: dict[str, Any] = {}
         self.provider_message_id = ""
+        # The message as the SDK ends with it, content aside: fields as sent, then what
+        # each message_delta assigns (usage counts it omits keep their start value).
+        self.envelope: dict[str, Any] = {}
 
     def _feed(self, data: dict[str, Any]) -> None:
         kind = data.get("type")
@@ -151,24 +160,29 @@ class AnthropicIngest(StreamIngest):
         elif kind == "message_delta":
             self._require_open()
             delta = data.get("delta") or {}
-            self.stop_reason = delta.get("stop_reason")
-            self.usage["stop_sequence"] = delta.get("stop_sequence")
+            env = self.envelope
+            self.stop_reason = env["stop_reason"] = delta.get("stop_reason")
+            env["stop_sequence"] = delta.get("stop_sequence")
+            env["stop_details"] = delta.get("stop_details")
+            if delta.get("container") is not None:
+                env["container"] = delta["container"]
             usage = data.get("usage") or {}
-            self.usage["output_tokens"] = usage.get("output_tokens") or 0
-            for key in ("input_tokens", "cache_creation_input_tokens",
-                        "cache_read_input_tokens"):
+            self.usage["output_tokens"] = usage.get("output_tokens")
+            for key in _DELTA_USAGE:
                 if usage.get(key) is not None:
                     self.usage[key] = usage[key]
         elif kind == "message_stop":
             self._require_open()
             self._cancel_unanswered()
-            self._stop(self.stop_reason, _tokens(self.usage))
+            self._stop(self.stop_reason, _tokens(self.usage),
+                       {"anthropic": {"message": self.envelope}})
         elif kind == "message_start":
             message = data["message"]
             self.provider_message_id = message.get("id") or ""
-            self.usage = {k: v for k, v in (message.get("usage") or {}).items()
-                          if v is not None}
-            self._start_message(message.get("model"))
+            self.envelope = {k: v for k, v in message.items() if k != "content"}
+            self.usage = self.envelope["usage"] = dict(message.get("usage") or {})
+            self._start_message(message.get("model"), {"anthropic": {"message": {
+                **self.envelope, "usage": dict(self.usage)}}})
             self.stop_reason = message.get("stop_reason")
             for index, block in enumerate(message.get("content") or []):
                 self._block_start(index, block)

@@ -27,6 +27,19 @@ appends are grouped): :meth:`StreamIngest.feed` commits once the queue holds
 are committed (together) before ``feed`` returns. The queue is always committed
 at the message's end, by :meth:`StreamIngest.flush` and on any failure.
 
+**Truncated arguments**: when a token limit cuts the stream inside a tool
+call, the provider still ends the message normally (Anthropic ``max_tokens``,
+Chat ``length``, Responses ``response.incomplete``) and the SDKs return it. A
+call whose arguments are a cut-off JSON prefix (:func:`.partial_json.is_prefix`)
+is then not an error: the message completes with its finish reason and the tool
+fails with kind ``truncated`` (it never ran), its raw text in
+``metadata.raw``. With any other finish reason such arguments are a
+:class:`MalformedToolInput`.
+
+**Any failure settles**: an exception from anywhere inside ingest (a store that
+refuses a value, a bug) settles the message as a broken stream does, then the
+original exception propagates unchanged.
+
 **Broken streams**: a protocol violation (a delta before its block start, an
 unknown index, an event after the end, malformed tool JSON, a provider ``error``
 event, a stream that ends early) raises a :class:`StreamError` subclass after
@@ -45,10 +58,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
 import attrs
+import msgspec
 
 from engine import events as ev
 from engine.errors import ConvlogError
 from engine.events import Event
+from engine.adapters.partial_json import is_prefix
 from engine.ids import part_id, uuid7
 from engine.session import PartRef, Session
 from engine.settle import ABORTED_TOOL_ERROR
@@ -202,6 +217,8 @@ class StreamIngest:
     """
 
     provider_id: ClassVar[str] = ""
+    # Finish reasons that mean a token limit cut the output (arguments may be cut short).
+    truncating: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, session: Session, *, message_id: str | None = None,
                  parent_id: str | None = None, agent: str = "", coalesce_chars: int = 0,
@@ -221,6 +238,8 @@ class StreamIngest:
         self.stop_reason: str | None = None
         self.tokens = ev.Tokens()
         self.completed = False
+        self.metadata: JSON | None = None  # the envelope the message completes with
+        self._stop_committed = False
         self._queue: list[Event] = []
         self._buffered: Block | None = None
         self._tools: list[Block] = []
@@ -246,22 +265,24 @@ class StreamIngest:
                 exc.event = data
             self._break(exc)
             raise
-        except ConvlogError as exc:  # the engine refused an event: settle, report typed
-            err = StreamOrderError(f"the engine refused the stream: {exc}", event=data)
-            self._break(err)
-            raise err from exc
+        except Exception as exc:  # a refusal of the engine or store, or a bug: settle
+            self._break(_cause(exc, data))
+            raise
 
     def finish(self) -> IngestResult:
         """The stream ended. Raises :class:`StreamTruncated` if it ended too early."""
         if self.failed is not None:
             raise StreamOrderError("the stream already failed") from self.failed
-        if not self.stopped:
-            try:
+        try:
+            if not self.stopped:
                 self._end_of_stream()
-            except StreamError as exc:
-                self._break(exc)
-                raise
-        self.flush()
+            self.flush()
+        except StreamError as exc:
+            self._break(exc)
+            raise
+        except Exception as exc:
+            self._break(_cause(exc, None))
+            raise
         return self.result()
 
     def fail(self, reason: str) -> StreamError:
@@ -284,15 +305,17 @@ class StreamIngest:
         return IngestResult(
             self.message_id, self.stop_reason, self.tokens,
             tuple(ToolCall(b.ref, b.data["call_id"], b.data["name"], b.data.get("input", {}))
-                  for b in self._tools if not b.data.get("server")),
+                  for b in self._tools if not b.data.get("server") and "cut" not in b.data),
             self.completed,
         )
 
     def complete(self, *, cost: float = 0.0) -> int:
         """Complete the message after its tools settled, with the stream's usage and reason."""
         self.completed = True
-        return self.session.complete_message(self.message_id, cost=cost, tokens=self.tokens,
-                                             finish=self.stop_reason)
+        [done] = self.session.record([ev.MessageCompleted(
+            message_id=self.message_id, cost=cost, tokens=self.tokens, finish=self.stop_reason,
+            metadata=self.metadata)])
+        return done.seq
 
     # ------------------------------------------------------------------ for subclasses
 
@@ -305,7 +328,7 @@ class StreamIngest:
     def _emit(self, e: Event) -> None:
         self._queue.append(e)
 
-    def _start_message(self, model_id: str | None) -> None:
+    def _start_message(self, model_id: str | None, metadata: JSON | None = None) -> None:
         if self.started:
             raise StreamOrderError("the message started twice")
         self.started = True
@@ -313,7 +336,8 @@ class StreamIngest:
             self.message_id = uuid7()
         model = ev.ModelRef(self.provider_id, model_id) if model_id else None
         self._emit(ev.MessageStarted(message_id=self.message_id, role="assistant",
-                                     agent=self.agent, model=model, parent_id=self.parent_id))
+                                     agent=self.agent, model=model, parent_id=self.parent_id,
+                                     metadata=metadata))
         self._emit(ev.StepStarted(message_id=self.message_id, part_id=part_id()))
 
     def _require_open(self) -> None:
@@ -421,60 +445,119 @@ class StreamIngest:
         if block.kind == TOOL:
             raw = "".join(block.raw)
             block.raw[:] = [raw] if raw else []
-            block.data["input"] = parse_tool_input(raw, block.start_input, event=event)
+            try:
+                block.data["input"] = parse_tool_input(raw, block.start_input, event=event)
+            except MalformedToolInput:
+                if not is_prefix(raw):
+                    raise
+                block.data["cut"] = raw  # cut short? the finish reason will tell (_stop)
+                return
             self._emit(ev.ToolInputReady(message_id=mid, part_id=pid,
                                          input=block.data["input"]))
         else:
             self._emit(ev.PartEnded(message_id=mid, part_id=pid, metadata=metadata))
 
-    def _stop(self, reason: str | None, tokens: ev.Tokens) -> None:
-        """The message is complete: end what is open, finish the step, complete if no tool waits."""
+    def _stop(self, reason: str | None, tokens: ev.Tokens, metadata: JSON | None = None, *,
+              truncated: bool | None = None) -> None:
+        """The message is complete: end what is open, finish the step, complete if no tool waits.
+
+        ``truncated`` (default: ``reason`` is one of :attr:`truncating`) says a
+        token limit ended the output: calls with cut-off arguments fail ``truncated``.
+        """
         self._flush_buffered()
         for key, block in self.blocks.items():
             if block.open:
                 self._close(block, event={"block": key})
+        if truncated is None:
+            truncated = reason in self.truncating
+        mid = self.message_id
+        for block in self._tools:
+            raw = block.data.get("cut")
+            if raw is None or block.data.get("done"):
+                continue
+            if not truncated:
+                raise MalformedToolInput(f"tool input is cut short (finish reason {reason!r})",
+                                         raw=raw)
+            self._emit(ev.ToolFailed(
+                message_id=mid, part_id=block.ref.part_id, kind="truncated",
+                error=f"the arguments were cut short (finish reason {reason}): never run",
+                metadata={"raw": raw}))
+            block.data["done"] = True
         self.stopped = True
         self.stop_reason = reason
         self.tokens = tokens
-        mid = self.message_id
+        self.metadata = metadata
         self._emit(ev.StepFinished(message_id=mid, part_id=part_id(), reason=reason or "",
                                    tokens=tokens))
         if all(b.data.get("done") for b in self._tools):
-            self._emit(ev.MessageCompleted(message_id=mid, tokens=tokens, finish=reason))
+            self._emit(ev.MessageCompleted(message_id=mid, tokens=tokens, finish=reason,
+                                           metadata=metadata))
             self.completed = True
         self.flush()
+        self._stop_committed = True
 
     # ------------------------------------------------------------------ breakage
 
     def _break(self, exc: StreamError) -> None:
-        """Settle the message so the session stays consistent, keeping what streamed."""
+        """Settle the message so the session stays consistent, keeping what streamed.
+
+        Best effort against a store that refuses what it is given: a refused
+        batch is retried event by event (what it accepts is kept), a refused raw
+        text is kept escaped (``metadata.raw_json``), a refused reason is shortened.
+        """
         self.failed = exc
-        self._flush_buffered()
+        with contextlib.suppress(Exception):
+            self._flush_buffered()
         queue, self._queue = self._queue, []
         if queue:
-            # A refused batch leaves the log as it was: settle what is there.
-            with contextlib.suppress(ConvlogError):
+            try:
                 self.session.record(queue)
+            except Exception:  # noqa: BLE001 - keep what the log accepts, one by one
+                for e in queue:
+                    with contextlib.suppress(Exception):
+                        self.session.record([e])
         mid = self.message_id
         if not self.started or mid not in self.session.lifecycle.messages:
             return
         life = self.session.lifecycle.messages[mid]
         if life.state != "open":
             return  # the message already completed: nothing to settle
-        if self.stopped:
+        if self.stopped and self._stop_committed:
             return  # complete and waiting for tool results: consistent as it is
         reason = f"stream broken ({exc.kind}): {exc}"
-        failures: list[Event] = []
         unsettled = dict(self.session.lifecycle.unsettled(mid))
         for block in self._tools:
             pid = block.ref.part_id
             if pid not in unsettled:
                 continue
-            meta: JSON = {"interrupted": True, "raw": "".join(block.raw),
-                          "stream_error": exc.kind}
-            failures.append(ev.ToolFailed(message_id=mid, part_id=pid,
-                                          error=ABORTED_TOOL_ERROR, kind="aborted",
-                                          metadata=meta))
-        if failures:
-            self.session.record(failures)
-        self.session.abort(mid, reason)
+            raw = "".join(block.raw)
+            meta: JSON = {"interrupted": True, "raw": raw, "stream_error": exc.kind}
+            fail = ev.ToolFailed(message_id=mid, part_id=pid, error=ABORTED_TOOL_ERROR,
+                                 kind="aborted", metadata=meta)
+            try:
+                self.session.record([fail])
+            except Exception:  # noqa: BLE001 - the raw text itself may be refused
+                escaped = {**meta, "raw": "", "raw_json": json.dumps(raw)}
+                self.session.record([msgspec.structs.replace(fail, metadata=escaped)])
+        try:
+            self.session.abort(mid, reason)
+        except Exception:  # noqa: BLE001 - the reason quotes what was refused
+            self.session.abort(mid, f"stream broken ({exc.kind})")
+
+
+class IngestFailed(StreamError):
+    """The cause a failure from outside the protocol settles a message with (never raised:
+    the original exception propagates)."""
+
+    kind = "internal"
+
+
+class EngineRefused(IngestFailed):
+    """The engine or the store refused an event (its own typed error propagates)."""
+
+    kind = "engine"
+
+
+def _cause(exc: BaseException, event: Mapping[str, Any] | None) -> StreamError:
+    cls = EngineRefused if isinstance(exc, ConvlogError) else IngestFailed
+    return cls(f"{type(exc).__name__}: {exc}"[:500], event=event)

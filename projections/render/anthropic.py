@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from engine.adapters.partial_json import parse_partial
 from projections import views as v
 from projections.render import common as c
 
@@ -132,11 +133,26 @@ def _usage(tokens: v.Tokens) -> JSON:
             "cache_creation_input_tokens": tokens.cache.write}
 
 
+def tool_input(p: v.ToolPart) -> Any:
+    """A tool call's input as the SDK shows it: cut-off arguments partially parsed."""
+    state = p.state
+    if isinstance(state, v.ToolStateError) and state.metadata is not None \
+            and state.metadata.get("kind") == "truncated":
+        try:
+            return parse_partial(state.metadata.get("raw", ""))
+        except ValueError:
+            return dict(state.input)
+    return dict(state.input)
+
+
 def response(wp: v.WithParts) -> JSON:
     """The assistant message as the Messages API returns it (every block, even empty ones).
 
     Equals what the SDK accumulates from the stream the message was ingested
-    from: content blocks, stop reason and usage (absent cache counts are 0).
+    from, envelope included: the message's fields as kept in
+    ``info.metadata.anthropic.message`` (id, model, stop reason and sequence,
+    usage as sent), and every content block. A message that was not ingested
+    from Anthropic gets role, stop reason and usage from convlog's own fields.
     """
     content: list[JSON] = []
     stop_reason: str | None = None
@@ -160,10 +176,13 @@ def response(wp: v.WithParts) -> JSON:
                                 "signature": meta.get("signature", "")})
         elif isinstance(p, v.ToolPart):
             content.append({**meta.get("fields", {}), "type": meta.get("type", "tool_use"),
-                            "id": p.call_id, "name": p.tool, "input": dict(p.state.input)})
+                            "id": p.call_id, "name": p.tool, "input": tool_input(p)})
         elif isinstance(p, v.StepFinishPart):
             stop_reason, tokens = p.reason or None, p.tokens
     info = wp.info
+    envelope = c.provider_data(info.metadata, "anthropic").get("message")
+    if isinstance(envelope, dict):
+        return {**envelope, "content": content}
     if isinstance(info, v.AssistantInfo) and info.time.completed is not None:
         stop_reason = info.finish if info.finish is not None else stop_reason
         if info.error is None:

@@ -29,18 +29,18 @@ from projections import views as v
 from projections.render import anthropic as render
 from projections.withparts import WithPartsProjection
 from tests.support.anthropic_streams import anthropic_streams
-from tests.support.ingest_checks import assert_settled, fresh
+from tests.support.ingest_checks import assert_settled, fresh, run_tools
 
 JSON = dict[str, Any]
 
 
 def sdk_message(events: list[JSON], *, beta: bool = False) -> JSON:
-    """What the anthropic SDK accumulates: every content block whole, stop reason, usage.
+    """What the anthropic SDK accumulates, whole: the final message's ``to_dict()``.
 
-    Blocks are compared as the API sent them (``to_dict``: fields the stream set,
-    nulls included, no model defaults added), so citations, server tool calls and
-    their results must come back field for field, in order. Usage is reduced to
-    the four counts convlog keeps.
+    Compared strictly with the rendered message: the envelope (id, type, role,
+    model, stop reason, stop sequence and details, usage as sent, absent counts
+    absent) and every content block as the API sent it (fields the stream set,
+    nulls included, no model defaults added), in order.
     """
     snap: Any = None
     bufs: dict[int, bytes] = {}
@@ -51,18 +51,15 @@ def sdk_message(events: list[JSON], *, beta: bool = False) -> JSON:
         else:
             snap = accumulate_event(event=e, current_snapshot=snap,  # type: ignore[arg-type]
                                     json_bufs=bufs)
-    content = snap.to_dict()["content"]
-    u = snap.usage
-    return {"role": "assistant", "content": content, "stop_reason": snap.stop_reason,
-            "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-                      "cache_read_input_tokens": u.cache_read_input_tokens or 0,
-                      "cache_creation_input_tokens": u.cache_creation_input_tokens or 0}}
-
+    whole: JSON = snap.to_dict()
+    return whole
 
 
 def ingest(events: list[Any], **options: Any) -> tuple[Session, WithPartsProjection, str]:
     session, proj = fresh()
-    result = AnthropicIngest(session, **options).ingest(events)
+    ing = AnthropicIngest(session, **options)
+    result = ing.ingest(events)
+    run_tools(session, ing)
     return session, proj, result.message_id
 
 

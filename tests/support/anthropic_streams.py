@@ -223,16 +223,41 @@ def block_events(draw: st.DrawFn, index: int, *, beta: bool = False) -> list[JSO
     return out
 
 
+def _counts(draw: st.DrawFn, usage: JSON, keys: tuple[str, ...], top: int) -> None:
+    """Optional usage counts: absent, null or a number (0 included), as the API may send."""
+    for key in keys:
+        choice = draw(st.integers(0, 3))
+        if choice:
+            usage[key] = None if choice == 1 else draw(st.integers(0, top))
+
+
+@st.composite
+def cut_tool(draw: st.DrawFn, index: int) -> list[JSON]:
+    """A tool call whose arguments a token limit cut short (the block still stops)."""
+    raw = json.dumps(draw(INPUTS.filter(bool)), ensure_ascii=draw(st.booleans()))
+    cut = raw[: draw(st.integers(1, len(raw) - 1))]
+    out: list[JSON] = [{"type": "content_block_start", "index": index, "content_block": {
+        "type": "tool_use", "id": f"toolu_{index:02d}cut", "name": "write", "input": {}}}]
+    out += [{"type": "content_block_delta", "index": index,
+             "delta": {"type": "input_json_delta", "partial_json": piece}}
+            for piece in draw(splits(cut))]
+    out.append({"type": "content_block_stop", "index": index})
+    return out
+
+
 @st.composite
 def anthropic_streams(draw: st.DrawFn, max_blocks: int = 6, *, beta: bool = False
                       ) -> list[JSON]:
+    """A valid stream. Its envelope varies as the API's does: message ids, usage counts
+    absent, null or 0, stop sequences and details; rarely a token limit cuts a tool call."""
     usage: JSON = {"input_tokens": draw(st.integers(0, 10**6)), "output_tokens": 1}
-    if draw(st.booleans()):
-        usage["cache_read_input_tokens"] = draw(st.integers(0, 1000))
-        usage["cache_creation_input_tokens"] = draw(st.integers(0, 1000))
+    _counts(draw, usage, ("cache_read_input_tokens", "cache_creation_input_tokens"), 1000)
+    if draw(st.integers(0, 3)) == 0:
+        usage["service_tier"] = draw(st.sampled_from(["standard", "priority", None]))
     events: list[JSON] = [{"type": "message_start", "message": {
-        "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-test",
-        "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}]
+        "id": f"msg_01{draw(TOKEN)}", "type": "message", "role": "assistant",
+        "model": "claude-test", "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": usage}}]
     index = 0
     for _ in range(draw(st.integers(0, max_blocks))):
         block = draw(block_events(index, beta=beta))
@@ -240,18 +265,21 @@ def anthropic_streams(draw: st.DrawFn, max_blocks: int = 6, *, beta: bool = Fals
         index = max(e["index"] for e in block) + 1
         if draw(st.integers(0, 5)) == 0:
             events.append({"type": "ping"})
+    cut = draw(st.integers(0, 4)) == 0
+    if cut:
+        events += draw(cut_tool(index))
     final: JSON = {"output_tokens": draw(st.integers(0, 10**5))}
-    if draw(st.booleans()):
-        final["input_tokens"] = draw(st.integers(0, 10**6))
-    if draw(st.booleans()):
-        final["cache_read_input_tokens"] = draw(st.integers(0, 1000))
+    _counts(draw, final, ("input_tokens",), 10**6)
+    _counts(draw, final, ("cache_read_input_tokens", "cache_creation_input_tokens"), 1000)
     starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]
     calls = {b["id"] for b in starts if b["type"] in ("server_tool_use", "mcp_tool_use")}
     if calls:
         final["server_tool_use"] = {"web_search_requests": draw(st.integers(0, 3)),
                                     "web_fetch_requests": draw(st.integers(0, 3))}
     unanswered = calls - {b.get("tool_use_id") for b in starts}
-    if any(b["type"] == "tool_use" for b in starts):
+    if cut:
+        reason = "max_tokens"
+    elif any(b["type"] == "tool_use" for b in starts):
         reason = "tool_use"
     elif unanswered:  # the server paused the turn before the tool's result
         reason = draw(st.sampled_from(["pause_turn", "pause_turn", "max_tokens"]))
@@ -259,7 +287,10 @@ def anthropic_streams(draw: st.DrawFn, max_blocks: int = 6, *, beta: bool = Fals
         reason = draw(st.sampled_from(["end_turn", "end_turn", "pause_turn", "max_tokens"]))
     else:
         reason = draw(st.sampled_from(["end_turn", "max_tokens", "stop_sequence"]))
-    events.append({"type": "message_delta", "delta": {"stop_reason": reason,
-                                                      "stop_sequence": None}, "usage": final})
+    delta: JSON = {"stop_reason": reason, "stop_sequence": draw(st.sampled_from(
+        ["###", "\n\nHuman:", "終"])) if reason == "stop_sequence" else None}
+    if draw(st.integers(0, 4)) == 0:
+        delta["stop_details"] = None
+    events.append({"type": "message_delta", "delta": delta, "usage": final})
     events.append({"type": "message_stop"})
     return events

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.adapters.ingest import StreamIngest
 from engine.session import Session
 from engine.store import MemoryStore
 from projections import views as v
@@ -34,3 +35,17 @@ def assert_settled(session: Session, proj: WithPartsProjection, mid: str) -> v.W
     replay = WithPartsProjection(session.id).apply_all(session.store.read(session.id))
     assert replay.message(mid) == wp
     return wp
+
+
+def run_tools(session: Session, ingest: StreamIngest) -> None:
+    """Answer the calls a finished stream made and complete its message, as an agent does.
+
+    The stream's final envelope (usage, stop sequence, ...) is recorded with the
+    message's completion, so an SDK comparison reads the completed message.
+    """
+    result = ingest.result()
+    for call in result.tool_calls:
+        session.start_tool(call.ref)
+        session.complete_tool(call.ref, "ok")
+    if not ingest.completed:
+        ingest.complete()
