@@ -61,9 +61,9 @@ import attrs
 import msgspec
 
 from engine import events as ev
+from engine.adapters.partial_json import is_prefix
 from engine.errors import ConvlogError
 from engine.events import Event
-from engine.adapters.partial_json import is_prefix
 from engine.ids import part_id, uuid7
 from engine.session import PartRef, Session
 from engine.settle import ABORTED_TOOL_ERROR
@@ -512,7 +512,7 @@ class StreamIngest:
         if queue:
             try:
                 self.session.record(queue)
-            except Exception:  # noqa: BLE001 - keep what the log accepts, one by one
+            except Exception:
                 for e in queue:
                     with contextlib.suppress(Exception):
                         self.session.record([e])
@@ -536,12 +536,12 @@ class StreamIngest:
                                  kind="aborted", metadata=meta)
             try:
                 self.session.record([fail])
-            except Exception:  # noqa: BLE001 - the raw text itself may be refused
+            except Exception:
                 escaped = {**meta, "raw": "", "raw_json": json.dumps(raw)}
                 self.session.record([msgspec.structs.replace(fail, metadata=escaped)])
         try:
             self.session.abort(mid, reason)
-        except Exception:  # noqa: BLE001 - the reason quotes what was refused
+        except Exception:
             self.session.abort(mid, f"stream broken ({exc.kind})")
 
 

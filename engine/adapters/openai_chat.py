@@ -31,6 +31,8 @@ from engine.session import Session
 
 __all__ = ["OpenAIChatIngest", "ingest_openai_chat", "tokens_from_usage"]
 
+_NOT_ENVELOPE = frozenset({"choices", "obfuscation"})
+
 
 def tokens_from_usage(usage: dict[str, Any] | None) -> ev.Tokens:
     if not usage:
@@ -46,28 +48,43 @@ class OpenAIChatIngest(StreamIngest):
     """One Chat Completions stream (choice 0) into one assistant message."""
 
     provider_id: ClassVar[str] = "openai"
+    truncating: ClassVar[frozenset[str]] = frozenset({"length", "content_filter"})
 
     def __init__(self, session: Session, **options: Any) -> None:
         super().__init__(session, **options)
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
+        # The completion as the SDK ends with it, choices aside: the first chunk's
+        # fields, then usage and system_fingerprint as each later chunk sets them.
+        self.envelope: dict[str, Any] = {}
 
     def _feed(self, data: dict[str, Any]) -> None:
         if not self.started:
-            self._start_message(data.get("model"))
+            env = self.envelope
+            env["system_fingerprint"] = None
+            env.update((k, v) for k, v in data.items() if k not in _NOT_ENVELOPE)
+            env["object"] = "chat.completion"
+            self._start_message(data.get("model"), {"openai": {"completion": dict(env)}})
         elif self.stopped:
             raise StreamOrderError("a chunk after the stream ended")
+        else:
+            env = self.envelope
+            env["usage"] = data.get("usage")
+            env["system_fingerprint"] = data.get("system_fingerprint")
+            if data.get("moderation") is not None:
+                env["moderation"] = data["moderation"]
         for choice in data.get("choices") or ():
             if choice.get("index", 0) != 0:
                 raise StreamOrderError("only one choice (n=1) can be ingested")
             delta = choice.get("delta") or {}
             content = delta.get("content")
-            if content:
+            if content or (content == "" and "content" not in self.blocks):
+                # Even "" alone makes the content a string (the SDK's "", not None).
                 self._after_finish()
                 block = self.blocks.get("content") or self._open_text("content")
                 self._text(block, content)
             refusal = delta.get("refusal")
-            if refusal:
+            if refusal or (refusal == "" and "refusal" not in self.blocks):
                 self._after_finish()
                 block = self.blocks.get("refusal") or self._open_text(
                     "refusal", metadata={"openai": {"refusal": True}})
@@ -97,7 +114,8 @@ class OpenAIChatIngest(StreamIngest):
     def _end_of_stream(self) -> None:
         if self.finish_reason is None:
             raise StreamTruncated("the stream ended without a finish_reason")
-        self._stop(self.finish_reason, tokens_from_usage(self.usage))
+        self._stop(self.finish_reason, tokens_from_usage(self.usage),
+                   {"openai": {"completion": self.envelope}})
 
 
 def ingest_openai_chat(session: Session, chunks: Any, **options: Any) -> IngestResult:

@@ -65,12 +65,31 @@ def _usage(tokens: v.Tokens) -> JSON:
     prompt = tokens.input + tokens.cache.read + tokens.cache.write
     completion = tokens.output + tokens.reasoning
     return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion, "cached_tokens": tokens.cache.read,
-            "reasoning_tokens": tokens.reasoning}
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": tokens.cache.read},
+            "completion_tokens_details": {"reasoning_tokens": tokens.reasoning}}
+
+
+def _arguments(p: v.ToolPart) -> str:
+    """The arguments text: as streamed while pending or cut short, else the input as JSON."""
+    state = p.state
+    if isinstance(state, v.ToolStatePending) and state.raw:
+        return state.raw
+    if isinstance(state, v.ToolStateError) and state.metadata is not None \
+            and state.metadata.get("kind") == "truncated":
+        return str(state.metadata.get("raw", ""))
+    return json.dumps(dict(state.input), ensure_ascii=False)
 
 
 def response(wp: v.WithParts) -> JSON:
-    """The assistant message as ``choices[0]`` of a ChatCompletion, plus usage."""
+    """The assistant message as the ``ChatCompletion`` the SDK's stream state ends with.
+
+    The completion's own fields (id, created, model, system_fingerprint, usage
+    as sent or None, ...) come from ``info.metadata.openai.completion`` for a
+    message ingested from a Chat stream; otherwise usage is built from the
+    message's tokens. ``choices[0]`` holds the message: content ("" when the
+    stream sent only ""), refusal, tool calls, finish reason.
+    """
     content: list[str] = []
     refusal: list[str] = []
     calls: list[JSON] = []
@@ -83,13 +102,16 @@ def response(wp: v.WithParts) -> JSON:
             else:
                 content.append(p.text)
         elif isinstance(p, v.ToolPart):
-            raw = p.state.raw if isinstance(p.state, v.ToolStatePending) else ""
-            calls.append({"id": p.call_id, "type": "function", "function": {
-                "name": p.tool,
-                "arguments": raw or json.dumps(dict(p.state.input), ensure_ascii=False)}})
+            calls.append({"index": len(calls), "id": p.call_id, "type": "function",
+                          "function": {"name": p.tool, "arguments": _arguments(p)}})
         elif isinstance(p, v.StepFinishPart):
             finish, tokens = p.reason or None, p.tokens
-    return {"role": "assistant", "content": "".join(content) if content else None,
-            "refusal": "".join(refusal) if refusal else None,
-            "tool_calls": calls or None, "finish_reason": finish,
-            "usage": _usage(tokens or v.Tokens())}  # absent usage reads as zeros
+    message: JSON = {"role": "assistant", "content": "".join(content) if content else None,
+                     "refusal": "".join(refusal) if refusal else None,
+                     "tool_calls": calls or None}
+    envelope = c.provider_data(wp.info.metadata, "openai").get("completion")
+    if not isinstance(envelope, dict):
+        envelope = {"object": "chat.completion",
+                    "usage": _usage(tokens or v.Tokens())}  # not from a stream: tokens
+    return {**envelope, "choices": [{"index": 0, "finish_reason": finish,
+                                     "message": message}]}
