@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from typing import Any
@@ -137,10 +138,8 @@ def comparable(value: Any) -> Any:
         out = {k: comparable(x) for k, x in value.items() if x is not None}
         args = out.get("arguments")
         if isinstance(args, str):
-            try:
+            with contextlib.suppress(ValueError):
                 out["arguments"] = json.loads(args)
-            except ValueError:
-                pass
         return out
     if isinstance(value, list):
         return [comparable(x) for x in value]
