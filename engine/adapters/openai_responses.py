@@ -136,8 +136,8 @@ class _Segment:
 class _Item:
     """One output item: a message's content parts, or the one part of any other item."""
 
-    __slots__ = ("block", "done", "encrypted", "id", "index", "meta", "parts", "segments",
-                 "shown", "type")
+    __slots__ = ("block", "done", "encrypted", "final", "id", "index", "meta", "parts",
+                 "segments", "shown", "type")
 
     def __init__(self, index: int, item: JSON) -> None:
         self.index = index
@@ -150,12 +150,26 @@ class _Item:
         self.shown = False  # the reasoning part has text: the next segment needs a separator
         self.encrypted: str | None = None
         self.meta: JSON = {"item_id": self.id} if self.id is not None else {}
+        self.final = item  # the item as the SDK ends with it: as added, done, or final
+
+    def envelope(self) -> JSON:
+        """The item's fields other than what its parts hold (status, ids, ...)."""
+        if self.block is not None and self.block.kind == OPAQUE:
+            return {}  # kept whole in its part
+        modelled = _MODELLED.get(self.type, ())
+        return {k: v for k, v in self.final.items() if k not in modelled}
 
     def identity(self) -> tuple[Any, Any]:
         """How the final ``output`` names this item (function call ids are optional there)."""
         if self.type == "function_call" and self.block is not None:
             return self.type, self.block.data["call_id"]
         return self.type, self.id
+
+
+# The keys of an item that its parts hold (text, arguments, summaries).
+_MODELLED: Final[dict[Any, tuple[str, ...]]] = {
+    "message": ("content",), "function_call": ("arguments",),
+    "reasoning": ("summary", "content")}
 
 
 def _identity(item: JSON) -> tuple[Any, Any]:
@@ -388,6 +402,8 @@ class OpenAIResponsesIngest(StreamIngest):
                 if (part.get("type") == "refusal") != bool(block.data["meta"].get("refusal")):
                     raise UnexpectedDelta(f"content part {position} changed its type")
                 self._end_content(block, part)
+            if not it.parts:
+                self._empty_message(it, item)
         elif it.type == "function_call":
             call = it.block
             assert call is not None
@@ -410,7 +426,14 @@ class OpenAIResponsesIngest(StreamIngest):
         else:
             assert it.block is not None
             self._close(it.block, {"openai": {**it.meta, "block": dict(item)}})
+        it.final = item
         it.done = True
+
+    def _empty_message(self, it: _Item, item: JSON) -> None:
+        """A message item without content: kept whole, as an ignored part, not to vanish."""
+        it.block = self._open_opaque(("item", it.index), {"openai": {**it.meta,
+                                                                     "block": dict(item)}})
+        self._close(it.block)
 
     def _end_open_items(self) -> None:
         """At the response's end, items without their done event end with what streamed."""
@@ -421,6 +444,8 @@ class OpenAIResponsesIngest(StreamIngest):
                 for block in it.parts:
                     if block.open:
                         self._close_content(block)
+                if not it.parts and it.block is None:
+                    self._empty_message(it, it.final)
             elif it.type == "reasoning":
                 self._end_reasoning(it)
             # A function call's input is parsed, an opaque part ends, in _stop.
@@ -432,7 +457,8 @@ class OpenAIResponsesIngest(StreamIngest):
         response = data.get("response") or {}
         if not self.started:
             self.response_id = response.get("id") or ""
-            self._start_message(response.get("model"))
+            self._start_message(response.get("model"), {"openai": {"response": {
+                k: v for k, v in response.items() if k != "output"}}})
             for index, item in enumerate(response.get("output") or ()):
                 self._add_item(index, item)
             return
@@ -562,12 +588,16 @@ class OpenAIResponsesIngest(StreamIngest):
                 it = self._add_item(self.last_index + 1, item)
             if not it.done:
                 self._end_item(it, item)
+            it.final = item  # the SDK's final output is the response's, as sent
         self._end_open_items()
         if data.get("type") == "response.completed":
             reason = "completed"
         else:
             reason = (response.get("incomplete_details") or {}).get("reason") or "incomplete"
-        self._stop(reason, tokens_from_usage(response.get("usage")))
+        envelope = {"response": {k: v for k, v in response.items() if k != "output"},
+                    "items": [it.envelope() for it in self.items.values()]}
+        self._stop(reason, tokens_from_usage(response.get("usage")), {"openai": envelope},
+                   truncated=data.get("type") == "response.incomplete")
 
     def _failed(self, data: JSON) -> None:
         error = (data.get("response") or {}).get("error") or {}

@@ -70,7 +70,7 @@ def _usage(tokens: v.Tokens) -> JSON:
             "completion_tokens_details": {"reasoning_tokens": tokens.reasoning}}
 
 
-def _arguments(p: v.ToolPart) -> str:
+def tool_arguments(p: v.ToolPart) -> str:
     """The arguments text: as streamed while pending or cut short, else the input as JSON."""
     state = p.state
     if isinstance(state, v.ToolStatePending) and state.raw:
@@ -103,7 +103,7 @@ def response(wp: v.WithParts) -> JSON:
                 content.append(p.text)
         elif isinstance(p, v.ToolPart):
             calls.append({"index": len(calls), "id": p.call_id, "type": "function",
-                          "function": {"name": p.tool, "arguments": _arguments(p)}})
+                          "function": {"name": p.tool, "arguments": tool_arguments(p)}})
         elif isinstance(p, v.StepFinishPart):
             finish, tokens = p.reason or None, p.tokens
     message: JSON = {"role": "assistant", "content": "".join(content) if content else None,

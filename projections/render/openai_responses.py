@@ -19,6 +19,7 @@ from typing import Any
 
 from projections import views as v
 from projections.render import common as c
+from projections.render.openai_chat import tool_arguments
 
 JSON = dict[str, Any]
 
@@ -110,7 +111,10 @@ def _reasoning(p: v.ReasoningPart, meta: JSON) -> JSON:
 def response(wp: v.WithParts) -> JSON:
     """The assistant message as a Responses API ``Response``: model, status, output, usage.
 
-    For a message ingested from a Responses stream, ``output`` equals what the
+    For a message ingested from a Responses stream, the response's own fields
+    (id, created_at, status, usage as sent, ...) come from
+    ``info.metadata.openai.response`` and each output item's (status, ids) from
+    ``info.metadata.openai.items``, and ``output`` equals what the
     SDK's ``ResponseStreamState`` holds at the end: messages (text parts of one
     item regrouped, refusals and annotations), function calls (arguments as
     streamed while pending), reasoning items (summaries, encrypted content) and
@@ -145,12 +149,16 @@ def response(wp: v.WithParts) -> JSON:
         elif isinstance(p, v.ReasoningPart):
             output.append(_reasoning(p, meta))
         elif isinstance(p, v.ToolPart):
-            raw = p.state.raw if isinstance(p.state, v.ToolStatePending) else ""
             output.append({"type": "function_call", "id": meta.get("item_id"),
                            "call_id": p.call_id, "name": p.tool,
-                           "arguments": raw or json.dumps(dict(p.state.input),
-                                                          ensure_ascii=False)})
+                           "arguments": tool_arguments(p)})
     info = wp.info
+    kept = c.provider_data(info.metadata, "openai")
+    envelope, items = kept.get("response"), kept.get("items")
+    if isinstance(envelope, dict):  # ingested from a Responses stream: as it ended
+        if isinstance(items, list):
+            output = [{**o, **e} for o, e in zip(output, items, strict=False)]
+        return {**envelope, "output": output}
     status = None if reason is None else "completed" if reason == "completed" else "incomplete"
     if isinstance(info, v.AssistantInfo) and info.error is not None:
         status = "failed"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from typing import Any
@@ -28,7 +29,7 @@ from engine.session import Session
 from projections import views as v
 from projections.render import openai_responses as render
 from projections.withparts import WithPartsProjection
-from tests.support.ingest_checks import assert_settled, fresh
+from tests.support.ingest_checks import assert_settled, fresh, run_tools
 from tests.support.render_sessions import sessions
 from tests.support.responses_streams import RESPONSE, Stream, responses_streams
 
@@ -36,50 +37,29 @@ JSON = dict[str, Any]
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _strip(value: Any) -> Any:
-    """JSON without null fields (the SDK's models and the wire differ only there)."""
+_SDK_ONLY = frozenset({"parsed", "parsed_arguments"})
+
+
+def comparable(value: Any) -> Any:
+    """A Response dict as compared: whole, function call arguments that parse as JSON values.
+
+    Not compared: the ``parsed_arguments: None`` and ``parsed: None`` the SDK's
+    ``parse_response`` adds to every function call and output text (its own
+    fields, never on the wire). Why arguments as values: once a call has run,
+    WithParts holds its parsed input, no longer the raw text (which stays in the
+    log's tool.input_delta events); arguments cut short do not parse and are
+    compared as text.
+    """
     if isinstance(value, dict):
-        return {k: _strip(x) for k, x in value.items() if x is not None}
+        out = {k: comparable(x) for k, x in value.items()
+               if not (k in _SDK_ONLY and x is None)}
+        if out.get("type") == "function_call" and isinstance(out.get("arguments"), str):
+            with contextlib.suppress(ValueError):
+                out["arguments"] = json.loads(out["arguments"] or "{}")
+        return out
     if isinstance(value, list):
-        return [_strip(x) for x in value]
+        return [comparable(x) for x in value]
     return value
-
-
-def normalize(resp: JSON) -> JSON:
-    """The fields convlog must reproduce, from a Response dict (the SDK's or render's)."""
-    items: list[JSON] = []
-    for item in resp.get("output") or []:
-        kind = item["type"]
-        if kind == "message":
-            content = [{"type": "refusal", "refusal": c["refusal"]} if c["type"] == "refusal"
-                       else {"type": "output_text", "text": c["text"],
-                             "annotations": _strip(c.get("annotations") or [])}
-                       for c in item["content"]]
-            items.append({"type": kind, "id": item["id"], "phase": item.get("phase"),
-                          "content": content})
-        elif kind == "function_call":
-            items.append({"type": kind, "id": item.get("id"), "call_id": item["call_id"],
-                          "name": item["name"],
-                          "arguments": json.loads(item["arguments"] or "{}")})
-        elif kind == "reasoning":
-            items.append({"type": kind, "id": item["id"],
-                          "summary": [s["text"] for s in item["summary"]],
-                          "content": [c["text"] for c in item.get("content") or []],
-                          "encrypted_content": item.get("encrypted_content")})
-        else:
-            items.append(_strip(item))
-    usage = resp.get("usage") or {}  # convlog reads absent usage as zeros
-    details = usage.get("input_tokens_details") or {}
-    return {"model": resp.get("model"), "status": resp.get("status"),
-            "incomplete": (resp.get("incomplete_details") or {}).get("reason"),
-            "output": items,
-            "usage": {"input_tokens": usage.get("input_tokens") or 0,
-                      "cached_tokens": details.get("cached_tokens") or 0,
-                      "cache_write_tokens": details.get("cache_write_tokens") or 0,
-                      "output_tokens": usage.get("output_tokens") or 0,
-                      "reasoning_tokens": (usage.get("output_tokens_details") or {}).get(
-                          "reasoning_tokens") or 0,
-                      "total_tokens": usage.get("total_tokens") or 0}}
 
 
 def sdk_objects(events: list[JSON]) -> list[Any]:
@@ -95,18 +75,20 @@ def sdk_response(events: list[JSON]) -> JSON:
             if out.type in ("response.completed", "response.incomplete"):
                 final = out.response
     assert final is not None
-    return normalize(final.to_dict())
+    return comparable(final.to_dict())
 
 
 
 def ingest(events: list[Any], **options: Any) -> tuple[Session, WithPartsProjection, str]:
     session, proj = fresh()
-    result = OpenAIResponsesIngest(session, **options).ingest(events)
+    ing = OpenAIResponsesIngest(session, **options)
+    result = ing.ingest(events)
+    run_tools(session, ing)
     return session, proj, result.message_id
 
 
 def rendered(proj: WithPartsProjection, mid: str) -> JSON:
-    return normalize(render.response(proj.message(mid)))
+    return comparable(render.response(proj.message(mid)))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -291,9 +273,10 @@ def test_unfinished_reasoning_and_refusals_are_kept_where_the_sdk_drops_them() -
     assert sdk["output"][1]["content"] == [{"type": "refusal", "refusal": ""}]
     _, proj, mid = ingest(s.events)
     mine = rendered(proj, mid)
-    assert mine["output"][0]["summary"] == ["Thinking"]
+    assert mine["output"][0]["summary"] == [{"type": "summary_text", "text": "Thinking"}]
     assert mine["output"][1]["content"] == [{"type": "refusal", "refusal": "I can't"}]
-    assert (mine["status"], mine["incomplete"]) == ("incomplete", "max_output_tokens")
+    assert (mine["status"], mine["incomplete_details"]) == (
+        "incomplete", {"reason": "max_output_tokens"})
     info = proj.message(mid).info
     assert isinstance(info, v.AssistantInfo)
     assert info.finish == "max_output_tokens"

@@ -152,6 +152,34 @@ def function_calls(draw: st.DrawFn, s: Stream, first: int, n: int) -> list[JSON]
     return heads
 
 
+@st.composite
+def cut_call(draw: st.DrawFn, s: Stream, index: int) -> JSON:
+    """A function call a token limit cut: its arguments stop short, maybe no done event."""
+    raw = json.dumps(draw(INPUTS.filter(bool)), ensure_ascii=draw(st.booleans()))
+    cut = raw[: draw(st.integers(1, len(raw) - 1))]
+    head = {"id": f"fc_{index}", "type": "function_call", "call_id": f"call_{index}",
+            "name": "write", "arguments": "", "status": "in_progress"}
+    s.add("response.output_item.added", output_index=index, item=head)
+    for piece in draw(splits(cut)):
+        s.add("response.function_call_arguments.delta", item_id=head["id"],
+              output_index=index, delta=piece)
+    done = {**head, "arguments": cut, "status": "incomplete"}
+    if draw(st.booleans()):
+        s.add("response.output_item.done", output_index=index, item=done)
+        return done
+    return {**head, "arguments": cut}
+
+
+def empty_message(s: Stream, index: int) -> JSON:
+    """A message item that ends without any content part."""
+    head = {"id": f"msg_{index}", "type": "message", "role": "assistant",
+            "status": "in_progress", "content": []}
+    s.add("response.output_item.added", output_index=index, item=head)
+    done = {**head, "status": "completed"}
+    s.add("response.output_item.done", output_index=index, item=done)
+    return done
+
+
 def web_search_item(s: Stream, index: int, query: str) -> JSON:
     """A server tool item: progress events, then the item with its action and sources."""
     item_id = f"ws_{index}"
@@ -192,13 +220,17 @@ def responses_streams(draw: st.DrawFn, max_items: int = 6) -> list[JSON]:
     (the SDK then keeps the items it saw done).
     """
     s = Stream()
-    s.add("response.created", response=RESPONSE)
+    start = {**RESPONSE, "id": f"resp_{draw(ENCRYPTED)}", "created_at": draw(
+        st.integers(0, 2**31))}
+    s.add("response.created", response=start)
     if draw(st.booleans()):
-        s.add("response.in_progress", response=RESPONSE)
+        s.add("response.in_progress", response=start)
     kinds = draw(st.lists(st.sampled_from(["message", "message", "call", "call", "reasoning",
-                                           "web_search"]), max_size=max_items))
+                                           "web_search", "empty"]), max_size=max_items))
     incomplete = draw(st.booleans())
     cut = incomplete and bool(kinds) and kinds[-1] == "message" and draw(st.booleans())
+    if incomplete and not cut and draw(st.booleans()):
+        kinds.append("cut_call")
     output: list[JSON] = []
     n = 0
     while n < len(kinds):
@@ -212,10 +244,14 @@ def responses_streams(draw: st.DrawFn, max_items: int = 6) -> list[JSON]:
             output.append(draw(message_item(s, n, cut=cut and n == len(kinds) - 1)))
         elif kind == "reasoning":
             output.append(draw(reasoning_item(s, n)))
+        elif kind == "empty":
+            output.append(empty_message(s, n))
+        elif kind == "cut_call":
+            output.append(draw(cut_call(s, n)))
         else:
             output.append(web_search_item(s, n, draw(TEXT)))
         n += 1
-    final: JSON = {**RESPONSE, "status": "incomplete" if incomplete else "completed"}
+    final: JSON = {**start, "status": "incomplete" if incomplete else "completed"}
     if incomplete:
         final["incomplete_details"] = {"reason": draw(st.sampled_from(
             ["max_output_tokens", "content_filter"]))}
