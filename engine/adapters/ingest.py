@@ -62,6 +62,7 @@ import msgspec
 
 from engine import events as ev
 from engine.adapters.partial_json import is_prefix
+from engine.codec import decode_msgpack, encode_msgpack
 from engine.errors import ConvlogError
 from engine.events import Event
 from engine.ids import part_id, uuid7
@@ -127,6 +128,12 @@ class ProviderStreamError(StreamError):
                  event: Mapping[str, Any] | None = None) -> None:
         self.error_type = error_type
         super().__init__(message, event=event)
+
+
+class MalformedEvent(StreamError):
+    """A provider event whose fields do not have the types or shape the protocol gives."""
+
+    kind = "malformed_event"
 
 
 class StreamTruncated(StreamError):
@@ -200,7 +207,7 @@ def parse_tool_input(raw: str, start: JSON, *, event: Mapping[str, Any] | None =
         return dict(start)
     try:
         value = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise MalformedToolInput(f"tool input is not valid JSON: {exc}", raw=raw,
                                  event=event) from exc
     if not isinstance(value, dict):
@@ -240,6 +247,7 @@ class StreamIngest:
         self.completed = False
         self.metadata: JSON | None = None  # the envelope the message completes with
         self._stop_committed = False
+        self._recording = False  # inside a store write (its failures are not the event's)
         self._queue: list[Event] = []
         self._buffered: Block | None = None
         self._tools: list[Block] = []
@@ -265,9 +273,19 @@ class StreamIngest:
                 exc.event = data
             self._break(exc)
             raise
-        except Exception as exc:  # a refusal of the engine or store, or a bug: settle
+        except ConvlogError as exc:  # the engine or the store refused: settle, propagate
             self._break(_cause(exc, data))
             raise
+        except Exception as exc:
+            if self._recording:  # the store failed: settle, propagate the original
+                self._recording = False
+                self._break(_cause(exc, data))
+                raise
+            # Reading the event failed (a field of the wrong type, a missing one).
+            err = MalformedEvent(f"malformed event: {type(exc).__name__}: {exc}"[:500],
+                                 event=data)
+            self._break(err)
+            raise err from exc
 
     def finish(self) -> IngestResult:
         """The stream ended. Raises :class:`StreamTruncated` if it ended too early."""
@@ -299,7 +317,9 @@ class StreamIngest:
     def _commit_queue(self) -> None:
         if self._queue:
             queue, self._queue = self._queue, []
+            self._recording = True
             self.session.record(queue)
+            self._recording = False
 
     def result(self) -> IngestResult:
         return IngestResult(
@@ -326,6 +346,16 @@ class StreamIngest:
         raise StreamTruncated("the stream ended before the message was complete")
 
     def _emit(self, e: Event) -> None:
+        """Queue an event built from provider fields, checked as if read from bytes.
+
+        (msgspec checks no field type of a struct built in code: a model name that
+        is a number would be stored, and the log would no longer decode.) Deltas,
+        the hot path, skip this: their one field is checked to be a str.
+        """
+        try:
+            decode_msgpack(encode_msgpack(e))
+        except (ConvlogError, TypeError, ValueError, OverflowError) as exc:
+            raise MalformedEvent(f"a field the event cannot hold: {exc}"[:500]) from exc
         self._queue.append(e)
 
     def _start_message(self, model_id: str | None, metadata: JSON | None = None) -> None:
@@ -397,6 +427,8 @@ class StreamIngest:
         """A text or reasoning delta (empty deltas change nothing and are skipped)."""
         if not delta:
             return
+        if delta.__class__ is not str:
+            raise MalformedEvent(f"a delta of type {type(delta).__name__}")
         if self.coalesce_chars:
             if self._buffered is not block:
                 self._flush_buffered()
@@ -407,10 +439,11 @@ class StreamIngest:
                 self._flush_buffer(block)
             return
         if block.kind == TEXT:
-            self._emit(ev.TextDelta(message_id=self.message_id, part_id=block.ref.part_id,
+            self._queue.append(ev.TextDelta(message_id=self.message_id,
+                                            part_id=block.ref.part_id,
                                     delta=delta))
         else:
-            self._emit(ev.ReasoningDelta(message_id=self.message_id,
+            self._queue.append(ev.ReasoningDelta(message_id=self.message_id,
                                          part_id=block.ref.part_id, delta=delta))
 
     def _flush_buffered(self) -> None:
@@ -426,13 +459,17 @@ class StreamIngest:
         block.buf.clear()
         block.buf_len = 0
         cls = ev.TextDelta if block.kind == TEXT else ev.ReasoningDelta
-        self._emit(cls(message_id=self.message_id, part_id=block.ref.part_id, delta=text))
+        self._queue.append(cls(message_id=self.message_id, part_id=block.ref.part_id,
+                               delta=text))
 
     def _fragment(self, block: Block, fragment: str) -> None:
         if not fragment:
             return
+        if fragment.__class__ is not str:
+            raise MalformedEvent(f"a JSON fragment of type {type(fragment).__name__}")
         block.raw.append(fragment)
-        self._emit(ev.ToolInputDelta(message_id=self.message_id, part_id=block.ref.part_id,
+        self._queue.append(ev.ToolInputDelta(message_id=self.message_id,
+                                             part_id=block.ref.part_id,
                                      fragment=fragment))
 
     def _close(self, block: Block, metadata: JSON | None = None,
