@@ -228,7 +228,7 @@ def test_a_failure_anywhere_settles_and_the_original_exception_propagates(
             if calls[0] == k + 1:
                 raise error
             return real(batch)
-        session.record = record  # type: ignore[method-assign]
+        session.record = record  # type: ignore[method-assign,assignment]
     else:
         real_feed = ing._feed
 
@@ -237,7 +237,7 @@ def test_a_failure_anywhere_settles_and_the_original_exception_propagates(
             if calls[0] == k + 1:
                 raise error
             real_feed(e)
-        ing._feed = feed  # type: ignore[method-assign]
+        ing._feed = feed  # type: ignore[method-assign,assignment]
     exc = feed_all(ing, events)
     if exc is not None:
         if where == "adapter" and not isinstance(error, ConvlogError):

@@ -75,7 +75,8 @@ def sdk_response(events: list[JSON]) -> JSON:
             if out.type in ("response.completed", "response.incomplete"):
                 final = out.response
     assert final is not None
-    return comparable(final.to_dict())
+    whole: JSON = comparable(final.to_dict())
+    return whole
 
 
 
@@ -88,7 +89,8 @@ def ingest(events: list[Any], **options: Any) -> tuple[Session, WithPartsProject
 
 
 def rendered(proj: WithPartsProjection, mid: str) -> JSON:
-    return comparable(render.response(proj.message(mid)))
+    whole: JSON = comparable(render.response(proj.message(mid)))
+    return whole
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
