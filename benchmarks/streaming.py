@@ -7,12 +7,15 @@ Usage (from the repository root)::
 
 Two streams, each run through both sides in the same process on the same events:
 
-1. Anthropic: a message of text blocks and ``tool_use`` blocks whose input JSON
-   arrives in many small ``input_json_delta`` fragments (about half the deltas),
-   through ``AnthropicIngest`` into a ``Session`` on a ``MemoryStore`` with a
-   ``WithPartsProjection`` subscribed (every delta is its own checked, stored
-   event), and the final message rendered back; vs
+1. Anthropic, long blocks: a message of text blocks and ``tool_use`` blocks whose
+   input JSON arrives in many small ``input_json_delta`` fragments (about half
+   the deltas), through ``AnthropicIngest`` into a ``Session`` on a
+   ``MemoryStore`` with a ``WithPartsProjection`` subscribed (every delta is its
+   own checked, stored event), and the final message rendered back; vs
    ``anthropic.lib.streaming._messages.accumulate_event``.
+   Anthropic, short blocks: the same number of deltas in many short blocks, text
+   and tool calls interleaved (three deltas each), so the per-block work (part
+   added, ended, tool input parsed) weighs as much as the deltas.
 2. OpenAI Chat Completions: content chunks and ``tool_calls`` argument chunks,
    through ``OpenAIChatIngest`` the same way; vs ``ChatCompletionStreamState``.
 3. OpenAI Responses: message items streaming ``output_text`` deltas and
@@ -91,6 +94,38 @@ def anthropic_stream(deltas: int) -> list[JSON]:
                     "delta": {"type": "input_json_delta", "partial_json": p}} for p in pieces]
         events.append({"type": "content_block_stop", "index": index})
         index += 1
+    events += [{"type": "message_delta", "delta": {"stop_reason": "tool_use",
+                                                   "stop_sequence": None},
+                "usage": {"output_tokens": deltas}}, {"type": "message_stop"}]
+    return events
+
+
+SHORT = 3  # deltas per short block
+
+
+def anthropic_short_stream(deltas: int) -> list[JSON]:
+    """Many short blocks: a text block, then a tool call, and again, three deltas each."""
+    events: list[JSON] = [{"type": "message_start", "message": {
+        "id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-bench",
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 1000, "output_tokens": 1}}}]
+    for index in range(deltas // SHORT):
+        if index % 2 == 0:
+            events.append({"type": "content_block_start", "index": index,
+                           "content_block": {"type": "text", "text": ""}})
+            events += [{"type": "content_block_delta", "index": index,
+                        "delta": {"type": "text_delta", "text": TEXT[i:i + 9]}}
+                       for i in range(SHORT)]
+        else:
+            raw = json.dumps({"path": f"src/m{index}.py"})
+            step = len(raw) // SHORT + 1
+            events.append({"type": "content_block_start", "index": index, "content_block": {
+                "type": "tool_use", "id": f"toolu_{index:05d}", "name": "read", "input": {}}})
+            events += [{"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta",
+                                  "partial_json": raw[i:i + step]}}
+                       for i in range(0, len(raw), step)]
+        events.append({"type": "content_block_stop", "index": index})
     events += [{"type": "message_delta", "delta": {"stop_reason": "tool_use",
                                                    "stop_sequence": None},
                 "usage": {"output_tokens": deltas}}, {"type": "message_stop"}]
@@ -237,7 +272,10 @@ def same_anthropic(wp: Any, snap: Any) -> bool:
 
 
 def same_openai_chat(wp: Any, snap: Any) -> bool:
-    return bool(render_openai.response(wp)["content"] == snap.choices[0].message.content)
+    mine = render_openai.response(wp)
+    if "choices" in mine:  # the whole ChatCompletion (the flat form before issue 9)
+        mine = mine["choices"][0]["message"]
+    return bool(mine["content"] == snap.choices[0].message.content)
 
 
 def same_responses(wp: Any, snap: Any) -> bool:
@@ -263,6 +301,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--deltas", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", choices=["anthropic"], default=None,
+                        help="only the Anthropic streams (long and short blocks)")
     args = parser.parse_args(argv)
     print(f"deltas per stream: {args.deltas:,}; best of {args.repeat}")
 
@@ -270,10 +310,18 @@ def main(argv: list[str] | None = None) -> None:
     # SDKs, dicts for Anthropic's accumulator); convlog gets the dicts.
     events = anthropic_stream(args.deltas)
     sdk_events = copy.deepcopy(events)
-    compare("Anthropic", "accumulate_event", args.repeat,
+    compare("Anthropic, long blocks", "accumulate_event", args.repeat,
             sdk_run=lambda: run_anthropic_sdk(sdk_events), adapter=AnthropicIngest,
             events=events, same=same_anthropic)
 
+    short = anthropic_short_stream(args.deltas)
+    sdk_short = copy.deepcopy(short)
+    compare("Anthropic, short blocks", "accumulate_event", args.repeat,
+            sdk_run=lambda: run_anthropic_sdk(sdk_short), adapter=AnthropicIngest,
+            events=short, same=same_anthropic)
+
+    if args.only:
+        return
     chunks = openai_chunks(args.deltas)
     models = [ChatCompletionChunk.model_validate(c) for c in chunks]
     compare("OpenAI Chat Completions", "ChatCompletionStreamState", args.repeat,

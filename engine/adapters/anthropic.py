@@ -42,6 +42,13 @@ absent keeps its ``message_start`` value. At ``message_stop`` the stop reason an
 usage become a ``step.finished`` part and, when no tool call waits for its
 result, the message's completion.
 
+The message's own fields (``id``, ``model``, ``stop_reason``, ``stop_sequence``,
+``stop_details``, ``container``, ``usage`` as sent) are kept as the SDK ends with
+them in the message metadata ``anthropic.message``: the ``message_start`` ones
+with the message's start, the final ones with its completion. A ``tool_use``
+block whose JSON is cut short (a prefix of JSON) fails ``truncated`` when the
+stop reason is ``max_tokens``; with another stop reason it is malformed.
+
 Deltas must fit their block: a ``citations_delta`` or ``text_delta`` for anything
 but a text block (a tool call, a server result) is an ``UnexpectedDelta``, where
 the SDK silently drops it.

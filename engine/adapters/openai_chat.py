@@ -11,6 +11,13 @@ a tool part, every ``function.arguments`` fragment is a ``tool.input_delta``.
 when the stream ends (:meth:`StreamIngest.finish`). A stream that ends without
 a ``finish_reason`` is truncated.
 
+The completion's own fields (the first chunk's ``id``, ``created``, ``model``,
+``service_tier``; ``system_fingerprint`` and ``usage`` as the last chunk set
+them, ``None`` when absent) are kept as the SDK ends with them in the message
+metadata ``openai.completion``. A ``content`` of ``""`` alone is kept (a text
+part with empty text: the SDK's ``""``, not ``None``). Arguments cut short by
+``length`` or ``content_filter`` fail the call with kind ``truncated``.
+
 Usage maps to tokens as ``input = prompt - cached``, ``output = completion -
 reasoning``, ``reasoning``, ``cache.read = cached``.
 """

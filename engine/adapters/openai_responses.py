@@ -69,11 +69,14 @@ is a :class:`StreamOrderError` (audio events included), and an unknown
 ``response.*`` event aimed at a message, function call or reasoning item is an
 :class:`UnexpectedDelta`.
 
-Not kept: logprobs, item statuses, the ``encrypted_content`` of a reasoning
-item that never got its ``output_item.done`` (the one in
-``output_item.added`` may be incomplete), function call fields other than
-``id``, ``call_id``, ``name`` and ``arguments``. The response id is
-:attr:`OpenAIResponsesIngest.response_id`.
+The envelope is kept in the message metadata: ``openai.response`` holds the
+response's fields other than ``output`` (``response.created``'s at the start,
+the final event's at the end) and ``openai.items`` each output item's fields
+other than what its parts hold (``status``, ids, ``phase``, ...; empty for an
+item kept whole), as the SDK ends with them. A ``message`` item without
+content is kept whole as an ignored part. A function call cut short by
+``response.incomplete`` fails with kind ``truncated``. Not kept: logprobs. The
+response id is also :attr:`OpenAIResponsesIngest.response_id`.
 """
 
 from __future__ import annotations

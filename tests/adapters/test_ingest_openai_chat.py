@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
-from engine.adapters.ingest import StreamOrderError, StreamTruncated
+from engine.adapters.ingest import MalformedToolInput, StreamOrderError, StreamTruncated
 from engine.adapters.openai_chat import OpenAIChatIngest
 from engine.session import Session
 from engine.store import MemoryStore
@@ -21,7 +21,7 @@ from projections import views as v
 from projections.render import openai_chat as render
 from projections.withparts import WithPartsProjection
 from tests.support.anthropic_streams import INPUTS, TEXT, splits
-from tests.support.ingest_checks import fresh, run_tools
+from tests.support.ingest_checks import assert_settled, fresh, run_tools
 from tests.support.render_sessions import sessions
 
 JSON = dict[str, Any]
@@ -239,3 +239,40 @@ def test_round_trip_ingest_of_rendered_assistant_messages(
         _, proj, mid = ingest(_as_chunks(m))
         again = [x for x in render.messages([proj.message(mid)]) if x["role"] == "assistant"]
         assert again == [m]
+
+
+def test_a_lone_empty_content_renders_as_the_sdks_empty_string() -> None:
+    chunks = [chunk({"role": "assistant", "content": ""}), chunk({}, finish="stop")]
+    _, proj, mid = ingest(chunks)
+    mine = render.response(proj.message(mid))
+    assert mine["choices"][0]["message"]["content"] == ""
+    assert sdk(chunks)["choices"][0]["message"]["content"] == ""
+    assert "usage" in mine and mine["usage"] is None  # absent usage is not zeros
+
+
+def test_arguments_cut_by_length_complete_the_message_and_fail_the_call_truncated() -> None:
+    chunks = [chunk({"role": "assistant", "content": None}),
+              chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                     "function": {"name": "write", "arguments": '{"pa'}}]}),
+              chunk({}, finish="length")]
+    session, proj = fresh()
+    ing = OpenAIChatIngest(session)
+    result = ing.ingest(chunks)
+    assert result.completed and result.tool_calls == ()
+    wp = proj.message(result.message_id)
+    [tool] = [p for p in wp.parts if isinstance(p, v.ToolPart)]
+    assert isinstance(tool.state, v.ToolStateError)
+    assert tool.state.metadata == {"raw": '{"pa', "kind": "truncated"}
+    assert comparable(render.response(wp)) == comparable(sdk(chunks))
+    assert isinstance(wp.info, v.AssistantInfo)
+    assert (wp.info.finish, wp.info.error) == ("length", None)
+
+
+def test_arguments_cut_short_under_another_finish_reason_are_malformed() -> None:
+    session, proj = fresh()
+    ing = OpenAIChatIngest(session)
+    with pytest.raises(MalformedToolInput):
+        ing.ingest([chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                           "function": {"name": "w", "arguments": '{"a'}}]}),
+                    chunk({}, finish="tool_calls")])
+    assert_settled(session, proj, ing.message_id)

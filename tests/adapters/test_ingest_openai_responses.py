@@ -214,7 +214,8 @@ def test_server_tool_items_are_kept_whole_and_their_progress_ignored() -> None:
     s.add("response.output_item.added", output_index=0, item=head)
     s.add("response.web_search_call.searching", item_id="ws_0", output_index=0)
     s.add("response.output_item.done", output_index=0, item={**head, "status": "completed"})
-    s.add("response.completed", response={**RESPONSE, "status": "completed"})
+    final = {k: x for k, x in RESPONSE.items() if k != "output"}  # the SDK keeps what streamed
+    s.add("response.completed", response={**final, "status": "completed"})
     _, proj, mid = ingest(s.events)
     wp = proj.message(mid)
     [part] = [p for p in wp.parts if isinstance(p, v.TextPart)]
@@ -513,3 +514,34 @@ def test_round_trip_of_ingested_streams(events: list[JSON]) -> None:
     items = render.input_items([proj.message(mid)])
     for run in assistant_runs(items):
         assert round_trip(run) == run
+
+
+def test_a_message_item_without_content_stays_in_output() -> None:
+    s = Stream()
+    s.add("response.created", response=RESPONSE)
+    head = {"id": "msg_0", "type": "message", "role": "assistant", "status": "in_progress",
+            "content": []}
+    s.add("response.output_item.added", output_index=0, item=head)
+    s.add("response.output_item.done", output_index=0, item={**head, "status": "completed"})
+    final = {k: x for k, x in RESPONSE.items() if k != "output"}  # the SDK keeps what streamed
+    s.add("response.completed", response={**final, "status": "completed"})
+    _, proj, mid = ingest(s.events)
+    mine = rendered(proj, mid)
+    assert mine == sdk_response(s.events)
+    assert mine["output"] == [{**head, "status": "completed"}]
+
+
+def test_a_call_cut_by_response_incomplete_fails_truncated_keeping_its_text() -> None:
+    s = _head()
+    _args(s, '{"path": "a')
+    final = {k: x for k, x in RESPONSE.items() if k != "output"}
+    s.add("response.incomplete", response={
+        **final, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}})
+    session, proj = fresh()
+    result = OpenAIResponsesIngest(session).ingest(s.events)
+    assert result.completed and result.tool_calls == ()
+    wp = proj.message(result.message_id)
+    [tool] = [p for p in wp.parts if isinstance(p, v.ToolPart)]
+    assert isinstance(tool.state, v.ToolStateError)
+    assert tool.state.metadata == {"raw": '{"path": "a', "kind": "truncated"}
+    assert rendered(proj, result.message_id) == sdk_response(s.events)

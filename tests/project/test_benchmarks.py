@@ -18,9 +18,10 @@ def test_streaming_benchmark_runs_and_agrees_with_the_sdks(
         capsys: pytest.CaptureFixture[str]) -> None:
     streaming.main(["--deltas", "400", "--repeat", "1"])
     out = capsys.readouterr().out
-    for title in ("Anthropic", "OpenAI Chat Completions", "OpenAI Responses"):
+    for title in ("Anthropic, long blocks", "Anthropic, short blocks",
+                  "OpenAI Chat Completions", "OpenAI Responses"):
         assert title in out
-    assert len(re.findall(r"ratio \d+\.\d+x", out)) == 3 * len(streaming.CONFIGS)
+    assert len(re.findall(r"ratio \d+\.\d+x", out)) == 4 * len(streaming.CONFIGS)
 
 
 def test_conversation_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
