@@ -539,7 +539,8 @@ def test_a_call_cut_by_response_incomplete_fails_truncated_keeping_its_text() ->
         **final, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}})
     session, proj = fresh()
     result = OpenAIResponsesIngest(session).ingest(s.events)
-    assert result.completed and result.tool_calls == ()
+    assert result.completed
+    assert result.tool_calls == ()
     wp = proj.message(result.message_id)
     [tool] = [p for p in wp.parts if isinstance(p, v.ToolPart)]
     assert isinstance(tool.state, v.ToolStateError)
