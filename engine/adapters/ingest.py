@@ -318,7 +318,11 @@ class StreamIngest:
         if self._queue:
             queue, self._queue = self._queue, []
             self._recording = True
-            self.session.record(queue)
+            try:
+                self.session.record(queue)
+            except BaseException:
+                self._queue[:0] = queue  # for _break to keep what the store accepts
+                raise
             self._recording = False
 
     def result(self) -> IngestResult:

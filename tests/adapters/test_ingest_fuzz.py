@@ -276,3 +276,35 @@ def test_huge_tool_input_is_kept_or_refused_typed_never_half_settled() -> None:
                 [call] = ing.result().tool_calls
                 assert json.dumps(call.input) == json.dumps(json.loads(raw))
             store.close()
+
+
+def test_a_refused_batch_keeps_what_the_store_accepts_one_by_one() -> None:
+    """The store refuses a batch once: the settled message still has the streamed text."""
+    session = Session.create(MemoryStore())
+    real = session.record
+    refused = [False]
+
+    def record(batch: Any) -> Any:
+        if len(batch) > 1 and not refused[0]:
+            refused[0] = True
+            raise StoreError("the store refused the batch")
+        return real(batch)
+    session.record = record  # type: ignore[method-assign,assignment]
+    ing = AnthropicIngest(session, batch=1000)
+    events = [
+        {"type": "message_start", "message": {"id": "m", "model": "x", "content": [],
+                                               "usage": {"input_tokens": 1}}},
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "text_delta", "text": "kept"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+         "usage": {"output_tokens": 1}},
+        {"type": "message_stop"}]
+    with pytest.raises(StoreError):
+        ing.ingest(events)
+    assert_consistent(session, ing)
+    wp = WithPartsProjection(session.id).apply_all(session.store.read(session.id)).message(
+        ing.message_id)
+    assert [p.text for p in wp.parts if isinstance(p, v.TextPart)] == ["kept"]
