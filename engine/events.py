@@ -644,6 +644,133 @@ class TranscriptReplaced(ConversationEvent, frozen=True, tag="transcript.replace
     lines: list[str] = msgspec.field(default_factory=list)
 
 
+# --------------------------------------------------------------------------- mailbox
+# Agent-to-agent messages (engine.mailbox decides them): projects, agents, session
+# tokens and messages of every project live in one mailbox log per store.
+
+
+class MailboxEvent(Event, frozen=True, kw_only=True):
+    """Base of the mailbox events (projects, agents, tokens, messages between agents)."""
+
+
+class ProjectCreated(MailboxEvent, frozen=True, tag="project.created"):
+    """A project agents work in; messages never leave it. An empty
+    ``working_directory`` means not set yet (sending then fails with
+    ``working_directory_not_set``, as in the seed)."""
+
+    entity = "project"
+    default_actor = "system"
+
+    project_id: str
+    name: str = ""
+    working_directory: str = ""
+
+
+class ProjectDirectorySet(MailboxEvent, frozen=True, tag="project.directory_set"):
+    """A project's working directory is set or changed."""
+
+    entity = "project"
+    default_actor = "system"
+
+    project_id: str
+    working_directory: str
+
+
+class AgentRegistered(MailboxEvent, frozen=True, tag="agent.registered"):
+    """An agent exists (in no project yet). ``passkey_hash``: the SHA-256 of the
+    secret ``authenticate`` asks for, when the agent has one (never the secret)."""
+
+    entity = "agent"
+    default_actor = "system"
+
+    agent_id: str
+    name: str = ""
+    passkey_hash: str | None = None
+
+
+class AgentAssigned(MailboxEvent, frozen=True, tag="agent.assigned"):
+    """An agent joins a project: it may send to and receive from its other agents."""
+
+    entity = "assignment"
+    default_actor = "system"
+
+    project_id: str
+    agent_id: str
+
+
+class AgentUnassigned(MailboxEvent, frozen=True, tag="agent.unassigned"):
+    """An agent leaves a project; its tokens for that project stop working."""
+
+    entity = "assignment"
+    default_actor = "system"
+
+    project_id: str
+    agent_id: str
+
+
+class TokenIssued(MailboxEvent, frozen=True, tag="token.issued"):
+    """``authenticate`` gave an agent a session token for one project.
+
+    Only the token's SHA-256 is logged; ``expires_at`` is in ms since the epoch.
+    """
+
+    entity = "token"
+    default_actor = "system"
+
+    token_hash: str
+    project_id: str
+    agent_id: str
+    expires_at: int
+
+
+class TokenRevoked(MailboxEvent, frozen=True, tag="token.revoked"):
+    """A session token stops working before it expires."""
+
+    entity = "token"
+    default_actor = "system"
+
+    token_hash: str
+
+
+class MailSent(MailboxEvent, frozen=True, tag="mail.sent"):
+    """One message from an agent to one or more agents of its project: one event,
+    one delivery state per receiver. The envelope ``time`` is its creation time.
+
+    ``reply_to`` names the message it answers (``respond_chat``);
+    ``client_message_id`` makes a retried send idempotent.
+    """
+
+    entity = "delivery"
+
+    message_id: str
+    project_id: str
+    sender_id: str
+    receivers: list[str]
+    content: str
+    related_task_id: str | None = None
+    reply_to: str | None = None
+    client_message_id: str | None = None
+    broadcast: bool = False
+
+
+class MailDelivered(MailboxEvent, frozen=True, tag="mail.delivered"):
+    """The receiver fetched the message (``get_pending_messages``)."""
+
+    entity = "delivery"
+
+    message_id: str
+    agent_id: str
+
+
+class MailRead(MailboxEvent, frozen=True, tag="mail.read"):
+    """The receiver marked the message read, or answered it (a read receipt)."""
+
+    entity = "delivery"
+
+    message_id: str
+    agent_id: str
+
+
 # --------------------------------------------------------------------------- the union
 
 AnyEvent = (
@@ -690,6 +817,16 @@ AnyEvent = (
     | FileLinesChanged
     | TranscriptNoted
     | TranscriptReplaced
+    | ProjectCreated
+    | ProjectDirectorySet
+    | AgentRegistered
+    | AgentAssigned
+    | AgentUnassigned
+    | TokenIssued
+    | TokenRevoked
+    | MailSent
+    | MailDelivered
+    | MailRead
 )
 
 # Everything below is derived from the declarations above: add an event type by
@@ -712,6 +849,11 @@ DEFAULT_ACTOR: Final[dict[type[Event], str]] = {c: c.default_actor for c in EVEN
 # The conversation events (no message behind them).
 CONVERSATION_EVENT_TYPES: Final[frozenset[type[Event]]] = frozenset(
     c for c in EVENT_TYPES if issubclass(c, ConversationEvent)
+)
+
+# The mailbox events (engine.mailbox decides them).
+MAILBOX_EVENT_TYPES: Final[frozenset[type[Event]]] = frozenset(
+    c for c in EVENT_TYPES if issubclass(c, MailboxEvent)
 )
 
 # The schema version each type is written at today. A raw event at any other

@@ -17,6 +17,7 @@ from engine import events as ev
 from engine.conversation import ConversationLife
 from engine.decider import Journal, Row, same_payload
 from engine.events import Event
+from engine.mailbox import MailboxLife
 from engine.messages import (
     EVOLVES,
     NEEDS_OPEN_MESSAGE,
@@ -32,6 +33,7 @@ from engine.messages import (
 __all__ = ["Lifecycle", "MessageLife", "PartLife", "same_payload"]
 
 _CONVERSATION = ev.CONVERSATION_EVENT_TYPES  # decided by engine.conversation
+_MAILBOX = ev.MAILBOX_EVENT_TYPES  # decided by engine.mailbox
 
 
 def _self_loops() -> dict[type[Event], tuple[frozenset[str], frozenset[str]]]:
@@ -55,8 +57,8 @@ def _self_loops() -> dict[type[Event], tuple[frozenset[str], frozenset[str]]]:
 class Lifecycle:
     """Messages, parts and the conversation of one session: enough state to judge."""
 
-    __slots__ = ("_journal", "call_ids", "conversation", "message_decider", "messages",
-                 "session_id", "version")
+    __slots__ = ("_journal", "call_ids", "conversation", "mailbox", "message_decider",
+                 "messages", "session_id", "version")
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
@@ -64,6 +66,7 @@ class Lifecycle:
         self._journal = Journal()
         self.message_decider = Messages(session_id, self._journal)
         self.conversation = ConversationLife(session_id, self._journal)
+        self.mailbox = MailboxLife(session_id, self._journal)
         # The sub-decider's own dicts, named here for the fast path and for readers.
         self.messages: dict[str, MessageLife] = self.message_decider.messages
         self.call_ids: dict[str, tuple[str, str]] = self.message_decider.call_ids
@@ -97,6 +100,8 @@ class Lifecycle:
         """The seq of the event an idempotent repeat ``e`` repeats."""
         if type(e) in _CONVERSATION:
             return self.conversation.entered_seq(e)
+        if type(e) in _MAILBOX:
+            return self.mailbox.entered_seq(e)
         return self.message_decider.entered_seq(e)
 
     # ------------------------------------------------------------------ check and fold
@@ -105,6 +110,8 @@ class Lifecycle:
         """The row that allows ``e``, or None when ``e`` is an idempotent repeat."""
         if type(e) in _CONVERSATION:
             return self.conversation.check(e)
+        if type(e) in _MAILBOX:
+            return self.mailbox.check(e)
         return self.message_decider.check(e)
 
     def evolve(self, e: Event, row: Row) -> None:
@@ -115,6 +122,8 @@ class Lifecycle:
         self.version = e.seq
         if type(e) in _CONVERSATION:
             self.conversation.evolve(e, row)
+        elif type(e) in _MAILBOX:
+            self.mailbox.evolve(e, row)
         else:
             self.message_decider.evolve(e, row)
 
@@ -132,7 +141,8 @@ class Lifecycle:
                     self.version = e.seq
                     return True
             # Not legal: the full check below raises with the precise reason.
-        row = (self.conversation if type(e) in _CONVERSATION else self.message_decider).check(e)
+        row = (self.conversation if type(e) in _CONVERSATION else
+               self.mailbox if type(e) in _MAILBOX else self.message_decider).check(e)
         if row is None:
             return False
         self.evolve(e, row)
@@ -146,6 +156,8 @@ class Lifecycle:
             return
         if cls in _CONVERSATION:
             self.evolve(e, self.conversation.row_for(e))
+        elif cls in _MAILBOX:
+            self.evolve(e, self.mailbox.row_for(e))
         else:
             self.evolve(e, self.message_decider.row_for(e))
 

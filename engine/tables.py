@@ -14,6 +14,7 @@ from typing import Final
 
 from engine import conversation as _conversation
 from engine import events as ev
+from engine import mailbox as _mailbox
 from engine import messages as _messages
 from engine.decider import ABSENT, Row, Table
 from engine.events import tag_of
@@ -46,6 +47,7 @@ CHECKPOINT: Final = _conversation.CHECKPOINT.table
 TABLES: Final[tuple[Table, ...]] = (
     *(entity.table for entity in _messages.ENTITIES),
     *(entity.table for entity in _conversation.ENTITIES),
+    *(entity.table for entity in _mailbox.ENTITIES),
 )
 
 # Which table decides each conversation event.

@@ -121,10 +121,11 @@ def test_the_scanners_catch_violations() -> None:
 # names all of its modules). docs/architecture.md states the same order.
 ENGINE_LAYERS: tuple[tuple[str, ...], ...] = (
     # the vocabulary: what an event is, its bytes, ids, typed errors, log setup
-    ("engine.events", "engine.errors", "engine.ids", "engine.codec", "engine.logging"),
+    ("engine.events", "engine.errors", "engine.ids", "engine.codec", "engine.logging",
+     "engine.mailbox_graphemes"),
     # the deciders: entity declarations, their composition, multi-event commands
     ("engine.decider", "engine.messages", "engine.conversation", "engine.tables",
-     "engine.lifecycle", "engine.settle"),
+     "engine.lifecycle", "engine.settle", "engine.mailbox"),
     # the log: stores (their verifier replays the lifecycle)
     ("engine.store",),
     # the write API
