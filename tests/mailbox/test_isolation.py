@@ -1,0 +1,63 @@
+"""A message is never delivered across projects, whatever the agents and tokens."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.mailbox import MailboxError
+from engine.session import StepClock
+from engine.store import MemoryStore
+from projections.mailbox import Mailbox, MailboxLog
+
+PROJECTS = ["p0", "p1", "p2"]
+AGENTS = [f"a{i}" for i in range(6)]
+
+assignments = st.dictionaries(st.sampled_from(AGENTS),
+                              st.sets(st.sampled_from(PROJECTS), max_size=3), min_size=1)
+sends = st.lists(st.tuples(st.sampled_from(PROJECTS), st.sampled_from(AGENTS),
+                           st.sampled_from(PROJECTS), st.sampled_from([*AGENTS, "ghost"]),
+                           st.booleans()), max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(assignments, sends)
+def test_no_delivery_crosses_a_project(
+        members: dict[str, set[str]],
+        attempts: list[tuple[str, str, str, str, bool]]) -> None:
+    log = MailboxLog(MemoryStore(), StepClock())
+    boxes = {p: Mailbox(log, p) for p in PROJECTS}
+    for p, box in boxes.items():
+        box.create_project(f"/work/{p}")
+    for agent, projects in members.items():
+        boxes[PROJECTS[0]].register_agent(agent)
+        for p in projects:
+            boxes[p].assign(agent)
+    tokens: dict[tuple[str, str], str] = {}
+    for agent, projects in members.items():
+        for p in projects:
+            tokens[(p, agent)] = boxes[p].authenticate(agent)
+    for token_project, sender, via, target, broadcast in attempts:
+        token = tokens.get((token_project, sender), "not-a-token")
+        box = boxes[via]
+        try:
+            msg = (box.broadcast(token, "hi") if broadcast
+                   else box.send(token, target, "hi"))
+        except MailboxError as err:
+            legit = (token_project == via and sender in members
+                     and via in members[sender])
+            if not legit:
+                assert err.status == 401  # a token only works in its own project
+            continue
+        # Accepted: the sender's token was for this very project, every receiver is in it.
+        assert token_project == via and via in members[sender]
+        assert all(via in members.get(r, set()) for r in msg.receivers)
+        assert msg.project_id == via and sender not in msg.receivers
+    view = log.view
+    for msg in view.messages.values():
+        for receiver in msg.receivers:
+            assert msg.project_id in members[receiver]
+        assert msg.project_id in members[msg.sender_id]
+    for (project, agent), ids in view.history.items():
+        assert all(view.messages[i].project_id == project for i in ids)
+        assert project in members[agent]
