@@ -269,6 +269,31 @@ class Mailbox:
         self.log.write(decide)
         return count[0]
 
+    def record_imported(self, message_id: str, sender_id: str, receivers: Sequence[str],
+                        content: str, *, created_at: int,
+                        related_task_id: str | None = None) -> bool:
+        """Log a message read from elsewhere (the seed's files) with its own id and
+        time. Its event id is derived from the two, so importing twice is a no-op.
+        True when it was new."""
+        eid = str(uuid.uuid5(_IDS, f"import\x00{self.project_id}\x00{message_id}"))
+        mail = ev.MailSent(id=eid, time=created_at, actor=sender_id, message_id=message_id,
+                           project_id=self.project_id, sender_id=sender_id,
+                           receivers=list(receivers), content=content,
+                           related_task_id=related_task_id,
+                           broadcast=len(receivers) > 1)
+
+        def decide() -> list[Event]:
+            before = self._state.messages.get(message_id)
+            if before is None:
+                return [mail]
+            if (before.sender_id, before.receivers, before.content) != (
+                    sender_id, list(receivers), content):
+                raise MailboxError("client_message_id_reused",
+                                   f"message {message_id!r} is already logged, differently")
+            return []
+
+        return bool(self.log.write(decide))
+
     # ------------------------------------------------------------------ queries
 
     def messages(self, agent_id: str, *, after: int = 0, since: int | None = None,

@@ -57,7 +57,8 @@ def _check(url: str) -> None:
         assert seqs == list(range(1, len(seqs) + 1))
         hub = Mailbox(store, "project-1")
         got = hub.pending(hub.authenticate("hub"))
-        assert len(got) == SENDERS * EACH and hub.pending(hub.authenticate("hub")) == []
+        assert len(got) == SENDERS * EACH
+        assert hub.pending(hub.authenticate("hub")) == []
     finally:
         store.close()
 

@@ -15,7 +15,7 @@ from projections.mailbox import MAILBOX_SESSION, Mailbox
 FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466"
 
 
-def mail_events(store: Store) -> list[ev.Event]:
+def mail_events(store: Store) -> list[ev.MailSent]:
     return [e for e in store.read(MAILBOX_SESSION) if isinstance(e, ev.MailSent)]
 
 
@@ -40,7 +40,8 @@ def test_reply_reads_the_answered_message_in_the_same_batch(mailbox: Mailbox,
     question = mailbox.send(ta, "agent-b", "question")
     version = store.version(MAILBOX_SESSION)
     answer = mailbox.reply(tb, question.id, "answer")
-    assert answer.reply_to == question.id and answer.receivers == ("agent-a",)
+    assert answer.reply_to == question.id
+    assert answer.receivers == ("agent-a",)
     added = list(store.read(MAILBOX_SESSION, version + 1))
     assert [type(e) for e in added] == [ev.MailSent, ev.MailRead]
     assert mailbox.receipts(question.id) == {"agent-b": "read"}
@@ -68,7 +69,8 @@ def test_broadcast_is_one_event_with_a_state_per_receiver(mailbox: Mailbox,
     mailbox.register_agent("agent-d")  # exists, but in no project: not a receiver
     ta, tc = mailbox.authenticate("agent-a"), mailbox.authenticate("agent-c")
     msg = mailbox.broadcast(ta, "standup in 5")
-    assert msg.receivers == ("agent-b", "agent-c") and msg.broadcast
+    assert msg.receivers == ("agent-b", "agent-c")
+    assert msg.broadcast
     assert len(mail_events(store)) == 1
     mailbox.pending(tc)
     assert mailbox.receipts(msg.id) == {"agent-b": "sent", "agent-c": "delivered"}
@@ -80,7 +82,8 @@ def test_a_retried_send_is_idempotent(mailbox: Mailbox, store: Store) -> None:
     ta = mailbox.authenticate("agent-a")
     first = mailbox.send(ta, "agent-b", "once", client_message_id="c-1")
     again = mailbox.send(ta, "agent-b", "once", client_message_id="c-1")
-    assert first == again and len(mail_events(store)) == 1
+    assert first == again
+    assert len(mail_events(store)) == 1
     with pytest.raises(MailboxError) as err:
         mailbox.send(ta, "agent-b", "something else", client_message_id="c-1")
     assert (err.value.code, err.value.status) == ("client_message_id_reused", 409)
@@ -106,15 +109,16 @@ def other_project(store: Store, clock: StepClock, mailbox: Mailbox) -> Mailbox:
     return other
 
 
-@pytest.mark.parametrize(("target", "content", "code"), [
-    ("agent-b", "x" * 4001, "content_too_long"),
-    ("agent-a", "hi", "cannot_message_self"),
-    ("agent-zzz", "hi", "agent_not_found"),
-    ("agent-x", "hi", "target_agent_not_in_project"),
+@pytest.mark.parametrize(("call", "code"), [
+    (("agent-b", "x" * 4001), "content_too_long"),
+    (("agent-a", "hi"), "cannot_message_self"),
+    (("agent-zzz", "hi"), "agent_not_found"),
+    (("agent-x", "hi"), "target_agent_not_in_project"),
 ])
 def test_each_error_of_the_seed(mailbox: Mailbox, other_project: Mailbox, store: Store,
-                                target: str, content: str, code: str) -> None:
+                                call: tuple[str, str], code: str) -> None:
     ta = mailbox.authenticate("agent-a")
+    target, content = call
     err = _refused(mailbox, store, lambda: mailbox.send(ta, target, content))
     assert (err.code, err.status) == (code, ERRORS[code][0])
 
@@ -191,7 +195,8 @@ def test_only_the_token_hash_is_logged(mailbox: Mailbox, store: Store) -> None:
     raw = b"".join(str(e).encode() for e in store.read(MAILBOX_SESSION))
     assert token.encode() not in raw
     issued = [e for e in store.read(MAILBOX_SESSION) if isinstance(e, ev.TokenIssued)]
-    assert len(issued) == 1 and len(issued[0].token_hash) == 64
+    assert len(issued) == 1
+    assert len(issued[0].token_hash) == 64
 
 
 def test_a_passkey_is_checked(mailbox: Mailbox, store: Store) -> None:
