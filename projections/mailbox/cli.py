@@ -46,8 +46,8 @@ class MailboxCommand:
             report = import_tree(mailbox, args.dir, include_torn=args.include_torn)
         finally:
             store.close()
-        for path in report.refused:
-            print(f"convlog mailbox import: refused {path}: outside {args.dir}", file=sys.stderr)
+        for refused in report.refused:
+            print(f"convlog mailbox import: refused {refused}: outside {args.dir}", file=sys.stderr)
         if report.refused:
             return EXIT_USAGE
         print(json.dumps({
