@@ -60,3 +60,27 @@ class MailboxCommand:
 
 
 MAILBOX = MailboxCommand()
+
+
+class McpCommand:
+    name = "mcp"
+    help = "serve the agents' mailbox tools over MCP (stdio); needs convlog[mcp]"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--store", default=DEFAULT_URL, help="store URL")
+
+    def run(self, args: argparse.Namespace) -> int:
+        try:
+            from projections.mailbox.mcp_server import serve_stdio  # noqa: PLC0415 - extra
+        except ImportError as exc:
+            print(f"convlog mcp: {exc}; install convlog[mcp]", file=sys.stderr)
+            return EXIT_USAGE
+        store = open_store(args.store)
+        try:
+            serve_stdio(store)
+        finally:
+            store.close()
+        return EXIT_OK
+
+
+MCP = McpCommand()
