@@ -17,23 +17,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from engine.mailbox import MailboxError
 from engine.store.base import Store
-from projections.mailbox.aipm import iso
 from projections.mailbox.mailbox import Mailbox, MailboxLog, token_hash
-from projections.mailbox.view import Message
-
-
-def wire(msg: Message, *, receiver: bool = True) -> dict[str, Any]:
-    """A message as the seed's tools and files spell it (camelCase, ISO time)."""
-    out: dict[str, Any] = {"id": msg.id, "senderId": msg.sender_id}
-    if receiver:
-        out["receiverIds"] = list(msg.receivers)
-    out["content"] = msg.content
-    out["createdAt"] = iso(msg.created_at)
-    if msg.related_task_id is not None:
-        out["relatedTaskId"] = msg.related_task_id
-    if msg.reply_to is not None:
-        out["replyTo"] = msg.reply_to
-    return out
+from projections.mailbox.wire import wire
 
 
 def error_text(err: MailboxError) -> str:
