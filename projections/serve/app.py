@@ -156,4 +156,20 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
         Route("/api/sessions/{sid}/fork", guarded(fork), methods=["POST"]),
         Route("/api/sessions/{sid}/live", guarded(live)),
     ]
+    routes += _mailbox_routes(store, allow_writes=allow_writes)
     return Starlette(routes=routes)
+
+
+def _mailbox_routes(store: Store, *, allow_writes: bool) -> list[Route]:
+    """The mailbox's HTTP API, when the store holds a mailbox (opening one would write).
+
+    Listing needs an agent's token; sending is a write, so it is there only with writes on.
+    """
+    from projections.mailbox.mailbox import MAILBOX_SESSION  # noqa: PLC0415 - only if used
+
+    if MAILBOX_SESSION not in {info.id for info in store.sessions()}:
+        return []
+    from projections.mailbox.http import mailbox_routes  # noqa: PLC0415
+
+    return [r for r in mailbox_routes(store)
+            if allow_writes or "POST" not in (r.methods or ())]
