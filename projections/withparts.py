@@ -198,8 +198,10 @@ class WithPartsProjection:
     """Folds events into ``WithParts`` messages, one event at a time."""
 
     NAME: ClassVar[str] = f"withparts.v{_SNAPSHOT_VERSION}"
-    # Conversation-wide events change no message (projections.qcli folds them).
-    IGNORES: ClassVar[frozenset[type[Event]]] = ev.CONVERSATION_EVENT_TYPES
+    # Conversation-wide events change no message (projections.qcli folds them); the
+    # mailbox's events live in the mailbox log (projections.mailbox folds them).
+    IGNORES: ClassVar[frozenset[type[Event]]] = (ev.CONVERSATION_EVENT_TYPES
+                                                 | ev.MAILBOX_EVENT_TYPES)
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id

@@ -181,7 +181,7 @@ class ConversationFold:
     # Parts Q CLI's history has no place for: the seed history carries no reasoning,
     # steps, approvals or OpenCode's extra part kinds; raw argument fragments are
     # superseded by tool.input_ready.
-    IGNORES: ClassVar[frozenset[type[Event]]] = frozenset({
+    IGNORES: ClassVar[frozenset[type[Event]]] = frozenset[type[Event]]({
         ev.ReasoningAdded,
         ev.ReasoningDelta,
         ev.ToolInputDelta,
@@ -196,7 +196,7 @@ class ConversationFold:
         ev.SubtaskAdded,
         ev.RetryAdded,
         ev.CompactionAdded,
-    })
+    }) | ev.MAILBOX_EVENT_TYPES  # the mailbox log is not a conversation
 
     def __init__(self, session_id: str, *,
                  history_cap: int = MAX_CONVERSATION_STATE_HISTORY_LEN,
