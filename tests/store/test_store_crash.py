@@ -67,7 +67,32 @@ def _run_round(url: str, rng: random.Random) -> list[int]:
     return acked
 
 
+def _settle(url: str) -> None:
+    """Wait until the killed writer's PostgreSQL backend has finished its statement.
+
+    A server backend finishes the statement it was running when its client died (and,
+    in autocommit, commits it) before it notices the closed socket: checking earlier
+    races with that commit (the head read before it, the positions after it).
+    """
+    if not url.startswith("postgresql"):
+        return
+    import psycopg  # noqa: PLC0415 - only for the PostgreSQL variant
+
+    with psycopg.connect(url.split("?", 1)[0], autocommit=True) as conn:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
+                "AND state = 'active'").fetchone()
+            if row is not None and row[0] == 0:
+                return
+            time.sleep(0.01)
+        raise AssertionError("the killed writer's backend is still running after 30 s")
+
+
 def _check(url: str, acked: list[int], *, may_lose: int) -> int:
+    _settle(url)
     store = open_store(url)
     try:
         report = verify(store)
