@@ -13,32 +13,22 @@ Those are read-side state (``projections.qcli``); legality never depends on them
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import attrs
 
 from engine import events as ev
-from engine.decider import ABSENT, Entity, Journal, Row, Rule, Table, illegal, same_payload
+from engine.decider import ABSENT, EntityGroup, Journal, KeyedEntity, Row, Table
 from engine.errors import IllegalTransition, PartValidationError
 from engine.events import Event, tag_of
 
-# Where an entity is: its state and the event that entered it (None: not repeatable).
-Locate = Callable[["ConversationLife", Any], tuple[str, Event | None]]
-# Why a move is refused, beyond "no row": reads the event and the entity's state.
-Refusal = Callable[[Any, str], str]
-
 
 @attrs.frozen
-class ConversationEntity(Entity["ConversationLife"]):
+class ConversationEntity(KeyedEntity["ConversationLife"]):
     """A conversation-wide entity. ``needs_conversation``: its events need
-    ``conversation.created`` first; ``repeatable``: an identical repeat of the
-    event that entered the current state is a no-op (tangent moves never are)."""
+    ``conversation.created`` first; ``repeatable`` is off for tangent moves."""
 
-    locate: Locate = attrs.field(kw_only=True)
-    refusal: Refusal = attrs.field(kw_only=True, default=lambda e, state: "")
     needs_conversation: bool = attrs.field(kw_only=True, default=True)
-    repeatable: bool = attrs.field(kw_only=True, default=True)
 
 
 def _fail(e: Event, rule: str, text: str) -> PartValidationError:
@@ -225,23 +215,19 @@ ENTITIES: Final[tuple[ConversationEntity, ...]] = (CONVERSATION, TANGENT, CONTEX
 ENTITY_OF: Final[dict[type[Event], ConversationEntity]] = {
     cls: entity for entity in ENTITIES for cls in entity.table.events
 }
-RULES: Final[dict[type[Event], Rule[ConversationLife]]] = {
-    cls: rule for entity in ENTITIES for cls, rule in entity.rules.items()
-}
 
 
 # --------------------------------------------------------------------------- composition
 
 
-class ConversationLife:
+class ConversationLife(EntityGroup):
     """Conversation, tangent mode, context files and checkpoint tags of one session."""
 
-    __slots__ = ("checkpoints", "context_files", "entered", "journal", "session_id", "state",
-                 "tangent")
+    __slots__ = ("checkpoints", "context_files", "entered", "state", "tangent")
+    ENTITY_OF: ClassVar[dict[type[Event], ConversationEntity]] = ENTITY_OF
 
     def __init__(self, session_id: str, journal: Journal) -> None:
-        self.session_id = session_id
-        self.journal = journal
+        super().__init__(session_id, journal)
         self.state = ABSENT  # of the conversation entity: absent | active
         self.entered: Event | None = None  # the conversation.created event
         self.tangent = "main"  # main | tangent
@@ -258,40 +244,12 @@ class ConversationLife:
         """The row that allows ``e``, or None for an identical repeat (a no-op)."""
         cls = type(e)
         entity = ENTITY_OF[cls]
-        table = entity.table
         if entity.needs_conversation and self.state == ABSENT:
             raise IllegalTransition(
                 entity="conversation", session_id=self.session_id, message_id=None,
-                part_id=None, current=ABSENT, attempted=" | ".join(table.targets_of[cls]),
+                part_id=None, current=ABSENT, attempted=" | ".join(entity.table.targets_of[cls]),
                 event_type=tag_of(cls), valid=["active"], valid_events=["conversation.created"],
                 reason=f"{tag_of(cls)} needs the conversation: append conversation.created "
                 "first", event_id=e.id,
             )
-        state, entered = entity.locate(self, e)
-        row = table.index.get((state, cls))
-        if row is None:
-            if entered is not None and entity.repeatable and same_payload(entered, e):
-                return None
-            raise illegal(self.session_id, table, e, state, entity.refusal(e, state))
-        rule = RULES.get(cls)
-        if rule is not None:
-            rule(self, e)
-        return row
-
-    def evolve(self, e: Event, row: Row) -> None:
-        """Fold an accepted conversation event (journaled)."""
-        step = ENTITY_OF[type(e)].evolve.get(type(e))
-        if step is not None:
-            step(self.journal, self, e, row)
-
-    def row_for(self, e: Event) -> Row:
-        """The row of a stored (already accepted) event, for replay without judging."""
-        entity = ENTITY_OF[type(e)]
-        state, _ = entity.locate(self, e)
-        return entity.table.index[(state, type(e))]
-
-    def entered_seq(self, e: Event) -> int:
-        """The seq of the event an idempotent repeat ``e`` repeats."""
-        _, entered = ENTITY_OF[type(e)].locate(self, e)
-        assert entered is not None
-        return entered.seq
+        return self.judge(entity, e)

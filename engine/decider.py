@@ -17,7 +17,7 @@ back whole without any of them knowing who owns them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 import attrs
 import msgspec
@@ -123,6 +123,77 @@ class Entity(Generic[S]):
             if cls.entity != self.name and cls.entity not in _SHARED.get(self.name, ()):
                 raise ValueError(f"{cls.__name__} declares entity {cls.entity!r} but has "
                                  f"rows in {self.name!r}")
+
+
+# Where a keyed entity is: its state and the event that entered it (None: not repeatable).
+Locate = Callable[[S, Any], tuple[str, Event | None]]
+# Why a move is refused, beyond "no row": reads the event and the entity's state.
+Refusal = Callable[[Any, str], str]
+
+
+@attrs.frozen
+class KeyedEntity(Entity[S]):
+    """An entity with many instances (one per path, tag, agent, ...): ``locate``
+    finds the instance an event addresses. ``repeatable``: an identical repeat of
+    the event that entered the current state is a no-op; ``refusal`` words a
+    refused move (default: "<entity> is <state>")."""
+
+    locate: Locate[S] = attrs.field(kw_only=True)
+    refusal: Refusal | None = attrs.field(kw_only=True, default=None)
+    repeatable: bool = attrs.field(kw_only=True, default=True)
+
+
+class EntityGroup:
+    """A sub-decider made of keyed entities: judges, folds and replays each event
+    by the entity that declares it (``ENTITY_OF``, set by the subclass).
+
+    Mutates only through ``journal``, so a rejected batch rolls back whole.
+    """
+
+    __slots__ = ("journal", "session_id")
+    ENTITY_OF: ClassVar[Mapping[type[Event], KeyedEntity[Any]]]
+
+    def __init__(self, session_id: str, journal: Journal) -> None:
+        self.session_id = session_id
+        self.journal = journal
+
+    def check(self, e: Event) -> Row | None:
+        """The row that allows ``e``, or None for an identical repeat (a no-op)."""
+        return self.judge(self.ENTITY_OF[type(e)], e)
+
+    def judge(self, entity: KeyedEntity[Any], e: Event) -> Row | None:
+        """:meth:`check` once the entity deciding ``e`` is known."""
+        cls = type(e)
+        state, entered = entity.locate(self, e)
+        row = entity.table.index.get((state, cls))
+        if row is None:
+            if entered is not None and entity.repeatable and same_payload(entered, e):
+                return None
+            reason = (f"{entity.name} is {state}" if entity.refusal is None
+                      else entity.refusal(e, state))
+            raise illegal(self.session_id, entity.table, e, state, reason)
+        rule = entity.rules.get(cls)
+        if rule is not None:
+            rule(self, e)
+        return row
+
+    def evolve(self, e: Event, row: Row) -> None:
+        """Fold an accepted event (journaled)."""
+        step = self.ENTITY_OF[type(e)].evolve.get(type(e))
+        if step is not None:
+            step(self.journal, self, e, row)
+
+    def row_for(self, e: Event) -> Row:
+        """The row of a stored (already accepted) event, for replay without judging."""
+        entity = self.ENTITY_OF[type(e)]
+        state, _ = entity.locate(self, e)
+        return entity.table.index[(state, type(e))]
+
+    def entered_seq(self, e: Event) -> int:
+        """The seq of the event an idempotent repeat ``e`` repeats."""
+        _, entered = self.ENTITY_OF[type(e)].locate(self, e)
+        assert entered is not None
+        return entered.seq
 
 
 # Tables whose rows also name events of another entity: the complete-on-add parts

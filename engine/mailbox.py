@@ -15,13 +15,12 @@ through the journal it is given (a rejected batch rolls back whole).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import attrs
 
 from engine import events as ev
-from engine.decider import ABSENT, Entity, Journal, Row, Table, illegal, same_payload
+from engine.decider import ABSENT, EntityGroup, Journal, KeyedEntity, Row, Table
 from engine.errors import PartValidationError
 from engine.events import Event, tag_of
 from engine.mailbox_graphemes import grapheme_count
@@ -62,14 +61,9 @@ def _fail(e: Event, code: str, text: str) -> MailboxError:
     return MailboxError(code, text, event_id=e.id, event_type=tag_of(type(e)))
 
 
-Locate = Callable[["MailboxLife", Any], tuple[str, Event | None]]
-
-
 @attrs.frozen
-class MailboxEntity(Entity["MailboxLife"]):
+class MailboxEntity(KeyedEntity["MailboxLife"]):
     """A mailbox entity; ``locate`` finds its state and the event that entered it."""
-
-    locate: Locate = attrs.field(kw_only=True)
 
 
 def _blank(e: Event, **fields: str) -> None:
@@ -299,15 +293,15 @@ ENTITY_OF: Final[dict[type[Event], MailboxEntity]] = {
 # --------------------------------------------------------------------------- composition
 
 
-class MailboxLife:
+class MailboxLife(EntityGroup):
     """Every mailbox entity of a log: enough state to judge the next event."""
 
-    __slots__ = ("agents", "assignments", "deliveries", "directories", "issued", "journal",
-                 "members", "messages", "projects", "session_id", "tokens")
+    __slots__ = ("agents", "assignments", "deliveries", "directories", "issued", "members",
+                 "messages", "projects", "tokens")
+    ENTITY_OF: ClassVar[dict[type[Event], MailboxEntity]] = ENTITY_OF
 
     def __init__(self, session_id: str, journal: Journal) -> None:
-        self.session_id = session_id
-        self.journal = journal
+        super().__init__(session_id, journal)
         self.projects: dict[str, Event] = {}
         self.directories: dict[str, str] = {}
         self.members: dict[str, dict[str, None]] = {}  # project -> its assigned agents
@@ -320,34 +314,3 @@ class MailboxLife:
 
     def assigned(self, project_id: str, agent_id: str) -> bool:
         return agent_id in self.members.get(project_id, ())
-
-    def check(self, e: Event) -> Row | None:
-        """The row that allows ``e``, or None for an identical repeat (a no-op)."""
-        cls = type(e)
-        entity = ENTITY_OF[cls]
-        state, entered = entity.locate(self, e)
-        row = entity.table.index.get((state, cls))
-        if row is None:
-            if entered is not None and same_payload(entered, e):
-                return None
-            raise illegal(self.session_id, entity.table, e, state,
-                          f"{entity.name} is {state}")
-        rule = entity.rules.get(cls)
-        if rule is not None:
-            rule(self, e)
-        return row
-
-    def evolve(self, e: Event, row: Row) -> None:
-        step = ENTITY_OF[type(e)].evolve.get(type(e))
-        if step is not None:
-            step(self.journal, self, e, row)
-
-    def row_for(self, e: Event) -> Row:
-        entity = ENTITY_OF[type(e)]
-        state, _ = entity.locate(self, e)
-        return entity.table.index[(state, type(e))]
-
-    def entered_seq(self, e: Event) -> int:
-        _, entered = ENTITY_OF[type(e)].locate(self, e)
-        assert entered is not None
-        return entered.seq
