@@ -83,6 +83,24 @@ def bind(obj: Any) -> dict[type[Event], Callable[[Any], None]]:
     return table
 
 
+def fold_all(fold: object, table: dict[type[Event], Callable[[Any], None]],
+             events: Iterable[Event]) -> Event | None:
+    """Feed ``events`` in order to ``table`` (:func:`bind` of ``fold``); the last event
+    folded, or None. The replay hot path: one dict lookup per event, and the
+    "undeclared type" check only once a ``KeyError`` is raised."""
+    e: Any = None
+    last = None
+    try:
+        for e in events:
+            table[type(e)](e)
+            last = e
+    except KeyError:
+        if e is not last and type(e) not in table:
+            raise unhandled(fold, e) from None
+        raise  # raised by a handler, not by the lookup
+    return last
+
+
 def _tags(types: Iterable[type[Event]]) -> str:
     return ", ".join(sorted(tag_of(t) if t in EVENT_TYPES else t.__name__ for t in types))
 

@@ -18,7 +18,7 @@ import msgspec
 from engine import events as ev
 from engine.events import Event
 from projections import views as v
-from projections.dispatch import bind, event_fold, handles, unhandled
+from projections.dispatch import bind, event_fold, fold_all, handles, unhandled
 from projections.json import converter
 
 PartKey = tuple[str, str]
@@ -250,17 +250,7 @@ class WithPartsProjection:
         self.seq = e.seq
 
     def apply_all(self, events: Any) -> WithPartsProjection:
-        fold = self._fold
-        e: Any = None
-        last = None
-        try:
-            for e in events:
-                fold[type(e)](e)
-                last = e
-        except KeyError:
-            if e is not last and type(e) not in fold:
-                raise unhandled(self, e) from None
-            raise
+        last = fold_all(self, self._fold, events)
         if last is not None:
             self.seq = last.seq
         return self

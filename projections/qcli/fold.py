@@ -42,7 +42,7 @@ import attrs
 from engine import events as ev
 from engine.events import Event
 from engine.tables import ABORT_LIKE
-from projections.dispatch import bind, event_fold, handles, unhandled
+from projections.dispatch import bind, event_fold, fold_all, handles, unhandled
 from projections.qcli import messages as m
 from projections.qcli.as_sent import (
     blocks_from_json,
@@ -246,17 +246,7 @@ class ConversationFold:
     __call__ = apply  # usable directly as a Session subscriber
 
     def apply_all(self, events: Iterable[Event]) -> ConversationFold:
-        fold = self._fold
-        e: Any = None
-        last = None
-        try:
-            for e in events:
-                fold[type(e)](e)
-                last = e
-        except KeyError:
-            if e is not last and type(e) not in fold:
-                raise unhandled(self, e) from None
-            raise
+        last = fold_all(self, self._fold, events)
         if last is not None:
             self.seq, self.time = last.seq, last.time
             self._view = None
