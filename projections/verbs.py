@@ -107,40 +107,60 @@ def opencode_export(store: Store, sid: str, seq: int) -> dict[str, Any]:
     return {"info": session, "messages": opencode_messages(at(store, sid, seq).to_json())}
 
 
-class ExportCommand:
-    name = "export"
-    help = "write one session as OpenCode JSON, a Q CLI save, a provider request, or events"
+class _StoreVerb:
+    """A verb on an existing store (never created): the ``store`` argument, with
+    ``--session`` when the verb reads one session; :meth:`use` runs on the open
+    store, which is closed however it ends."""
+
+    name: str
+    help: str
+    one_session = True
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("store", help="store URL, e.g. sqlite:///convlog.db")
-        parser.add_argument("--session", required=True, help="session id")
+        if self.one_session:
+            parser.add_argument("--session", required=True, help="session id")
+        self.add_arguments(parser)
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """The verb's own arguments, after ``store`` and ``--session``."""
+
+    def run(self, args: argparse.Namespace) -> int:
+        with open_store(args.store, create=False) as store:
+            return self.use(store, args)
+
+    def use(self, store: Store, args: argparse.Namespace) -> int:
+        raise NotImplementedError
+
+
+class ExportCommand(_StoreVerb):
+    name = "export"
+    help = "write one session as OpenCode JSON, a Q CLI save, a provider request, or events"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--as", dest="fmt", choices=AS_CHOICES, default="opencode")
         parser.add_argument("--at", type=int, help="the session as of this seq")
 
-    def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store, create=False)
-        try:
-            seq = _seq(store, args.session, args.at, self.name)
-            if seq is None:
-                return EXIT_USAGE
-            if args.fmt == "html":  # the whole session, every seq: --at does not apply
-                sys.stdout.write(render_html(store, args.session))
-                return EXIT_OK
-            if args.fmt == "events":
-                for e in store.read(args.session, 1, seq):
-                    print(json.dumps(to_builtins(e), ensure_ascii=False))
-                return EXIT_OK
-            data: Any
-            if args.fmt == "opencode":
-                data = opencode_export(store, args.session, seq)
-            elif args.fmt == "qcli":
-                data = export_qcli(conversation_at(store, args.session, seq).state())
-            else:
-                data = _RENDER[args.fmt](at(store, args.session, seq).messages())
-            print(json.dumps(data, ensure_ascii=False, indent=2))
+    def use(self, store: Store, args: argparse.Namespace) -> int:
+        seq = _seq(store, args.session, args.at, self.name)
+        if seq is None:
+            return EXIT_USAGE
+        if args.fmt == "html":  # the whole session, every seq: --at does not apply
+            sys.stdout.write(render_html(store, args.session))
             return EXIT_OK
-        finally:
-            store.close()
+        if args.fmt == "events":
+            for e in store.read(args.session, 1, seq):
+                print(json.dumps(to_builtins(e), ensure_ascii=False))
+            return EXIT_OK
+        data: Any
+        if args.fmt == "opencode":
+            data = opencode_export(store, args.session, seq)
+        elif args.fmt == "qcli":
+            data = export_qcli(conversation_at(store, args.session, seq).state())
+        else:
+            data = _RENDER[args.fmt](at(store, args.session, seq).messages())
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return EXIT_OK
 
 
 def child_links(store: Store, sessions: list[SessionInfo]) -> dict[str, str]:
@@ -181,64 +201,47 @@ def lineage(store: Store) -> list[str]:
     return lines
 
 
-class SessionsCommand:
+class SessionsCommand(_StoreVerb):
     name = "sessions"
     help = "list a store's sessions as a lineage tree (forks and child sessions)"
 
-    def configure(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("store", help="store URL, e.g. sqlite:///convlog.db")
+    one_session = False
 
-    def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store, create=False)
-        try:
-            for line in lineage(store):
-                print(line)
-            return EXIT_OK
-        finally:
-            store.close()
+    def use(self, store: Store, args: argparse.Namespace) -> int:
+        for line in lineage(store):
+            print(line)
+        return EXIT_OK
 
 
-class DiffCommand:
+class DiffCommand(_StoreVerb):
     name = "diff"
     help = "what changed in a session between seq A and seq B"
 
-    def configure(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("store", help="store URL, e.g. sqlite:///convlog.db")
-        parser.add_argument("--session", required=True, help="session id")
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("a", type=int, help="the earlier seq")
         parser.add_argument("b", type=int, help="the later seq")
 
-    def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store, create=False)
-        try:
-            for seq in (args.a, args.b):
-                if _seq(store, args.session, seq, self.name) is None:
-                    return EXIT_USAGE
-            print(diff(store, args.session, args.a, args.b).render())
-            return EXIT_OK
-        finally:
-            store.close()
+    def use(self, store: Store, args: argparse.Namespace) -> int:
+        for seq in (args.a, args.b):
+            if _seq(store, args.session, seq, self.name) is None:
+                return EXIT_USAGE
+        print(diff(store, args.session, args.a, args.b).render())
+        return EXIT_OK
 
 
-class ForkCommand:
+class ForkCommand(_StoreVerb):
     name = "fork"
     help = "a new session sharing a session's first SEQ events"
 
-    def configure(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("store", help="store URL, e.g. sqlite:///convlog.db")
-        parser.add_argument("--session", required=True, help="session id")
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--at", type=int, required=True, help="the fork point (a seq)")
 
-    def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store, create=False)
-        try:
-            if _seq(store, args.session, args.at, self.name) is None:
-                return EXIT_USAGE
-            fork = Session.open(store, args.session).fork(args.at)
-            print(fork.id)
-            return EXIT_OK
-        finally:
-            store.close()
+    def use(self, store: Store, args: argparse.Namespace) -> int:
+        if _seq(store, args.session, args.at, self.name) is None:
+            return EXIT_USAGE
+        fork = Session.open(store, args.session).fork(args.at)
+        print(fork.id)
+        return EXIT_OK
 
 
 EXPORT = ExportCommand()
