@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
+from typing import TypeVar
 
 from engine.errors import InvalidId
 from engine.ids import is_uuid
 from engine.store.base import check_id
+
+N = TypeVar("N", int, float)
 
 
 def session_id(value: str) -> str:
@@ -44,23 +48,25 @@ def natural(value: str) -> int:
 
 
 def seconds(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    x = _number(value, float, "a number")
     if not math.isfinite(x) or x <= 0:
         raise argparse.ArgumentTypeError(f"{value!r} must be a positive number of seconds")
     return x
 
 
 def _int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    n = _number(value, int, "an integer")
     if abs(n) >= 1 << 63:
         raise argparse.ArgumentTypeError(f"{value!r} is out of range")
     return n
+
+
+def _number(value: str, convert: Callable[[str], N], what: str) -> N:
+    """``convert(value)``, or a usage error saying what ``value`` is not."""
+    try:
+        return convert(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not {what}") from None
 
 
 def add_store(parser: argparse.ArgumentParser) -> None:
