@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from engine.adapters.ingest import UnknownBlockIndex
 from engine.integrations.anthropic import record_anthropic
 from engine.session import Session
 from engine.store import MemoryStore
@@ -227,3 +228,33 @@ def test_async_client_records_and_settles_a_cancel() -> None:
     assert texts(second) == ["Reading the file"]
     assert isinstance(second.info, v.AssistantInfo)
     assert second.info.error is not None
+
+
+def bad_stream() -> list[dict[str, Any]]:
+    """A delta for a block that never started: the ingest refuses it."""
+    events = anthropic_text("fine so far")
+    events.insert(3, {"type": "content_block_delta", "index": 7,
+                      "delta": {"type": "text_delta", "text": "?"}})
+    return events
+
+
+def test_a_recording_failure_never_changes_what_the_agent_sees() -> None:
+    session, view = fresh()
+    client = record_anthropic(FakeServer([Reply(bad_stream())]).anthropic(), session)
+    seen = [e.to_dict() for e in client.messages.create(model="claude-x", max_tokens=10,
+                                                        messages=[], stream=True)]
+    assert seen == bad_stream()
+    assert isinstance(client.last.error, UnknownBlockIndex)
+    msg = assistant(view)
+    assert texts(msg) == ["fine so far"]
+    assert isinstance(msg.info, v.AssistantInfo)
+    assert msg.info.error is not None  # settled by the ingest, not left open
+
+
+def test_strict_recording_raises_the_typed_error() -> None:
+    session, _ = fresh()
+    client = record_anthropic(FakeServer([Reply(bad_stream())]).anthropic(), session,
+                              strict=True)
+    stream = client.messages.create(model="claude-x", max_tokens=10, messages=[], stream=True)
+    with pytest.raises(UnknownBlockIndex):
+        list(stream)
