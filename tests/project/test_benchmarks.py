@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from benchmarks import conversation, replay, streaming
+from benchmarks import conversation, integrations, replay, streaming
 
 
 def test_streaming_benchmark_runs_and_agrees_with_the_sdks(
@@ -32,3 +32,11 @@ def test_conversation_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None
 def test_replay_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     replay.main(["--events", "3000", "--repeat", "1", "--points", "3", "--materialize", "2"])
     assert "memory" in capsys.readouterr().out
+
+
+def test_integrations_benchmark_runs_and_agrees_with_sqlite_session(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    integrations.main(["--turns", "20", "--events", "50", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "sqlite_session" in out
+    assert re.search(r"ratio \d+\.\d+x", out)
