@@ -33,13 +33,15 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from engine.ids import uuid7
+from engine import events as ev
+from engine.ids import part_id, uuid7
 from engine.session import PartRef, Session
 
 JSON = dict[str, Any]
 ITEM_KEY: Final = "openai_agents"  # metadata key of the item an event records
 CHECKPOINT_PREFIX: Final = "openai-agents:"
 USER_ROLES: Final = frozenset({"user", "system", "developer"})
+EMPTY_OUTPUT: Final = "(no output)"  # convlog refuses an empty output; the item keeps it
 
 
 def item_kind(item: Mapping[str, Any]) -> str:
@@ -78,27 +80,31 @@ def _arguments(raw: Any) -> JSON:
 
 
 class ItemWriter:
-    """Writes Agents SDK items into a session, one batch at a time."""
+    """Writes Agents SDK items into a session, one atomic batch per ``add_items``.
+
+    The events of a batch are built here and recorded with one
+    :meth:`Session.record <engine.session.Session.record>` (each is still
+    checked by the transition tables; a refused batch leaves the log as it was).
+    """
 
     def __init__(self, session: Session, *, agent: str = "") -> None:
         self.session = session
         self.agent = agent
         self._assistant: str | None = None
         self._calls: dict[str, PartRef] = {}  # call id -> tool part still waiting
+        self._queue: list[ev.Event] = []
+        self._new_calls: set[str] = set()  # call ids queued, not yet in the lifecycle
 
-    def checkpoint(self) -> str:
-        """Start a batch: the tag a pop of this batch's items restores."""
+    def add(self, items: Iterable[Mapping[str, Any]]) -> None:
+        """One batch: a checkpoint (what a pop of these items restores), then the items."""
         if self.session.lifecycle.conversation.state == "absent":
             self.session.create_conversation()
-        tag = CHECKPOINT_PREFIX + uuid7()
-        self.session.create_checkpoint(tag, description="openai-agents batch",
-                                       is_turn=False)
-        return tag
-
-    def write(self, items: Iterable[Mapping[str, Any]]) -> None:
+        self._queue.append(ev.CheckpointCreated(
+            tag=CHECKPOINT_PREFIX + uuid7(), description="openai-agents batch", is_turn=False))
         for item in items:
             self._write(dict(item))
         self._settle(abort=False)
+        self._flush()
 
     def forget(self, tag: str) -> None:
         """The view goes back to the checkpoint ``tag`` (an earlier batch's start)."""
@@ -113,45 +119,63 @@ class ItemWriter:
 
     # ------------------------------------------------------------------ items
 
-    def _meta(self, item: JSON) -> JSON:
-        return {ITEM_KEY: item}
+    def _flush(self) -> None:
+        if self._queue:
+            queue, self._queue = self._queue, []
+            self._new_calls.clear()
+            self.session.record(queue)
+
+    def _text(self, mid: str, text: str, meta: JSON, actor: str, *, synthetic: bool = False,
+              ignored: bool = False) -> None:
+        pid = part_id()
+        self._queue += [
+            ev.TextAdded(message_id=mid, part_id=pid, text=text, synthetic=synthetic,
+                         ignored=ignored, metadata=meta, actor=actor),
+            ev.PartEnded(message_id=mid, part_id=pid, actor=actor)]
 
     def _message(self) -> str:
         if self._assistant is None:
-            self._assistant = self.session.start_message("assistant", agent=self.agent)
+            self._assistant = uuid7()
+            self._queue.append(ev.MessageStarted(message_id=self._assistant, role="assistant",
+                                                 agent=self.agent))
         return self._assistant
 
     def _write(self, item: JSON) -> None:
         kind = item_kind(item)
         role = item.get("role")
+        meta: JSON = {ITEM_KEY: item}
         if kind == "message" and role in USER_ROLES:
             self._settle(abort=True)
-            mid = self.session.start_message("user", agent=self.agent)
-            self.session.add_text(mid, content_text(item.get("content")), streaming=False,
-                                  synthetic=role != "user", metadata=self._meta(item))
-            self.session.complete_message(mid)
+            mid = uuid7()
+            self._queue.append(ev.MessageStarted(message_id=mid, role="user", agent=self.agent))
+            self._text(mid, content_text(item.get("content")), meta, "user",
+                       synthetic=role != "user")
+            self._queue.append(ev.MessageCompleted(message_id=mid, actor="user"))
         elif kind == "message":
-            self.session.add_text(self._message(), content_text(item.get("content")),
-                                  streaming=False, metadata=self._meta(item))
+            self._text(self._message(), content_text(item.get("content")), meta, "assistant")
         elif kind == "reasoning":
+            mid, pid = self._message(), part_id()
             summary = "\n".join(content_text([s]) for s in item.get("summary") or ())
-            self.session.add_reasoning(self._message(), summary, streaming=False,
-                                       metadata=self._meta(item))
+            self._queue += [
+                ev.ReasoningAdded(message_id=mid, part_id=pid, text=summary, metadata=meta),
+                ev.PartEnded(message_id=mid, part_id=pid)]
         elif kind == "function_call" and self._fresh_call(item):
-            raw = item.get("arguments", "")
-            ref = self.session.add_tool(self._message(), str(item.get("call_id", "")),
-                                        str(item.get("name", "")), input=_arguments(raw),
-                                        raw=raw if isinstance(raw, str) else "",
-                                        metadata=self._meta(item))
-            self._calls[str(item.get("call_id", ""))] = ref
+            mid, pid = self._message(), part_id()
+            raw, call_id = item.get("arguments", ""), str(item["call_id"])
+            self._queue.append(ev.ToolAdded(
+                message_id=mid, part_id=pid, call_id=call_id, tool=str(item["name"]),
+                input=_arguments(raw), raw=raw if isinstance(raw, str) else "", metadata=meta))
+            self._calls[call_id] = PartRef(mid, pid)
+            self._new_calls.add(call_id)
         elif kind == "function_call_output" and item.get("call_id") in self._calls:
-            ref = self._calls.pop(str(item["call_id"]))
-            self.session.start_tool(ref)
-            self.session.complete_tool(ref, _output_text(item.get("output")),
-                                       metadata=self._meta(item))
+            mid, pid = self._calls.pop(str(item["call_id"]))
+            output = _output_text(item.get("output"))
+            self._queue += [
+                ev.ToolStarted(message_id=mid, part_id=pid),
+                ev.ToolCompleted(message_id=mid, part_id=pid, output=output or EMPTY_OUTPUT,
+                                 metadata=meta)]
         else:
-            self.session.add_text(self._message(), "", streaming=False, ignored=True,
-                                  metadata=self._meta(item))
+            self._text(self._message(), "", meta, "assistant", ignored=True)
 
     def _fresh_call(self, item: JSON) -> bool:
         """A call the log can hold as a tool part: named, with a call id not used before.
@@ -160,7 +184,8 @@ class ItemWriter:
         the rest of its batch) stays an ignored part holding its item.
         """
         call_id, name = item.get("call_id"), item.get("name")
-        return bool(call_id and name and call_id not in self.session.lifecycle.call_ids)
+        return bool(call_id and name and call_id not in self.session.lifecycle.call_ids
+                    and call_id not in self._new_calls)
 
     def _settle(self, *, abort: bool) -> None:
         """Complete the assistant message; with calls still waiting, abort it or keep it."""
@@ -171,6 +196,7 @@ class ItemWriter:
         mid, self._assistant = self._assistant, None
         if self._calls:
             self._calls.clear()
+            self._flush()  # the abort settles what is in the log
             self.session.abort(mid, "the run ended before its tool calls had outputs")
         else:
-            self.session.complete_message(mid)
+            self._queue.append(ev.MessageCompleted(message_id=mid))

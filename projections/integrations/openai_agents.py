@@ -80,8 +80,7 @@ class ConvlogSession:
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         if items:
-            self.writer.checkpoint()
-            self.writer.write(items)
+            self.writer.add(items)
 
     async def pop_item(self) -> TResponseInputItem | None:
         if not self.fold.items:
