@@ -258,3 +258,33 @@ def test_strict_recording_raises_the_typed_error() -> None:
     stream = client.messages.create(model="claude-x", max_tokens=10, messages=[], stream=True)
     with pytest.raises(UnknownBlockIndex):
         list(stream)
+
+
+def test_a_cancelled_task_settles_the_message_and_the_cancel_propagates() -> None:
+    async def run() -> tuple[list[str], v.WithParts]:
+        server = FakeServer([Reply(anthropic_text_and_tool(), stall_after=4)])
+        session, view = fresh()
+        client = record_anthropic(server.async_anthropic(), session)
+        seen: list[str] = []
+
+        async def agent() -> None:
+            stream = await client.messages.create(model="claude-x", max_tokens=10,
+                                                  messages=[], stream=True)
+            async for event in stream:
+                seen.append(event.type)
+
+        task = asyncio.create_task(agent())
+        while len(seen) < 4:
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return seen, assistant(view)
+
+    seen, msg = asyncio.run(run())
+    assert len(seen) == 4
+    assert texts(msg) == ["Reading the file"]
+    assert isinstance(msg.info, v.AssistantInfo)
+    assert msg.info.error is not None
+    assert msg.info.error.kind == "aborted"
+    assert "CancelledError" in msg.info.error.message

@@ -7,6 +7,7 @@ some events by a transport error, as a dropped connection would be.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -30,6 +31,7 @@ class Reply:
     cut_after: int | None = None  # raise ConnectionCut after this many events
     named: bool = True  # Anthropic and Responses name each SSE event; Chat does not
     done_marker: bool = False  # Chat Completions ends with ``data: [DONE]``
+    stall_after: int | None = None  # async only: wait forever after this many events
 
 
 def sse(reply: Reply) -> list[bytes]:
@@ -79,6 +81,8 @@ class FakeServer:
 
         async def body() -> AsyncIterator[bytes]:
             for i, frame in enumerate(frames):
+                if reply.stall_after is not None and i == reply.stall_after:
+                    await asyncio.Event().wait()  # a model that stops sending
                 if reply.cut_after is not None and i == reply.cut_after:
                     raise ConnectionCut("connection reset by peer")
                 yield frame
