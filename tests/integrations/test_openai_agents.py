@@ -143,3 +143,20 @@ def test_any_sequence_of_operations_matches_sqlite_session(ops: list[tuple[str, 
     assert ours == theirs
     # Time travel: a reopened session folds the same memory from the log alone.
     assert asyncio.run(ConvlogSession(store, SID).get_items()) == ours[-1]
+
+
+async def streamed_run(session: Any) -> list[Any]:
+    model = ScriptedModel(script()[:2])
+    agent = Agent(name="helper", instructions="Be brief.", model=model, tools=[read_file])
+    result = Runner.run_streamed(agent, "What does hello.py do?", session=session)
+    async for _ in result.stream_events():
+        pass
+    assert result.final_output == "It prints hello."
+    return await session.get_items()
+
+
+def test_a_streamed_run_keeps_the_same_memory_as_sqlite_session() -> None:
+    ours = asyncio.run(streamed_run(ConvlogSession(MemoryStore(), SID)))
+    assert ours == asyncio.run(streamed_run(SQLiteSession(SID)))
+    assert [i.get("type", "message") for i in ours] == [
+        "message", "function_call", "function_call_output", "message"]
