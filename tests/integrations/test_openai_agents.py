@@ -152,7 +152,8 @@ async def streamed_run(session: Any) -> list[Any]:
     async for _ in result.stream_events():
         pass
     assert result.final_output == "It prints hello."
-    return await session.get_items()
+    items: list[Any] = await session.get_items()
+    return items
 
 
 def test_a_streamed_run_keeps_the_same_memory_as_sqlite_session() -> None:
