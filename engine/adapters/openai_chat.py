@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 from engine import events as ev
 from engine.adapters.ingest import (
     IngestResult,
+    MalformedEvent,
     StreamIngest,
     StreamOrderError,
     StreamTruncated,
@@ -39,6 +40,23 @@ from engine.session import Session
 __all__ = ["OpenAIChatIngest", "ingest_openai_chat", "tokens_from_usage"]
 
 _NOT_ENVELOPE = frozenset({"choices", "obfuscation"})
+
+
+def _checked_usage(usage: Any) -> dict[str, Any]:
+    """The chunk's usage object, refused early (typed) when its shape is not the API's."""
+    if not isinstance(usage, dict):
+        raise MalformedEvent(f"usage must be an object, not {type(usage).__name__}")
+    for key, inner in (("prompt_tokens", None), ("completion_tokens", None),
+                       ("prompt_tokens_details", "cached_tokens"),
+                       ("completion_tokens_details", "reasoning_tokens")):
+        value, where = usage.get(key), key
+        if inner is not None and value is not None:
+            if not isinstance(value, dict):
+                raise MalformedEvent(f"usage.{key} must be an object")
+            value, where = value.get(inner), f"{key}.{inner}"
+        if value is not None and type(value) is not int:
+            raise MalformedEvent(f"usage.{where} must be an integer, not {type(value).__name__}")
+    return usage
 
 
 def tokens_from_usage(usage: dict[str, Any] | None) -> ev.Tokens:
@@ -112,7 +130,7 @@ class OpenAIChatIngest(StreamIngest):
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
         if data.get("usage") is not None:
-            self.usage = data["usage"]
+            self.usage = _checked_usage(data["usage"])
 
     def _after_finish(self) -> None:
         if self.finish_reason is not None:

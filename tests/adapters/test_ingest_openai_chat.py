@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
-from engine.adapters.ingest import MalformedToolInput, StreamOrderError, StreamTruncated
+from engine.adapters.ingest import (
+    MalformedEvent,
+    MalformedToolInput,
+    StreamOrderError,
+    StreamTruncated,
+)
 from engine.adapters.openai_chat import OpenAIChatIngest
 from engine.session import Session
 from engine.store import MemoryStore
@@ -199,6 +204,21 @@ def test_truncated_stream_keeps_text_and_fails_the_call_with_its_raw_json() -> N
     assert isinstance(tool.state, v.ToolStateError)
     assert tool.state.metadata == {"interrupted": True, "raw": '{"pa',
                                    "stream_error": "truncated", "kind": "aborted"}
+
+
+@pytest.mark.parametrize("usage", [10**30, "12", [1], {"prompt_tokens": "3"},
+                                   {"prompt_tokens_details": 7},
+                                   {"completion_tokens_details": {"reasoning_tokens": 1.5}}])
+def test_usage_of_the_wrong_shape_is_a_typed_error_and_settles(usage: Any) -> None:
+    """A final chunk whose usage was a number raised a bare AttributeError at the end."""
+    session, proj = fresh()
+    ing = OpenAIChatIngest(session)
+    ing.feed(chunk({"content": "partial"}))
+    with pytest.raises(MalformedEvent):
+        ing.feed(chunk({}, finish="stop", usage=usage))
+    with contextlib.suppress(Exception):
+        ing.finish()
+    assert_settled(session, proj, ing.message_id)
 
 
 def test_content_after_finish_reason_is_refused() -> None:
