@@ -31,6 +31,7 @@ import enum
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
 import attrs
@@ -201,16 +202,22 @@ class Prepared(NamedTuple):
         return self.hashes[-1]
 
 
+class IdTaken(Exception):  # noqa: N818 - a signal between recorder and pipeline, not an error
+    """Raised by a recorder's :meth:`Store._insert` when its id index refused the batch
+    (an id is stored already) and nothing was written: the pipeline classifies it."""
+
+
 class Store(abc.ABC):
     """The event store: one append pipeline over a backend's recorder.
 
     The pipeline, written once here, is what :meth:`append` runs: id checks, the
     duplicate-id rule (:meth:`_match`), the expected version, the door and the
     canonical bytes (:func:`engine.store.door.admit`), the hash chain
-    (:meth:`_prepare`). A backend is a *recorder*: it keeps sessions, inserts a
-    prepared batch under its write lock (``_append``, which calls back into the
-    pipeline through :meth:`_decide`) and selects events back (the ``_own_*``
-    methods, over a session's own events only).
+    (:meth:`_prepare`), in the one loop :meth:`_record`. A backend is a
+    *recorder*: it keeps sessions, implements the write hooks that loop calls
+    (:meth:`_locked`, :meth:`_write_head`, :meth:`_stored_ids`, :meth:`_insert`)
+    and selects events back (the ``_own_*`` methods, over a session's own events
+    only).
     """
 
     url: str
@@ -263,11 +270,6 @@ class Store(abc.ABC):
     def _own_version(self, session_id: str) -> int:
         """Highest own seq stored for the session, 0 when none."""
         return self._head(session_id)[0]
-
-    @abc.abstractmethod
-    def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
-        """Atomically: classify ids (retry / duplicate), check ``expected``, then store
-        ``self._prepare(...)`` of the batch, or raise and store nothing."""
 
     @abc.abstractmethod
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]: ...
@@ -375,6 +377,76 @@ class Store(abc.ABC):
             return Appended(session_id, (), ())
         return self._append(session_id, batch, expected_version)
 
+    # -- the pipeline over the recorder's write hooks
+
+    def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
+        """Atomically: classify ids (retry / duplicate), check ``expected``, then store
+        ``self._prepare(...)`` of the batch, or raise and store nothing. A recorder
+        whose id index refused the insert (:class:`IdTaken`, with nothing written) gets
+        the batch classified against what is stored now."""
+        try:
+            return self._record(session_id, events, expected)
+        except IdTaken:
+            retried = self._classify(session_id, events, self._stored_ids(session_id, events))
+            if retried is not None:
+                return retried
+            raise StoreError("id index conflict without a stored id") from None
+
+    def _record(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
+        """The write loop, under the recorder's write lock: the session's head, the
+        ids already stored, the decision (:meth:`_decide`), the insert. A recorder
+        that can do all of it in one round trip overrides this coarser hook and
+        still decides through :meth:`_decide` (PostgreSQL)."""
+        with self._locked():
+            actual, head = self._write_head(session_id)
+            found = self._early_ids(session_id, events)
+            if found:
+                retried = self._classify(session_id, events, found)
+                if retried is not None:
+                    return retried
+            batch = self._decide(
+                session_id, events, expected, actual=actual, head=head,
+                stored=(lambda: found) if found is not None  # type: ignore[misc]
+                else (lambda: self._stored_ids(session_id, events)))
+            if isinstance(batch, Appended):  # a retry of a batch that did land
+                return batch
+            pos0 = self._insert(session_id, batch)
+        n = len(batch.events)
+        if n == 1:
+            return Appended(session_id, (batch.first_seq,), (pos0,))
+        first = batch.first_seq
+        return Appended(session_id, tuple(range(first, first + n)), tuple(range(pos0, pos0 + n)))
+
+    # The recorder's write hooks, called by _record in this order.
+
+    @abc.abstractmethod
+    def _locked(self) -> AbstractContextManager[object]:
+        """The write lock (and the write transaction, where there is one): every hook
+        below runs inside it. Leaving it with an exception or without an insert
+        leaves nothing written."""
+
+    @abc.abstractmethod
+    def _write_head(self, session_id: str) -> tuple[int, bytes]:
+        """(the session's version, fork point included; hash of its last event, or
+        where its chain starts) as the next append sees it; UnknownSession."""
+
+    @abc.abstractmethod
+    def _stored_ids(self, session_id: str, events: Sequence[Event]
+                    ) -> dict[str, tuple[str, int, int]]:
+        """id -> (session, seq, position) of the batch's events already stored."""
+
+    def _early_ids(self, session_id: str, events: Sequence[Event]
+                   ) -> dict[str, tuple[str, int, int]] | None:
+        """The stored ids looked up before deciding, or None to look them up only
+        when the decision fails (a recorder whose id index refuses a stored id at
+        insert, raising :class:`IdTaken`)."""
+        return self._stored_ids(session_id, events)
+
+    @abc.abstractmethod
+    def _insert(self, session_id: str, batch: Prepared) -> int:
+        """Write the prepared batch after the session's head; returns the global
+        position of its first event (the batch's positions are consecutive)."""
+
     # Helpers for backends: called with the store's write lock held.
 
     @staticmethod
@@ -392,17 +464,19 @@ class Store(abc.ABC):
 
     def _decide(self, session_id: str, events: Sequence[Event], expected: Expected, *,
                 actual: int, head: bytes,
-                stored: Callable[[], dict[str, tuple[str, int, int]]]) -> Prepared | Appended:
+                stored: Callable[[], dict[str, tuple[str, int, int]]] | None
+                ) -> Prepared | Appended:
         """With the write lock held, against the session's (version, head hash): check
         the expected version and prepare the batch. A batch that fails either is a
         retry when it is stored already (``stored()`` looks its ids up): then its
-        original result, which the recorder returns without writing."""
+        original result, which the recorder returns without writing. ``stored=None``:
+        the head may be stale (a cache), so a failure is raised as it is."""
         try:
             if expected is not ANY:
                 self._check_expected(session_id, expected, actual)
             return self._prepare(session_id, events, actual, head)
         except (ConcurrencyError, BadBatch) as exc:
-            if isinstance(exc, InvalidEvent):
+            if isinstance(exc, InvalidEvent) or stored is None:
                 raise
             retried = self._classify(session_id, events, stored())
             if retried is not None:

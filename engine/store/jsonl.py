@@ -47,8 +47,7 @@ from engine.events import AnyEvent, Event
 from engine.store.base import (
     BATCHED,
     SYNC,
-    Appended,
-    Expected,
+    Prepared,
     Record,
     SessionInfo,
     Store,
@@ -174,7 +173,7 @@ class JSONLStore(Store):
         self._states: dict[str, _State] = {}
         self._metas: dict[str, SessionInfo] = {}
         self._ids: dict[str, tuple[str, int, int]] = {}
-        self._locked = False
+        self._flocked = False
         self._lock_fd = -1
         self._last = 0  # last global position (valid while the file lock is held)
         # Every event up to this global position is in _ids (-1: refresh every session).
@@ -204,17 +203,17 @@ class JSONLStore(Store):
     def _file_lock(self) -> Iterator[None]:
         """The cross-process writer lock; re-entrant within this store object."""
         with self._lock:
-            if self._locked:
+            if self._flocked:
                 yield
                 return
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-            self._locked = True
+            self._flocked = True
             try:
                 self._recover()
                 yield
             finally:
                 if not self._pending:
-                    self._locked = False
+                    self._flocked = False
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _init_format(self) -> str | None:
@@ -471,49 +470,51 @@ class JSONLStore(Store):
             st = self._state(session_id)
             return (st.version if st.offsets else 0), st.head
 
-    def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
         with self._file_lock():
             self._check_tails()
-            self.session_info(session_id)
+            yield
+
+    def _write_head(self, session_id: str) -> tuple[int, bytes]:
+        self.session_info(session_id)
+        pending = self._pending_heads.get(session_id)
+        if pending is not None:
+            return pending[0], pending[1]
+        st = self._state(session_id)  # its version starts at the fork point
+        return st.version, st.head
+
+    def _stored_ids(self, session_id: str, events: Sequence[Event]
+                    ) -> dict[str, tuple[str, int, int]]:
+        with self._file_lock():
             self._refresh_all()  # ids of every session, for duplicate detection
-            found = {e.id: self._ids[e.id] for e in events if e.id in self._ids}
-            retried = self._classify(session_id, events, found)
-            if retried is not None:
-                return retried
-            st = self._state(session_id)
-            pending = self._pending_heads.get(session_id)
-            # st.version starts at the fork point, so it already is the session's version.
-            actual, head = (pending[0], pending[1]) if pending else (st.version, st.head)
-            batch = self._decide(session_id, events, expected, actual=actual, head=head,
-                                 stored=lambda: found)
-            if isinstance(batch, Appended):
-                return batch
-            if not self._pending:
-                self._window_old = self._last
-            pos0 = self._last + 1
-            lines = self._pending.setdefault(session_id, [])
-            for i, (e, h) in enumerate(zip(batch.events, batch.hashes, strict=True)):
-                lines.append(_line_enc.encode(_LineOut(pos0 + i, h.hex(), e)) + b"\n")
-                self._ids[e.id] = (session_id, e.seq, pos0 + i)
-            n = len(batch.events)
-            if self._indexed == self._last:  # our own events are indexed above
-                self._indexed += n
-            self._last += n
-            size = self._pending_heads.get(session_id, (0, b"", st.size))[2]
-            self._pending_heads[session_id] = (actual + n, batch.head, size)
-            result = Appended(session_id, tuple(e.seq for e in batch.events),
-                              tuple(range(pos0, pos0 + n)))
-            if self._group is None:
-                self._flush_pending()
-            else:
-                self._group.added(n)
-            return result
+            return {e.id: self._ids[e.id] for e in events if e.id in self._ids}
+
+    def _insert(self, session_id: str, batch: Prepared) -> int:
+        if not self._pending:
+            self._window_old = self._last
+        pos0 = self._last + 1
+        lines = self._pending.setdefault(session_id, [])
+        for i, (e, h) in enumerate(zip(batch.events, batch.hashes, strict=True)):
+            lines.append(_line_enc.encode(_LineOut(pos0 + i, h.hex(), e)) + b"\n")
+            self._ids[e.id] = (session_id, e.seq, pos0 + i)
+        n = len(batch.events)
+        if self._indexed == self._last:  # our own events are indexed above
+            self._indexed += n
+        self._last += n
+        size = self._pending_heads.get(session_id, (0, b"", self._state(session_id).size))[2]
+        self._pending_heads[session_id] = (batch.first_seq - 1 + n, batch.head, size)
+        if self._group is None:
+            self._flush_pending()
+        else:
+            self._group.added(n)
+        return pos0
 
     def _flush_window(self) -> None:
         with self._lock:
             self._flush_pending()
-            if self._locked and not self._pending:
-                self._locked = False
+            if self._flocked and not self._pending:
+                self._flocked = False
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _flush_pending(self) -> None:

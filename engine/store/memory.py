@@ -16,8 +16,7 @@ import msgspec
 from engine.errors import SessionExists, UnknownSession
 from engine.events import AnyEvent, Event
 from engine.store.base import (
-    Appended,
-    Expected,
+    Prepared,
     Record,
     SessionInfo,
     Store,
@@ -79,51 +78,44 @@ class MemoryStore(Store):
             return 0, own.genesis
         return own.events[-1].seq, own.hashes[-1]
 
-    def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
-        with self._lock:
-            own = self._own.get(session_id)
-            if own is None:
-                raise UnknownSession(session_id)
-            ids = self._ids
-            if len(events) == 1:  # the common case: one dict lookup, no comprehension
-                hit = ids.get(events[0].id)
-                found = {} if hit is None else {events[0].id: hit}
-            else:
-                found = {e.id: ids[e.id] for e in events if e.id in ids}
-            if found:
-                retried = self._classify(session_id, events, found)
-                if retried is not None:
-                    return retried
-            stored = own.events
-            if stored:
-                actual, head = stored[-1].seq, own.hashes[-1]
-            else:
-                actual, head = own.base, own.genesis
-            batch = self._decide(session_id, events, expected, actual=actual, head=head,
-                                 stored=lambda: found)
-            if isinstance(batch, Appended):
-                return batch
-            log = self._log
-            first_index = len(stored)
-            pos0 = len(log) + 1
-            n = len(batch.events)
-            stored.extend(batch.events)  # type: ignore[arg-type]
-            own.hashes.extend(batch.hashes)
-            if n == 1:  # the common case (a command, a streamed delta): no ranges or lists
-                e = batch.events[0]
-                own.positions.append(pos0)
-                ids[e.id] = (session_id, e.seq, pos0)
-                log.append((session_id, first_index))
-                return Appended(session_id, (e.seq,), (pos0,))
-            positions = range(pos0, pos0 + n)
-            own.positions.extend(positions)
-            pos = pos0
-            for e in batch.events:
-                ids[e.id] = (session_id, e.seq, pos)
-                pos += 1
-            log.extend([(session_id, i) for i in range(first_index, first_index + n)])
-            first = batch.first_seq
-            return Appended(session_id, tuple(range(first, first + n)), tuple(positions))
+    def _locked(self) -> threading.RLock:
+        return self._lock
+
+    def _write_head(self, session_id: str) -> tuple[int, bytes]:
+        own = self._own.get(session_id)
+        if own is None:
+            raise UnknownSession(session_id)
+        if own.events:
+            return own.events[-1].seq, own.hashes[-1]
+        return own.base, own.genesis
+
+    def _stored_ids(self, session_id: str, events: Sequence[Event]
+                    ) -> dict[str, tuple[str, int, int]]:
+        ids = self._ids
+        if len(events) == 1:  # the common case: one dict lookup, no comprehension
+            hit = ids.get(events[0].id)
+            return {} if hit is None else {events[0].id: hit}
+        return {e.id: ids[e.id] for e in events if e.id in ids}
+
+    def _insert(self, session_id: str, batch: Prepared) -> int:
+        own = self._own[session_id]
+        stored, ids, log = own.events, self._ids, self._log
+        first_index = len(stored)
+        pos0 = len(log) + 1
+        stored.extend(batch.events)  # type: ignore[arg-type]
+        own.hashes.extend(batch.hashes)
+        if len(batch.events) == 1:  # the common case (a command, a streamed delta)
+            own.positions.append(pos0)
+            ids[batch.events[0].id] = (session_id, batch.first_seq, pos0)
+            log.append((session_id, first_index))
+            return pos0
+        pos = pos0
+        for e in batch.events:
+            ids[e.id] = (session_id, e.seq, pos)
+            pos += 1
+        own.positions.extend(range(pos0, pos))
+        log.extend([(session_id, i) for i in range(first_index, first_index + pos - pos0)])
+        return pos0
 
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
         own = self._own[session_id].events

@@ -32,8 +32,8 @@ from engine.store import blocks
 from engine.store.base import (
     BATCHED,
     SYNC,
-    Appended,
-    Expected,
+    IdTaken,
+    Prepared,
     SessionInfo,
     check_chain,
 )
@@ -99,6 +99,37 @@ class _Tail:
         self.hashes: list[bytes] = []
         self.times: list[int] = []
         self.maxv = 0
+
+
+class _WriteTx:
+    """The write lock of a :class:`SQLiteStore`: its thread lock and the write
+    transaction (``BEGIN IMMEDIATE``, or the open batched window). Left with an
+    exception, or without a commit outside a window, it rolls back what the append
+    wrote; a window's earlier appends stay (they commit with it)."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> None:
+        store = self.store
+        store._lock.acquire()
+        try:
+            if not store._in_tx:
+                store._db.execute("BEGIN IMMEDIATE")
+                store._in_tx = True
+        except BaseException:
+            store._lock.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        store = self.store
+        try:
+            if store._in_tx and not store._window_open():
+                store._rollback()
+        finally:
+            store._lock.release()
 
 
 class SQLiteStore(SQLRecorder):
@@ -379,91 +410,73 @@ class SQLiteStore(SQLRecorder):
                 found[keys[bytes(key)]] = (self._name(int(sid)), int(seq), int(pos))
         return found
 
-    def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
+    def _locked(self) -> _WriteTx:
+        return _WriteTx(self)
+
+    def _write_head(self, session_id: str) -> tuple[int, bytes]:
+        tail = self._tail(session_id)
+        return max(tail.version, tail.fork_seq or 0), tail.head
+
+    def _early_ids(self, session_id: str, events: Sequence[Event]
+                   ) -> dict[str, tuple[str, int, int]] | None:
+        # Outside an open window the transaction holds only this append, so the ids
+        # index itself detects a stored id (like the original inserts) and a conflict
+        # rolls everything back (``_insert``). Inside a window the ids are looked up
+        # first: the window's rows must insert without a conflict at commit.
+        return self._lookup(events) if self._window_open() else None
+
+    def _stored_ids(self, session_id: str, events: Sequence[Event]
+                    ) -> dict[str, tuple[str, int, int]]:
         with self._lock:
-            db = self._db
-            if not self._in_tx:
-                db.execute("BEGIN IMMEDIATE")
-                self._in_tx = True
+            return self._lookup(events)
+
+    def _insert(self, session_id: str, batch: Prepared) -> int:
+        db = self._db
+        tail = self._tails[session_id]
+        eager = not self._window_open()
+        # Stored bytes keep the event exactly (map order included); the chain
+        # covers its canonical form, recomputed by verify.
+        body = [encode_msgpack(e) for e in batch.events]
+        keys = [blocks.id_key(e.id) for e in batch.events]
+        if self._last_pos is None:
+            self._last_pos = int(db.execute(
+                "SELECT COALESCE(MAX(position), 0) FROM log").fetchone()[0])
+        if eager:
             try:
-                tail = self._tail(session_id)
-                # Outside an open window the transaction holds only this append, so the
-                # ids index itself detects a stored id (like the original inserts) and a
-                # conflict rolls everything back. Inside a window the ids are looked up
-                # first: the window's rows must insert without a conflict at commit.
-                eager = not self._window_open()
-                if not eager:
-                    found = self._lookup(events)
-                    if found:
-                        retried = self._classify(session_id, events, found)
-                        if retried is not None:
-                            return retried
-                actual = max(tail.version, tail.fork_seq or 0)
-                batch = self._decide(session_id, events, expected, actual=actual, head=tail.head,
-                                     stored=lambda: self._lookup(events))
-                if isinstance(batch, Appended):  # a retry of a batch that did land
-                    if eager:
-                        self._rollback()  # nothing was written
-                    return batch
-                # Stored bytes keep the event exactly (map order included); the chain
-                # covers its canonical form, recomputed by verify.
-                body = [encode_msgpack(e) for e in batch.events]
-                keys = [blocks.id_key(e.id) for e in batch.events]
-                if self._last_pos is None:
-                    self._last_pos = int(db.execute(
-                        "SELECT COALESCE(MAX(position), 0) FROM log").fetchone()[0])
-                if eager:
-                    try:
-                        db.executemany("INSERT INTO ids VALUES (?, ?)", zip(
-                            keys, range(self._last_pos + 1, self._last_pos + 1 + len(keys)),
-                            strict=True))
-                    except sqlite3.IntegrityError:
-                        self._rollback()
-                        retried = self._classify(session_id, events, self._lookup(events))
-                        if retried is not None:
-                            return retried
-                        raise StoreError("id index conflict without a stored id") from None
-            except BaseException:
-                if self._in_tx and not self._window_open():
-                    self._rollback()
-                raise
-            # Nothing fails from here on (everything is computed): the rows are written
-            # at commit, or before a read on this connection (``_materialize``).
-            n = len(batch.events)
-            pos0 = self._last_pos + 1
-            first = batch.first_seq
-            sid = tail.sid
-            pend_found = self._pend_found
-            pend_ids = self._pend_ids
-            pend_log = self._pend_log
-            pos = pos0
-            if eager:  # the ids are in the table already
-                pend_log += [(pos0 + i, sid, e.seq) for i, e in enumerate(batch.events)]
-            else:
-                for e, key in zip(batch.events, keys, strict=True):
-                    pend_ids.append((key, pos))
-                    pend_log.append((pos, sid, e.seq))
-                    pend_found[e.id] = (session_id, e.seq, pos)
-                    pos += 1
-            tail.body += body
-            tail.hashes += batch.hashes
-            tail.times += [e.time for e in batch.events]
-            tail.maxv = max(tail.maxv, blocks.max_version(batch.events))
-            tail.version = actual + n
-            tail.head = batch.head
-            self._dirty[session_id] = tail
-            self._last_pos = pos0 + n - 1
-            result = Appended(session_id, tuple(range(first, first + n)),
-                              tuple(range(pos0, pos0 + n)))
-            if self._group is None:
-                try:
-                    self._commit_window()
-                except BaseException:
-                    self._rollback()
-                    raise
-            else:
-                self._group.added(n)
-            return result
+                db.executemany("INSERT INTO ids VALUES (?, ?)", zip(
+                    keys, range(self._last_pos + 1, self._last_pos + 1 + len(keys)),
+                    strict=True))
+            except sqlite3.IntegrityError:
+                self._rollback()
+                raise IdTaken from None
+        # Nothing fails from here on (everything is computed): the rows are written
+        # at commit, or before a read on this connection (``_materialize``).
+        n = len(batch.events)
+        pos0 = self._last_pos + 1
+        sid = tail.sid
+        pos = pos0
+        if eager:  # the ids are in the table already
+            self._pend_log += [(pos0 + i, sid, e.seq) for i, e in enumerate(batch.events)]
+        else:
+            pend_found, pend_ids, pend_log = self._pend_found, self._pend_ids, self._pend_log
+            for e, key in zip(batch.events, keys, strict=True):
+                pend_ids.append((key, pos))
+                pend_log.append((pos, sid, e.seq))
+                pend_found[e.id] = (session_id, e.seq, pos)
+                pos += 1
+        tail.body += body
+        tail.hashes += batch.hashes
+        tail.times += [e.time for e in batch.events]
+        tail.maxv = max(tail.maxv, blocks.max_version(batch.events))
+        tail.version = batch.first_seq - 1 + n
+        tail.head = batch.head
+        self._dirty[session_id] = tail
+        self._last_pos = pos0 + n - 1
+        if self._group is None:
+            self._commit_window()  # a failure rolls back as the write lock is left
+        else:
+            self._group.added(n)
+        return pos0
 
     def _write_blocks(self, tail: _Tail) -> int:
         """Write the session's pending events as one block; merge the uncompressed tail
