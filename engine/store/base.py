@@ -202,7 +202,7 @@ class Prepared(NamedTuple):
         return self.hashes[-1]
 
 
-class IdTaken(Exception):  # noqa: N818 - a signal between recorder and pipeline, not an error
+class IdTaken(Exception):  # a signal between recorder and pipeline, never raised to users
     """Raised by a recorder's :meth:`Store._insert` when its id index refused the batch
     (an id is stored already) and nothing was written: the pipeline classifies it."""
 
@@ -406,11 +406,16 @@ class Store(abc.ABC):
                     return retried
             batch = self._decide(
                 session_id, events, expected, actual=actual, head=head,
-                stored=(lambda: found) if found is not None  # type: ignore[misc]
+                stored=(lambda: found) if found is not None
                 else (lambda: self._stored_ids(session_id, events)))
             if isinstance(batch, Appended):  # a retry of a batch that did land
                 return batch
             pos0 = self._insert(session_id, batch)
+        return self._appended(session_id, batch, pos0)
+
+    @staticmethod
+    def _appended(session_id: str, batch: Prepared, pos0: int) -> Appended:
+        """What an insert of ``batch`` at positions from ``pos0`` on stored."""
         n = len(batch.events)
         if n == 1:
             return Appended(session_id, (batch.first_seq,), (pos0,))

@@ -19,7 +19,8 @@ version). The function writes nothing when the locked row no longer has that
 head and returns the current one; the client prepares again, once. A batch that
 cannot be decided against a cached head (a version conflict or a seq out of
 order, either possibly stale) or that loses twice goes through an explicit
-transaction that locks the row before preparing (``_append_locked``). There is
+transaction that locks the row before preparing (the shared loop,
+``Store._record``, over this recorder's hooks). There is
 no client-side group commit for ``batched``: an acknowledged append must outlive
 the client (below), and a window would hold the counter row, stalling every
 writer of the store, for up to ``batch_ms``.
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
 import psycopg
@@ -50,6 +52,7 @@ from engine.store.base import (
     SYNC,
     Appended,
     Expected,
+    IdTaken,
     Prepared,
     Record,
     SessionInfo,
@@ -288,7 +291,8 @@ class PostgresStore(SQLRecorder):
         head = self._fetch_head(session_id)  # also primes the next append (Session.open)
         return head.version, head.head
 
-    def _lookup(self, events: Sequence[Event]) -> dict[str, tuple[str, int, int]]:
+    def _stored_ids(self, session_id: str, events: Sequence[Event]
+                    ) -> dict[str, tuple[str, int, int]]:
         keys = [blocks.id_key(e.id) for e in events]
         by_key = {blocks.id_key(e.id): e.id for e in events}
         with self._lock:
@@ -297,58 +301,56 @@ class PostgresStore(SQLRecorder):
                 "ON l.position = i.position WHERE i.id = ANY(%s)", (keys,)).fetchall()
         return {by_key[bytes(k)]: (self._name(int(s)), int(q), int(p)) for k, s, q, p in rows}
 
-    def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
+    def _record(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
         """One round trip when this object's cached head is current (it appended last,
         created or read the session); else the function's refusal returns the head
         and a second call succeeds. Whatever cannot be decided against a cached head
         (a version conflict, a seq out of order, both possibly stale) or keeps losing
-        races goes to ``_append_locked``."""
+        races goes through the shared loop with the row locked (``Store._record``
+        over the hooks below). The unique id index refuses a stored id (IdTaken)."""
         with self._lock:
             try:
                 for _ in range(2):
                     head = self._heads.get(session_id) or self._fetch_head(session_id)
-                    actual = max(head.version, head.fork_seq)
                     try:
-                        self._check_expected(session_id, expected, actual)
-                        batch = self._prepare(session_id, events, actual, head.head)
+                        batch = self._decide(session_id, events, expected,
+                                             actual=max(head.version, head.fork_seq),
+                                             head=head.head, stored=None)
                     except (ConcurrencyError, BadBatch):
                         break
-                    done = self._write(session_id, head, batch)
-                    if done is not None:
-                        return done
-                return self._append_locked(session_id, events, expected)
-            except pg_errors.UniqueViolation:
-                # The transaction is gone (the cached head still holds); decide from
-                # what is stored.
-                retried = self._classify(session_id, events, self._lookup(events))
-                if retried is not None:
-                    return retried
-                raise StoreError("id index conflict without a stored id") from None
+                    assert isinstance(batch, Prepared)  # stored=None: never a retry
+                    pos0 = self._write(session_id, head, batch)
+                    if pos0 is not None:
+                        return self._appended(session_id, batch, pos0)
+                return super()._record(session_id, events, expected)
             except psycopg.OperationalError as exc:
                 self._heads.pop(session_id, None)
                 raise StoreError(f"append to {session_id} failed: {exc}") from None
 
-    def _append_locked(self, session_id: str, events: Sequence[Event],
-                       expected: Expected) -> Appended:
-        """The authoritative path: the row is locked before the batch is checked and
-        prepared, so the head cannot move under it."""
-        with self._db.transaction():
-            head = self._fetch_head(session_id, lock=True)
-            actual = max(head.version, head.fork_seq)
-            batch = self._decide(session_id, events, expected, actual=actual, head=head.head,
-                                 stored=lambda: self._lookup(events))
-            if isinstance(batch, Appended):  # a retry of a batch that did land
-                return batch
-            done = self._write(session_id, head, batch)
-        if done is None:  # only damage can move a locked head
+    # The authoritative path's hooks: the row is locked before the batch is checked
+    # and prepared, so the head cannot move under it.
+
+    def _locked(self) -> AbstractContextManager[object]:
+        return self._db.transaction()
+
+    def _write_head(self, session_id: str) -> tuple[int, bytes]:
+        head = self._fetch_head(session_id, lock=True)
+        return max(head.version, head.fork_seq), head.head
+
+    def _early_ids(self, session_id: str, events: Sequence[Event]) -> None:
+        return None  # the unique id index refuses a stored id at insert
+
+    def _insert(self, session_id: str, batch: Prepared) -> int:
+        pos0 = self._write(session_id, self._heads[session_id], batch)
+        if pos0 is None:  # only damage can move a locked head
             raise StoreError(f"session {session_id}: the stored blocks do not end at its "
                              "recorded head (run convlog verify)")
-        return done
+        return pos0
 
-    def _write(self, session_id: str, head: _Head, batch: Prepared) -> Appended | None:
+    def _write(self, session_id: str, head: _Head, batch: Prepared) -> int | None:
         """Store a batch prepared against ``head``: one function call (plus a read of
-        the uncompressed tail when it is merged). None, with the fresh head cached,
-        when the session has moved on."""
+        the uncompressed tail when it is merged). Returns the first position; None,
+        with the fresh head cached, when the session has moved on."""
         actual = max(head.version, head.fork_seq)
         events = batch.events
         n = len(events)
@@ -371,10 +373,13 @@ class PostgresStore(SQLRecorder):
             rows = blocks.sealed_rows(head.sealed + 1, canon + body, hashes + batch.hashes,
                                       times + [e.time for e in events], maxv)
             lasts, firsts, t_maxes, bodies = (list(c) for c in zip(*rows, strict=True))
-        row = self._db.execute(_APPEND_CALL, (
-            session_id, head.version, head.head, head.sealed, sealed, batch.head,
-            _bytea_array([blocks.id_key(e.id) for e in events]), _int_array(firsts),
-            _int_array(lasts), _int_array(t_maxes), _bytea_array(bodies))).fetchone()
+        try:
+            row = self._db.execute(_APPEND_CALL, (
+                session_id, head.version, head.head, head.sealed, sealed, batch.head,
+                _bytea_array([blocks.id_key(e.id) for e in events]), _int_array(firsts),
+                _int_array(lasts), _int_array(t_maxes), _bytea_array(bodies))).fetchone()
+        except pg_errors.UniqueViolation:
+            raise IdTaken from None  # its transaction is gone; the cached head still holds
         assert row is not None
         last, sid, version, fork_seq, now_sealed, now_head = row
         if sid is None:
@@ -385,8 +390,7 @@ class PostgresStore(SQLRecorder):
                                              int(now_sealed), bytes(now_head)))
             return None
         self._remember(session_id, _Head(head.sid, actual + n, head.fork_seq, sealed, batch.head))
-        return Appended(session_id, tuple(range(actual + 1, actual + n + 1)),
-                        tuple(range(last - n + 1, last + 1)))
+        return int(last) - n + 1
 
     def _tail(self, head: _Head, actual: int) -> tuple[list[bytes], list[bytes], list[int]] | None:
         """(msgpack, hash, time bound) of the events in uncompressed blocks, read without
