@@ -1,0 +1,35 @@
+"""The append pipeline is written once (``Store._record``): a recorder implements only
+its write hooks, so no backend can drift from the shared id, version and retry rules."""
+
+from __future__ import annotations
+
+from engine.store.base import Store
+from engine.store.jsonl import JSONLStore
+from engine.store.memory import MemoryStore
+from engine.store.postgres import PostgresStore
+from engine.store.sqlite import SQLiteStore
+
+RECORDERS = (MemoryStore, JSONLStore, SQLiteStore, PostgresStore)
+PIPELINE = ("append", "_append", "_decide", "_classify", "_match", "_prepare",
+            "_check_expected", "stored_seqs")
+HOOKS = ("_locked", "_write_head", "_stored_ids", "_insert")
+
+
+def _defined(cls: type, name: str) -> bool:
+    """Whether ``name`` is defined by the class or a base below ``Store``."""
+    return any(name in vars(k) for k in cls.__mro__ if k is not Store and issubclass(k, Store))
+
+
+def test_no_recorder_keeps_a_copy_of_the_pipeline() -> None:
+    for cls in RECORDERS:
+        assert [n for n in PIPELINE if _defined(cls, n)] == [], cls.__name__
+
+
+def test_every_recorder_implements_the_write_hooks() -> None:
+    for cls in RECORDERS:
+        assert [n for n in HOOKS if not _defined(cls, n)] == [], cls.__name__
+        assert not getattr(cls, "__abstractmethods__", None), cls.__name__
+
+
+def test_only_postgres_takes_the_coarse_hook_for_its_one_round_trip() -> None:
+    assert [c.__name__ for c in RECORDERS if _defined(c, "_record")] == ["PostgresStore"]
