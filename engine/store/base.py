@@ -411,7 +411,11 @@ class Store(abc.ABC):
             if isinstance(batch, Appended):  # a retry of a batch that did land
                 return batch
             pos0 = self._insert(session_id, batch)
-        return self._appended(session_id, batch, pos0)
+        n = len(batch.events)
+        if n == 1:  # the common case, without ranges (the hot path: no _appended call)
+            return Appended(session_id, (batch.first_seq,), (pos0,))
+        first = batch.first_seq
+        return Appended(session_id, tuple(range(first, first + n)), tuple(range(pos0, pos0 + n)))
 
     @staticmethod
     def _appended(session_id: str, batch: Prepared, pos0: int) -> Appended:

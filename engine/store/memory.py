@@ -97,6 +97,8 @@ class MemoryStore(Store):
             return {} if hit is None else {events[0].id: hit}
         return {e.id: ids[e.id] for e in events if e.id in ids}
 
+    _early_ids = _stored_ids  # the same lookup, one call less on the hot path
+
     def _insert(self, session_id: str, batch: Prepared) -> int:
         own = self._own[session_id]
         stored, ids, log = own.events, self._ids, self._log
