@@ -411,11 +411,9 @@ class Store(abc.ABC):
             if isinstance(batch, Appended):  # a retry of a batch that did land
                 return batch
             pos0 = self._insert(session_id, batch)
-        n = len(batch.events)
-        if n == 1:  # the common case, without ranges (the hot path: no _appended call)
+        if len(batch.events) == 1:  # the hot path, without a call
             return Appended(session_id, (batch.first_seq,), (pos0,))
-        first = batch.first_seq
-        return Appended(session_id, tuple(range(first, first + n)), tuple(range(pos0, pos0 + n)))
+        return self._appended(session_id, batch, pos0)
 
     @staticmethod
     def _appended(session_id: str, batch: Prepared, pos0: int) -> Appended:
