@@ -215,7 +215,7 @@ class Store(abc.ABC):
     canonical bytes (:func:`engine.store.door.admit`), the hash chain
     (:meth:`_prepare`), in the one loop :meth:`_record`. A backend is a
     *recorder*: it keeps sessions, implements the write hooks that loop calls
-    (:meth:`_locked`, :meth:`_write_head`, :meth:`_stored_ids`, :meth:`_insert`)
+    (``_write_lock``, :meth:`_write_head`, :meth:`_stored_ids`, :meth:`_insert`)
     and selects events back (the ``_own_*`` methods, over a session's own events
     only).
     """
@@ -360,7 +360,10 @@ class Store(abc.ABC):
             check_id("event", e.id)
             if e.session_id and e.session_id != session_id:
                 raise BadBatch(f"event {e.id} has session {e.session_id}, not {session_id}")
-            return self._append(session_id, batch, expected_version)
+            try:
+                return self._record(session_id, batch, expected_version)
+            except IdTaken:
+                return self._taken(session_id, batch)
         ids: set[str] = set()
         ok = _ID_OK
         for e in batch:
@@ -375,29 +378,29 @@ class Store(abc.ABC):
         if not batch:
             self._check_expected(session_id, expected_version, self.version(session_id))
             return Appended(session_id, (), ())
-        return self._append(session_id, batch, expected_version)
+        try:
+            return self._record(session_id, batch, expected_version)
+        except IdTaken:
+            return self._taken(session_id, batch)
 
     # -- the pipeline over the recorder's write hooks
 
-    def _append(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
-        """Atomically: classify ids (retry / duplicate), check ``expected``, then store
-        ``self._prepare(...)`` of the batch, or raise and store nothing. A recorder
-        whose id index refused the insert (:class:`IdTaken`, with nothing written) gets
-        the batch classified against what is stored now."""
-        try:
-            return self._record(session_id, events, expected)
-        except IdTaken:
-            retried = self._classify(session_id, events, self._stored_ids(session_id, events))
-            if retried is not None:
-                return retried
-            raise StoreError("id index conflict without a stored id") from None
+    def _taken(self, session_id: str, events: Sequence[Event]) -> Appended:
+        """The recorder's id index refused the insert (:class:`IdTaken`, nothing was
+        written): classify the batch against what is stored now."""
+        retried = self._classify(session_id, events, self._stored_ids(session_id, events))
+        if retried is not None:
+            return retried
+        raise StoreError("id index conflict without a stored id")
 
     def _record(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
-        """The write loop, under the recorder's write lock: the session's head, the
-        ids already stored, the decision (:meth:`_decide`), the insert. A recorder
-        that can do all of it in one round trip overrides this coarser hook and
-        still decides through :meth:`_decide` (PostgreSQL)."""
-        with self._locked():
+        """The write loop, atomically, under the recorder's write lock: the session's
+        head, the ids already stored (a retry returns the original result), the
+        decision (:meth:`_decide`: expected version, prepared batch), the insert; or
+        raise and store nothing. A recorder that can do all of it in one round trip
+        overrides this coarser hook and still decides through :meth:`_decide`
+        (PostgreSQL)."""
+        with self._write_lock:
             actual, head = self._write_head(session_id)
             found = self._early_ids(session_id, events)
             if found:
@@ -426,11 +429,10 @@ class Store(abc.ABC):
 
     # The recorder's write hooks, called by _record in this order.
 
-    @abc.abstractmethod
-    def _locked(self) -> AbstractContextManager[object]:
-        """The write lock (and the write transaction, where there is one): every hook
-        below runs inside it. Leaving it with an exception or without an insert
-        leaves nothing written."""
+    # The write lock (and the write transaction, where there is one), a reusable
+    # context manager set by the recorder: every hook below runs inside it. Leaving
+    # it with an exception or without an insert leaves nothing written.
+    _write_lock: AbstractContextManager[object]
 
     @abc.abstractmethod
     def _write_head(self, session_id: str) -> tuple[int, bytes]:

@@ -22,13 +22,13 @@ which is why ids are restricted to a safe alphabet (no ``/``, no ``..``).
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import heapq
 import os
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +158,50 @@ def _write_atomic(path: Path, data: bytes, *, durable: bool) -> None:
         _fsync_dir(path.parent)
 
 
+class _FileLock:
+    """A :class:`JSONLStore`'s writer lock: its thread lock, then ``flock(2)`` on the
+    lock file (across processes) and recovery of an unfinished write. Re-entrant;
+    the file lock stays held while a batched window has lines pending."""
+
+    __slots__ = ("owned", "store")
+
+    def __init__(self, store: JSONLStore) -> None:
+        self.store = store
+        self.owned: list[bool] = []  # per nested entry: did it take the file lock
+
+    def __enter__(self) -> None:
+        store = self.store
+        store._lock.acquire()
+        if store._flocked:
+            self.owned.append(False)
+            return
+        try:
+            fcntl.flock(store._lock_fd, fcntl.LOCK_EX)
+            store._flocked = True
+            try:
+                store._recover()
+            except BaseException:
+                self._unlock()
+                raise
+        except BaseException:
+            store._lock.release()
+            raise
+        self.owned.append(True)
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.owned.pop():
+                self._unlock()
+        finally:
+            self.store._lock.release()
+
+    def _unlock(self) -> None:
+        store = self.store
+        if not store._pending:
+            store._flocked = False
+            fcntl.flock(store._lock_fd, fcntl.LOCK_UN)
+
+
 class JSONLStore(Store):
     def __init__(self, directory: str, *, url: str | None = None, durability: str = SYNC,
                  batch_ms: float = DEFAULT_BATCH_MS, batch_events: int = DEFAULT_BATCH_EVENTS,
@@ -174,6 +218,7 @@ class JSONLStore(Store):
         self._metas: dict[str, SessionInfo] = {}
         self._ids: dict[str, tuple[str, int, int]] = {}
         self._flocked = False
+        self._write_lock = _FileLock(self)
         self._lock_fd = -1
         self._last = 0  # last global position (valid while the file lock is held)
         # Every event up to this global position is in _ids (-1: refresh every session).
@@ -199,22 +244,9 @@ class JSONLStore(Store):
 
     # ------------------------------------------------------------------ locking and recovery
 
-    @contextlib.contextmanager
-    def _file_lock(self) -> Iterator[None]:
+    def _file_lock(self) -> AbstractContextManager[object]:
         """The cross-process writer lock; re-entrant within this store object."""
-        with self._lock:
-            if self._flocked:
-                yield
-                return
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-            self._flocked = True
-            try:
-                self._recover()
-                yield
-            finally:
-                if not self._pending:
-                    self._flocked = False
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        return self._write_lock
 
     def _init_format(self) -> str | None:
         path = self.root / "convlog.json"
@@ -470,13 +502,8 @@ class JSONLStore(Store):
             st = self._state(session_id)
             return (st.version if st.offsets else 0), st.head
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        with self._file_lock():
-            self._check_tails()
-            yield
-
     def _write_head(self, session_id: str) -> tuple[int, bytes]:
+        self._check_tails()  # first, under the lock: before anything reads the files
         self.session_info(session_id)
         pending = self._pending_heads.get(session_id)
         if pending is not None:
@@ -487,8 +514,14 @@ class JSONLStore(Store):
     def _stored_ids(self, session_id: str, events: Sequence[Event]
                     ) -> dict[str, tuple[str, int, int]]:
         with self._file_lock():
-            self._refresh_all()  # ids of every session, for duplicate detection
-            return {e.id: self._ids[e.id] for e in events if e.id in self._ids}
+            return self._early_ids(session_id, events)
+
+    def _early_ids(self, session_id: str, events: Sequence[Event]
+                   ) -> dict[str, tuple[str, int, int]]:
+        """The lookup itself, with the file lock held (``_record`` holds it)."""
+        self._refresh_all()  # ids of every session, for duplicate detection
+        ids = self._ids
+        return {e.id: ids[e.id] for e in events if e.id in ids}
 
     def _insert(self, session_id: str, batch: Prepared) -> int:
         if not self._pending:

@@ -45,6 +45,7 @@ class MemoryStore(Store):
         self._configure(url, durability=durability, key=key, max_event_bytes=max_event_bytes,
                         durabilities=(durability,))
         self._lock = threading.RLock()
+        self._write_lock = self._lock
         self._sessions: dict[str, SessionInfo] = {}
         self._own: dict[str, _Own] = {}
         self._ids: dict[str, tuple[str, int, int]] = {}
@@ -77,9 +78,6 @@ class MemoryStore(Store):
         if not own.events:
             return 0, own.genesis
         return own.events[-1].seq, own.hashes[-1]
-
-    def _locked(self) -> threading.RLock:
-        return self._lock
 
     def _write_head(self, session_id: str) -> tuple[int, bytes]:
         own = self._own.get(session_id)

@@ -179,6 +179,25 @@ class _Head(NamedTuple):
     head: bytes
 
 
+class _RowLockTx:
+    """A :class:`PostgresStore`'s write lock for the shared loop: a transaction, in
+    which ``_write_head`` locks the session row (the thread lock is held already)."""
+
+    __slots__ = ("open", "store")
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+        self.open: list[AbstractContextManager[object]] = []
+
+    def __enter__(self) -> None:
+        tx = self.store._db.transaction()
+        tx.__enter__()
+        self.open.append(tx)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.open.pop().__exit__(*exc)
+
+
 class PostgresStore(SQLRecorder):
     _sql = Statements.of(POSTGRES)
     SEQ_MAX = 1 << 30  # a bound that every integer seq column and parameter accepts
@@ -190,6 +209,7 @@ class PostgresStore(SQLRecorder):
                         max_event_bytes=max_event_bytes)
         self.dsn = dsn
         self._lock = threading.RLock()
+        self._write_lock = _RowLockTx(self)
         try:
             self._db = psycopg.connect(dsn, autocommit=True,
                                        connect_timeout=int(connect_timeout))
@@ -329,9 +349,6 @@ class PostgresStore(SQLRecorder):
 
     # The authoritative path's hooks: the row is locked before the batch is checked
     # and prepared, so the head cannot move under it.
-
-    def _locked(self) -> AbstractContextManager[object]:
-        return self._db.transaction()
 
     def _write_head(self, session_id: str) -> tuple[int, bytes]:
         head = self._fetch_head(session_id, lock=True)

@@ -168,6 +168,7 @@ class SQLiteStore(SQLRecorder):
         self._pend_ids: list[tuple[bytes, int]] = []
         self._pend_log: list[tuple[int, int, int]] = []
         self._pend_found: dict[str, tuple[str, int, int]] = {}
+        self._write_lock = _WriteTx(self)  # reusable: its state is the store's
         self._group = (GroupCommit(self._commit_window, self._lock, max_ms=batch_ms,
                                    max_events=batch_events)
                        if durability == BATCHED else None)
@@ -409,9 +410,6 @@ class SQLiteStore(SQLRecorder):
                     chunk):
                 found[keys[bytes(key)]] = (self._name(int(sid)), int(seq), int(pos))
         return found
-
-    def _locked(self) -> _WriteTx:
-        return _WriteTx(self)
 
     def _write_head(self, session_id: str) -> tuple[int, bytes]:
         tail = self._tail(session_id)

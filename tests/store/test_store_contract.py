@@ -353,7 +353,7 @@ def test_two_sqlite_writers_on_one_file(tmp_path: Path) -> None:
         # the first check still loses).
         stale = event(a.id, 2)
         with pytest.raises(ConcurrencyError):
-            second._append(a.id, [stale], 1)
+            second._record(a.id, [stale], 1)
         assert second.version(a.id) == 2
 
         # Reopened, the second writer catches up and wins the next append.

@@ -3,6 +3,8 @@ its write hooks, so no backend can drift from the shared id, version and retry r
 
 from __future__ import annotations
 
+import inspect
+
 from engine.store.base import Store
 from engine.store.jsonl import JSONLStore
 from engine.store.memory import MemoryStore
@@ -10,9 +12,9 @@ from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SQLiteStore
 
 RECORDERS = (MemoryStore, JSONLStore, SQLiteStore, PostgresStore)
-PIPELINE = ("append", "_append", "_decide", "_classify", "_match", "_prepare",
+PIPELINE = ("append", "_taken", "_decide", "_classify", "_match", "_prepare",
             "_check_expected", "stored_seqs")
-HOOKS = ("_locked", "_write_head", "_stored_ids", "_insert")
+HOOKS = ("_write_head", "_stored_ids", "_insert")
 
 
 def _defined(cls: type, name: str) -> bool:
@@ -29,6 +31,7 @@ def test_every_recorder_implements_the_write_hooks() -> None:
     for cls in RECORDERS:
         assert [n for n in HOOKS if not _defined(cls, n)] == [], cls.__name__
         assert not getattr(cls, "__abstractmethods__", None), cls.__name__
+        assert "self._write_lock = " in inspect.getsource(cls.__init__), cls.__name__
 
 
 def test_only_postgres_takes_the_coarse_hook_for_its_one_round_trip() -> None:
