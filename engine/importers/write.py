@@ -15,7 +15,6 @@ importer's stable ids).
 from __future__ import annotations
 
 from engine import events as ev
-from engine.codec import decode_msgpack, encode_msgpack
 from engine.errors import ConvlogError, UnknownSession
 from engine.importers.base import ImportInputError, Plan, PlannedSession, SessionSummary
 from engine.session import Session
@@ -30,15 +29,12 @@ def write_plan(store: Store, plan: Plan) -> None:
         if not _is_new(store, planned.id):
             _mirror(store, scratch, planned.id)
     try:
-        for planned in plan.sessions:
-            for e in planned.events:
-                # A value of the wrong type (a JSON true where a count belongs) must fail
-                # here, not become an event that no reader can decode.
-                decode_msgpack(encode_msgpack(e))
+        # The scratch store's door refuses a value of the wrong type (a JSON true where a
+        # count belongs, an int over 64 bits) as InvalidEvent, before anything is written.
         _write(scratch, plan)
     except ImportInputError:
         raise
-    except (ConvlogError, OverflowError, TypeError, ValueError) as exc:  # msgpack: ints > 64 bits
+    except (ConvlogError, OverflowError, TypeError, ValueError) as exc:
         raise ImportInputError(plan.report.source,
                                f"the import does not form a valid log ({exc})") from exc
     opened: dict[str, Session] = {}
