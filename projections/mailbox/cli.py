@@ -36,7 +36,10 @@ class MailboxCommand:
             p.add_argument("--project", required=True, help="project id")
 
     def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store)
+        if args.action == "import" and not args.dir.is_dir():  # before the store is opened
+            print(f"convlog mailbox import: no such directory: {args.dir}", file=sys.stderr)
+            return EXIT_USAGE
+        store = open_store(args.store, create=args.action == "import")  # export only reads
         try:
             mailbox = Mailbox(store, args.project)
             if args.action == "export":

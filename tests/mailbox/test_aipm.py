@@ -139,3 +139,20 @@ def test_the_cli_exports_and_imports(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["mailbox", "import", str(tmp_path / "out"), "--store", url2,
                  "--project", "project-1"]) == 3
     assert json.loads(capsys.readouterr().out)["torn"][0]["has"] == "sender"
+
+
+def test_import_of_a_missing_directory_is_a_usage_error_that_creates_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It was an internal error (FileNotFoundError) after creating the store."""
+    db = tmp_path / "mb.db"
+    assert main(["mailbox", "import", str(tmp_path / "nowhere"), "--store", f"sqlite:///{db}",
+                 "--project", "p"]) == 2
+    assert capsys.readouterr().err.startswith("convlog mailbox import: no such directory: ")
+    assert not db.exists()
+
+
+def test_export_from_a_missing_store_creates_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "mb.db"
+    assert main(["mailbox", "export", str(tmp_path / "out"), "--store", f"sqlite:///{db}",
+                 "--project", "p"]) == 2
+    assert not db.exists()
