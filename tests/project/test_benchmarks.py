@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from benchmarks import conversation, integrations, replay, streaming
+from benchmarks import conversation, integrations, packed, replay, streaming
 
 
 def test_streaming_benchmark_runs_and_agrees_with_the_sdks(
@@ -40,3 +40,10 @@ def test_integrations_benchmark_runs_and_agrees_with_sqlite_session(
     out = capsys.readouterr().out
     assert "sqlite_session" in out
     assert re.search(r"ratio \d+\.\d+x", out)
+
+
+def test_packed_benchmark_runs_and_round_trips(capsys: pytest.CaptureFixture[str]) -> None:
+    assert packed.main(["--events", "1500", "--turns", "4", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "round trips: exact" in out
+    assert re.search(r"unpack \d+\.\d+ us/event", out)

@@ -1,0 +1,531 @@
+"""A compact, lossless codec for a run of consecutive events of one session.
+
+A stored event is mostly envelope: a 36-character id, the session id, seq, time,
+actor, message and part ids, around a 12-character delta. Within a run of one
+session almost all of it is predictable, so :func:`pack` writes only what a
+reader cannot predict, in columns (like values next to each other compress best):
+
+- ``session_id`` and ``seq`` are implied (the caller passes them back);
+- the id is predicted by replaying :class:`engine.ids.EventIds` (the engine's
+  generator: the event time is its clock, the counter and the low 48 bits count);
+  a flag says the prediction held, otherwise the id is stored (16 bytes for a
+  canonical lowercase UUID, the exact string for anything else);
+- ``time`` is a signed delta from the previous event;
+- ``actor`` is omitted when it is the type's default actor *as written in the
+  payload's kind table* (so a later change of a default never changes old bytes);
+- ``message_id`` / ``part_id`` are "same as the previous event's", or an index
+  into the block's table of distinct values;
+- the type is a small index into the block's kind table, which names each kind by
+  its tag: codes are local to a payload, so adding event types never changes the
+  meaning of old payloads;
+- a kind whose only other field is one required string (the deltas) stores the bare
+  string; every other kind stores a msgpack map of its non-default fields, decoded
+  through the catalog type (so it is validated exactly like an ordinary event);
+- ``v`` is stored only when it is not 1.
+
+The result is uncompressed; the caller compresses it (zlib). ``unpack(pack(evs))``
+equals ``evs`` event for event, with identical :func:`engine.codec.canonical` bytes.
+Any damaged input raises :class:`EventDecodeError`.
+
+Layout: one format byte (``FORMAT``), then a msgpack array (``_Block``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import msgspec
+
+from engine.errors import EventDecodeError
+from engine.events import EVENT_BY_TAG, EVENT_TYPES, AnyEvent, Event, tag_of
+
+FORMAT: Final = 1
+
+# Per-event flag bits (one byte per event; 0 is the common case of a streamed delta).
+ID_STORED: Final = 1  # the id is in ``ids`` (the prediction missed)
+ACTOR_STORED: Final = 2  # the actor is in ``actors`` (not the kind's default)
+MSG_NEW: Final = 4  # message_id is ``refs[next ref index]``, not the previous one
+PART_NEW: Final = 8  # part_id likewise
+V_STORED: Final = 16  # v is in ``vs`` (not 1)
+NO_BODY: Final = 32  # the kind's fields are all defaults: no entry in ``bodies``
+TIME_ABS: Final = 64  # ``times`` holds the time itself (the delta overflows 64 bits)
+_ALL_FLAGS: Final = 127
+_INT64: Final = range(-(1 << 63), 1 << 63)
+_MSGPACK_INT: Final = (-(1 << 63), (1 << 64) - 1)  # what an encoder can write
+
+_LOW48: Final = (1 << 48) - 1
+_HEX3: Final = [f"{n:03x}" for n in range(0x1000)]
+_UUID_LOWER = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
+_ENVELOPE: Final = frozenset({"type", "id", "session_id", "seq", "time", "actor", "v",
+                              "message_id", "part_id"})
+
+
+class _Block(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    kinds: list[tuple[str, str, str]]  # (tag, default actor, bare field or "")
+    refs: list[str]  # distinct message/part ids, in order of first use
+    codes: bytes  # per event: index into kinds
+    flags: bytes  # per event: the bits above
+    times: list[int]  # per event: time minus the previous event's (the first: from 0)
+    ids: list[Any]  # ids the prediction missed: str, or 16 bytes of a lowercase UUID
+    actors: list[str]  # actors that are not the kind's default
+    refidx: list[int]  # per MSG_NEW / PART_NEW flag, in event order: index into refs
+    vs: list[int]  # schema versions other than 1
+    bodies: list[Any]  # per event without NO_BODY: bare value or map of fields
+
+
+_enc = msgspec.msgpack.Encoder()
+_block_dec = msgspec.msgpack.Decoder(_Block)
+_any_dec = msgspec.msgpack.Decoder()
+
+
+# --------------------------------------------------------------------------- kinds
+
+
+class _Kind:
+    """What the codec knows about one event class (derived from the catalog)."""
+
+    __slots__ = ("bare", "cls", "default_actor", "has_msg", "has_part", "make", "tag")
+
+    def __init__(self, cls: type[Event]) -> None:
+        self.cls = cls
+        self.tag = tag_of(cls)
+        self.default_actor = cls.default_actor
+        names = set(cls.__struct_fields__)
+        self.has_msg = "message_id" in names
+        self.has_part = "part_id" in names
+        body = [f for f in msgspec.structs.fields(cls) if f.name not in _ENVELOPE]
+        bare = ""
+        if (len(body) == 1 and body[0].required and body[0].type is str):
+            bare = body[0].name
+        self.bare = bare
+        self.make = _maker(cls, bare) if bare else None
+
+
+def _maker(cls: type[Event], bare: str) -> Callable[..., Event]:
+    """A constructor taking the envelope and the bare value positionally: a keyword
+    call with literal names is much cheaper than building a dict per event. The
+    source is built from the class's own field names (never from payload bytes)."""
+    names = set(cls.__struct_fields__)
+    refs = "".join(f", {n}={n}" for n in ("message_id", "part_id") if n in names)
+    args = ", ".join(n for n in ("message_id", "part_id") if n in names)
+    src = (f"def make(id, session_id, seq, time, actor, v, {args}{', ' if args else ''}value):\n"
+           f"    return cls(id=id, session_id=session_id, seq=seq, time=time, actor=actor, "
+           f"v=v{refs}, {bare}=value)\n")
+    scope: dict[str, Any] = {"cls": cls}
+    exec(compile(src, f"<packed maker {tag_of(cls)}>", "exec"), scope)
+    fn: Callable[..., Event] = scope["make"]
+    return fn
+
+
+_KINDS: Final[dict[type[Event], _Kind]] = {c: _Kind(c) for c in EVENT_TYPES}
+
+
+# --------------------------------------------------------------------------- ids
+
+
+class _IdGuess:
+    """Replays :class:`engine.ids.EventIds` with each event's time as its clock.
+
+    The id is assembled from cached pieces (a format spec per event costs more than
+    the rest of the event): ``head`` is the time's bits above the low 12 formatted
+    (8 hex, a dash, 1 hex), ``tail`` the middle group and the counting bits above
+    the low 12. ``unpack`` inlines the same steps in its loop; the two must stay in
+    step (the round-trip tests hold them)."""
+
+    __slots__ = ("cnt", "head", "head_key", "hi", "lo", "ms", "tail", "tail_key")
+
+    def __init__(self) -> None:
+        self.ms = -1
+        self.cnt = 0
+        self.hi = 0
+        self.lo = 0
+        self.head_key = self.tail_key = -1
+        self.head = self.tail = ""
+
+    def next(self, now: int) -> str:
+        if now > self.ms:
+            self.ms = now
+            self.cnt = 0
+        else:
+            self.cnt += 1
+            if self.cnt > 0xFFF:  # the generator borrows the next millisecond
+                self.ms += 1
+                self.cnt = 0
+        lo = self.lo = (self.lo + 1) & _LOW48
+        if not lo:
+            self.hi = (self.hi + 1) & 0x3FFF
+            self.tail_key = -1
+        return self.text()
+
+    def text(self) -> str:
+        t = self.ms & _LOW48
+        if t >> 12 != self.head_key:
+            self.head_key = t >> 12
+            self.head = _head(t)
+        lo = self.lo
+        if lo >> 12 != self.tail_key:
+            self.tail_key = lo >> 12
+            self.tail = _tail(self.hi, lo)
+        return f"{self.head}{_HEX3[t & 0xFFF]}-7{_HEX3[self.cnt]}{self.tail}{_HEX3[lo & 0xFFF]}"
+
+    def resync(self, actual: str) -> None:
+        """Continue from an id the prediction missed, when it is one of ours."""
+        if len(actual) == 36 and actual[14] == "7" and actual[19] in "89ab" \
+                and _UUID_LOWER.match(actual):
+            self.ms = int(actual[0:8] + actual[9:13], 16)
+            self.cnt = int(actual[15:18], 16)
+            self.hi = int(actual[19:23], 16) & 0x3FFF
+            self.lo = int(actual[24:36], 16)
+            self.tail_key = -1
+
+
+def _head(t: int) -> str:
+    return f"{t >> 16:08x}-{(t >> 12) & 0xF:x}"
+
+
+def _tail(hi: int, lo: int) -> str:
+    return f"-{hi | 0x8000:04x}-{lo >> 12:09x}"
+
+
+def _id_value(event_id: str) -> str | bytes:
+    if len(event_id) == 36 and _UUID_LOWER.match(event_id):
+        return bytes.fromhex(event_id.replace("-", ""))
+    return event_id
+
+
+def _id_text(value: Any) -> str:
+    if type(value) is str:
+        return value
+    if type(value) is not bytes or len(value) != 16:
+        raise EventDecodeError(f"packed block: a stored id {value!r}")
+    h = value.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+# --------------------------------------------------------------------------- pack
+
+
+def pack(events: Sequence[Event], session_id: str, first_seq: int) -> bytes:
+    """The packed bytes of consecutive events of ``session_id`` numbered from
+    ``first_seq`` (uncompressed). Raises ValueError when they are not that run."""
+    kinds: list[tuple[str, str, str]] = []
+    kind_index: dict[type[Event], int] = {}
+    refs: list[str] = []
+    ref_index: dict[str, int] = {}
+    codes = bytearray()
+    flags = bytearray()
+    times: list[int] = []
+    ids: list[str | bytes] = []
+    actors: list[str] = []
+    refidx: list[int] = []
+    vs: list[int] = []
+    bodies: list[Any] = []
+    guess = _IdGuess()
+    prev_time = 0
+    prev_msg: str | None = None
+    prev_part: str | None = None
+    seq = first_seq
+    for e in events:
+        cls = type(e)
+        kind = _KINDS.get(cls)
+        if kind is None:
+            raise ValueError(f"not a catalog event: {cls.__name__}")
+        if e.session_id != session_id or e.seq != seq:
+            raise ValueError(f"event {e.id!r} is {e.session_id}#{e.seq}, "
+                             f"expected {session_id}#{seq}")
+        t = e.time
+        if type(t) is not int:
+            raise ValueError(f"event {e.id!r}: time {t!r} is not an int")
+        seq += 1
+        code = kind_index.get(cls)
+        if code is None:
+            code = kind_index[cls] = len(kinds)
+            if code > 255:
+                raise ValueError("more than 256 event kinds in one block")
+            kinds.append((kind.tag, kind.default_actor, kind.bare))
+        codes.append(code)
+        f = 0
+        if t - prev_time in _INT64:
+            times.append(t - prev_time)
+        else:
+            f |= TIME_ABS
+            times.append(t)
+        prev_time = t
+        if guess.next(t) != e.id:
+            f |= ID_STORED
+            ids.append(_id_value(e.id))
+            guess.resync(e.id)
+        if e.actor != kind.default_actor:
+            f |= ACTOR_STORED
+            actors.append(e.actor)
+        if kind.has_msg:
+            m: str = e.message_id  # type: ignore[attr-defined]
+            if m != prev_msg:
+                f |= MSG_NEW
+                refidx.append(_ref(m, refs, ref_index))
+                prev_msg = m
+        if kind.has_part:
+            p: str = e.part_id  # type: ignore[attr-defined]
+            if p != prev_part:
+                f |= PART_NEW
+                refidx.append(_ref(p, refs, ref_index))
+                prev_part = p
+        if e.v != 1:
+            f |= V_STORED
+            vs.append(e.v)
+        if kind.bare and type(value := getattr(e, kind.bare)) is str:
+            bodies.append(value)
+        else:
+            body = _body(e)
+            if body or kind.bare:  # a bare kind whose value is not a str: a map says so
+                bodies.append(body)
+            else:
+                f |= NO_BODY
+        flags.append(f)
+    block = _Block(kinds, refs, bytes(codes), bytes(flags), times, ids, actors, refidx, vs,
+                   bodies)
+    return bytes((FORMAT,)) + _enc.encode(block)
+
+
+def _ref(value: str, refs: list[str], index: dict[str, int]) -> int:
+    i = index.get(value)
+    if i is None:
+        if type(value) is not str:
+            raise ValueError(f"a message or part id must be a str, not {value!r}")
+        i = index[value] = len(refs)
+        refs.append(value)
+    return i
+
+
+def _body(e: Event) -> dict[str, Any]:
+    """The event's non-envelope fields exactly as its msgpack encoding has them."""
+    obj: dict[str, Any] = _any_dec.decode(_enc.encode(e))
+    for key in _ENVELOPE:
+        obj.pop(key, None)
+    return obj
+
+
+# --------------------------------------------------------------------------- unpack
+
+# The last payload unpacked whole: at(seq) and short range reads hit one block
+# repeatedly. Keyed by the bytes themselves (and the session/seq they were read
+# as), so it never answers for other input; events are immutable, so sharing is safe.
+_last: list[tuple[bytes, str, int, list[AnyEvent]]] = []
+
+
+def unpack(data: bytes | bytearray | memoryview, session_id: str,
+           first_seq: int) -> list[AnyEvent]:
+    """The events of a packed payload, numbered from ``first_seq``."""
+    raw = bytes(data)
+    hit = _last[0] if _last else None
+    if hit is not None and hit[0] == raw and hit[1] == session_id and hit[2] == first_seq:
+        return list(hit[3])
+    out = _unpack(raw, session_id, first_seq)
+    _last[:] = [(raw, session_id, first_seq, out)]
+    return list(out)
+
+
+def unpack_range(data: bytes | bytearray | memoryview, session_id: str, first_seq: int,
+                 lo: int, hi: int) -> list[AnyEvent]:
+    """Events with seq ``lo..hi`` (inclusive) of a packed payload. The whole payload is
+    decoded (its predictions run from its start) and kept for the next call."""
+    raw = bytes(data)
+    hit = _last[0] if _last else None
+    if hit is not None and hit[0] == raw and hit[1] == session_id and hit[2] == first_seq:
+        out = hit[3]
+    else:
+        out = _unpack(raw, session_id, first_seq)
+        _last[:] = [(raw, session_id, first_seq, out)]
+    return out[max(lo - first_seq, 0):max(hi - first_seq + 1, 0)]
+
+
+def _open(raw: bytes) -> _Block:
+    if not raw or raw[0] != FORMAT:
+        head = raw[:1].hex() or "empty"
+        raise EventDecodeError(f"packed block: unknown format {head}")
+    try:
+        block = _block_dec.decode(memoryview(raw)[1:])
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
+        raise EventDecodeError(f"packed block: {exc}") from None
+    if len(block.codes) != len(block.flags) or len(block.codes) != len(block.times):
+        raise EventDecodeError("packed block: columns of different lengths")
+    if block.flags and max(block.flags) > _ALL_FLAGS:
+        raise EventDecodeError(f"packed block: unknown flags {max(block.flags):#x}")
+    return block
+
+
+# Per local code: (constructor for the bare form or None, 2/1/0 for message and part
+# id / message id / neither, the default actor as written, the kind).
+_Entry = tuple[Callable[..., Event] | None, int, str, _Kind]
+
+
+def _kind_table(block: _Block) -> list[_Entry]:
+    out: list[_Entry] = []
+    for tag, default_actor, bare in block.kinds:
+        cls = EVENT_BY_TAG.get(tag)
+        if cls is None:
+            raise EventDecodeError(f"packed block: unknown event type {tag!r}", path="$.type")
+        kind = _KINDS[cls]
+        if bare != kind.bare:  # written when the kind had another shape
+            raise EventDecodeError(f"packed block: {tag} was written with field {bare!r}")
+        shape = 2 if kind.has_part else 1 if kind.has_msg else 0
+        out.append((kind.make, shape, default_actor, kind))
+    return out
+
+
+def _unpack(raw: bytes, session_id: str, first_seq: int) -> list[AnyEvent]:
+    block = _open(raw)
+    table = _kind_table(block)
+    try:
+        return _rows(block, table, session_id, first_seq)
+    except EventDecodeError:
+        raise
+    except (IndexError, StopIteration, TypeError, ValueError, OverflowError, RecursionError,
+            msgspec.ValidationError) as exc:
+        raise EventDecodeError(f"packed block: {type(exc).__name__}: {exc}") from None
+
+
+def _rows(block: _Block, table: list[_Entry], session_id: str,
+          first_seq: int) -> list[AnyEvent]:
+    refs = block.refs
+    ids = iter(block.ids)
+    actors = iter(block.actors)
+    refidx = iter(block.refidx)
+    vs = iter(block.vs)
+    bodies = iter(block.bodies)
+    guess = _IdGuess()  # the loop inlines guess.next; the object serves stored ids
+    hex3 = _HEX3
+    low48 = _LOW48
+    out: list[Any] = []
+    append = out.append
+    t = 0
+    ms = -1
+    cnt = lo = hi = 0
+    head_key = tail_key = -1
+    head = tail = ""
+    seq = first_seq - 1
+    msg = part = ""
+    have_msg = have_part = False
+    have = 0  # 2: a message and a part id to repeat, 1: a message id, 0: neither
+    for code, f, dt in zip(block.codes, block.flags, block.times, strict=True):
+        make, shape, default_actor, kind = table[code]
+        t += dt
+        seq += 1
+        if f:
+            if f & TIME_ABS:
+                t = dt
+            actor = next(actors) if f & ACTOR_STORED else default_actor
+            if f & MSG_NEW:
+                msg = refs[next(refidx)]
+                have_msg = True
+            if f & PART_NEW:
+                part = refs[next(refidx)]
+                have_part = True
+            v = next(vs) if f & V_STORED else 1
+            body = None if f & NO_BODY else next(bodies)
+            if f & (MSG_NEW | PART_NEW):
+                have = 2 if have_msg and have_part else 1 if have_msg else 0
+                _check_refs(kind, f, have_msg, have_part, seq)
+            elif shape > have:
+                _check_refs(kind, f, have_msg, have_part, seq)
+        else:
+            actor = default_actor
+            v = 1
+            body = next(bodies)
+            if shape > have:
+                _check_refs(kind, f, have_msg, have_part, seq)
+        # -- the id: guess.next(t), inlined
+        if t > ms:
+            ms = t
+            cnt = 0
+        else:
+            cnt += 1
+            if cnt > 0xFFF:
+                ms += 1
+                cnt = 0
+        lo = (lo + 1) & low48
+        if not lo:
+            hi = (hi + 1) & 0x3FFF
+            tail_key = -1
+        if f & ID_STORED:
+            event_id = _id_text(next(ids))
+            guess.ms, guess.cnt, guess.hi, guess.lo = ms, cnt, hi, lo
+            guess.resync(event_id)
+            ms, cnt, hi, lo = guess.ms, guess.cnt, guess.hi, guess.lo
+            tail_key = -1
+        else:
+            tm = ms & low48
+            if tm >> 12 != head_key:
+                head_key = tm >> 12
+                head = _head(tm)
+            if lo >> 12 != tail_key:
+                tail_key = lo >> 12
+                tail = _tail(hi, lo)
+            event_id = f"{head}{hex3[tm & 0xFFF]}-7{hex3[cnt]}{tail}{hex3[lo & 0xFFF]}"
+        if make is not None and type(body) is str:
+            if shape == 2:
+                append(make(event_id, session_id, seq, t, actor, v, msg, part, body))
+            elif shape == 1:
+                append(make(event_id, session_id, seq, t, actor, v, msg, body))
+            else:
+                append(make(event_id, session_id, seq, t, actor, v, body))
+            continue
+        append(_generic(kind, body, event_id=event_id, session_id=session_id, seq=seq, t=t,
+                        actor=actor, v=v, msg=msg, part=part))
+    for rest in (ids, actors, refidx, vs, bodies):
+        if next(rest, _END) is not _END:
+            raise EventDecodeError("packed block: more column values than events")
+    times = block.times
+    if times and (len(times) + 1) * max(*times, -min(times)) >= 1 << 63:
+        _check_times(out)  # big jumps: some sum may leave what msgpack can hold
+    return out
+
+
+def _check_times(events: list[AnyEvent]) -> None:
+    for e in events:
+        if not _MSGPACK_INT[0] <= e.time <= _MSGPACK_INT[1]:
+            raise EventDecodeError(f"packed block: time out of range at seq {e.seq}")
+
+
+def _check_refs(kind: _Kind, f: int, have_msg: bool, have_part: bool, seq: int) -> None:
+    """A message/part id flag only where the kind has the field, and a previous id
+    to repeat where it has the field and no flag."""
+    if f & MSG_NEW and not kind.has_msg:
+        raise EventDecodeError(f"packed block: a message id on {kind.tag} at seq {seq}")
+    if f & PART_NEW and not kind.has_part:
+        raise EventDecodeError(f"packed block: a part id on {kind.tag} at seq {seq}")
+    if kind.has_msg and not have_msg:
+        raise EventDecodeError(f"packed block: no message id at seq {seq}")
+    if kind.has_part and not have_part:
+        raise EventDecodeError(f"packed block: no part id at seq {seq}")
+
+
+_END: Final = object()
+
+
+def _generic(kind: _Kind, body: Any, *, event_id: str, session_id: str,
+             seq: int, t: int, actor: str, v: int, msg: str, part: str) -> AnyEvent:
+    """Any other kind: its fields through msgspec's typed conversion (validated)."""
+    if body is None:
+        obj: dict[str, Any] = {}
+    elif isinstance(body, dict):
+        obj = dict(body)
+    else:
+        raise EventDecodeError(f"packed block: a {kind.tag} body is a {type(body).__name__}")
+    if _ENVELOPE.intersection(obj):
+        raise EventDecodeError(f"packed block: envelope field in a {kind.tag} body")
+    obj.update(type=kind.tag, id=event_id, session_id=session_id, seq=seq, time=t, actor=actor)
+    if v != 1:
+        obj["v"] = v
+    if kind.has_msg:
+        obj["message_id"] = msg
+    if kind.has_part:
+        obj["part_id"] = part
+    try:
+        event: AnyEvent = msgspec.convert(obj, kind.cls, strict=True)  # type: ignore[assignment]
+    except msgspec.ValidationError as exc:
+        raise EventDecodeError(f"packed block: {exc}") from None
+    return event
+

@@ -1,0 +1,151 @@
+"""engine.store.packed: exact round trips for every event type and envelope, stable
+meaning of written payloads, and typed errors for any damaged input."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from benchmarks.workload import START_MS, Workload
+from engine import codec
+from engine import events as ev
+from engine.errors import EventDecodeError
+from engine.events import Event, tag_of
+from engine.session import Session, StepClock
+from engine.store import MemoryStore, packed
+from tests.support.event_strategies import body_strategy, runs
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "packed-v1"
+SETTINGS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _same(back: Sequence[Event], events: Sequence[Event]) -> None:
+    assert list(back) == list(events)
+    for a, b in zip(back, events, strict=True):
+        assert type(a) is type(b)
+        assert codec.canonical(a) == codec.canonical(b)
+
+
+def _round_trip(session_id: str, first: int, events: Sequence[Event]) -> bytes:
+    data = packed.pack(events, session_id, first)
+    packed._last.clear()  # decode for real, not from the one-block cache
+    _same(packed.unpack(data, session_id, first), events)
+    _same(packed.unpack(memoryview(zlib.decompress(zlib.compress(data))), session_id, first),
+          events)
+    return data
+
+
+@SETTINGS
+@given(run=runs())
+def test_any_run_round_trips_exactly(run: tuple[str, int, list[Event]]) -> None:
+    _round_trip(*run)
+
+
+@pytest.mark.parametrize("cls", ev.EVENT_TYPES, ids=[tag_of(c) for c in ev.EVENT_TYPES])
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_every_event_type_round_trips(cls: type[Event], data: st.DataObject) -> None:
+    run = data.draw(runs(body_strategy(cls), max_size=6))
+    _round_trip(*run)
+
+
+@SETTINGS
+@given(run=runs(), data=st.data())
+def test_ranges_are_slices_of_the_whole(run: tuple[str, int, list[Event]],
+                                        data: st.DataObject) -> None:
+    session_id, first, events = run
+    blob = packed.pack(events, session_id, first)
+    last = first + len(events) - 1
+    lo = data.draw(st.integers(first - 2, last + 2))
+    hi = data.draw(st.integers(lo - 1, last + 2))
+    want = [e for e in events if lo <= e.seq <= hi]
+    for _ in range(2):  # the second read answers from the kept block
+        _same(packed.unpack_range(blob, session_id, first, lo, hi), want)
+
+
+def test_the_workload_round_trips_and_its_ids_are_predicted() -> None:
+    store = MemoryStore()
+    s = Session.create(store, clock=StepClock(START_MS))
+    Workload(s, seed=3).run(3000)
+    events = list(store.read(s.id))
+    for i in range(0, len(events), 512):
+        block = events[i:i + 512]
+        data = _round_trip(s.id, i + 1, block)
+        stored_ids = msgspec.msgpack.decode(data[1:])[5]
+        assert len(stored_ids) <= 1  # only a block's first id is stored
+
+
+def test_a_payload_written_today_keeps_its_meaning() -> None:
+    """tests/fixtures/packed-v1.* are written once: the events and their packed bytes.
+    Whatever the catalog gains later, those bytes must decode to those events."""
+    events = codec.decode_json_list((FIXTURE.with_suffix(".json")).read_bytes())
+    blob = zlib.decompress(FIXTURE.with_suffix(".bin.z").read_bytes())
+    _same(packed.unpack(blob, events[0].session_id, events[0].seq), events)
+    assert packed.pack(events, events[0].session_id, events[0].seq) == blob  # deterministic
+
+
+def test_pack_refuses_events_that_are_not_the_run() -> None:
+    e = ev.TextDelta(id="x", session_id="s", seq=1, time=1, actor="assistant",
+                     message_id="m", part_id="p", delta="d")
+    with pytest.raises(ValueError, match="expected"):
+        packed.pack([e], "other", 1)
+    with pytest.raises(ValueError, match="expected"):
+        packed.pack([e, e], "s", 1)
+    with pytest.raises(ValueError, match="time"):
+        packed.pack([msgspec.structs.replace(e, time=1.5)], "s", 1)
+
+
+def test_an_unknown_format_or_type_is_a_decode_error() -> None:
+    e = ev.TextDelta(id="x", session_id="s", seq=1, time=1, actor="assistant",
+                     message_id="m", part_id="p", delta="d")
+    data = packed.pack([e], "s", 1)
+    with pytest.raises(EventDecodeError, match="format"):
+        packed.unpack(b"\x02" + data[1:], "s", 1)
+    with pytest.raises(EventDecodeError, match="format"):
+        packed.unpack(b"", "s", 1)
+    renamed = data.replace(b"text.delta", b"text.delte")
+    with pytest.raises(EventDecodeError, match="unknown event type"):
+        packed.unpack(renamed, "s", 1)
+
+
+def _decodes_or_refuses(data: bytes) -> None:
+    packed._last.clear()
+    try:
+        out = packed.unpack(data, "s", 1)
+    except EventDecodeError:
+        return
+    for e in out:  # what decodes is a list of well-formed events
+        assert isinstance(e, ev.EVENT_TYPES)
+        codec.canonical(e)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=200))
+def test_arbitrary_bytes_are_refused_with_a_decode_error(data: bytes) -> None:
+    _decodes_or_refuses(data)
+    _decodes_or_refuses(b"\x01" + data)
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(run=runs(max_size=12), data=st.data())
+def test_damaged_payloads_are_refused_with_a_decode_error(
+        run: tuple[str, int, list[Event]], data: st.DataObject) -> None:
+    blob = bytearray(packed.pack(run[2], run[0], run[1]))
+    how = data.draw(st.sampled_from(["flip", "truncate", "insert"]))
+    at = data.draw(st.integers(0, len(blob) - 1))
+    if how == "flip":
+        blob[at] ^= data.draw(st.integers(1, 255))
+    elif how == "truncate":
+        del blob[at:]
+    else:
+        blob[at:at] = data.draw(st.binary(min_size=1, max_size=4))
+    _decodes_or_refuses(bytes(blob))
