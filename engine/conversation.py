@@ -1,8 +1,8 @@
-"""The conversation-side deciders: conversation, tangent, context file, checkpoint.
+"""The conversation-side deciders: conversation, tangent, context file, checkpoint, import.
 
 Conversation events (``conversation.created``, ``tangent.entered``,
 ``checkpoint.restored``, ...) address the session's one conversation, not a
-message. Four entity declarations, each its table, its rules and its evolve, are
+message. Five entity declarations, each its table, its rules and its evolve, are
 composed by :class:`ConversationLife`, which mutates only through the
 :class:`~engine.decider.Journal` it is given, so a rejected batch rolls back
 conversation state with everything else.
@@ -208,8 +208,45 @@ CHECKPOINT: Final = ConversationEntity(
                               else f"checkpoint {e.tag!r} already exists with another payload"),
 )
 
+# --------------------------------------------------------------------------- import
+
+
+def _import_named(c: ConversationLife, e: ev.SessionImported) -> None:
+    if not e.format.strip():
+        raise _fail(e, "format", "an imported session names the importer's format")
+    if not e.source.strip():
+        raise _fail(e, "source", "an imported session names its source file")
+
+
+def _imported(c: ConversationLife, e: Any) -> tuple[str, Event | None]:
+    if c.imported is not None:
+        return "imported", c.imported
+    # Legal only as the session's first event (seq 1; a fork inherits its parent's).
+    return (ABSENT if e.seq <= 1 else "started"), None
+
+
+def _record_import(j: Journal, c: ConversationLife, e: ev.SessionImported, _: Row) -> None:
+    j.set(c, "imported", e)
+
+
+IMPORT: Final = ConversationEntity(
+    Table(
+        "import",
+        "Where an imported session came from: `session.imported` is legal once, as the "
+        "session's first event (a fork shares its parent's). Any other event first makes "
+        "the session `started`, from which there is no row: an import is not claimed later.",
+        [Row(ABSENT, ev.SessionImported, "imported", note="format and source not blank")],
+    ),
+    rules={ev.SessionImported: _import_named},
+    evolve={ev.SessionImported: _record_import},
+    locate=_imported,
+    refusal=lambda e, state: ("the session was already imported" if state == "imported"
+                              else "session.imported must be the session's first event"),
+    needs_conversation=False,
+)
+
 ENTITIES: Final[tuple[ConversationEntity, ...]] = (CONVERSATION, TANGENT, CONTEXT_FILE,
-                                                   CHECKPOINT)
+                                                   CHECKPOINT, IMPORT)
 
 # Which entity decides each conversation event (derived from the declarations).
 ENTITY_OF: Final[dict[type[Event], ConversationEntity]] = {
@@ -223,7 +260,7 @@ ENTITY_OF: Final[dict[type[Event], ConversationEntity]] = {
 class ConversationLife(EntityGroup):
     """Conversation, tangent mode, context files and checkpoint tags of one session."""
 
-    __slots__ = ("checkpoints", "context_files", "entered", "state", "tangent")
+    __slots__ = ("checkpoints", "context_files", "entered", "imported", "state", "tangent")
     ENTITY_OF: ClassVar[dict[type[Event], ConversationEntity]] = ENTITY_OF
 
     def __init__(self, session_id: str, journal: Journal) -> None:
@@ -233,6 +270,7 @@ class ConversationLife(EntityGroup):
         self.tangent = "main"  # main | tangent
         self.context_files: dict[str, Event] = {}  # path -> the event that added it
         self.checkpoints: dict[str, Event] = {}  # tag -> its checkpoint.created event
+        self.imported: Event | None = None  # the session.imported event, if any
 
     def conversation_state(self) -> tuple[str, Event | None]:
         return self.state, self.entered

@@ -644,6 +644,25 @@ class TranscriptReplaced(ConversationEvent, frozen=True, tag="transcript.replace
     lines: list[str] = msgspec.field(default_factory=list)
 
 
+class SessionImported(ConversationEvent, frozen=True, tag="session.imported"):
+    """The session came from another tool's record (``convlog import``); its first event.
+
+    ``format`` is the importer (``claude-code``, ``codex``, ...), ``source`` the
+    source file's name (not its path: a path names the user's home, and the same
+    file imported from another place must give the same event), ``original_id``
+    the tool's own session id ("" when it has none).
+    """
+
+    entity = "import"
+    default_actor = "system"
+
+    format: str
+    source: str
+    original_id: str
+    tool_version: str = ""
+    metadata: JSONObject | None = None
+
+
 # --------------------------------------------------------------------------- mailbox
 # Agent-to-agent messages (engine.mailbox decides them): projects, agents, session
 # tokens and messages of every project live in one mailbox log per store.
@@ -817,6 +836,7 @@ AnyEvent = (
     | FileLinesChanged
     | TranscriptNoted
     | TranscriptReplaced
+    | SessionImported
     | ProjectCreated
     | ProjectDirectorySet
     | AgentRegistered

@@ -29,8 +29,8 @@ from engine.messages import (
 
 __all__ = [
     "ABORT_LIKE", "ABSENT", "CHECKPOINT", "CONTEXT_FILE", "CONVERSATION", "CONVERSATION_TABLE",
-    "MESSAGE", "NEEDS_OPEN_MESSAGE", "NEVER_RAN", "PART", "PART_KIND", "PART_TABLE", "STEP",
-    "STREAM", "TABLES", "TANGENT", "TOOL", "UNSETTLED", "Row", "Table", "all_rows",
+    "IMPORT", "MESSAGE", "NEEDS_OPEN_MESSAGE", "NEVER_RAN", "PART", "PART_KIND", "PART_TABLE",
+    "STEP", "STREAM", "TABLES", "TANGENT", "TOOL", "UNSETTLED", "Row", "Table", "all_rows",
     "render_markdown",
 ]
 
@@ -43,6 +43,7 @@ CONVERSATION: Final = _conversation.CONVERSATION.table
 TANGENT: Final = _conversation.TANGENT.table
 CONTEXT_FILE: Final = _conversation.CONTEXT_FILE.table
 CHECKPOINT: Final = _conversation.CHECKPOINT.table
+IMPORT: Final = _conversation.IMPORT.table
 
 TABLES: Final[tuple[Table, ...]] = (
     *(entity.table for entity in _messages.ENTITIES),

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from engine.cli import EXIT_OK, EXIT_USAGE
 from engine.codec import to_builtins
-from engine.events import ToolAdded, ToolCompleted
+from engine.events import SessionImported, ToolAdded, ToolCompleted
 from engine.session import Session
 from engine.store import open_store
 from engine.store.base import SessionInfo, Store
@@ -163,8 +163,17 @@ class ExportCommand(_StoreVerb):
         return EXIT_OK
 
 
+def imported_from(store: Store, sid: str) -> SessionImported | None:
+    """The session's ``session.imported`` (its first event), if an import created it."""
+    for e in store.read(sid, 1, 1):
+        return e if isinstance(e, SessionImported) else None
+    return None
+
+
 def child_links(store: Store, sessions: list[SessionInfo]) -> dict[str, str]:
-    """child session id -> the session whose tool part names it (``child_session``)."""
+    """child session id -> its parent: the session whose tool part names it
+    (``child_session``), else the one its ``session.imported`` names
+    (``metadata.parent_session``: an OpenCode session's ``parentID``)."""
     links: dict[str, str] = {}
     known = {s.id for s in sessions}
     for info in sessions:
@@ -174,6 +183,11 @@ def child_links(store: Store, sessions: list[SessionInfo]) -> dict[str, str]:
             child = (meta or {}).get("child_session")
             if isinstance(child, str) and child in known and child != info.id:
                 links.setdefault(child, info.id)
+    for info in sessions:
+        head = None if info.parent else imported_from(store, info.id)
+        parent = (head.metadata or {}).get("parent_session") if head is not None else None
+        if isinstance(parent, str) and parent in known and parent != info.id:
+            links.setdefault(info.id, parent)
     return links
 
 
@@ -194,6 +208,9 @@ def lineage(store: Store) -> list[str]:
     def walk(parent: str | None, depth: int) -> None:
         for sid, how in kids.get(parent, []):
             label = f" ({how})" if how else ""
+            head = None if how.startswith("fork") else imported_from(store, sid)
+            if head is not None:  # where an import found it; a fork shares its parent's
+                label += f" from {head.format} {head.source}"
             lines.append(f"{'  ' * depth}{sid}  {store.version(sid)} events{label}")
             walk(sid, depth + 1)
 

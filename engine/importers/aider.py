@@ -34,6 +34,7 @@ from engine.importers.base import (
     PlannedSession,
     check_text,
     open_binary,
+    seal,
     stable_part_id,
     stable_uuid,
 )
@@ -90,7 +91,7 @@ class _Run:
         self.report = report
         self.time = _ms(started) or 1
         self.sid = stable_uuid(self.time, FORMAT, "session", path.name, started, str(line))
-        self.session = PlannedSession(self.sid, "main", created=self.time)
+        self.session = PlannedSession(self.sid, "main", created=self.time, source=path.name)
         self.block: list[str] = []
         self.kind = ""  # "user", "reply" or "quote": what self.block holds
         self.assistant: str | None = None
@@ -193,4 +194,4 @@ def plan_aider(path: Path, *, max_line: int = MAX_LINE) -> Plan:
     runs[-1].close()
     report.note("aider logs no tool calls, ids or per-message times: replies are text, "
                 "'> ' output is synthetic text, times are the run's start + 1 ms per event")
-    return Plan(report, [r.session for r in runs if r.session.events])
+    return seal(Plan(report, [r.session for r in runs if r.session.events]))

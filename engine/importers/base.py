@@ -20,8 +20,9 @@ from typing import Any, Final
 import attrs
 import msgspec
 
+from engine import events as ev
 from engine.errors import ConvlogError
-from engine.events import Event
+from engine.events import Event, JSONObject
 
 # A line longer than this is refused (or skipped with --lenient) without being held
 # in memory: Claude Code's progress lines reach megabytes, never this.
@@ -154,12 +155,43 @@ class PlannedSession:
     fork_seq: int | None = None  # for a fork: how many of the parent's events it shares
     created: int = 1
     title: str = ""
+    # What its session.imported says (a fork shares its parent's).
+    original_id: str = ""  # the tool's own session id
+    tool_version: str = ""
+    source: str = ""  # the source file's name when it is not the report's (a directory)
+    metadata: JSONObject | None = None
 
 
 @attrs.define
 class Plan:
     report: ImportReport
     sessions: list[PlannedSession] = attrs.field(factory=list)
+    sealed: bool = False
+
+
+def seal(plan: Plan) -> Plan:
+    """Open every session the plan creates with ``session.imported`` (once).
+
+    A main or child session gets the event as its first; a fork shares its
+    parent's, so its fork point moves one event on. Every importer's plan
+    function returns a sealed plan.
+    """
+    if plan.sealed:
+        return plan
+    plan.sealed = True
+    fmt = plan.report.format
+    for s in plan.sessions:
+        if s.kind == "fork":
+            s.fork_seq = (s.fork_seq or 0) + 1
+            continue
+        meta = s.metadata
+        if s.kind == "child" and s.parent is not None:  # `convlog sessions` nests it
+            meta = {**(meta or {}), "parent_session": s.parent}
+        s.events.insert(0, ev.SessionImported(
+            id=stable_uuid(s.created, fmt, "session.imported", s.id), time=s.created,
+            format=fmt, source=s.source or Path(plan.report.source).name or fmt,
+            original_id=s.original_id, tool_version=s.tool_version, metadata=meta))
+    return plan
 
 
 def open_binary(path: Path) -> io.BufferedReader:

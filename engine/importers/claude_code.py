@@ -40,6 +40,7 @@ from engine.importers.base import (
     PlannedSession,
     json_lines,
     ms_of,
+    seal,
     shape_error,
     stable_part_id,
     stable_uuid,
@@ -106,10 +107,11 @@ class _Reader:
         self.links: dict[str, str | None] = {}  # any uuid -> its parentUuid (for passive lines)
         self.order: list[str] = []  # message nodes in file order
         self.titles: dict[str, str] = {}  # leafUuid -> summary
+        self.last_file = ""  # the name of the file read last (the only one, usually)
 
     def read(self, path: Path, *, several: bool = False) -> None:
         agent = path.stem.removeprefix("agent-") if path.stem.startswith("agent-") else None
-        label = path.name
+        label = self.last_file = path.name
         if path.is_relative_to(self.report.source):
             label = str(path.relative_to(self.report.source))  # subagents/agent-x.jsonl
         for number, record in json_lines(path, self.report, lenient=self.lenient,
@@ -206,13 +208,25 @@ class _Builder:
             sid = stable_uuid(root.time, FORMAT, "session", root.uuid)
             kind = "child" if root.sidechain else "main"
             parent = self.sessions[0].id if root.sidechain and mains else None
-            planned = PlannedSession(sid, kind, created=max(root.time, 1), parent=parent)
+            planned = PlannedSession(sid, kind, created=max(root.time, 1), parent=parent,
+                                     **self._origin(root))
             self._walk(planned, root, _Turn(last_time=max(root.time, 1)))
         for uuid in self.reader.order:
             if uuid not in self.visited:  # only a parentUuid cycle hides a line from every root
                 self.report.note("a line on a parentUuid cycle: not reachable, not imported",
                                  self.reader.nodes[uuid].line)
         return self.sessions
+
+    def _origin(self, root: _Node) -> dict[str, Any]:
+        """What the session.imported of a session rooted at ``root`` says."""
+        record = root.record
+        source = (Path(root.line.rpartition(":")[0]).name if isinstance(root.line, str)
+                  else self.reader.last_file)
+        meta = {k: record[k] for k in ("cwd", "gitBranch", "agentId") if k in record}
+        version = record.get("version")
+        return {"source": source, "original_id": str(record.get("sessionId") or ""),
+                "tool_version": version if isinstance(version, str) else "",
+                "metadata": meta or None}
 
     def _walk(self, planned: PlannedSession, start: _Node, turn: _Turn) -> None:
         self.sessions.append(planned)
@@ -507,4 +521,4 @@ def plan_files(paths: Iterable[Path], source: str, *, lenient: bool = False,
     for path in files:
         reader.read(path, several=len(files) > 1)
     reader.resolve()
-    return Plan(report, _Builder(reader, report).build())
+    return seal(Plan(report, _Builder(reader, report).build()))

@@ -34,6 +34,7 @@ from engine.importers.base import (
     json_lines,
     ms_of,
     open_binary,
+    seal,
     shape_error,
     stable_part_id,
     stable_uuid,
@@ -61,7 +62,8 @@ class _State:
     model: ev.ModelRef | None = None
     provider: str = "openai"
     instructions: str | None = None
-    meta: dict[str, Any] | None = None  # session_meta, kept on the first part
+    meta: dict[str, Any] | None = None  # a later session_meta, kept on the next part
+    first_meta: dict[str, Any] | None = None  # the first: session.imported's metadata
     context: dict[str, Any] | None = None  # the turn_context for the next assistant message
     tools: dict[str, tuple[str, str]] = attrs.field(factory=dict)  # call id -> (msg, part)
     tokens: ev.Tokens | None = None
@@ -108,7 +110,11 @@ class _Rollout:
             raise ImportInputError(str(self.path), "no Codex rollout lines ({timestamp, type, "
                                    "payload}) in this file", 1)
         self._end()
-        return PlannedSession(self.s.sid, "main", self.events, created=max(first_time, 1))
+        meta = self.s.first_meta or {}
+        return PlannedSession(
+            self.s.sid, "main", self.events, created=max(first_time, 1), source=self.path.name,
+            original_id=str(meta.get("id") or ""), tool_version=str(meta.get("cli_version") or ""),
+            metadata={"session_meta": meta} if meta else None)
 
     def _line(self, kind: Any, payload: dict[str, Any]) -> None:
         if kind == "session_meta":
@@ -206,7 +212,11 @@ class _Rollout:
 
     def _session_meta(self, payload: dict[str, Any]) -> None:
         s = self.s
-        s.meta = {k: v for k, v in payload.items() if k != "instructions"}
+        meta = {k: v for k, v in payload.items() if k != "instructions"}
+        if s.first_meta is None:
+            s.first_meta = meta
+        else:
+            s.meta = meta
         if isinstance(payload.get("instructions"), str):
             s.instructions = payload["instructions"]
         if isinstance(payload.get("model_provider"), str):
@@ -493,4 +503,4 @@ def plan_codex(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) -
     report = ImportReport(str(path), FORMAT)
     files = sorted(path.rglob("rollout-*.jsonl")) if path.is_dir() else [path]
     sessions = [_Rollout(f, report, lenient, max_line).run() for f in files]
-    return Plan(report, sessions)
+    return seal(Plan(report, sessions))

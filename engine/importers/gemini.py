@@ -37,6 +37,7 @@ from engine.importers.base import (
     json_document,
     json_lines,
     ms_of,
+    seal,
     shape_error,
     stable_part_id,
     stable_uuid,
@@ -248,8 +249,12 @@ def plan_gemini(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) 
     planned: list[PlannedSession] = []
     for i, branch in enumerate(branches):
         sid = stable_uuid(created, FORMAT, "session", source, str(i))
-        session = PlannedSession(sid, "main" if branch.parent is None else "fork",
-                                 created=created, title=str(meta.get("summary") or ""))
+        session = PlannedSession(
+            sid, "main" if branch.parent is None else "fork", created=created,
+            title=str(meta.get("summary") or ""), source=path.name,
+            original_id=str(meta.get("sessionId") or ""),
+            metadata={k: meta[k] for k in ("projectHash", "startTime", "lastUpdated", "kind")
+                      if k in meta} or None)
         start = 0
         if branch.parent is not None:
             parent = branches[branch.parent]
@@ -269,7 +274,7 @@ def plan_gemini(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) 
                 raise shape_error(str(path), exc, line) from exc
         session.events = out.events
         planned.append(session)
-    return Plan(report, planned)
+    return seal(Plan(report, planned))
 
 
 def _events_of(planned: list[PlannedSession], index: int, records: int,

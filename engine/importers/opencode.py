@@ -31,6 +31,7 @@ from engine.importers.base import (
     Plan,
     PlannedSession,
     json_document,
+    seal,
     stable_uuid,
 )
 
@@ -309,9 +310,12 @@ def plan_messages(report: ImportReport, info: dict[str, Any],
                                    "directory", "version", "slug"}):
         report.note(f"session info field {key!r}: not mapped")
     parent = info.get("parentID")
+    version = info.get("version")
     return PlannedSession(session_uuid(source_id, created), "child" if parent else "main",
                           builder.events, created=created, title=str(info.get("title") or ""),
-                          parent=str(parent) if parent else None)
+                          parent=str(parent) if parent else None, original_id=source_id,
+                          tool_version=version if isinstance(version, str) else "",
+                          metadata={"info": info})
 
 
 def _link_children(sessions: list[PlannedSession], created: dict[str, int]) -> list[PlannedSession]:
@@ -333,7 +337,7 @@ def plan_export(path: Path) -> Plan:
         report.note("todos: not mapped")
     messages = [(_obj(m.get("info")), [p for p in _list(m.get("parts")) if isinstance(p, dict)])
                 for m in data["messages"] if isinstance(m, dict)]
-    return Plan(report, [plan_messages(report, info, messages)])
+    return seal(Plan(report, [plan_messages(report, info, messages)]))
 
 
 def _storage_sessions(root: Path) -> Iterator[dict[str, Any]]:
@@ -357,7 +361,7 @@ def plan_storage(root: Path) -> Plan:
                 (root / "part" / str(minfo.get("id"))).glob("*.json"))]
             messages.append((minfo, parts))
         sessions.append(plan_messages(report, info, messages))
-    return Plan(report, _link_children(sessions, created))
+    return seal(Plan(report, _link_children(sessions, created)))
 
 
 def plan_db(path: Path) -> Plan:
@@ -386,7 +390,7 @@ def plan_db(path: Path) -> Plan:
         info = _session_row(dict(zip(names, row, strict=True)))
         created[info["id"]] = _int(info["time"].get("created")) or 1
         sessions.append(plan_messages(report, info, by_session.get(info["id"], [])))
-    return Plan(report, _link_children(sessions, created))
+    return seal(Plan(report, _link_children(sessions, created)))
 
 
 def _session_row(row: dict[str, Any]) -> dict[str, Any]:

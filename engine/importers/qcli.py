@@ -35,6 +35,7 @@ from engine.importers.base import (
     Plan,
     PlannedSession,
     json_document,
+    seal,
     stable_part_id,
     stable_uuid,
 )
@@ -636,5 +637,6 @@ def plan_qcli(path: Path) -> Plan:
     first = result.events[0].time if result.events else 1
     sid = stable_uuid(first, "qcli", str(data["conversation_id"]), "session")
     events = _with_ids(result.events, sid, str(data["conversation_id"]))
-    return Plan(report, [PlannedSession(sid, "main", events, created=first,
-                                        title=str(data["conversation_id"]))])
+    return seal(Plan(report, [PlannedSession(
+        sid, "main", events, created=first, title=str(data["conversation_id"]),
+        source=path.name, original_id=str(data["conversation_id"]))]))

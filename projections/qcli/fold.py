@@ -196,6 +196,7 @@ class ConversationFold:
         ev.SubtaskAdded,
         ev.RetryAdded,
         ev.CompactionAdded,
+        ev.SessionImported,  # where the session came from: not part of the conversation
     }) | ev.MAILBOX_EVENT_TYPES  # the mailbox log is not a conversation
 
     def __init__(self, session_id: str, *,

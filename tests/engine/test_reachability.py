@@ -100,6 +100,8 @@ CONVERSATION_TEMPLATES: list[Template] = [
                                                         lines_added_by_agent=2)),
     ("note transcript", lambda s: s.note_transcript("> error shown")),
     ("replace transcript", lambda s: s.append([ev.TranscriptReplaced(lines=["a", "b"])])),
+    ("import session", lambda s: s.append([ev.SessionImported(format="codex", source="r.jsonl",
+                                                              original_id="x")])),
 ]
 
 TEMPLATES = MESSAGE_TEMPLATES + CONVERSATION_TEMPLATES
@@ -149,6 +151,8 @@ def entity_state(lc: Lifecycle, e: Event, table: tb.Table) -> str:
             return c.tangent
         if table is tb.CONTEXT_FILE:
             return "present" if e.path in c.context_files else tb.ABSENT  # type: ignore[attr-defined]
+        if table is tb.IMPORT:
+            return "imported" if c.imported is not None else tb.ABSENT
         return "created" if e.tag in c.checkpoints else tb.ABSENT  # type: ignore[attr-defined]
     msg = lc.messages.get(e.message_id)  # type: ignore[attr-defined]
     if table is tb.MESSAGE:
@@ -221,7 +225,7 @@ def abstract_state(lc: Lifecycle) -> Any:
                tuple(sorted((k, v[0]) for k, v in m.tokens.items())),
                tuple(sorted((k, v[0]) for k, v in m.deliveries.items())))
     return (msgs, c.state, c.tangent, tuple(sorted(c.context_files)),
-            tuple(sorted(c.checkpoints)), mailbox)
+            tuple(sorted(c.checkpoints)), c.imported is not None, mailbox)
 
 
 def explore(templates: list[Template], recorder: Recorder, *, max_depth: int = 8

@@ -578,8 +578,8 @@ class SessionMachine(RuleBasedStateMachine):
     @rule(cls=st.sampled_from(CONVERSATION_EVENTS), data=st.data(), via=VIA)
     def conversation_event(self, cls: type[Event], data: st.DataObject, via: Via) -> None:
         e = data.draw(CONVERSATION[cls])
-        if data.draw(st.integers(0, 3)):  # usually aim at a legal move
-            c = Model.of(self.log()).conversation
+        if data.draw(st.integers(0, 3)) and not isinstance(e, ev.SessionImported):
+            c = Model.of(self.log()).conversation  # usually aim at a legal move
             if c.entered is None:
                 e = data.draw(CONVERSATION[ev.ConversationCreated])
             elif isinstance(e, ev.TangentEntered | ev.TangentExited):

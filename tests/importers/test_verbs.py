@@ -65,7 +65,7 @@ def test_export_in_every_format(imported: tuple[str, dict[str, str]], fmt: str,
 def test_export_at_a_past_seq_and_out_of_range(imported: tuple[str, dict[str, str]],
                                                capsys: pytest.CaptureFixture[str]) -> None:
     url, ids = imported
-    assert main(["export", url, "--session", ids["main"], "--as", "opencode", "--at", "5"]) == 0
+    assert main(["export", url, "--session", ids["main"], "--as", "opencode", "--at", "6"]) == 0
     assert len(json.loads(capsys.readouterr().out)["messages"]) == 2
     assert main(["export", url, "--session", ids["main"], "--at", "100000"]) == 2
 

@@ -201,6 +201,9 @@ CONVERSATION: dict[type[Event], st.SearchStrategy[Event]] = {
                                    lines_removed_by_agent=COUNT),
     ev.TranscriptNoted: st.builds(ev.TranscriptNoted, text=TEXT),
     ev.TranscriptReplaced: st.builds(ev.TranscriptReplaced, lines=st.lists(TEXT, max_size=3)),
+    ev.SessionImported: st.builds(ev.SessionImported, format=st.sampled_from(["codex", "aider"]),
+                                  source=st.sampled_from(["r.jsonl", "s.json"]),
+                                  original_id=TEXT, tool_version=TEXT, metadata=METADATA),
 }
 CONVERSATION_EVENTS: tuple[type[Event], ...] = tuple(CONVERSATION)
 
@@ -229,6 +232,8 @@ def table_for(cls: type[Event]) -> tb.Table:
         return tb.CONTEXT_FILE
     if tag.startswith("checkpoint."):
         return tb.CHECKPOINT
+    if cls is ev.SessionImported:
+        return tb.IMPORT
     if issubclass(cls, ev.ConversationEvent):
         return tb.CONVERSATION
     return tb.PART
@@ -284,6 +289,7 @@ class ConversationM:
     tangent: str = "main"
     context_files: dict[str, Event] = field(default_factory=dict)
     checkpoints: dict[str, Event] = field(default_factory=dict)
+    imported: Event | None = None  # session.imported
 
     def entity(self, e: Event) -> tuple[str, Event | None]:
         """State of the entity ``e`` addresses, and the event that entered it."""
@@ -295,6 +301,8 @@ class ConversationM:
         if table is tb.CONTEXT_FILE:
             added = self.context_files.get(e.path)  # type: ignore[attr-defined]
             return (ABSENT, None) if added is None else ("present", added)
+        if table is tb.IMPORT:
+            return (ABSENT if self.imported is None else "imported"), self.imported
         created = self.checkpoints.get(e.tag)  # type: ignore[attr-defined]
         return (ABSENT, None) if created is None else ("created", created)
 
@@ -304,6 +312,7 @@ class Model:
     messages: dict[str, MsgM] = field(default_factory=dict)
     call_ids: set[str] = field(default_factory=set)
     conversation: ConversationM = field(default_factory=ConversationM)
+    length: int = 0  # events folded (session.imported is legal only at the start)
 
     def copy(self) -> Model:
         c = self.conversation
@@ -312,6 +321,7 @@ class Model:
              for mid, m in self.messages.items()},
             set(self.call_ids),
             replace(c, context_files=dict(c.context_files), checkpoints=dict(c.checkpoints)),
+            self.length,
         )
 
     @classmethod
@@ -322,9 +332,12 @@ class Model:
         return m
 
     def fold(self, e: Event) -> None:
+        self.length += 1
         if isinstance(e, ev.ConversationEvent):
             c = self.conversation
-            if isinstance(e, ev.ConversationCreated):
+            if isinstance(e, ev.SessionImported):
+                c.imported = e
+            elif isinstance(e, ev.ConversationCreated):
                 c.entered = e
             elif isinstance(e, ev.TangentEntered | ev.TangentExited):
                 c.tangent = tb.TANGENT.index[(c.tangent, type(e))].target
@@ -391,6 +404,11 @@ def predict_one(m: Model, e: Event) -> tuple[Kind, type[Exception] | None]:
     if isinstance(e, ev.ConversationEvent):
         # Payloads generated here always satisfy the conversation's field rules.
         table = table_for(cls)
+        if table is tb.IMPORT:  # once, and only as the session's first event
+            imported = m.conversation.imported
+            if imported is not None:
+                return NOOP if same(imported, e) else ILLEGAL
+            return ACCEPT if m.length == 0 else ILLEGAL
         if table is not tb.CONVERSATION and m.conversation.entered is None:
             return ILLEGAL
         state, entered = m.conversation.entity(e)
@@ -599,7 +617,7 @@ def send_command(s: Session, e: Event) -> object:
 
 def command_can_carry(e: Event) -> bool:
     """Commands generate ids for empty ones and turn an aborted completion into an abort."""
-    if isinstance(e, ev.TranscriptReplaced):
+    if isinstance(e, ev.TranscriptReplaced | ev.SessionImported):
         return False  # raw only
     if isinstance(e, ev.MessageStarted):
         return bool(e.message_id)
@@ -630,6 +648,8 @@ def observe(lc: Lifecycle, e: Event) -> tuple[str, str | None]:
             return c.tangent, None
         if table is tb.CONTEXT_FILE:
             return ("present" if e.path in c.context_files else ABSENT), None  # type: ignore[attr-defined]
+        if table is tb.IMPORT:
+            return ("imported" if c.imported is not None else ABSENT), None
         return ("created" if e.tag in c.checkpoints else ABSENT), None  # type: ignore[attr-defined]
     msg = lc.messages.get(e.message_id)  # type: ignore[attr-defined]
     if not isinstance(e, ev.PartEvent):
