@@ -71,7 +71,8 @@ def _opencode_error(error: dict[str, Any]) -> dict[str, Any]:
 
 
 def _opencode_part(part: dict[str, Any]) -> dict[str, Any]:
-    if part.get("type") == "retry" and isinstance(part.get("error"), dict):
+    if part.get("type") == "retry" and isinstance(part.get("error"), dict) \
+            and "kind" in part["error"]:  # convlog's MessageError, not one kept as written
         part["error"] = _opencode_error(part["error"])
     state = part.get("state")
     if part.get("type") == "tool" and isinstance(state, dict) and state.get("status") == "error":
@@ -86,25 +87,86 @@ def _opencode_part(part: dict[str, Any]) -> dict[str, Any]:
     return part
 
 
-def opencode_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """convlog's WithParts JSON in OpenCode's own spelling (errors, user message times)."""
-    for m in messages:
+def _original(info: dict[str, Any]) -> dict[str, Any]:
+    """What an OpenCode import kept of a message (``metadata.opencode``), taken out of it."""
+    meta = info.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("opencode"), dict):
+        return {}
+    meta = dict(meta)
+    original: dict[str, Any] = meta.pop("opencode")
+    if meta:
+        info["metadata"] = meta
+    else:
+        info.pop("metadata")
+    return original
+
+
+def _give_back(info: dict[str, Any], kept: dict[str, Any]) -> None:
+    """Merge the info fields an import kept aside (``time`` and ``tokens`` key by key)."""
+    for key, value in kept.items():
+        if key in ("time", "tokens") and isinstance(value, dict):
+            info[key] = {**info.get(key, {}), **value}
+        else:
+            info[key] = value
+
+
+def opencode_messages(messages: list[dict[str, Any]], session_id: str | None = None
+                      ) -> list[dict[str, Any]]:
+    """convlog's WithParts JSON in OpenCode's own spelling (errors, user message times).
+
+    A message an OpenCode import wrote gets its own ids back (``msg_…``, and
+    ``session_id`` for the session), its error as OpenCode wrote it, the info fields
+    convlog has no place for, and its untimed text parts without times.
+    """
+    originals = [_original(m["info"]) for m in messages]
+    ids = {m["info"]["id"]: o["id"] for m, o in zip(messages, originals, strict=True)
+           if isinstance(o.get("id"), str)}
+    for m, original in zip(messages, originals, strict=True):
         info = m["info"]
         if isinstance(info.get("error"), dict):
-            info["error"] = _opencode_error(info["error"])
+            info["error"] = original.get("error") or _opencode_error(info["error"])
         if info.get("role") == "user":
             info.get("time", {}).pop("completed", None)  # OpenCode's user messages have none
+        mid = info["id"] = ids.get(info["id"], info["id"])
+        if session_id is not None:
+            info["sessionID"] = session_id
+        if info.get("parentID") in ids:
+            info["parentID"] = ids[info["parentID"]]
+        if isinstance(original.get("info"), dict):
+            _give_back(info, original["info"])
+        untimed = set(original.get("untimed") or ())
+        retry_errors = original.get("retry_errors") or {}
+        for part in m["parts"]:
+            if part.get("type") == "retry" and part.get("id") in retry_errors:
+                part["error"] = retry_errors[part["id"]]
+            part["messageID"] = mid
+            part["sessionID"] = info["sessionID"]
+            if part.get("id") in untimed:
+                part.pop("time", None)
+            attachments = (part.get("state") or {}).get("attachments")
+            for file in attachments if isinstance(attachments, list) else ():
+                file["messageID"], file["sessionID"] = mid, info["sessionID"]
         m["parts"] = [_opencode_part(p) for p in m["parts"]]
     return messages
 
 
 def opencode_export(store: Store, sid: str, seq: int) -> dict[str, Any]:
-    """OpenCode's ``opencode export`` shape: ``{info, messages: [{info, parts}]}``."""
+    """OpenCode's ``opencode export`` shape: ``{info, messages: [{info, parts}]}``.
+
+    A session an OpenCode import created (not a fork of one) comes back with the
+    session info OpenCode wrote, its ``ses_…`` id included.
+    """
     info = store.session_info(sid)
-    session: dict[str, Any] = {"id": sid, "time": {"created": info.created}}
-    if info.parent:
-        session["parentID"] = info.parent
-    return {"info": session, "messages": opencode_messages(at(store, sid, seq).to_json())}
+    head = None if info.parent else imported_from(store, sid)
+    kept = (head.metadata or {}).get("info") if head is not None else None
+    if head is not None and head.format == "opencode" and isinstance(kept, dict):
+        session = dict(kept)
+    else:
+        session = {"id": sid, "time": {"created": info.created}}
+        if info.parent:
+            session["parentID"] = info.parent
+    messages = opencode_messages(at(store, sid, seq).to_json(), str(session.get("id", sid)))
+    return {"info": session, "messages": messages}
 
 
 class _StoreVerb:

@@ -36,7 +36,8 @@ _HEAD: Final = 64 * 1024
 def detect(path: Path) -> str:
     """The format of ``path`` (a file, or a directory of transcripts)."""
     if path.is_dir():
-        if (path / "opencode.db").exists() or (path / "storage" / "session").is_dir():
+        if ((path / "opencode.db").exists() or (path / "storage" / "session").is_dir()
+                or ((path / "session").is_dir() and (path / "message").is_dir())):
             return "opencode"
         if any(path.glob("*.aider.chat.history.md")) or (
                 path / ".aider.chat.history.md").exists():

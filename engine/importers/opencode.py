@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -44,6 +44,15 @@ ERROR_KINDS: Final = {
 }
 _SIMPLE: Final = {"snapshot", "patch", "agent", "subtask", "retry", "compaction", "step-start",
                   "step-finish"}
+# The info fields convlog's message events carry; any other field (``mode``, ``format``,
+# ``structured``, a newer version's additions) is kept in ``metadata.opencode.info`` so
+# ``convlog export --as opencode`` gives it back.
+_USER_FIELDS: Final = frozenset({"id", "sessionID", "role", "time", "agent", "model", "system",
+                                 "tools", "variant", "summary"})
+_ASSISTANT_FIELDS: Final = frozenset({"id", "sessionID", "role", "time", "parentID", "modelID",
+                                      "providerID", "agent", "system", "variant", "path", "cost",
+                                      "tokens", "finish", "error"})
+_TOKEN_FIELDS: Final = frozenset({"input", "output", "reasoning", "cache"})
 
 
 def message_uuid(source_id: str, created: int) -> str:
@@ -124,6 +133,17 @@ class _Session:
         self.key, self.count = source_id, 0
         mid = message_uuid(source_id, created)
         role = info.get("role")
+        kept = _kept(info, _USER_FIELDS if role == "user" else _ASSISTANT_FIELDS)
+        untimed = [str(p.get("id")) for p in parts if p.get("type") == "text" and "time" not in p]
+        original: dict[str, Any] = {"id": source_id}
+        if kept:
+            original["info"] = kept
+        if untimed:  # OpenCode's user text parts have no times; convlog times every part
+            original["untimed"] = untimed
+        retries = {str(p.get("id")): p["error"] for p in parts
+                   if p.get("type") == "retry" and not _plain_error(p.get("error"))}
+        if retries:  # a retry part has no metadata: its error's other fields are kept here
+            original["retry_errors"] = retries
         if role == "user":
             model = info.get("model") if isinstance(info.get("model"), dict) else None
             start = ev.MessageStarted(
@@ -132,7 +152,8 @@ class _Session:
                                   model_id=str(model.get("modelID", ""))) if model else None,
                 system=info.get("system"), tools=info.get("tools"),
                 variant=info.get("variant"),
-                summary=_convert(info.get("summary"), ev.UserSummary))
+                summary=_convert(info.get("summary"), ev.UserSummary),
+                metadata={"opencode": original})
         elif role == "assistant":
             parent = info.get("parentID")
             start = ev.MessageStarted(
@@ -142,10 +163,8 @@ class _Session:
                 if info.get("modelID") else None,
                 system=info.get("system"), variant=info.get("variant"),
                 path=_convert(info.get("path"), ev.PathInfo),
-                parent_id=self.parents.get(str(parent)) if parent else None)
-            for field in ("mode", "summary"):
-                if field in info:
-                    self.report.note(f"assistant info field {field!r}: not mapped")
+                parent_id=self.parents.get(str(parent)) if parent else None,
+                metadata={"opencode": original})
         else:
             self.report.note(f"message role {role!r}: not imported")
             return
@@ -161,10 +180,14 @@ class _Session:
             if not settled:
                 self.report.note("a completed message with an unsettled tool: left open")
                 return
+            raw_error = info.get("error")
             self.add(ev.MessageCompleted(
                 message_id=mid, cost=float(info.get("cost") or 0.0),
                 tokens=_tokens(info.get("tokens")) if role == "assistant" else None,
-                finish=info.get("finish"), error=error), completed or None)
+                finish=info.get("finish"), error=error,
+                # The error as OpenCode wrote it (its name and every data field) for export.
+                metadata={"opencode": {"error": raw_error}} if error is not None else None),
+                completed or None)
 
     parents: dict[str, str]
 
@@ -289,6 +312,29 @@ class _Session:
 Message = tuple[dict[str, Any], list[dict[str, Any]]]
 
 
+def _plain_error(error: Any) -> bool:
+    """True when convlog's MessageError gives ``error`` back exactly."""
+    if not isinstance(error, dict) or set(error) - {"name", "data"}:
+        return False
+    data = error.get("data")
+    return (error.get("name") in ERROR_KINDS and isinstance(data, dict)
+            and not set(data) - {"message", "statusCode", "isRetryable"})
+
+
+def _kept(info: dict[str, Any], mapped: frozenset[str]) -> dict[str, Any]:
+    """The info fields no event carries (``time`` and ``tokens`` keys included), to give back."""
+    kept = {k: v for k, v in info.items() if k not in mapped}
+    times = _obj(info.get("time"))
+    extra_times = {k: v for k, v in times.items() if k not in ("created", "completed")}
+    if extra_times:
+        kept["time"] = extra_times
+    tokens = _obj(info.get("tokens")) if "tokens" in mapped else {}
+    extra_tokens = {k: v for k, v in tokens.items() if k not in _TOKEN_FIELDS}
+    if extra_tokens:
+        kept["tokens"] = extra_tokens
+    return kept
+
+
 def plan_messages(report: ImportReport, info: dict[str, Any],
                   messages: Iterable[Message]) -> PlannedSession:
     """One OpenCode session (its info and its ``(info, parts)`` messages) as a planned session."""
@@ -306,9 +352,6 @@ def plan_messages(report: ImportReport, info: dict[str, Any],
         except SHAPE_ERRORS as exc:
             raise ImportInputError(report.source, f"message {message_info.get('id')!r}: "
                                    f"a field of the wrong shape ({exc})") from exc
-    for key in sorted(set(info) - {"id", "time", "title", "parentID", "projectID",
-                                   "directory", "version", "slug"}):
-        report.note(f"session info field {key!r}: not mapped")
     parent = info.get("parentID")
     version = info.get("version")
     return PlannedSession(session_uuid(source_id, created), "child" if parent else "main",
@@ -340,66 +383,110 @@ def plan_export(path: Path) -> Plan:
     return seal(Plan(report, [plan_messages(report, info, messages)]))
 
 
-def _storage_sessions(root: Path) -> Iterator[dict[str, Any]]:
-    for f in sorted((root / "session").rglob("*.json")):
-        data = json_document(f)
-        if isinstance(data, dict):
-            yield data
+def _document(path: Path) -> dict[str, Any]:
+    data = json_document(path)
+    if not isinstance(data, dict):
+        raise ImportInputError(str(path), "an OpenCode storage file holds one JSON object")
+    return data
 
 
 def plan_storage(root: Path) -> Plan:
-    """The pre-1.2 tree: ``session/<project>/<ses>.json``, ``message/<ses>/``, ``part/<msg>/``."""
+    """The pre-1.2 tree: ``session/<projectID>/<ses>.json``, ``message/<ses>/<msg>.json``,
+    ``part/<msg>/<prt>.json`` (a file's name is its id when the JSON leaves it out)."""
     report = ImportReport(str(root), FORMAT)
     sessions, created = [], {}
-    for info in _storage_sessions(root):
-        sid = str(info.get("id") or "")
-        created[sid] = _int((info.get("time") or {}).get("created")) or 1
+    for sf in sorted((root / "session").glob("*/*.json")):
+        info = {"id": sf.stem, **_document(sf)}
+        sid = str(info["id"])
+        created[sid] = _int(_obj(info.get("time")).get("created")) or 1
         messages = []
         for mf in sorted((root / "message" / sid).glob("*.json")):
-            minfo = json_document(mf)
-            parts = [json_document(pf) for pf in sorted(
-                (root / "part" / str(minfo.get("id"))).glob("*.json"))]
+            minfo = {"id": mf.stem, "sessionID": sid, **_document(mf)}
+            parts = [{"id": pf.stem, "sessionID": sid, "messageID": minfo["id"],
+                      **_document(pf)}
+                     for pf in sorted((root / "part" / str(minfo["id"])).glob("*.json"))]
             messages.append((minfo, parts))
         sessions.append(plan_messages(report, info, messages))
+    if not sessions:
+        raise ImportInputError(str(root), "no session/<projectID>/<ses_id>.json in this tree")
     return seal(Plan(report, _link_children(sessions, created)))
 
 
+def _json_column(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
 def plan_db(path: Path) -> Plan:
-    """The 1.2+ SQLite database: tables session, message and part, with JSON ``data``."""
+    """The 1.2+ SQLite database (tables ``session``, ``message``, ``part``; the JSON ``data``
+    of a message leaves out ``id`` and ``sessionID``, a part's also ``messageID``)."""
     report = ImportReport(str(path), FORMAT)
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            sessions_rows = db.execute("SELECT * FROM session").fetchall()
-            names = [d[0] for d in db.execute("SELECT * FROM session LIMIT 0").description]
-            messages = db.execute("SELECT id, session_id, data FROM message").fetchall()
-            parts = db.execute("SELECT id, message_id, data FROM part").fetchall()
+            cur = db.execute("SELECT * FROM session ORDER BY time_created, id")
+            names = [d[0] for d in cur.description]
+            session_rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+            messages = db.execute("SELECT id, session_id, data FROM message "
+                                  "ORDER BY session_id, time_created, id").fetchall()
+            parts = db.execute("SELECT id, message_id, session_id, data FROM part "
+                               "ORDER BY message_id, id").fetchall()
         finally:
             db.close()
     except sqlite3.DatabaseError as exc:
         raise ImportInputError(str(path), f"not an opencode.db ({exc})") from exc
-    by_message: dict[str, list[dict[str, Any]]] = {}
-    for pid, mid, data in parts:
-        by_message.setdefault(mid, []).append({**json.loads(data), "id": pid})
-    by_session: dict[str, list[tuple[dict[str, Any], list[dict[str, Any]]]]] = {}
-    for mid, sid, data in messages:
-        by_session.setdefault(sid, []).append(({**json.loads(data), "id": mid},
-                                               by_message.get(mid, [])))
+    try:
+        by_message: dict[str, list[dict[str, Any]]] = {}
+        for pid, mid, sid, data in parts:
+            by_message.setdefault(mid, []).append(
+                {"id": pid, "sessionID": sid, "messageID": mid, **_row_json(data)})
+        by_session: dict[str, list[Message]] = {}
+        for mid, sid, data in messages:
+            by_session.setdefault(sid, []).append(
+                ({"id": mid, "sessionID": sid, **_row_json(data)}, by_message.get(mid, [])))
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise ImportInputError(str(path), f"a message or part whose data is not a JSON "
+                               f"object ({exc})") from exc
     sessions, created = [], {}
-    for row in sessions_rows:
-        info = _session_row(dict(zip(names, row, strict=True)))
+    for row in session_rows:
+        info = session_info(row)
         created[info["id"]] = _int(info["time"].get("created")) or 1
         sessions.append(plan_messages(report, info, by_session.get(info["id"], [])))
     return seal(Plan(report, _link_children(sessions, created)))
 
 
-def _session_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A session row as the session info JSON (columns named like OpenCode's fields)."""
-    info: dict[str, Any] = {"id": row.get("id"), "title": row.get("title") or "",
-                            "time": {"created": row.get("time_created") or 1}}
-    if row.get("parent_id"):
-        info["parentID"] = row["parent_id"]
-    return info
+def _row_json(data: Any) -> dict[str, Any]:
+    value = json.loads(data)
+    if not isinstance(value, dict):
+        raise TypeError("not an object")
+    return value
+
+
+def session_info(row: dict[str, Any]) -> dict[str, Any]:
+    """A ``session`` row as OpenCode's session info JSON (as its ``fromRow`` builds it);
+    a column this version of the table lacks is simply absent."""
+    info: dict[str, Any] = {"id": str(row.get("id")), "slug": row.get("slug"),
+                            "projectID": row.get("project_id"),
+                            "workspaceID": row.get("workspace_id"),
+                            "directory": row.get("directory"), "parentID": row.get("parent_id"),
+                            "title": row.get("title") or "", "version": row.get("version")}
+    summary = {k: row[f"summary_{k}"] for k in ("additions", "deletions", "files")
+               if row.get(f"summary_{k}") is not None}
+    if summary:
+        diffs = _json_column(row.get("summary_diffs"))
+        info["summary"] = {**summary, **({"diffs": diffs} if diffs is not None else {})}
+    if row.get("share_url"):
+        info["share"] = {"url": row["share_url"]}
+    for key in ("revert", "permission"):
+        info[key] = _json_column(row.get(key))
+    times = {"created": row.get("time_created") or 1, "updated": row.get("time_updated"),
+             "compacting": row.get("time_compacting"), "archived": row.get("time_archived")}
+    info["time"] = {k: v for k, v in times.items() if v is not None}
+    return {k: v for k, v in info.items() if v is not None}
 
 
 def plan_opencode(path: Path) -> Plan:
