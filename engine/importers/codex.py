@@ -42,7 +42,12 @@ from engine.importers.base import (
 
 FORMAT: Final = "codex"
 _ENV: Final = "<environment_context>"
-_DUPLICATED: Final = frozenset({"user_message", "agent_message", "agent_reasoning"})
+_DUPLICATED: Final = frozenset({"user_message", "agent_message", "agent_reasoning",
+                                "agent_reasoning_raw_content"})
+# Codex serialises its turn events as task_started/task_complete and accepts the
+# turn_started/turn_complete spellings too.
+_TURN_STARTED: Final = frozenset({"task_started", "turn_started"})
+_TURN_COMPLETE: Final = frozenset({"task_complete", "turn_complete"})
 _EMPTY_OUTPUT: Final = "(no output)"
 _decode = msgspec.json.decode
 
@@ -126,6 +131,9 @@ class _Rollout:
         elif kind == "event_msg":
             self._event(payload)
         elif kind == "compacted":
+            if payload.get("replacement_history") is not None:
+                self.report.note("compacted replacement_history: not mapped (the items it "
+                                 "replaced stay in the log)", self.s.line)
             self._compaction(str(payload.get("message") or ""), payload)
         else:
             self.report.note(f"unknown line type {kind!r}: not mapped", self.s.line)
@@ -241,8 +249,9 @@ class _Rollout:
                 for i, (k, text) in enumerate(blocks):
                     pid = stable_part_id(s.sid, str(s.line), "text", str(i))
                     extra = {"openai": {"item_id": p["id"]}} if p.get("id") else {}
+                    phase = {k: p[k] for k in ("phase", "end_turn") if k in p}
                     self.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(text),
-                                          metadata={**extra, **(self._part_meta() or {})}
+                                          metadata={**extra, **(self._part_meta(phase) or {})}
                                           or None))
                     self.add(ev.PartEnded(message_id=mid, part_id=pid))
                     if k != "text":
@@ -271,7 +280,7 @@ class _Rollout:
                                           snapshot=snap))
             else:
                 self.report.note("ghost_snapshot without a commit id: not mapped", s.line)
-        elif kind == "compaction":
+        elif kind in ("compaction", "compaction_summary"):  # the second: an older name
             self._compaction("", p)
         else:
             self.report.note(f"response_item type {kind!r}: not mapped", s.line)
@@ -328,7 +337,7 @@ class _Rollout:
             return
         mid = self._assistant()
         pid = stable_part_id(s.sid, str(s.line), "call")
-        extra = {k: v for k, v in p.items() if k in ("status", "id", "type")}
+        extra = {k: v for k, v in p.items() if k in ("status", "id", "type", "namespace")}
         self.add(ev.ToolAdded(message_id=mid, part_id=pid, call_id=call, tool=name, input=args,
                               raw=raw, metadata=self._part_meta(extra)))
         self.add(ev.ToolStarted(message_id=mid, part_id=pid))
@@ -373,7 +382,7 @@ class _Rollout:
         s = self.s
         kind = p.get("type")
         if kind in _DUPLICATED:
-            text = p.get("message") if kind != "agent_reasoning" else p.get("text")
+            text = p.get("text") if kind.startswith("agent_reasoning") else p.get("message")
             if isinstance(text, str) and _digest(text) in self.seen:
                 return  # the response_item already carries it
             if not isinstance(text, str):
@@ -397,9 +406,9 @@ class _Rollout:
         elif kind == "turn_aborted":
             self._close(error=ev.MessageError(kind="aborted",
                                               message=str(p.get("reason") or "aborted")))
-        elif kind == "task_started":
+        elif kind in _TURN_STARTED:
             s.tasks = True
-        elif kind == "task_complete":
+        elif kind in _TURN_COMPLETE:
             s.tasks = True
             self._close()
         elif kind == "context_compacted":
@@ -465,16 +474,23 @@ def _visible(payload: Any) -> list[str]:
         return []
     if payload.get("type") == "message":
         return [str(t) for k, t in _blocks(payload.get("content")) if k == "text"]
-    if payload.get("type") == "reasoning":
-        return [str(x.get("text", "")) for x in payload.get("summary") or []
-                if isinstance(x, dict)]
+    if payload.get("type") == "reasoning":  # summaries, and the raw content when kept
+        return [str(x.get("text", "")) for key in ("summary", "content")
+                for x in payload.get(key) or [] if isinstance(x, dict)]
     return []
 
 
 def _output_text(output: Any) -> tuple[str, dict[str, Any] | None]:
-    """Both generations: a JSON string ``{output, metadata}`` (0.4x-0.5x) or plain text."""
+    """Every generation: a JSON string ``{output, metadata}`` (0.4x-0.5x), plain text, or
+    (newer) a list of content items (``input_text`` joined; images kept in metadata)."""
     if isinstance(output, dict):
         return str(output.get("content") or output.get("output") or ""), {"raw": output}
+    if isinstance(output, list):
+        texts = [str(i.get("text") or "") for i in output
+                 if isinstance(i, dict) and i.get("type") in ("input_text", "output_text")]
+        others = [i for i in output if not (isinstance(i, dict) and i.get("type") in (
+            "input_text", "output_text"))]
+        return "\n".join(texts), {"content_items": others} if others else None
     if not isinstance(output, str):
         return "", None
     if output.startswith("{"):

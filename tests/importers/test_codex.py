@@ -120,3 +120,34 @@ def test_invalid_line_is_named(tmp_path: Path) -> None:
     with pytest.raises(ImportInputError) as caught:
         plan_codex(path)
     assert caught.value.line == 4
+
+
+NEWEST = FIXTURES / "codex" / "rollout-2026-01-15T10-00-00-019c0d11-3333-7444-8555-666677778888.jsonl"
+
+
+def test_the_newest_generation() -> None:
+    """Content-item outputs, turn_started/turn_complete, raw reasoning content echoed as
+    agent_reasoning_raw_content, message phase, namespace, compaction_summary,
+    replacement_history and thread_rolled_back (reported)."""
+    plan = plan_codex(NEWEST)
+    store = written(plan)
+    messages = at(store, plan.sessions[0].id).messages()
+    turn = messages[1]
+    assert turn.info.time.completed is not None  # turn_complete closed it
+    reasoning = [p for p in turn.parts if isinstance(p, v.ReasoningPart)]
+    assert len(reasoning) == 1  # the raw-content event_msg is the same text
+    tools = {p.tool: p for p in turn.parts if isinstance(p, v.ToolPart)}
+    image = tools["view_image"].state
+    assert isinstance(image, v.ToolStateCompleted)
+    assert image.output == "image attached"
+    assert image.metadata["codex"]["content_items"][0]["type"] == "input_image"
+    assert tools["view_image"].metadata is not None
+    assert tools["view_image"].metadata["codex"]["namespace"] == "builtin"
+    text = next(p for p in turn.parts if isinstance(p, v.TextPart))
+    assert text.metadata is not None
+    assert text.metadata["codex"]["phase"] == "final_answer"
+    assert sum(isinstance(p, v.TextPart) for p in turn.parts) == 1  # agent_message deduped
+    assert any(isinstance(p, v.CompactionPart) for m in messages for p in m.parts)
+    unmapped = " ".join(plan.report.unmapped)
+    for item in ("image_generation_call", "thread_rolled_back", "replacement_history"):
+        assert item in unmapped

@@ -54,7 +54,8 @@ def test_original_ids_and_versions() -> None:
     heads = [next(iter(store.read(s.id))) for s in codex.sessions]
     assert all(isinstance(h, ev.SessionImported) for h in heads)
     assert {h.original_id for h in heads if isinstance(h, ev.SessionImported)} == {
-        "0199a0b1-1111-7222-8333-444455556666", "019aa0b1-2222-7333-8444-555566667777"}
+        "0199a0b1-1111-7222-8333-444455556666", "019aa0b1-2222-7333-8444-555566667777",
+        "019c0d11-3333-7444-8555-666677778888"}
     claude = plan_path(FIXTURES / "claude-code")
     store = written(claude)
     main = next(iter(store.read(claude.sessions[0].id)))
@@ -97,7 +98,7 @@ def test_sessions_lists_where_each_imported_session_came_from(
     capsys.readouterr()
     assert main(["sessions", url]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert sum("from codex rollout-" in line for line in lines) == 2
+    assert sum("from codex rollout-" in line for line in lines) == 3
     assert any("from claude-code 5b1f0e6e" in line for line in lines)
     forks = [line for line in lines if "(fork at" in line]
     assert forks
