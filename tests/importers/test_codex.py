@@ -122,7 +122,7 @@ def test_invalid_line_is_named(tmp_path: Path) -> None:
     assert caught.value.line == 4
 
 
-NEWEST = FIXTURES / "codex" / "rollout-2026-01-15T10-00-00-019c0d11-3333-7444-8555-666677778888.jsonl"
+NEWEST = next((FIXTURES / "codex").glob("rollout-2026-01-15*.jsonl"))
 
 
 def test_the_newest_generation() -> None:
