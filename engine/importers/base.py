@@ -191,6 +191,13 @@ def seal(plan: Plan) -> Plan:
             id=stable_uuid(s.created, fmt, "session.imported", s.id), time=s.created,
             format=fmt, source=s.source or Path(plan.report.source).name or fmt,
             original_id=s.original_id, tool_version=s.tool_version, metadata=meta))
+    by_id = {s.id: s for s in plan.sessions}
+    for s in plan.sessions:  # a fork within its parent's own shared prefix forks its owner
+        parent = by_id.get(s.parent or "")
+        while (s.kind == "fork" and parent is not None and parent.kind == "fork"
+               and (parent.fork_seq or 0) >= (s.fork_seq or 0)):
+            s.parent = parent.parent
+            parent = by_id.get(s.parent or "")
     return plan
 
 

@@ -89,6 +89,11 @@ class _Events:
             return
         mid = stable_uuid(time, FORMAT, "message", self.sid, rid)
         meta = {"gemini": {k: r[k] for k in ("id", "displayContent") if k in r}}
+        content = r.get("content")
+        for part in content if isinstance(content, list) else ():
+            if not (isinstance(part, dict) and isinstance(part.get("text"), str)):
+                keys = sorted(part) if isinstance(part, dict) else [type(part).__name__]
+                self.report.note(f"a content part {keys}: not mapped (text only)", line)
         if kind == "user":
             add(ev.MessageStarted(message_id=mid, role="user"))
             pid = stable_part_id(rid, "text")
@@ -131,8 +136,8 @@ class _Events:
         pid = stable_part_id(rid, "call", str(i))
         ids: dict[str, Any] = {"message_id": mid, "part_id": pid}
         args = call.get("args")
-        extra = {k: call[k] for k in ("displayName", "description", "timestamp", "resultDisplay")
-                 if k in call}
+        extra = {k: call[k] for k in ("displayName", "description", "timestamp", "resultDisplay",
+                                      "renderOutputAsMarkdown", "agentId") if k in call}
         add(ev.ToolAdded(**ids, call_id=str(call.get("id") or pid), tool=str(call["name"]),
                          input=args if isinstance(args, dict) else {},
                          metadata={"gemini": extra} if extra else None))
@@ -199,40 +204,79 @@ def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
     branches = [_Branch([])]
     current = 0
     for number, line in json_lines(path, report, lenient=lenient, max_line=max_line):
-        if number == 1 and "id" not in line and "$set" not in line:
-            meta = dict(line)
-            continue
-        if "$set" in line:
-            if isinstance(line["$set"], dict):
-                meta.update(line["$set"])
-            continue
-        if "$rewindTo" in line:
-            target = line["$rewindTo"]
+        if isinstance(line.get("$rewindTo"), str):
+            # Gemini CLI drops the target and everything after it; an unknown target
+            # drops every message. The branch so far stays: what follows is a fork.
             records = branches[current].records
-            cut = next((i for i, r in enumerate(records) if r.get("id") == target), None)
-            if cut is None:
-                report.note("$rewindTo names no record: ignored", number)
-                continue
+            cut = next((i for i, r in enumerate(records) if r.get("id") == line["$rewindTo"]),
+                       0)
             branches.append(_Branch(list(records[:cut]), parent=current,
                                     lines=dict(branches[current].lines)))
             current = len(branches) - 1
             continue
-        rid = line.get("id")
-        if not isinstance(rid, str):
-            report.note("a record without an id: not mapped", number)
+        if isinstance(line.get("id"), str):
+            branch = branches[current]
+            rid = line["id"]
+            at = next((i for i, r in enumerate(branch.records) if r.get("id") == rid), None)
+            if at is None:
+                branch.records.append(line)
+            else:
+                branch.records[at] = line  # a later line replaces the record in place
+            branch.lines[rid] = number
             continue
-        branch = branches[current]
-        at = next((i for i, r in enumerate(branch.records) if r.get("id") == rid), None)
-        if at is None:
-            branch.records.append(line)
-        else:
-            branch.records[at] = line  # a later line replaces the record in place
-        branch.lines[rid] = number
+        if isinstance(line.get("$set"), dict) or (
+                isinstance(line.get("sessionId"), str) and "$set" not in line):
+            patch = line["$set"] if "$set" in line else line  # an update, or the metadata
+            meta.update({k: v for k, v in patch.items() if k != "messages"})
+            if isinstance(patch.get("messages"), list):
+                # The history rewritten whole (a compression, masked tool output, a
+                # rolled-back turn): a fork sharing what did not change.
+                records = [m for m in patch["messages"]
+                           if isinstance(m, dict) and isinstance(m.get("id"), str)]
+                if records != branches[current].records:
+                    lines = dict(branches[current].lines)
+                    for r in records:
+                        lines.setdefault(r["id"], number)
+                    branches.append(_Branch(records, parent=current, lines=lines))
+                    current = len(branches) - 1
+            continue
+        report.note("a line that is no record, $set, $rewindTo or metadata: not mapped", number)
     return meta, branches
 
 
 def plan_gemini(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) -> Plan:
+    """A session file (``.json`` or ``.jsonl``), or a ``chats/`` directory: its
+    ``session-*`` files, and each subagent's ``<parent sessionId>/<id>.jsonl`` as a
+    child session of the session it ran in."""
     report = ImportReport(str(path), FORMAT)
+    if not path.is_dir():
+        return seal(Plan(report, _plan_file(path, report, lenient, max_line)[1]))
+    files = sorted(f for f in path.rglob("*.json*") if f.suffix in (".json", ".jsonl")
+                   and (f.name.startswith("session-") or f.parent != path))
+    by_original: dict[str, str] = {}
+    planned: list[tuple[Path, dict[str, Any], list[PlannedSession]]] = []
+    for f in files:
+        meta, sessions = _plan_file(f, report, lenient, max_line)
+        planned.append((f, meta, sessions))
+        if sessions and meta.get("kind") != "subagent":
+            by_original.setdefault(str(meta.get("sessionId") or ""), sessions[0].id)
+    out: list[PlannedSession] = []
+    for f, meta, sessions in planned:
+        parent = by_original.get(f.parent.name) if f.parent != path else None
+        if meta.get("kind") == "subagent" and sessions:
+            sessions[0].kind, sessions[0].parent = "child", parent
+            if parent is None:
+                report.note("a subagent session whose parent session is not in the import",
+                            f.name)
+        out.extend(sessions)
+    if not out:
+        raise ImportInputError(str(path), "no Gemini CLI session file in this directory")
+    # Parents before their children: the lineage needs them first.
+    return seal(Plan(report, sorted(out, key=lambda s: s.kind == "child")))
+
+
+def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
+               ) -> tuple[dict[str, Any], list[PlannedSession]]:
     if path.suffix == ".jsonl":
         meta, branches = _branches(path, report, lenient, max_line)
     else:
@@ -243,9 +287,6 @@ def plan_gemini(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) 
         branches = [_Branch([m for m in data["messages"] if isinstance(m, dict)])]
     source = str(meta.get("sessionId") or path.stem)
     created = max(ms_of(meta.get("startTime")), 1)
-    for key in sorted(set(meta) - {"sessionId", "projectHash", "startTime", "lastUpdated",
-                                   "summary"}):
-        report.note(f"session field {key!r}: not mapped")
     planned: list[PlannedSession] = []
     for i, branch in enumerate(branches):
         sid = stable_uuid(created, FORMAT, "session", source, str(i))
@@ -253,8 +294,9 @@ def plan_gemini(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) 
             sid, "main" if branch.parent is None else "fork", created=created,
             title=str(meta.get("summary") or ""), source=path.name,
             original_id=str(meta.get("sessionId") or ""),
-            metadata={k: meta[k] for k in ("projectHash", "startTime", "lastUpdated", "kind")
-                      if k in meta} or None)
+            # projectHash, startTime, lastUpdated, kind, directories, newer fields
+            metadata={k: v for k, v in meta.items() if k not in ("sessionId", "summary")}
+            or None)
         start = 0
         if branch.parent is not None:
             parent = branches[branch.parent]
@@ -274,7 +316,7 @@ def plan_gemini(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) 
                 raise shape_error(str(path), exc, line) from exc
         session.events = out.events
         planned.append(session)
-    return seal(Plan(report, planned))
+    return meta, planned
 
 
 def _events_of(planned: list[PlannedSession], index: int, records: int,

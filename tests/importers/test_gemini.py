@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.cli import main as main_cli
 from engine.importers.base import ImportInputError
 from engine.importers.detect import detect
 from engine.importers.gemini import plan_gemini
@@ -92,3 +93,40 @@ def test_a_bad_line_is_named(tmp_path: Path) -> None:
     with pytest.raises(ImportInputError) as caught:
         plan_gemini(path)
     assert caught.value.line == 3
+
+
+CHATS = FIXTURES / "gemini-chats"
+
+
+def test_a_chats_directory_set_messages_unknown_rewind_and_a_subagent(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``$set.messages`` rewrites the history (a fork sharing what did not change), a
+    ``$rewindTo`` an unknown id drops every message (a fork at the start), and the
+    subagent's ``<parent>/<id>.jsonl`` is a child session of the session it ran in."""
+    assert detect(CHATS) == "gemini"
+    plan = plan_gemini(CHATS)
+    store = written(plan)
+    kinds = [s.kind for s in plan.sessions]
+    assert kinds == ["main", "fork", "fork", "child"]
+    main, masked, cleared, child = plan.sessions
+    assert masked.parent == main.id
+    assert cleared.parent == main.id  # its one shared event is the main session's
+    assert cleared.fork_seq == 1  # only session.imported is shared
+    assert child.parent == main.id
+    tool = at(store, masked.id).messages()[1].parts[0]
+    assert isinstance(tool, v.ToolPart)
+    assert isinstance(tool.state, v.ToolStateCompleted)
+    assert tool.state.output == "[masked]"
+    original = at(store, main.id).messages()[1].parts[0]
+    assert isinstance(original, v.ToolPart)
+    assert isinstance(original.state, v.ToolStateCompleted)
+    assert original.state.output == "README: a parser"
+    assert [m.parts[0].text for m in at(store, cleared.id).messages()  # type: ignore[union-attr]
+            ] == ["start over"]
+    assert any("inlineData" in k for k in plan.report.unmapped)
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    assert main_cli(["import", str(CHATS), "--store", url]) == 0
+    capsys.readouterr()
+    assert main_cli(["sessions", url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any("(child)" in line and line.startswith("  ") for line in lines)
