@@ -226,7 +226,7 @@ def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
             continue
         if isinstance(line.get("$set"), dict) or (
                 isinstance(line.get("sessionId"), str) and "$set" not in line):
-            patch = line["$set"] if "$set" in line else line  # an update, or the metadata
+            patch = line.get("$set", line)  # an update, or the metadata line
             meta.update({k: v for k, v in patch.items() if k != "messages"})
             if isinstance(patch.get("messages"), list):
                 # The history rewritten whole (a compression, masked tool output, a
