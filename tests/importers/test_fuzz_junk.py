@@ -15,9 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.importers.base import ImportInputError
+from engine.importers.base import ImportInputError, Plan
 from engine.importers.detect import plan_path
 from engine.importers.write import write_plan
+from engine.store import MemoryStore
+from engine.store.verify import verify
 from projections import views as v
 from projections.timetravel import at
 from tests.importers.support import FIXTURES, written
@@ -27,7 +29,15 @@ LINE_FILES = [
     next((FIXTURES / "codex").glob("rollout-2025-09-03*.jsonl")),
     next((FIXTURES / "codex").glob("rollout-2025-11-20*.jsonl")),
     next((FIXTURES / "gemini").glob("*.jsonl")),
+    next((FIXTURES / "codex").glob("rollout-2026-01-15*.jsonl")),
+    next((FIXTURES / "gemini-chats").glob("session-*.jsonl")),
+    FIXTURES / "claude-code" / "subagents" / "agent-f00d.jsonl",
 ]
+# Every fixture of every format, for the byte-level truncation test.
+ALL_FILES = [*LINE_FILES, *[
+    FIXTURES / "opencode" / "export-live.json", next((FIXTURES / "gemini").glob("*.json")),
+    FIXTURES / "qcli-v1.10-pairs.json", FIXTURES / "qcli-v1.14-objects.json",
+    FIXTURES / "aider" / ".aider.chat.history.md"]]
 DOCUMENTS = [FIXTURES / "opencode" / "export-live.json", next((FIXTURES / "gemini").glob("*.json")),
              FIXTURES / "qcli-v1.10-pairs.json", FIXTURES / "qcli-v1.14-objects.json"]
 
@@ -65,15 +75,32 @@ def shape(messages: list[v.WithParts]) -> list[tuple[str, list[tuple[str, str]]]
                          for p in m.parts]) for m in messages]
 
 
-def import_or_refuse(path: Path) -> None:
+def _state(store: MemoryStore) -> dict[str, list[Any]]:
+    return {s.id: list(store.read(s.id)) for s in store.sessions()}
+
+
+# A store that already holds an import: a refused import must leave it exactly as it was.
+_BASE = FIXTURES / "qcli-v1.14-objects.json"
+
+
+def import_or_refuse(path: Path) -> Plan | None:
+    """Import ``path`` into a store holding another import; a refusal is typed and leaves
+    that store unchanged, an acceptance verifies."""
     try:
         plan = plan_path(path)
     except ImportInputError:
-        return
+        return None
+    store = MemoryStore()
+    write_plan(store, plan_path(_BASE))
+    before = _state(store)
     try:
-        written(plan)
+        write_plan(store, plan)
     except ImportInputError:
-        return
+        assert _state(store) == before, "a refused import changed the store"
+        return None
+    report = verify(store)
+    assert report.ok, report.problems
+    return plan
 
 
 @settings(max_examples=250, deadline=None,
@@ -141,3 +168,70 @@ def test_a_replaced_gemini_record_already_imported_is_a_typed_error(tmp_path: Pa
     with pytest.raises(ImportInputError):
         write_plan(store, plan_path(path))
     assert {s.id: store.version(s.id) for s in store.sessions()} == before
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(ALL_FILES), st.data())
+def test_a_file_cut_at_any_byte(tmp_path: Path, source: Path, data: st.DataObject) -> None:
+    """A copy interrupted mid-write: refused with a typed error (nothing written) or
+    imported (a cut JSONL line is the truncated final line; --lenient skips it)."""
+    raw = source.read_bytes()
+    cut = data.draw(st.integers(0, len(raw)), label="cut")
+    path = tmp_path / source.name
+    path.write_bytes(raw[:cut])
+    import_or_refuse(path)
+
+
+UNKNOWN_RECORDS = {
+    "claude-code": lambda kind, junk: {"type": kind, "uuid": "zz-1", "parentUuid": None,
+                                       "sessionId": "s", "data": junk},
+    "codex": lambda kind, junk: {"timestamp": "2025-09-03T14:00:30.000Z", "type": kind,
+                                 "payload": {"type": kind, "data": junk}},
+    "gemini": lambda kind, junk: {"id": "zz-1", "timestamp": "2025-10-01T09:00:30Z",
+                                  "type": kind, "content": junk},
+}
+KINDS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-", min_size=3, max_size=12).filter(
+    lambda k: k not in {"user", "assistant", "gemini", "info", "error", "warning", "system",
+                        "summary", "progress", "attachment", "compacted", "session_meta",
+                        "turn_context", "response_item", "event_msg"})
+
+
+FINITE_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                 max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(LINE_FILES), st.data(), KINDS, FINITE_JSON)
+def test_an_unknown_record_type_is_reported_never_fatal(
+        tmp_path: Path, source: Path, data: st.DataObject, kind: str, junk: Any) -> None:
+    """A newer tool version's record type: the import goes on and the report names it."""
+    fmt = plan_path(source).report.format
+    lines = source.read_text().splitlines(keepends=True)
+    at_line = data.draw(st.integers(1, len(lines)), label="at")
+    record = UNKNOWN_RECORDS[fmt](kind, junk)
+    lines.insert(at_line, json.dumps(record) + "\n")
+    path = tmp_path / source.name
+    path.write_text("".join(lines))
+    plan = import_or_refuse(path)
+    assert plan is not None, "an unknown record type refused the import"
+    assert any(kind in what for what in plan.report.unmapped), plan.report.unmapped
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.data(), st.lists(st.text(max_size=40), min_size=1, max_size=4))
+def test_junk_lines_in_an_aider_history(tmp_path: Path, data: st.DataObject,
+                                        junk: list[str]) -> None:
+    source = FIXTURES / "aider" / ".aider.chat.history.md"
+    lines = source.read_text().splitlines(keepends=True)
+    at_line = data.draw(st.integers(0, len(lines)), label="at")
+    lines[at_line:at_line] = [j.replace("\x00", "") + "\n" for j in junk]
+    path = tmp_path / source.name
+    path.write_text("".join(lines))
+    import_or_refuse(path)
