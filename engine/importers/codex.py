@@ -249,7 +249,7 @@ class _Rollout:
                 for i, (k, text) in enumerate(blocks):
                     pid = stable_part_id(s.sid, str(s.line), "text", str(i))
                     extra = {"openai": {"item_id": p["id"]}} if p.get("id") else {}
-                    phase = {k: p[k] for k in ("phase", "end_turn") if k in p}
+                    phase: dict[str, Any] = {k: p[k] for k in ("phase", "end_turn") if k in p}
                     self.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(text),
                                           metadata={**extra, **(self._part_meta(phase) or {})}
                                           or None))
