@@ -23,6 +23,7 @@ DAG connected and are counted in the report with their line numbers.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -108,10 +109,23 @@ class _Reader:
         self.order: list[str] = []  # message nodes in file order
         self.titles: dict[str, str] = {}  # leafUuid -> summary
         self.last_file = ""  # the name of the file read last (the only one, usually)
+        self.agent_meta: dict[str, dict[str, Any]] = {}  # agent id -> its .meta.json
 
     def read(self, path: Path, *, several: bool = False) -> None:
         agent = path.stem.removeprefix("agent-") if path.stem.startswith("agent-") else None
-        label = self.last_file = path.name
+        label = path.name
+        if agent is None:
+            self.last_file = path.name
+        else:  # agent-<id>.meta.json: the subagent's type, description, model, depth
+            meta = path.with_name(path.stem + ".meta.json")
+            try:
+                found = json.loads(meta.read_text()) if meta.is_file() else None
+            except (OSError, ValueError):
+                found = None
+                self.report.note("a subagent .meta.json that is not JSON: not mapped",
+                                 meta.name)
+            if isinstance(found, dict):
+                self.agent_meta[agent] = found
         if path.is_relative_to(self.report.source):
             label = str(path.relative_to(self.report.source))  # subagents/agent-x.jsonl
         for number, record in json_lines(path, self.report, lenient=self.lenient,
@@ -223,6 +237,9 @@ class _Builder:
         source = (Path(root.line.rpartition(":")[0]).name if isinstance(root.line, str)
                   else self.reader.last_file)
         meta = {k: record[k] for k in ("cwd", "gitBranch", "agentId") if k in record}
+        agent = record.get("agentId")
+        if isinstance(agent, str) and agent in self.reader.agent_meta:
+            meta["agent"] = self.reader.agent_meta[agent]
         version = record.get("version")
         return {"source": source, "original_id": str(record.get("sessionId") or ""),
                 "tool_version": version if isinstance(version, str) else "",
@@ -502,10 +519,11 @@ def _user_text(record: dict[str, Any]) -> str:
 
 
 def files_of(path: Path) -> list[Path]:
-    """A transcript file, or every ``*.jsonl`` under a directory (subagents included)."""
+    """A transcript file with its subagents (``<session>/subagents/agent-<id>.jsonl``
+    beside it, as Claude Code 2.1+ writes them), or every ``*.jsonl`` under a directory."""
     if path.is_dir():
         return sorted(p for p in path.rglob("*.jsonl") if p.is_file())
-    return [path]
+    return [path, *sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl"))]
 
 
 def plan_claude_code(path: Path, *, lenient: bool = False) -> Plan:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine import events as ev
 from engine.importers.base import PROGRESS, ImportInputError
 from engine.importers.claude_code import plan_claude_code, plan_files
 from engine.importers.write import write_plan
@@ -227,7 +228,7 @@ def test_any_line_order_or_loss_imports_a_valid_log(tmp_path: Path, order: list[
     plan = plan_claude_code(path)
     written(plan)
     if len(keep) == len(order):  # shuffled only: the same sessions and messages
-        want = plan_claude_code(MAIN)
+        want = plan_files([MAIN], str(MAIN))  # the file alone, without its subagents/
         written(want)
         assert sorted((s.kind, s.messages, s.tools) for s in plan.report.sessions) == sorted(
             (s.kind, s.messages, s.tools) for s in want.report.sessions)
@@ -255,7 +256,7 @@ def test_progress_is_reported_on_request(tmp_path: Path) -> None:
     finally:
         PROGRESS.reset(token)
     size = MAIN.stat().st_size
-    assert seen[-1] == (str(MAIN), size, size)
+    assert (str(MAIN), size, size) in seen  # then its subagents' files
 
 
 def test_a_subagent_file_links_to_the_task_result_by_agent_id(tmp_path: Path) -> None:
@@ -288,3 +289,19 @@ def test_a_parent_cycle_is_reported_not_dropped(tmp_path: Path) -> None:
     written(plan)
     cycle = plan.report.unmapped["a line on a parentUuid cycle: not reachable, not imported"]
     assert cycle.count == 1
+
+
+def test_a_session_file_brings_its_subagents_directory() -> None:
+    """Claude Code 2.1+: ``<session>/subagents/agent-<id>.jsonl`` beside the session file
+    (with its ``.meta.json``) imports with the session file alone."""
+    plan = plan_claude_code(MAIN)
+    store = written(plan)
+    children = [s for s in plan.sessions if s.kind == "child"]
+    heads = [next(iter(store.read(c.id))) for c in children]
+    agents = [h for h in heads if isinstance(h, ev.SessionImported)
+              and h.source == "agent-f00d.jsonl"]
+    assert len(agents) == 1
+    assert agents[0].metadata is not None
+    assert agents[0].metadata["agent"] == {"agentType": "general-purpose",
+                                           "description": "summarise"}
+    assert agents[0].metadata["parent_session"] == plan.sessions[0].id

@@ -31,7 +31,7 @@ LINE_FILES = [
     next((FIXTURES / "gemini").glob("*.jsonl")),
     next((FIXTURES / "codex").glob("rollout-2026-01-15*.jsonl")),
     next((FIXTURES / "gemini-chats").glob("session-*.jsonl")),
-    FIXTURES / "claude-code" / "subagents" / "agent-f00d.jsonl",
+    next((FIXTURES / "claude-code").glob("*/subagents/agent-*.jsonl")),
 ]
 # Every fixture of every format, for the byte-level truncation test.
 ALL_FILES = [*LINE_FILES, *[
@@ -142,7 +142,10 @@ def test_every_prefix_of_a_file_imports(tmp_path: Path, source: Path) -> None:
 def test_a_grown_file_reimports_on_top_of_its_prefix(tmp_path: Path, source: Path) -> None:
     """A live transcript imported, then imported again once it grew: only new events."""
     lines = source.read_text().splitlines(keepends=True)
-    whole = written(plan_path(source))
+    alone = tmp_path / "whole"  # the file alone (a session file also brings its subagents/)
+    alone.mkdir()
+    (alone / source.name).write_text("".join(lines))
+    whole = written(plan_path(alone / source.name))
     for n in range(1, len(lines)):
         path = tmp_path / source.name
         path.write_text("".join(lines[:n]))
