@@ -236,7 +236,8 @@ class _Builder:
         record = root.record
         source = (Path(root.line.rpartition(":")[0]).name if isinstance(root.line, str)
                   else self.reader.last_file)
-        meta = {k: record[k] for k in ("cwd", "gitBranch", "agentId") if k in record}
+        meta: dict[str, Any] = {k: record[k] for k in ("cwd", "gitBranch", "agentId")
+                                if k in record}
         agent = record.get("agentId")
         if isinstance(agent, str) and agent in self.reader.agent_meta:
             meta["agent"] = self.reader.agent_meta[agent]
