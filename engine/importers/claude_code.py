@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -48,6 +49,8 @@ from engine.importers.base import (
 )
 
 FORMAT: Final = "claude-code"
+_PERSISTED: Final = "<persisted-output>"
+_SAVED_TO: Final = re.compile(r"Full output saved to: (\S+)")
 _MESSAGE_TYPES: Final = frozenset({"user", "assistant"})
 _PASSIVE_TYPES: Final = frozenset({"progress", "file-history-snapshot", "queue-operation",
                                    "attachment", "last-prompt"})
@@ -110,10 +113,13 @@ class _Reader:
         self.titles: dict[str, str] = {}  # leafUuid -> summary
         self.last_file = ""  # the name of the file read last (the only one, usually)
         self.agent_meta: dict[str, dict[str, Any]] = {}  # agent id -> its .meta.json
+        self.dirs: list[Path] = []  # where the transcripts are (tool-results/ is beside them)
 
     def read(self, path: Path, *, several: bool = False) -> None:
         agent = path.stem.removeprefix("agent-") if path.stem.startswith("agent-") else None
         label = path.name
+        if path.parent not in self.dirs:
+            self.dirs.append(path.parent)
         if agent is None:
             self.last_file = path.name
         else:  # agent-<id>.meta.json: the subagent's type, description, model, depth
@@ -414,12 +420,17 @@ class _Builder:
             return
         content = block.get("content")
         text = _result_text(content)
+        persisted = None
+        if text.startswith(_PERSISTED):
+            text, persisted = self._persisted(text, node)
         if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") != "text"
                                              for b in content):
             self.report.note("non-text blocks in a tool_result: kept in metadata only",
                              node.line)
         meta: dict[str, Any] = {"claude_code": {"uuid": node.uuid, "content": content}
                                 if not isinstance(content, str) else {"uuid": node.uuid}}
+        if persisted is not None:
+            meta["claude_code"]["persisted"] = persisted
         typed = node.record.get("toolUseResult")
         if first and typed is not None:
             meta["claude_code"]["toolUseResult"] = typed
@@ -440,6 +451,26 @@ class _Builder:
         if tool.message_id in turn.waiting and not pending:
             turn.waiting.remove(tool.message_id)
             out.add(ev.MessageCompleted(message_id=tool.message_id), key="late")
+
+    def _persisted(self, preview: str, node: _Node) -> tuple[str, dict[str, Any]]:
+        """Claude Code 2.1.2+ saves a large tool output to
+        ``<session>/tool-results/<id>.txt`` and logs a ``<persisted-output>`` preview:
+        the output is the file's text when the file is here, else the preview."""
+        found = _SAVED_TO.search(preview)
+        name = Path(found.group(1)).name if found else ""
+        session = str(node.record.get("sessionId") or "")
+        kept: dict[str, Any] = {"file": name, "preview": preview}
+        for base in self.reader.dirs:
+            candidate = base / session / "tool-results" / name
+            if name and session and candidate.is_file():
+                try:
+                    with candidate.open("rb") as f:
+                        return f.read(MAX_LINE).decode("utf-8", "replace"), kept
+                except OSError:
+                    break
+        self.report.note("a <persisted-output> tool result whose tool-results file is not "
+                         "here: the preview is the output", node.line)
+        return preview, kept
 
     def _close(self, out: _Out, turn: _Turn) -> None:
         """The conversation moves on: complete the open assistant message if it can be."""

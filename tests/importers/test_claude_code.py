@@ -305,3 +305,32 @@ def test_a_session_file_brings_its_subagents_directory() -> None:
     assert agents[0].metadata["agent"] == {"agentType": "general-purpose",
                                            "description": "summarise"}
     assert agents[0].metadata["parent_session"] == plan.sessions[0].id
+
+
+def test_a_persisted_output_reads_its_tool_results_file(tmp_path: Path) -> None:
+    """2.1.2+: a large output lives in ``<session>/tool-results/<id>.txt``; the log holds
+    a ``<persisted-output>`` preview. The file's text is the output; without the file the
+    preview is, and the report says so."""
+    sid = "5b1f0e6e-4a5d-4c1e-9d55-0a1b2c3d4e5f"
+    preview = ("<persisted-output>\nOutput too large (61.2KB). Full output saved to: "
+               f"/home/me/.claude/projects/-home-me-app/{sid}/tool-results/toolu_A.txt\n\n"
+               "Preview (first 2KB):\nline 1\n</persisted-output>")
+    records = [json.loads(x) for x in MAIN.read_text().splitlines()]
+    for r in records:
+        content = (r.get("message") or {}).get("content")
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") == "tool_result" and block.get("tool_use_id") == "toolu_A":
+                block["content"] = preview
+    path = tmp_path / f"{sid}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    missing = plan_files([path], str(path))
+    written(missing)
+    assert any("persisted-output" in k for k in missing.report.unmapped)
+    (tmp_path / sid / "tool-results").mkdir(parents=True)
+    (tmp_path / sid / "tool-results" / "toolu_A.txt").write_text("line 1\n" * 9000)
+    plan = plan_files([path], str(path))
+    store = written(plan)
+    tool = tools_of(at(store, plan.sessions[0].id).messages())["toolu_A"]
+    assert isinstance(tool.state, v.ToolStateCompleted)
+    assert tool.state.output == "line 1\n" * 9000
+    assert tool.state.metadata["claude_code"]["persisted"]["preview"] == preview
