@@ -124,7 +124,8 @@ class ImportReport:
                f"{kinds['fork']} fork(s), {kinds['child']} child session(s); "
                f"{self.written} event(s) written, {self.existing} already there"]
         for s in self.sessions[:12]:
-            link = f" <- {s.parent} at {s.fork_seq}" if s.parent else ""
+            link = "" if not s.parent else f" <- {s.parent}" + (
+                f" at {s.fork_seq}" if s.kind == "fork" else "")
             out.append(f"  {s.kind:5} {s.id}  {s.messages} messages, {s.tools} tools{link}")
         if len(self.sessions) > 12:
             out.append(f"  ... and {len(self.sessions) - 12} more sessions (--json lists all)")

@@ -14,6 +14,7 @@ from engine.importers.write import write_plan
 from engine.store import open_store
 
 MB = 1024 * 1024
+EXIT_INTERRUPTED = 130  # as every convlog command after Ctrl-C
 PROGRESS_MIN_BYTES = 8 * MB  # smaller files import too fast to need it
 
 
@@ -49,6 +50,14 @@ class ImportCommand:
             store = open_store(args.store)
             try:
                 write_plan(store, plan)
+            except KeyboardInterrupt:
+                # Each session is appended whole, so the store stays consistent; the ids are
+                # the source's, so importing again writes only what is missing.
+                done = len(plan.report.sessions)
+                print(f"convlog import: interrupted after {done} of {len(plan.sessions)} "
+                      "session(s) were written whole; import the same path again to finish",
+                      file=sys.stderr)
+                return EXIT_INTERRUPTED
             finally:
                 store.close()
         except ImportInputError as exc:

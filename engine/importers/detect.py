@@ -9,7 +9,14 @@ from typing import Final
 import msgspec
 
 from engine.importers.aider import plan_aider
-from engine.importers.base import ImportInputError, Plan, check_text, open_binary
+from engine.importers.base import (
+    ImportInputError,
+    ImportReport,
+    Plan,
+    Unmapped,
+    check_text,
+    open_binary,
+)
 from engine.importers.claude_code import plan_claude_code
 from engine.importers.codex import plan_codex
 from engine.importers.gemini import plan_gemini
@@ -82,9 +89,77 @@ def plan_path(path: Path, fmt: str = "auto", *, lenient: bool = False) -> Plan:
     """Read ``path`` in ``fmt`` (or the detected format) into a plan; nothing is written."""
     if not path.exists():
         raise ImportInputError(str(path), "no such file or directory")
+    if fmt == "auto" and path.is_dir() and len(directory_formats(path)) > 1:
+        return plan_directory(path, lenient=lenient)
     chosen = detect(path) if fmt == "auto" else fmt
     planner = _PLANNERS.get(chosen)
     if planner is None:
         raise ImportInputError(str(path), f"the {chosen} importer is not implemented yet "
                                f"(implemented: {', '.join(sorted(_PLANNERS))})")
     return planner(path, lenient)
+
+
+def _candidates(root: Path) -> list[Path]:
+    """The files of a directory that may be transcripts; companions read with their session
+    (a Claude Code ``subagents/`` file, OpenCode's ``storage/`` JSON) are left out."""
+    out = []
+    for f in sorted(root.rglob("*")):
+        rel = f.relative_to(root).parts
+        if not f.is_file() or "subagents" in rel or "storage" in rel or "tool-results" in rel:
+            continue
+        if f.suffix in (".jsonl", ".json", ".db") or f.name.endswith(".aider.chat.history.md"):
+            out.append(f)
+    return out
+
+
+def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
+    """A directory holding several formats: each file read by its own importer (a file no
+    importer recognises is listed in the report), all of it in one plan, so the import
+    is still all or nothing."""
+    plans: list[Plan] = []
+    unknown: list[str] = []
+    if (path / "opencode.db").exists() or (path / "storage" / "session").is_dir():
+        plans.append(plan_opencode(path))
+    for f in _candidates(path):
+        if f.name == "opencode.db" and plans:
+            continue
+        try:
+            chosen = detect(f)
+        except ImportInputError:
+            unknown.append(str(f.relative_to(path)))
+            continue
+        plans.append(_PLANNERS[chosen](f, lenient))
+    if not plans:
+        raise ImportInputError(str(path), "no transcript found in this directory")
+    formats = sorted({p.report.format for p in plans})
+    if len(plans) == 1:
+        plan = plans[0]
+    else:
+        plan = Plan(ImportReport(str(path), "+".join(formats)), sealed=True)
+        for part in plans:
+            plan.sessions.extend(part.sessions)
+            for what, item in part.report.unmapped.items():
+                key = f"[{part.report.format}] {what}" if len(formats) > 1 else what
+                merged = plan.report.unmapped.setdefault(key, Unmapped())
+                merged.count += item.count
+                name = Path(part.report.source).name
+                merged.lines.extend(f"{name}:{n}" if isinstance(n, int) else n
+                                    for n in item.lines[:20 - len(merged.lines)])
+            plan.report.skipped.extend(part.report.skipped)
+            plan.report.redactions += part.report.redactions
+    for name in unknown:
+        plan.report.note("a file no importer recognises: not imported", name)
+    return plan
+
+
+def directory_formats(path: Path) -> set[str]:
+    """The formats of the files directly readable in ``path`` (for ``--format auto``)."""
+    found = set()
+    if (path / "opencode.db").exists() or (path / "storage" / "session").is_dir():
+        found.add("opencode")
+    for f in _candidates(path):
+        try:
+            found.add(detect(f))
+        except ImportInputError:
+            continue
+    return found
