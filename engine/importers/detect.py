@@ -17,7 +17,7 @@ from engine.importers.base import (
     check_text,
     open_binary,
 )
-from engine.importers.claude_code import plan_claude_code
+from engine.importers.claude_code import files_of, plan_claude_code, plan_files
 from engine.importers.codex import plan_codex
 from engine.importers.gemini import plan_gemini
 from engine.importers.opencode import plan_opencode
@@ -120,6 +120,7 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
     unknown: list[str] = []
     if (path / "opencode.db").exists() or (path / "storage" / "session").is_dir():
         plans.append(plan_opencode(path))
+    claude: list[Path] = []
     for f in _candidates(path):
         if f.name == "opencode.db" and plans:
             continue
@@ -128,7 +129,12 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
         except ImportInputError:
             unknown.append(str(f.relative_to(path)))
             continue
-        plans.append(_PLANNERS[chosen](f, lenient))
+        if chosen == "claude-code":  # read together: a resumed file shares its uuids
+            claude.extend(files_of(f))
+        else:
+            plans.append(_PLANNERS[chosen](f, lenient))
+    if claude:
+        plans.insert(0, plan_files(claude, str(path), lenient=lenient))
     if not plans:
         raise ImportInputError(str(path), "no transcript found in this directory")
     formats = sorted({p.report.format for p in plans})

@@ -14,16 +14,24 @@ importer's stable ids).
 
 from __future__ import annotations
 
+import msgspec
+
 from engine import events as ev
 from engine.errors import ConvlogError, UnknownSession
+from engine.events import DEFAULT_ACTOR, SCHEMA_VERSION, Event
 from engine.importers.base import ImportInputError, Plan, PlannedSession, SessionSummary
+from engine.lifecycle import Lifecycle
 from engine.session import Session
 from engine.store import MemoryStore
 from engine.store.base import Store
+from engine.store.door import admit
 
 
 def write_plan(store: Store, plan: Plan) -> None:
-    """Check ``plan`` on a scratch store, then append it to ``store``; fills the report."""
+    """Check ``plan``, then append it to ``store``; fills the report."""
+    if all(_is_new(store, planned.id) for planned in plan.sessions):
+        _write_new(store, plan)  # a first import: one pass, nothing to compare with
+        return
     scratch = MemoryStore()
     for planned in plan.sessions:  # a re-import is judged against what is already there
         if not _is_new(store, planned.id):
@@ -54,6 +62,70 @@ def write_plan(store: Store, plan: Plan) -> None:
             # A grown source may re-map a record it already wrote: the stored one stands.
             session.append(planned.events, keep_stored=True)
             _count(plan, planned, session.version - before)
+
+
+def _write_new(store: Store, plan: Plan) -> None:
+    """A plan whose sessions are all new to ``store``: each event is judged by the
+    transition tables (a lifecycle per session, a fork's replaying its parent's
+    prefix) and by the store's door, all before the first byte is written; then each
+    session is one append of its stamped events."""
+    checked = _checked(plan)
+    for planned in plan.sessions:
+        own = checked[planned.id]
+        fork = planned.kind == "fork"
+        store.create_session(planned.id, created=planned.created,
+                             parent=planned.parent if fork else None,
+                             fork_seq=planned.fork_seq if fork else None)
+        store.append(planned.id, own, planned.fork_seq or 0 if fork else 0)
+        _count(plan, planned, len(own))
+
+
+def _checked(plan: Plan) -> dict[str, list[Event]]:
+    """Each session's own events, stamped as ``Session.append`` stamps them, checked."""
+    own: dict[str, list[Event]] = {}
+    history: dict[str, list[Event]] = {}  # each session's whole lineage, for its forks
+    ids: set[str] = set()
+    for planned in plan.sessions:
+        lc = Lifecycle(planned.id)
+        shared: list[Event] = []
+        if planned.kind == "fork":
+            parent = history.get(planned.parent or "")
+            at = planned.fork_seq or 0
+            if parent is None or at > len(parent):
+                raise ImportInputError(plan.report.source, f"fork {planned.id} shares "
+                                       f"{at} events of a session the import does not hold")
+            shared = parent[:at]
+            for e in shared:
+                lc.replay(e)
+        mine: list[Event] = []
+        lc.begin()
+        try:
+            for raw in planned.events:
+                if raw.id in ids or not raw.id:
+                    raise ImportInputError(plan.report.source,
+                                           f"event id {raw.id!r} is not unique in the import")
+                ids.add(raw.id)
+                cls = type(raw)
+                if raw.v != SCHEMA_VERSION[cls]:
+                    raise ImportInputError(plan.report.source, f"event {raw.id} has schema "
+                                           f"version {raw.v}, not {SCHEMA_VERSION[cls]}")
+                e = msgspec.structs.replace(
+                    raw, session_id=planned.id, seq=lc.version + 1,
+                    time=raw.time or planned.created,
+                    actor=raw.actor or (cls is ev.MessageStarted and raw.role)  # type: ignore[attr-defined]
+                    or DEFAULT_ACTOR[cls])
+                if lc.apply(e):  # False: an identical repeat, a no-op as in Session.append
+                    admit(e)  # the door's refusal (a value of the wrong type), written nowhere
+                    mine.append(e)
+        except ImportInputError:
+            raise
+        except (ConvlogError, OverflowError, TypeError, ValueError) as exc:
+            raise ImportInputError(plan.report.source,
+                                   f"the import does not form a valid log ({exc})") from exc
+        lc.commit()
+        own[planned.id] = mine
+        history[planned.id] = shared + mine
+    return own
 
 
 def _mirror(store: Store, scratch: Store, session_id: str) -> None:
