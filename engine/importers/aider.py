@@ -40,6 +40,7 @@ from engine.importers.base import (
 )
 
 FORMAT: Final = "aider"
+_VERSION: Final = re.compile(r"Aider v(\d[\w.+-]*)")
 _RUN: Final = "# aider chat started at "
 _SECRETS: Final = (
     # A flag that names a key or token, then its value: --api-key X, --openai-api-key=X, ...
@@ -109,6 +110,9 @@ class _Run:
             kind, text = "user", line[5:].rstrip()
         elif line.startswith("> ") or line == ">":
             kind, text = "quote", line[2:].rstrip()
+            version = _VERSION.match(text)
+            if version and not self.session.tool_version:  # aider's startup banner
+                self.session.tool_version = version.group(1)
         else:
             kind, text = "reply", line
         if kind != self.kind:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine import events as ev
 from engine.codec import encode_json
 from engine.importers.aider import REDACTED, plan_aider, redact
 from engine.importers.base import ImportInputError
@@ -77,3 +78,12 @@ def test_not_an_aider_history(tmp_path: Path) -> None:
     path.write_text("just notes\n")
     with pytest.raises(ImportInputError, match="aider chat started"):
         plan_aider(path)
+
+
+def test_the_banner_names_the_tool_version() -> None:
+    plan = plan_aider(FIXTURES / "aider" / ".aider.chat.history.md")
+    store = written(plan)
+    head = next(iter(store.read(plan.sessions[0].id)))
+    assert isinstance(head, ev.SessionImported)
+    assert head.tool_version == "0.82.2"
+    assert head.source == ".aider.chat.history.md"
