@@ -27,7 +27,8 @@ The result is uncompressed; the caller compresses it (zlib). ``unpack(pack(evs))
 equals ``evs`` event for event, with identical :func:`engine.codec.canonical` bytes.
 Any damaged input raises :class:`EventDecodeError`.
 
-Layout: one format byte (``FORMAT``), then a msgpack array (``_Block``).
+Layout: one format byte (``FORMAT``), then a msgpack array (``_Block``). The JSON
+flavour (:func:`pack_json`) is one JSON object with the same columns, named.
 """
 
 from __future__ import annotations
@@ -62,8 +63,14 @@ _ENVELOPE: Final = frozenset({"type", "id", "session_id", "seq", "time", "actor"
                               "message_id", "part_id"})
 
 
+# A kind as written: (tag, default actor, bare field or "", 2/1/0: the kind has a
+# message and a part id / a message id / neither). Self-describing, so old payloads
+# decode to builtins whatever the catalog has become (``unpack_builtins``).
+KindRow = tuple[str, str, str, int]
+
+
 class _Block(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    kinds: list[tuple[str, str, str]]  # (tag, default actor, bare field or "")
+    kinds: list[KindRow]
     refs: list[str]  # distinct message/part ids, in order of first use
     codes: bytes  # per event: index into kinds
     flags: bytes  # per event: the bits above
@@ -75,8 +82,27 @@ class _Block(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     bodies: list[Any]  # per event without NO_BODY: bare value or map of fields
 
 
+class _JsonBlock(msgspec.Struct, forbid_unknown_fields=True):
+    """The JSON flavour: the same columns, named, ids always as text (JSON cannot tell
+    bytes from text). For files a person may ``zcat``: the bodies read as prose."""
+
+    format: int
+    kinds: list[KindRow]
+    refs: list[str]
+    codes: list[int]
+    flags: list[int]
+    times: list[int]
+    ids: list[str]
+    actors: list[str]
+    refidx: list[int]
+    vs: list[int]
+    bodies: list[Any]
+
+
 _enc = msgspec.msgpack.Encoder()
 _block_dec = msgspec.msgpack.Decoder(_Block)
+_json_enc = msgspec.json.Encoder()
+_json_block_dec = msgspec.json.Decoder(_JsonBlock)
 _any_dec = msgspec.msgpack.Decoder()
 
 
@@ -86,7 +112,7 @@ _any_dec = msgspec.msgpack.Decoder()
 class _Kind:
     """What the codec knows about one event class (derived from the catalog)."""
 
-    __slots__ = ("bare", "cls", "default_actor", "has_msg", "has_part", "make", "tag")
+    __slots__ = ("bare", "cls", "default_actor", "has_msg", "has_part", "make", "shape", "tag")
 
     def __init__(self, cls: type[Event]) -> None:
         self.cls = cls
@@ -95,6 +121,7 @@ class _Kind:
         names = set(cls.__struct_fields__)
         self.has_msg = "message_id" in names
         self.has_part = "part_id" in names
+        self.shape = 2 if self.has_part else 1 if self.has_msg else 0
         body = [f for f in msgspec.structs.fields(cls) if f.name not in _ENVELOPE]
         bare = ""
         if (len(body) == 1 and body[0].required and body[0].type is str):
@@ -210,14 +237,27 @@ def _id_text(value: Any) -> str:
 def pack(events: Sequence[Event], session_id: str, first_seq: int) -> bytes:
     """The packed bytes of consecutive events of ``session_id`` numbered from
     ``first_seq`` (uncompressed). Raises ValueError when they are not that run."""
-    kinds: list[tuple[str, str, str]] = []
+    b = _columns(events, session_id, first_seq)
+    b.ids = [_id_value(i) for i in b.ids]
+    return bytes((FORMAT,)) + _enc.encode(b)
+
+
+def pack_json(events: Sequence[Event], session_id: str, first_seq: int) -> bytes:
+    """:func:`pack` as one JSON object (the same columns, named; see ``_JsonBlock``)."""
+    b = _columns(events, session_id, first_seq)
+    return _json_enc.encode(_JsonBlock(FORMAT, b.kinds, b.refs, list(b.codes), list(b.flags),
+                                       b.times, b.ids, b.actors, b.refidx, b.vs, b.bodies))
+
+
+def _columns(events: Sequence[Event], session_id: str, first_seq: int) -> _Block:
+    kinds: list[KindRow] = []
     kind_index: dict[type[Event], int] = {}
     refs: list[str] = []
     ref_index: dict[str, int] = {}
     codes = bytearray()
     flags = bytearray()
     times: list[int] = []
-    ids: list[str | bytes] = []
+    ids: list[Any] = []
     actors: list[str] = []
     refidx: list[int] = []
     vs: list[int] = []
@@ -244,7 +284,7 @@ def pack(events: Sequence[Event], session_id: str, first_seq: int) -> bytes:
             code = kind_index[cls] = len(kinds)
             if code > 255:
                 raise ValueError("more than 256 event kinds in one block")
-            kinds.append((kind.tag, kind.default_actor, kind.bare))
+            kinds.append((kind.tag, kind.default_actor, kind.bare, kind.shape))
         codes.append(code)
         f = 0
         if t - prev_time in _INT64:
@@ -255,7 +295,7 @@ def pack(events: Sequence[Event], session_id: str, first_seq: int) -> bytes:
         prev_time = t
         if guess.next(t) != e.id:
             f |= ID_STORED
-            ids.append(_id_value(e.id))
+            ids.append(e.id)
             guess.resync(e.id)
         if e.actor != kind.default_actor:
             f |= ACTOR_STORED
@@ -284,9 +324,8 @@ def pack(events: Sequence[Event], session_id: str, first_seq: int) -> bytes:
             else:
                 f |= NO_BODY
         flags.append(f)
-    block = _Block(kinds, refs, bytes(codes), bytes(flags), times, ids, actors, refidx, vs,
-                   bodies)
-    return bytes((FORMAT,)) + _enc.encode(block)
+    return _Block(kinds, refs, bytes(codes), bytes(flags), times, ids, actors, refidx, vs,
+                  bodies)
 
 
 def _ref(value: str, refs: list[str], index: dict[str, int]) -> int:
@@ -310,35 +349,56 @@ def _body(e: Event) -> dict[str, Any]:
 # --------------------------------------------------------------------------- unpack
 
 # The last payload unpacked whole: at(seq) and short range reads hit one block
-# repeatedly. Keyed by the bytes themselves (and the session/seq they were read
-# as), so it never answers for other input; events are immutable, so sharing is safe.
-_last: list[tuple[bytes, str, int, list[AnyEvent]]] = []
+# repeatedly. Keyed by the bytes themselves (and how they were read), so it never
+# answers for other input; events are immutable, so sharing them is safe.
+_last: list[tuple[bytes, str, int, bool, list[AnyEvent]]] = []
 
 
 def unpack(data: bytes | bytearray | memoryview, session_id: str,
            first_seq: int) -> list[AnyEvent]:
-    """The events of a packed payload, numbered from ``first_seq``."""
-    raw = bytes(data)
-    hit = _last[0] if _last else None
-    if hit is not None and hit[0] == raw and hit[1] == session_id and hit[2] == first_seq:
-        return list(hit[3])
-    out = _unpack(raw, session_id, first_seq)
-    _last[:] = [(raw, session_id, first_seq, out)]
-    return list(out)
+    """The events of a :func:`pack` payload, numbered from ``first_seq``."""
+    return list(_cached(bytes(data), session_id, first_seq, json=False))
+
+
+def unpack_json(data: bytes | bytearray | memoryview, session_id: str,
+                first_seq: int) -> list[AnyEvent]:
+    """The events of a :func:`pack_json` payload, numbered from ``first_seq``."""
+    return list(_cached(bytes(data), session_id, first_seq, json=True))
 
 
 def unpack_range(data: bytes | bytearray | memoryview, session_id: str, first_seq: int,
-                 lo: int, hi: int) -> list[AnyEvent]:
-    """Events with seq ``lo..hi`` (inclusive) of a packed payload. The whole payload is
+                 lo: int, hi: int, *, json: bool = False) -> list[AnyEvent]:
+    """Events with seq ``lo..hi`` (inclusive) of a payload. The whole payload is
     decoded (its predictions run from its start) and kept for the next call."""
-    raw = bytes(data)
-    hit = _last[0] if _last else None
-    if hit is not None and hit[0] == raw and hit[1] == session_id and hit[2] == first_seq:
-        out = hit[3]
-    else:
-        out = _unpack(raw, session_id, first_seq)
-        _last[:] = [(raw, session_id, first_seq, out)]
+    out = _cached(bytes(data), session_id, first_seq, json=json)
     return out[max(lo - first_seq, 0):max(hi - first_seq + 1, 0)]
+
+
+def _cached(raw: bytes, session_id: str, first_seq: int, *, json: bool) -> list[AnyEvent]:
+    hit = _last[0] if _last else None
+    if hit is not None and hit[0] == raw and hit[1] == session_id and hit[2] == first_seq \
+            and hit[3] == json:
+        return hit[4]
+    block = _open_json(raw) if json else _open(raw)
+    table = _kind_table(block)
+    try:
+        out = _rows(block, table, session_id, first_seq)
+    except EventDecodeError:
+        raise
+    except _DAMAGE as exc:
+        raise EventDecodeError(f"packed block: {type(exc).__name__}: {exc}") from None
+    _last[:] = [(raw, session_id, first_seq, json, out)]
+    return out
+
+
+def _unpack(raw: bytes, session_id: str, first_seq: int) -> list[AnyEvent]:
+    """A real decode, past the one-block cache (benchmarks)."""
+    _last.clear()
+    return _cached(raw, session_id, first_seq, json=False)
+
+
+_DAMAGE = (IndexError, StopIteration, TypeError, ValueError, OverflowError, RecursionError,
+           msgspec.ValidationError)
 
 
 def _open(raw: bytes) -> _Block:
@@ -349,6 +409,22 @@ def _open(raw: bytes) -> _Block:
         block = _block_dec.decode(memoryview(raw)[1:])
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
         raise EventDecodeError(f"packed block: {exc}") from None
+    return _checked(block)
+
+
+def _open_json(raw: bytes) -> _Block:
+    try:
+        j = _json_block_dec.decode(raw)
+        if j.format != FORMAT:
+            raise EventDecodeError(f"packed block: unknown format {j.format}")
+        block = _Block(j.kinds, j.refs, bytes(j.codes), bytes(j.flags), j.times, j.ids,
+                       j.actors, j.refidx, j.vs, j.bodies)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
+        raise EventDecodeError(f"packed block: {exc}") from None
+    return _checked(block)
+
+
+def _checked(block: _Block) -> _Block:
     if len(block.codes) != len(block.flags) or len(block.codes) != len(block.times):
         raise EventDecodeError("packed block: columns of different lengths")
     if block.flags and max(block.flags) > _ALL_FLAGS:
@@ -363,28 +439,93 @@ _Entry = tuple[Callable[..., Event] | None, int, str, _Kind]
 
 def _kind_table(block: _Block) -> list[_Entry]:
     out: list[_Entry] = []
-    for tag, default_actor, bare in block.kinds:
+    for tag, default_actor, bare, shape in block.kinds:
         cls = EVENT_BY_TAG.get(tag)
         if cls is None:
             raise EventDecodeError(f"packed block: unknown event type {tag!r}", path="$.type")
         kind = _KINDS[cls]
-        if bare != kind.bare:  # written when the kind had another shape
-            raise EventDecodeError(f"packed block: {tag} was written with field {bare!r}")
-        shape = 2 if kind.has_part else 1 if kind.has_msg else 0
+        if bare != kind.bare or shape != kind.shape:  # written when the kind looked otherwise
+            raise EventDecodeError(f"packed block: {tag} was written with another shape "
+                                   "(read it with unpack_builtins)")
         out.append((kind.make, shape, default_actor, kind))
     return out
 
 
-def _unpack(raw: bytes, session_id: str, first_seq: int) -> list[AnyEvent]:
-    block = _open(raw)
-    table = _kind_table(block)
+# --------------------------------------------------------------------------- builtins
+
+
+def unpack_builtins(data: bytes | bytearray | memoryview, session_id: str, first_seq: int,
+                    *, json: bool = False) -> list[dict[str, Any]]:
+    """Each event's builtins as written (``type``, envelope and fields; ``v`` only when
+    not 1), whatever the catalog has become since: what upcasters and ``verify`` read.
+    Needs nothing of the catalog but what the payload names."""
+    raw = bytes(data)
+    block = _open_json(raw) if json else _open(raw)
     try:
-        return _rows(block, table, session_id, first_seq)
+        return _builtin_rows(block, session_id, first_seq)
     except EventDecodeError:
         raise
-    except (IndexError, StopIteration, TypeError, ValueError, OverflowError, RecursionError,
-            msgspec.ValidationError) as exc:
+    except _DAMAGE as exc:
         raise EventDecodeError(f"packed block: {type(exc).__name__}: {exc}") from None
+
+
+def _builtin_rows(block: _Block, session_id: str, first_seq: int) -> list[dict[str, Any]]:
+    ids = iter(block.ids)
+    actors = iter(block.actors)
+    refidx = iter(block.refidx)
+    vs = iter(block.vs)
+    bodies = iter(block.bodies)
+    guess = _IdGuess()
+    out: list[dict[str, Any]] = []
+    t = 0
+    msg: str | None = None
+    part: str | None = None
+    for i, (code, f, dt) in enumerate(zip(block.codes, block.flags, block.times, strict=True)):
+        tag, default_actor, bare, shape = block.kinds[code]
+        seq = first_seq + i
+        t = dt if f & TIME_ABS else t + dt
+        predicted = guess.next(t)
+        if f & ID_STORED:
+            event_id = _id_text(next(ids))
+            guess.resync(event_id)
+        else:
+            event_id = predicted
+        actor = next(actors) if f & ACTOR_STORED else default_actor
+        obj: dict[str, Any] = {"type": tag}
+        # As the event's own encoding has them: envelope defaults are omitted.
+        for key, value, default in (("id", event_id, ""), ("session_id", session_id, ""),
+                                    ("seq", seq, 0), ("time", t, 0), ("actor", actor, "")):
+            if value != default or type(value) is not type(default):
+                obj[key] = value
+        if f & V_STORED:
+            obj["v"] = next(vs)
+        if f & MSG_NEW:
+            msg = block.refs[next(refidx)]
+        if f & PART_NEW:
+            part = block.refs[next(refidx)]
+        if (f & MSG_NEW and shape < 1) or (f & PART_NEW and shape < 2):
+            raise EventDecodeError(f"packed block: a message or part id on {tag} at seq {seq}")
+        if shape >= 1:
+            if msg is None:
+                raise EventDecodeError(f"packed block: no message id at seq {seq}")
+            obj["message_id"] = msg
+        if shape == 2:
+            if part is None:
+                raise EventDecodeError(f"packed block: no part id at seq {seq}")
+            obj["part_id"] = part
+        if not f & NO_BODY:
+            body = next(bodies)
+            if bare and type(body) is str:
+                obj[bare] = body
+            elif isinstance(body, dict) and not _ENVELOPE.intersection(body):
+                obj.update(body)
+            else:
+                raise EventDecodeError(f"packed block: a {tag} body is a {type(body).__name__}")
+        out.append(obj)
+    for rest in (ids, actors, refidx, vs, bodies):
+        if next(rest, _END) is not _END:
+            raise EventDecodeError("packed block: more column values than events")
+    return out
 
 
 def _rows(block: _Block, table: list[_Entry], session_id: str,

@@ -3,6 +3,7 @@ meaning of written payloads, and typed errors for any damaged input."""
 
 from __future__ import annotations
 
+import contextlib
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +40,13 @@ def _round_trip(session_id: str, first: int, events: Sequence[Event]) -> bytes:
     _same(packed.unpack(data, session_id, first), events)
     _same(packed.unpack(memoryview(zlib.decompress(zlib.compress(data))), session_id, first),
           events)
+    as_json = packed.pack_json(events, session_id, first)
+    _same(packed.unpack_json(as_json, session_id, first), events)
+    # The builtins (what verify and upcasters read) are the events' own, in both flavours.
+    for objs in (packed.unpack_builtins(data, session_id, first),
+                 packed.unpack_builtins(as_json, session_id, first, json=True)):
+        assert [codec.canonical(o) for o in objs] == [codec.canonical(e) for e in events]
+        _same([codec.from_builtins(o) for o in objs], events)
     return data
 
 
@@ -117,14 +125,18 @@ def test_an_unknown_format_or_type_is_a_decode_error() -> None:
 
 
 def _decodes_or_refuses(data: bytes) -> None:
-    packed._last.clear()
-    try:
-        out = packed.unpack(data, "s", 1)
-    except EventDecodeError:
-        return
-    for e in out:  # what decodes is a list of well-formed events
-        assert isinstance(e, ev.EVENT_TYPES)
-        codec.canonical(e)
+    for json in (False, True):
+        packed._last.clear()
+        try:
+            out = packed.unpack_json(data, "s", 1) if json else packed.unpack(data, "s", 1)
+        except EventDecodeError:
+            pass
+        else:
+            for e in out:  # what decodes is a list of well-formed events
+                assert isinstance(e, ev.EVENT_TYPES)
+                codec.canonical(e)
+        with contextlib.suppress(EventDecodeError):
+            packed.unpack_builtins(data, "s", 1, json=json)
 
 
 @settings(max_examples=300, deadline=None)
@@ -139,7 +151,8 @@ def test_arbitrary_bytes_are_refused_with_a_decode_error(data: bytes) -> None:
 @given(run=runs(max_size=12), data=st.data())
 def test_damaged_payloads_are_refused_with_a_decode_error(
         run: tuple[str, int, list[Event]], data: st.DataObject) -> None:
-    blob = bytearray(packed.pack(run[2], run[0], run[1]))
+    json = data.draw(st.booleans())
+    blob = bytearray((packed.pack_json if json else packed.pack)(run[2], run[0], run[1]))
     how = data.draw(st.sampled_from(["flip", "truncate", "insert"]))
     at = data.draw(st.integers(0, len(blob) - 1))
     if how == "flip":
