@@ -5,7 +5,9 @@ Layout of the directory::
     convlog.json                 format, version and hash-chain kind of the store
     lock                         flock(2) target: one writer at a time, across processes
     txn                          the last write: old and new global position, files touched
-    sessions/<id>.jsonl          {"pos":..,"hash":..,"event":{..public JSON event..}} per line
+    sessions/<id>.jsonl          the live tail: {"pos":..,"hash":..,"event":{..}} per line
+    sessions/<id>.blocks         sealed events: gzip members (``zcat`` reads them), see
+                                 :mod:`engine.store.jsonl_blocks`
     sessions/<id>.meta.json      created, parent, fork_seq, where the hash chain starts
     sessions/<id>.head           "<version> <hash>" after the last append (catches a cut tail)
     sessions/<id>.jsonl.corrupt  bytes a crash left behind, moved out of the log
@@ -18,6 +20,17 @@ to its size before the write, the cut bytes are moved to ``<file>.corrupt`` and 
 warning is logged. So a batch is all or nothing, global positions stay gapless,
 and a torn line is never silently dropped nor kept. Session ids become file names,
 which is why ids are restricted to a safe alphabet (no ``/``, no ``..``).
+
+Sealing: once a session's tail holds ``SEAL_AT`` events, the writer (still under the
+lock, after the write is done) packs its oldest whole blocks into new members
+appended to ``<id>.blocks`` (fsynced), then replaces the tail file by its remaining
+lines (a new file renamed over it). A crash between the two leaves tail lines that a
+block also holds: reads skip them (the first line's ``seq`` says where the tail
+starts) and the next writer drops them. A crash while appending leaves a torn last
+member whose events are still in the tail: reads ignore it, the next writer (or
+``repair``) moves it to ``<id>.blocks.corrupt``. A block is sealed only when its
+events, as decoded, reproduce the stored hashes, so the chain never changes.
+Stores written before blocks existed are plain tails and open unchanged.
 """
 
 from __future__ import annotations
@@ -35,7 +48,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from engine.codec import decode_json, upgrade
+from engine.codec import canonical, decode_json, from_stored, upcasting_active, upgrade
 from engine.errors import (
     CorruptLog,
     EventDecodeError,
@@ -44,6 +57,7 @@ from engine.errors import (
     UnknownSession,
 )
 from engine.events import AnyEvent, Event
+from engine.store import jsonl_blocks, packed
 from engine.store.base import (
     BATCHED,
     SYNC,
@@ -57,6 +71,7 @@ from engine.store.base import (
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
 from engine.store.chain import HASH_BYTES
+from engine.store.jsonl_blocks import SEAL_AT, BadMember, BlockRef
 
 log = structlog.get_logger("convlog.store.jsonl")
 
@@ -96,6 +111,7 @@ class _Txn(msgspec.Struct):
     done: bool = False
 
 
+_typed_event_dec = msgspec.json.Decoder(AnyEvent)
 _line_enc = msgspec.json.Encoder()
 _line_dec = msgspec.json.Decoder(_LineIn)
 _env_dec = msgspec.json.Decoder(_Envelope)
@@ -104,17 +120,35 @@ _txn_dec = msgspec.json.Decoder(_Txn)
 
 
 class _State:
-    """What this process knows of one session file (parsed incrementally)."""
+    """What this process knows of one session's files (parsed incrementally)."""
 
-    __slots__ = ("base", "head", "offsets", "positions", "size", "version")
+    __slots__ = ("bad_block", "base", "blocks", "blocks_size", "gap", "genesis", "head",
+                 "offsets", "positions", "sealed", "sealed_head", "size", "stale",
+                 "stale_end", "tail_ino", "version")
 
     def __init__(self, base: int, genesis: bytes) -> None:
         self.base = base  # own seqs start after it (a fork's fork_seq)
-        self.size = 0
-        self.version = base
-        self.head = genesis
-        self.offsets: list[int] = []
+        self.genesis = genesis
+        self.blocks: list[BlockRef] = []
+        self.blocks_size = 0  # bytes of .blocks parsed
+        self.bad_block: BadMember | None = None  # the first unreadable member
+        self.sealed = base  # the last seq in blocks
+        self.sealed_head = genesis
+        self.tail_ino = -1
+        self._reset_tail()
+
+    def _reset_tail(self) -> None:
+        self.size = 0  # bytes of the tail parsed
+        self.stale = 0  # tail lines a block holds already (a seal cut short)
+        self.stale_end = 0  # byte offset of the first tail line after them
+        self.offsets: list[int] = []  # of the tail lines after the stale ones
         self.positions: list[int] = []
+        self.version = self.sealed
+        self.head = self.sealed_head
+        self.gap: str | None = None
+
+    def own(self) -> bool:
+        return bool(self.blocks or self.offsets)
 
 
 _NAME_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@+=-")
@@ -215,6 +249,7 @@ class JSONLStore(Store):
         self._snap_dir = self.root / "snapshots"
         self._lock = threading.RLock()
         self._states: dict[str, _State] = {}
+        self._block_cache: dict[tuple[str, int, int], bytes] = {}  # the last block read
         self._metas: dict[str, SessionInfo] = {}
         self._ids: dict[str, tuple[str, int, int]] = {}
         self._flocked = False
@@ -324,7 +359,9 @@ class JSONLStore(Store):
         self._indexed = -1
 
     def _move_corrupt(self, session_id: str, keep: int, why: str) -> None:
-        path = self._path(session_id)
+        self._move_aside(self._path(session_id), keep, session_id, why)
+
+    def _move_aside(self, path: Path, keep: int, session_id: str, why: str) -> None:
         if not path.exists():
             return
         with open(path, "r+b") as f:
@@ -367,14 +404,17 @@ class JSONLStore(Store):
         return found
 
     def repair(self, *, dry_run: bool = False) -> list[tuple[str, int, int]]:
-        """Move every torn last line to ``<file>.corrupt`` (nothing is deleted); returns
-        what was (with ``dry_run``: would be) moved, as :meth:`torn_tails` lists it."""
+        """Move every torn last line to ``<file>.corrupt`` (nothing is deleted) and finish
+        seals a crash cut short; returns the torn lines that were (with ``dry_run``:
+        would be) moved, as :meth:`torn_tails` lists them."""
         with self._file_lock():
             torn = self.torn_tails()
             if not dry_run:
                 for sid, keep, _ in torn:
                     self._move_corrupt(sid, keep, "a torn last line")
                 self._tails_checked = True
+                for p in self._sessions_dir.glob("*.blocks"):
+                    self._finish_seal(p.name[:-len(".blocks")])
         return torn
 
     def _check_tails(self) -> None:
@@ -423,39 +463,123 @@ class JSONLStore(Store):
 
     # ------------------------------------------------------------------ parsing
 
+    def _blocks_path(self, session_id: str) -> Path:
+        return self._sessions_dir / f"{session_id}.blocks"
+
     def _state(self, session_id: str) -> _State:
-        """The session's state, caught up with what other processes appended."""
+        """The session's state, caught up with what other processes appended or sealed.
+
+        A seal appends its blocks before it replaces the tail, so a tail that seems
+        to start after the blocks end was replaced after the blocks were read: read
+        the blocks again (a few times) before calling it damage.
+        """
         st = self._states.get(session_id)
         if st is None:
             m = self._meta(session_id)
             st = self._states[session_id] = _State(m.fork_seq or 0, bytes.fromhex(m.genesis))
+        for _ in range(5):
+            if self._parse_blocks(session_id, st):
+                st.tail_ino = -1  # the tail is counted against the new blocks again
+            self._read_tail(session_id, st)
+            if st.gap is None or not self._blocks_grew(session_id, st):
+                break
+            st.gap = None
+            st.tail_ino = -1
+        return st
+
+    def _blocks_grew(self, session_id: str, st: _State) -> bool:
+        try:
+            size = self._blocks_path(session_id).stat().st_size
+        except FileNotFoundError:
+            return False
+        return st.bad_block is None and size > st.blocks_size
+
+    def _read_tail(self, session_id: str, st: _State) -> None:
         path = self._path(session_id)
         try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            return st
-        if size > st.size:
             with open(path, "rb") as f:
-                f.seek(st.size)
-                data = f.read(size - st.size)
-            end = data.rfind(b"\n") + 1  # a partial last line is being written (or torn)
-            offset = st.size
-            for line in data[:end].split(b"\n")[:-1]:
-                try:
-                    rec = _line_dec.decode(line)
-                    env = _env_dec.decode(rec.event)
-                    h = bytes.fromhex(rec.hash)
-                except (msgspec.DecodeError, ValueError) as exc:
-                    raise CorruptLog(session_id, st.version + 1,
-                                     f"unreadable line at byte {offset}: {exc}") from None
+                info = os.fstat(f.fileno())
+                if info.st_ino != st.tail_ino:  # new, or replaced by a seal
+                    st.tail_ino = info.st_ino
+                    st._reset_tail()
+                data = b""
+                if info.st_size > st.size:
+                    f.seek(st.size)
+                    data = f.read(info.st_size - st.size)
+        except FileNotFoundError:
+            st.tail_ino = -1
+            st._reset_tail()
+            return
+        end = data.rfind(b"\n") + 1  # a partial last line is being written (or torn)
+        offset = st.size
+        for line in data[:end].split(b"\n")[:-1]:
+            try:
+                rec = _line_dec.decode(line)
+                env = _env_dec.decode(rec.event)
+                h = bytes.fromhex(rec.hash)
+            except (msgspec.DecodeError, ValueError) as exc:
+                raise CorruptLog(session_id, st.version + 1,
+                                 f"unreadable line at byte {offset}: {exc}") from None
+            if offset == 0 and (st.blocks or st.bad_block is not None):
+                self._place_tail(st, env.seq)
+            if st.stale_end == offset and st.base < env.seq <= st.sealed and st.stale:
+                st.stale_end = offset + len(line) + 1  # a line a block holds already
+            else:
                 st.version += 1
                 st.head = h
                 st.offsets.append(offset)
                 st.positions.append(rec.pos)
                 self._ids[env.id] = (session_id, env.seq, rec.pos)
-                offset += len(line) + 1
-            st.size = offset
-        return st
+            offset += len(line) + 1
+        st.size = offset
+        if st.bad_block is not None and not st.offsets and not st.stale and st.gap is None:
+            st.gap = f"sealed events after seq {st.sealed} are unreadable: {st.bad_block}"
+
+    @staticmethod
+    def _place_tail(st: _State, first_seq: int) -> None:
+        """Where the tail starts, from its first line's seq: right after the blocks, or
+        earlier when a seal was cut short (those lines are skipped)."""
+        if st.base < first_seq <= st.sealed:
+            st.stale = st.sealed - first_seq + 1
+        elif first_seq > st.sealed + 1:
+            st.gap = (f"the tail starts at seq {first_seq}, but the sealed blocks end at "
+                      f"seq {st.sealed}")
+
+    def _parse_blocks(self, session_id: str, st: _State) -> bool:
+        """Index new members of ``.blocks`` (each one's ids: members are inflated once).
+        True when there were new ones."""
+        if st.bad_block is not None:
+            return False
+        path = self._blocks_path(session_id)
+        try:
+            with open(path, "rb") as f:
+                f.seek(st.blocks_size)
+                data = f.read()
+        except FileNotFoundError:
+            return False
+        if not data:
+            return False
+        before = len(st.blocks)
+        refs, bad = jsonl_blocks.scan(data, 0, st.sealed + 1)
+        for found in refs:
+            member = data[found.offset:found.offset + found.length]
+            ref = found._replace(offset=found.offset + st.blocks_size)
+            try:
+                events = packed.unpack_json(jsonl_blocks.payload(member), session_id,
+                                            ref.first_seq)
+            except (BadMember, EventDecodeError) as exc:
+                bad = BadMember(ref.offset, str(exc))
+                break
+            for e, pos in zip(events, ref.positions, strict=True):
+                self._ids[e.id] = (session_id, e.seq, pos)
+            st.blocks.append(ref)
+            st.sealed = ref.last_seq
+            st.sealed_head = ref.head
+        if bad is not None:
+            st.bad_block = BadMember(bad.offset + st.blocks_size if bad.offset < len(data)
+                                     else bad.offset, str(bad), torn=bad.torn)
+        st.blocks_size = st.blocks[-1].offset + st.blocks[-1].length if st.blocks else 0
+        return len(st.blocks) > before
 
     def _refresh_all(self, *, locked: bool = True) -> None:
         """Index the ids of every session, unless no one appended since the last time.
@@ -472,18 +596,71 @@ class JSONLStore(Store):
         if locked:
             self._indexed = self._last
 
-    def _lines(self, session_id: str, lo: int, hi: int) -> list[bytes]:
-        """Own lines with index lo..hi-1 (index 0 is the first own event)."""
-        st = self._state(session_id)
+    def _tail_lines(self, session_id: str, st: _State, lo: int, hi: int) -> list[bytes] | None:
+        """Tail lines with index lo..hi-1 (index 0: seq ``st.sealed + 1``); None when the
+        tail file was replaced (sealed by another process) since ``st`` was read."""
         hi = min(hi, len(st.offsets))
         if lo >= hi:
             return []
         start = st.offsets[lo]
         stop = st.offsets[hi] if hi < len(st.offsets) else st.size
-        with open(self._path(session_id), "rb") as f:
-            f.seek(start)
-            data = f.read(stop - start)
+        try:
+            with open(self._path(session_id), "rb") as f:
+                if os.fstat(f.fileno()).st_ino != st.tail_ino:
+                    return None
+                f.seek(start)
+                data = f.read(stop - start)
+        except FileNotFoundError:
+            return None
         return data.split(b"\n")[:-1]
+
+    def _block_events(self, session_id: str, ref: BlockRef, first: int,
+                      last: int) -> list[AnyEvent]:
+        """Events first..last of one sealed block, at the current schema version."""
+        key = (session_id, ref.offset, ref.length)
+        body = self._block_cache.get(key)
+        try:
+            if body is None:
+                with open(self._blocks_path(session_id), "rb") as f:
+                    f.seek(ref.offset)
+                    member = f.read(ref.length)
+                body = jsonl_blocks.payload(member)
+                self._block_cache = {key: body}
+            if upcasting_active():
+                objs = packed.unpack_builtins(body, session_id, ref.first_seq, json=True)
+                lo, hi = max(first - ref.first_seq, 0), max(last - ref.first_seq + 1, 0)
+                return [from_stored(o) for o in objs[lo:hi]]
+            events = packed.unpack_range(body, session_id, ref.first_seq, first, last,
+                                         json=True)
+            if any(e.v != 1 for e in events):  # a newer version than ours raises
+                return [upgrade(e) for e in events]
+            return events
+        except (OSError, BadMember, EventDecodeError) as exc:
+            raise CorruptLog(session_id, ref.first_seq,
+                             f"unreadable block at byte {ref.offset}: {exc}") from None
+
+    def _collect(self, session_id: str, first: int, last: int) -> list[AnyEvent]:
+        """Own events first..last, from the blocks and the tail (lock held)."""
+        for _ in range(5):
+            st = self._state(session_id)
+            if st.gap is not None and last > st.sealed:
+                raise CorruptLog(session_id, st.sealed + 1, st.gap)
+            out: list[AnyEvent] = []
+            for ref in st.blocks:
+                if ref.first_seq > last:
+                    break
+                if ref.last_seq >= first:
+                    out.extend(self._block_events(session_id, ref, first, last))
+            lo = max(first - st.sealed - 1, 0)
+            hi = max(last - st.sealed, 0)
+            lines = self._tail_lines(session_id, st, lo, hi)
+            if lines is None:  # sealed meanwhile: read the new state
+                continue
+            for i, line in enumerate(lines):
+                out.append(self._decode_line(session_id, st.sealed + lo + i + 1, line)[1])
+            return out
+        raise StoreError(f"{self.url}: the files of session {session_id} keep changing "
+                         "under the reader")
 
     def _decode_line(self, session_id: str, seq: int, line: bytes) -> tuple[int, AnyEvent]:
         try:
@@ -500,7 +677,7 @@ class JSONLStore(Store):
             if pending is not None:
                 return pending[0], pending[1]
             st = self._state(session_id)
-            return (st.version if st.offsets else 0), st.head
+            return (st.version if st.own() else 0), st.head
 
     def _write_head(self, session_id: str) -> tuple[int, bytes]:
         self._check_tails()  # first, under the lock: before anything reads the files
@@ -508,7 +685,10 @@ class JSONLStore(Store):
         pending = self._pending_heads.get(session_id)
         if pending is not None:
             return pending[0], pending[1]
-        st = self._state(session_id)  # its version starts at the fork point
+        st = self._state(session_id)
+        if st.stale or st.bad_block is not None:
+            self._finish_seal(session_id)
+            st = self._state(session_id)  # its version starts at the fork point
         return st.version, st.head
 
     def _stored_ids(self, session_id: str, events: Sequence[Event]
@@ -580,6 +760,90 @@ class JSONLStore(Store):
             self._recover()
             raise
         self._pending, self._pending_heads = {}, {}
+        for sid in pending:
+            st = self._states.get(sid)
+            if st is not None and len(st.offsets) + (len(pending[sid])) >= SEAL_AT:
+                self._seal(sid)
+
+    # ------------------------------------------------------------------ sealing
+
+    def _seal(self, session_id: str) -> None:
+        """Move the tail's oldest whole blocks of ``SEAL_AT`` events into ``.blocks``
+        (file lock held, the write done). A seal that cannot be made leaves the tail as
+        it is: the events are safe there, only bigger."""
+        st = self._state(session_id)
+        n = len(st.offsets) // SEAL_AT * SEAL_AT
+        if not n or st.gap is not None or st.bad_block is not None or st.stale:
+            return
+        path = self._path(session_id)
+        try:
+            with open(path, "rb") as f:
+                if os.fstat(f.fileno()).st_ino != st.tail_ino:
+                    return
+                f.seek(st.offsets[0])
+                data = f.read()
+            members = self._members(session_id, st, data.split(b"\n")[:n])
+            if members is None:
+                return
+            cut = st.offsets[n] - st.offsets[0] if n < len(st.offsets) else len(data)
+            blocks_path = self._blocks_path(session_id)
+            new_file = not blocks_path.exists()
+            with open(blocks_path, "ab") as f:
+                f.write(b"".join(members))
+                f.flush()
+                os.fsync(f.fileno())
+            if new_file:
+                _fsync_dir(self._sessions_dir)
+            # The blocks are durable: now the tail may lose its first n lines.
+            _write_atomic(path, data[cut:], durable=True)
+        except OSError as exc:
+            log.warning("jsonl_seal_failed", session_id=session_id, error=str(exc))
+        st.tail_ino = -1  # read again: the new blocks, and the tail without their lines
+
+    def _members(self, session_id: str, st: _State, lines: list[bytes]) -> list[bytes] | None:
+        """The gzip members of these tail lines, or None (with a warning) when their
+        events, decoded, would not reproduce the stored hashes exactly."""
+        events: list[Event] = []
+        hashes: list[bytes] = []
+        positions: list[int] = []
+        prev = st.sealed_head
+        try:
+            for line in lines:
+                rec = _line_dec.decode(line)
+                e = _typed_event_dec.decode(rec.event)
+                h = bytes.fromhex(rec.hash)
+                if self.chain.link(prev, canonical(e)) != h:
+                    raise ValueError(f"seq {e.seq} would not hash to its stored hash")
+                events.append(e)
+                hashes.append(h)
+                positions.append(rec.pos)
+                prev = h
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+            log.warning("jsonl_seal_skipped", session_id=session_id, reason=str(exc))
+            return None
+        return [jsonl_blocks.encode(events[i:i + SEAL_AT], session_id,
+                                    hashes[min(i + SEAL_AT, len(events)) - 1],
+                                    positions[i:i + SEAL_AT])
+                for i in range(0, len(events), SEAL_AT)]
+
+    def _finish_seal(self, session_id: str) -> None:
+        """Before writing to a session (file lock held): undo what a crash during a seal
+        left. A torn last block whose events the tail still holds goes to
+        ``.blocks.corrupt``; tail lines a block holds already are dropped."""
+        st = self._state(session_id)
+        if st.gap is not None:
+            return  # damage, not a seal cut short: left for verify to report
+        bad = st.bad_block
+        if bad is not None:
+            self._move_aside(self._blocks_path(session_id), bad.offset,
+                             session_id, "a torn sealed block")
+            st.bad_block = None
+        if st.stale:
+            path = self._path(session_id)
+            data = path.read_bytes()
+            _write_atomic(path, data[st.stale_end:], durable=True)
+            log.warning("jsonl_seal_finished", session_id=session_id, lines=st.stale)
+            st.tail_ino = -1
 
     def flush(self) -> None:
         if self._group is not None:
@@ -604,17 +868,24 @@ class JSONLStore(Store):
         with self._lock:
             self._readable()
             st = self._state(session_id)
-            return st.version if st.offsets else 0
+            return st.version if st.own() else 0
 
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
         with self._lock:
             self._readable()
             st = self._state(session_id)
-            lo = max(first - st.base - 1, 0)
-            hi = max(last - st.base, 0)
-            lines = self._lines(session_id, lo, hi)
-        for i, line in enumerate(lines):
-            yield self._decode_line(session_id, st.base + lo + i + 1, line)[1]
+            # Block by block, so a long read never holds more than a block and the tail.
+            bounds = [(max(r.first_seq, first), min(r.last_seq, last)) for r in st.blocks
+                      if r.last_seq >= first and r.first_seq <= last]
+            tail_from = max(first, st.sealed + 1)
+        for lo, hi in bounds:
+            with self._lock:
+                events = self._collect(session_id, lo, hi)
+            yield from events
+        if tail_from <= last:
+            with self._lock:
+                events = self._collect(session_id, tail_from, last)
+            yield from events
 
     def find_event(self, event_id: str) -> tuple[str, int] | None:
         with self._lock:
@@ -644,11 +915,17 @@ class JSONLStore(Store):
             runs: list[list[tuple[int, str, int]]] = []
             for sid in names:
                 st = self._state(sid)
-                runs.append([(pos, sid, i) for i, pos in enumerate(st.positions) if pos > after])
-        for count, (pos, sid, index) in enumerate(heapq.merge(*runs), start=1):
-            st = self._states[sid]
-            line = self._lines(sid, index, index + 1)[0]
-            yield Record(pos, self._decode_line(sid, st.base + index + 1, line)[1])
+                run = [(pos, sid, r.first_seq + i) for r in st.blocks
+                       for i, pos in enumerate(r.positions) if pos > after]
+                run.extend((pos, sid, st.sealed + 1 + i)
+                           for i, pos in enumerate(st.positions) if pos > after)
+                runs.append(run)
+        for count, (pos, sid, seq) in enumerate(heapq.merge(*runs), start=1):
+            with self._lock:
+                found = self._collect(sid, seq, seq)
+            if not found:
+                raise CorruptLog(sid, seq, "the event is no longer where it was indexed")
+            yield Record(pos, found[0])
             if limit is not None and count >= limit:
                 return
 
@@ -658,12 +935,44 @@ class JSONLStore(Store):
         path = self._path(session_id)
         with self._lock:
             self._readable()
+            # The tail first: a seal appends its blocks before it replaces the tail.
             data = path.read_bytes() if path.exists() else b""
+            blocks_path = self._blocks_path(session_id)
+            sealed_data = blocks_path.read_bytes() if blocks_path.exists() else b""
+        refs, bad = jsonl_blocks.scan(sealed_data, 0, base + 1)
+        prev = bytes.fromhex(m.genesis)
+        sealed = base
+        for ref in refs:
+            try:
+                objs = packed.unpack_builtins(
+                    jsonl_blocks.payload(sealed_data[ref.offset:ref.offset + ref.length]),
+                    session_id, ref.first_seq, json=True)
+            except (BadMember, EventDecodeError) as exc:
+                yield Stored(ref.first_seq, b"", None,
+                             f"unreadable block at byte {ref.offset}: {exc}")
+                return
+            # Only a block's last hash is stored: the others are the chain's own links,
+            # so a change anywhere in the block shows at its last seq.
+            last = len(objs) - 1
+            for i, (built, pos) in enumerate(zip(objs, ref.positions, strict=True)):
+                c = canonical(built)
+                h = ref.head if i == last else self.chain.link(prev, c)
+                yield Stored(ref.first_seq + i, h, built, None, pos, c)
+                prev = h
+            sealed = ref.last_seq
         lines = data.split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
+        first = base + 1
+        if (refs or bad is not None) and lines:
+            first = self._tail_seq(lines[0], base, sealed)
+        if bad is not None and (not lines or first > sealed + 1):
+            yield Stored(sealed + 1, b"", None, f"unreadable sealed block: {bad}")
+            return
         for i, line in enumerate(lines):
-            seq = base + i + 1
+            seq = first + i
+            if seq <= sealed:
+                continue  # a line a block holds already (a seal cut short)
             try:
                 rec = _line_dec.decode(line)
                 h = bytes.fromhex(rec.hash)
@@ -679,6 +988,16 @@ class JSONLStore(Store):
                 yield Stored(seq, h, None, "the event is not a JSON object", rec.pos)
                 continue
             yield Stored(int(obj.get("seq", seq)), h, obj, None, rec.pos)
+
+    @staticmethod
+    def _tail_seq(line: bytes, base: int, sealed: int) -> int:
+        """The seq of the tail's first line after sealed blocks (sealed + 1 when it
+        cannot be read or is not a seq of the session: the line is then reported)."""
+        try:
+            seq = _env_dec.decode(_line_dec.decode(line).event).seq
+        except (msgspec.DecodeError, ValueError):
+            return sealed + 1
+        return seq if seq > base else sealed + 1
 
     def _recorded_head(self, session_id: str) -> tuple[int, bytes] | None:
         """(own version, hash) from the head file, None when there is none yet; a damaged
