@@ -296,6 +296,8 @@ def growth(points: list[int], tmp: Path) -> dict[str, Any]:
             out["convlog_messages"].append(_sqlite_size(path))
     store.close()
 
+    out.update(growth_jsonl(points, texts, tmp))
+
     graph = _optional("langgraph.graph")
     saver_mod = _optional("langgraph.checkpoint.sqlite")
     messages = _optional("langchain_core.messages")
@@ -331,6 +333,33 @@ def growth(points: list[int], tmp: Path) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- main
+
+
+def growth_jsonl(points: list[int], texts: list[tuple[str, str]],
+                 tmp: Path) -> dict[str, list[int]]:
+    """The same conversation in a JSONL store, streamed and as whole messages: the
+    directory's bytes (live tail, sealed blocks, heads and metadata)."""
+    out: dict[str, list[int]] = {"jsonl_streamed": [], "jsonl_messages": []}
+    for key, streamed in (("jsonl_streamed", True), ("jsonl_messages", False)):
+        root = tmp / f"growth-{key}"
+        store = open_store(f"jsonl:///{root}", durability="batched", batch_ms=50)
+        s = Session.create(store, clock=StepClock(START_MS))
+        for turn, (prompt, answer) in enumerate(texts, start=1):
+            s.user_message(prompt)
+            m = s.start_message("assistant")
+            if streamed:
+                part = s.add_text(m)
+                for i in range(0, len(answer), 12):
+                    s.text_delta(part, answer[i:i + 12])
+                s.end_part(part)
+            else:
+                s.add_text(m, answer, streaming=False)
+            s.complete_message(m, finish="stop")
+            if turn in points:
+                store.flush()
+                out[key].append(_size(root))
+        store.close()
+    return out
 
 
 def _rate(x: float | None) -> str:
@@ -432,6 +461,13 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     if not isinstance(grow.get("langgraph_sqlite"), list):
         print(f"LangGraph: {grow.get('langgraph')}")
+    print("\nthe same conversation in convlog JSONL (live tail + sealed blocks)")
+    print(f"{'turns':>6}{'text':>11}{'streamed':>11}{'x text':>8}{'messages':>11}{'x text':>8}")
+    for i, turns in enumerate(grow["turns"]):
+        text = grow["text_bytes"][i]
+        js, jm = grow["jsonl_streamed"][i], grow["jsonl_messages"][i]
+        print(f"{turns:>6}{text / 1e3:>9.0f}KB{js / 1e3:>9.0f}KB{js / text:>8.2f}"
+              f"{jm / 1e3:>9.0f}KB{jm / text:>8.2f}")
     return 0
 
 

@@ -21,10 +21,10 @@ warning is logged. So a batch is all or nothing, global positions stay gapless,
 and a torn line is never silently dropped nor kept. Session ids become file names,
 which is why ids are restricted to a safe alphabet (no ``/``, no ``..``).
 
-Sealing: once a session's tail holds ``SEAL_AT`` events, the writer (still under the
-lock, after the write is done) packs its oldest whole blocks into new members
-appended to ``<id>.blocks`` (fsynced), then replaces the tail file by its remaining
-lines (a new file renamed over it). A crash between the two leaves tail lines that a
+Sealing: once a session's tail holds ``SEAL_AT`` events or ``SEAL_BYTES``, the writer
+(still under the lock, after the write is done) packs the tail into new members of
+up to ``SEAL_AT`` events appended to ``<id>.blocks`` (fsynced), then replaces the
+tail file by an empty one (renamed over it). A crash between the two leaves tail lines that a
 block also holds: reads skip them (the first line's ``seq`` says where the tail
 starts) and the next writer drops them. A crash while appending leaves a torn last
 member whose events are still in the tail: reads ignore it, the next writer (or
@@ -71,7 +71,7 @@ from engine.store.base import (
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
 from engine.store.chain import HASH_BYTES
-from engine.store.jsonl_blocks import SEAL_AT, BadMember, BlockRef
+from engine.store.jsonl_blocks import SEAL_AT, SEAL_BYTES, BadMember, BlockRef
 
 log = structlog.get_logger("convlog.store.jsonl")
 
@@ -760,20 +760,22 @@ class JSONLStore(Store):
             self._recover()
             raise
         self._pending, self._pending_heads = {}, {}
-        for sid in pending:
+        for sid, lines in pending.items():
             st = self._states.get(sid)
-            if st is not None and len(st.offsets) + (len(pending[sid])) >= SEAL_AT:
+            if st is not None and (len(st.offsets) + len(lines) >= SEAL_AT
+                                   or st.size + sum(map(len, lines)) >= SEAL_BYTES):
                 self._seal(sid)
 
     # ------------------------------------------------------------------ sealing
 
     def _seal(self, session_id: str) -> None:
-        """Move the tail's oldest whole blocks of ``SEAL_AT`` events into ``.blocks``
-        (file lock held, the write done). A seal that cannot be made leaves the tail as
-        it is: the events are safe there, only bigger."""
+        """Move the whole tail into ``.blocks`` once it holds ``SEAL_AT`` events or
+        ``SEAL_BYTES`` (file lock held, the write done). A seal that cannot be made
+        leaves the tail as it is: the events are safe there, only bigger."""
         st = self._state(session_id)
-        n = len(st.offsets) // SEAL_AT * SEAL_AT
-        if not n or st.gap is not None or st.bad_block is not None or st.stale:
+        n = len(st.offsets)
+        if (not n or (n < SEAL_AT and st.size - st.offsets[0] < SEAL_BYTES)
+                or st.gap is not None or st.bad_block is not None or st.stale):
             return
         path = self._path(session_id)
         try:
@@ -785,7 +787,7 @@ class JSONLStore(Store):
             members = self._members(session_id, st, data.split(b"\n")[:n])
             if members is None:
                 return
-            cut = st.offsets[n] - st.offsets[0] if n < len(st.offsets) else len(data)
+            cut = st.size - st.offsets[0]  # whole lines; anything after them stays
             blocks_path = self._blocks_path(session_id)
             new_file = not blocks_path.exists()
             with open(blocks_path, "ab") as f:

@@ -28,7 +28,10 @@ from engine.events import Event
 from engine.store import packed
 from engine.store.chain import HASH_BYTES
 
-SEAL_AT = 256  # tail events per sealed block (and the tail's most, in whole blocks)
+# The live tail is sealed whole once it holds SEAL_AT events or SEAL_BYTES bytes (so
+# small sessions of long messages are compressed too), in blocks of up to SEAL_AT.
+SEAL_AT = 256
+SEAL_BYTES = 64 * 1024
 ZLIB_LEVEL = 3
 _INDEX_VERSION = 1
 _HEAD = b"\x1f\x8b\x08\x06\x00\x00\x00\x00\x00\xff"  # gzip, deflate, FEXTRA|FHCRC, OS unknown
