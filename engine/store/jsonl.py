@@ -835,17 +835,20 @@ class JSONLStore(Store):
         st = self._state(session_id)
         if st.gap is not None:
             return  # damage, not a seal cut short: left for verify to report
-        bad = st.bad_block
-        if bad is not None:
-            self._move_aside(self._blocks_path(session_id), bad.offset,
-                             session_id, "a torn sealed block")
-            st.bad_block = None
-        if st.stale:
-            path = self._path(session_id)
-            data = path.read_bytes()
-            _write_atomic(path, data[st.stale_end:], durable=True)
-            log.warning("jsonl_seal_finished", session_id=session_id, lines=st.stale)
-            st.tail_ino = -1
+        try:
+            bad = st.bad_block
+            if bad is not None:
+                self._move_aside(self._blocks_path(session_id), bad.offset,
+                                 session_id, "a torn sealed block")
+                st.bad_block = None
+            if st.stale:
+                path = self._path(session_id)
+                data = path.read_bytes()
+                _write_atomic(path, data[st.stale_end:], durable=True)
+                log.warning("jsonl_seal_finished", session_id=session_id, lines=st.stale)
+                st.tail_ino = -1
+        except OSError as exc:  # appends stay correct with the lines left: readers skip them
+            log.warning("jsonl_seal_not_finished", session_id=session_id, error=str(exc))
 
     def flush(self) -> None:
         if self._group is not None:

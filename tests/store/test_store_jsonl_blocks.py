@@ -1,0 +1,274 @@
+"""The JSONL store's sealed blocks: every event kept once, the chain unchanged, crashes
+during a seal lose and duplicate nothing, stores of the previous format open as they
+are, and damaged bytes anywhere become typed errors and verify problems."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+from benchmarks.workload import START_MS, Workload
+from engine import codec
+from engine.errors import ConvlogError
+from engine.events import AnyEvent
+from engine.session import Session, StepClock
+from engine.store import JSONLStore, jsonl, open_store
+from engine.store.jsonl_blocks import SEAL_AT
+from engine.store.verify import verify
+from tests.support.cli_run import scratch_dir
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "jsonl-v1"
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != "lock"}
+
+
+def _everything(store: JSONLStore) -> dict[str, list[AnyEvent]]:
+    return {info.id: list(store.read(info.id)) for info in store.sessions()}
+
+
+def _record(url: str, events: int = 1500) -> str:
+    store = open_store(url)
+    try:
+        s = Session.create(store, clock=StepClock(START_MS))
+        Workload(s, seed=5).run(events)
+        s.fork(at=SEAL_AT + 7).user_message("a fork after the first block")
+        return s.id
+    finally:
+        store.close()
+
+
+def _open(root: Path) -> JSONLStore:
+    store = open_store(f"jsonl:///{root}")
+    assert isinstance(store, JSONLStore)
+    return store
+
+
+# --------------------------------------------------------------------------- sealing
+
+
+def test_sealed_sessions_read_verify_and_zcat(tmp_path: Path) -> None:
+    root = tmp_path / "log"
+    sid = _record(f"jsonl:///{root}")
+    store = _open(root)
+    try:
+        events = list(store.read(sid))
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        tail = (root / "sessions" / f"{sid}.jsonl").read_bytes().splitlines()
+        assert len(tail) < SEAL_AT  # the rest is sealed
+        report = verify(store)
+        assert report.ok, report.problems
+        assert report.events == len(events) + 4  # and the fork's own user message
+        # Ranges across block boundaries are slices of the whole.
+        for first, last in ((1, 1), (SEAL_AT - 2, SEAL_AT + 3), (700, 1100),
+                            (len(events) - 3, len(events) + 5)):
+            assert list(store.read(sid, first, last)) == events[first - 1:last]
+        e = events[SEAL_AT + 10]
+        assert store.find_event(e.id) == (sid, e.seq)
+        assert store.seq_at_time(sid, e.time) == e.seq
+        records = list(store.read_all())
+        assert [r.position for r in records] == list(range(1, len(records) + 1))
+        assert [r.event for r in records if r.event.session_id == sid] == events
+        fork = next(i.id for i in store.sessions() if i.id != sid)
+        assert list(store.read(fork))[:SEAL_AT + 7] == events[:SEAL_AT + 7]
+    finally:
+        store.close()
+    # zcat reads the blocks: one JSON object per block, the text in plain sight.
+    docs = gzip.decompress((root / "sessions" / f"{sid}.blocks").read_bytes()).splitlines()
+    assert sum(len(json.loads(doc)["codes"]) for doc in docs) + len(tail) == len(events)
+    first = json.loads(docs[0])
+    assert first["kinds"]
+    assert first["bodies"]
+    deltas = [getattr(e, "delta", None) for e in events[:SEAL_AT]]
+    assert any(d is not None and d in first["bodies"] for d in deltas)
+
+
+def test_todays_jsonl_stores_open_read_and_verify_unchanged(tmp_path: Path) -> None:
+    """tests/fixtures/jsonl-v1 was written by the release before sealed blocks."""
+    root = tmp_path / "v1"
+    shutil.copytree(FIXTURE, root)
+    before = _files(root)
+    want: dict[str, list[AnyEvent]] = {}
+    for path in sorted((root / "sessions").glob("*.jsonl")):
+        lines = path.read_bytes().splitlines()
+        want[path.name[:-len(".jsonl")]] = [
+            codec.decode_json(msgspec.json.encode(json.loads(line)["event"])) for line in lines]
+    store = _open(root)
+    try:
+        got = _everything(store)
+        main = max(want, key=lambda k: len(want[k]))
+        assert got[main] == want[main]
+        fork = next(k for k in want if k != main)
+        info = store.session_info(fork)
+        assert info.fork_seq is not None
+        assert got[fork] == want[main][:info.fork_seq] + want[fork]
+        assert verify(store).ok
+        assert _files(root) == before  # reading and verifying wrote nothing
+        # The first append seals the old tail (it holds more than a block's worth).
+        Session.open(store, main).user_message("after the upgrade")
+        assert (root / "sessions" / f"{main}.blocks").exists()
+        assert list(store.read(main))[:len(want[main])] == want[main]
+        report = verify(store)
+        assert report.ok, report.problems
+        assert list(store.read(fork)) == got[fork]
+    finally:
+        store.close()
+    store = _open(root)
+    try:
+        assert verify(store).ok
+        assert store.version(main) == len(want[main]) + 4
+    finally:
+        store.close()
+
+
+# --------------------------------------------------------------------------- crashes
+
+
+def _seal_cut_short(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, list[AnyEvent]]:
+    """A session whose last seal wrote its blocks and then died before the tail was
+    replaced (the tail still holds the sealed lines)."""
+    real = jsonl._write_atomic
+
+    def dies_on_tails(path: Path, data: bytes, *, durable: bool) -> None:
+        if path.suffix == ".jsonl":
+            raise OSError("killed before the tail was replaced")
+        real(path, data, durable=durable)
+
+    store = open_store(f"jsonl:///{root}")
+    s = Session.create(store, clock=StepClock(START_MS))
+    with monkeypatch.context() as m:
+        m.setattr(jsonl, "_write_atomic", dies_on_tails)
+        Workload(s, seed=9).run(600)
+    events = list(store.read(s.id))
+    store.close()
+    return s.id, events
+
+
+def test_a_seal_cut_short_loses_and_duplicates_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "log"
+    sid, events = _seal_cut_short(root, monkeypatch)
+    tail = (root / "sessions" / f"{sid}.jsonl").read_bytes().splitlines()
+    assert (root / "sessions" / f"{sid}.blocks").exists()
+    assert len(tail) == len(events)  # every line still there, a block holds some too
+    before = _files(root)
+    store = _open(root)
+    try:
+        assert list(store.read(sid)) == events
+        assert store.version(sid) == len(events)
+        assert [r.event for r in store.read_all()] == events
+        assert verify(store).ok
+        assert _files(root) == before  # reads leave the half seal alone
+        with capture_logs() as logs:
+            Session.open(store, sid).user_message("next")
+        assert "jsonl_seal_finished" in [e["event"] for e in logs]
+        after = list(store.read(sid))
+        assert after[:len(events)] == events
+        assert len(after) == len(events) + 4
+        assert verify(store).ok
+    finally:
+        store.close()
+
+
+def test_a_torn_seal_is_ignored_by_reads_and_moved_aside_by_repair(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "log"
+    sid, events = _seal_cut_short(root, monkeypatch)
+    blocks = root / "sessions" / f"{sid}.blocks"
+    data = blocks.read_bytes()
+    blocks.write_bytes(data[:len(data) - 9])  # the last member's trailer never landed
+    before = _files(root)
+    store = _open(root)
+    try:
+        assert list(store.read(sid)) == events
+        assert verify(store).ok
+        assert _files(root) == before
+        store.repair()
+        assert (root / "sessions" / f"{sid}.blocks.corrupt").exists()
+        assert list(store.read(sid)) == events
+        Session.open(store, sid).user_message("after the repair")
+        assert verify(store).ok
+        assert list(store.read(sid))[:len(events)] == events
+    finally:
+        store.close()
+
+
+# --------------------------------------------------------------------------- damage
+
+_RUNS = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def pristine() -> Iterator[tuple[Path, dict[str, list[AnyEvent]]]]:
+    with scratch_dir("jsonl-blocks") as base:
+        root = base / "pristine"
+        _record(f"jsonl:///{root}", events=700)
+        store = _open(root)
+        try:
+            yield root, _everything(store)
+        finally:
+            store.close()
+
+
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.sampled_from([".blocks", ".jsonl"]), where=st.integers(0, 1 << 30),
+       how=st.sampled_from(["flip", "truncate"]), mask=st.integers(1, 255))
+def test_damaged_bytes_are_typed_errors_and_verify_problems(
+        pristine: tuple[Path, dict[str, list[AnyEvent]]], which: str, where: int, how: str,
+        mask: int) -> None:
+    src, original = pristine
+    root = src.parent / f"damaged-{next(_RUNS)}"
+    shutil.copytree(src, root)
+    try:
+        paths = sorted((root / "sessions").glob(f"*{which}"))
+        path = paths[where % len(paths)]
+        data = bytearray(path.read_bytes())
+        if not data:
+            return
+        at = (where >> 3) % len(data)
+        if how == "flip":
+            data[at] ^= mask
+        else:
+            del data[at:]
+        path.write_bytes(bytes(data))
+        before = _files(root)
+        outcome = _damaged_outcome(root)
+        assert _files(root) == before  # reads and verify never write
+        if outcome["read"] is not None and outcome["ok"]:
+            assert outcome["read"] == original  # verify passes only when nothing changed
+        if outcome["read"] is None:
+            assert not outcome["ok"]  # what reads refuse, verify reports
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _damaged_outcome(root: Path) -> dict[str, Any]:
+    try:
+        store = _open(root)
+    except ConvlogError:
+        return {"read": None, "ok": False}
+    try:
+        try:
+            read: dict[str, list[AnyEvent]] | None = _everything(store)
+        except ConvlogError:
+            read = None
+        report = verify(store)
+        for problem in report.problems:
+            assert problem.seq >= 0
+        return {"read": read, "ok": report.ok}
+    finally:
+        store.close()
