@@ -123,7 +123,7 @@ class _State:
     """What this process knows of one session's files (parsed incrementally)."""
 
     __slots__ = ("bad_block", "base", "blocks", "blocks_size", "gap", "genesis", "head",
-                 "offsets", "positions", "sealed", "sealed_head", "size", "stale",
+                 "offsets", "paths", "positions", "sealed", "sealed_head", "size", "stale",
                  "stale_end", "tail_ino", "version")
 
     def __init__(self, base: int, genesis: bytes) -> None:
@@ -135,6 +135,7 @@ class _State:
         self.sealed = base  # the last seq in blocks
         self.sealed_head = genesis
         self.tail_ino = -1
+        self.paths = ("", "")  # the tail's and the blocks' file names
         self._reset_tail()
 
     def _reset_tail(self) -> None:
@@ -477,6 +478,9 @@ class JSONLStore(Store):
         if st is None:
             m = self._meta(session_id)
             st = self._states[session_id] = _State(m.fork_seq or 0, bytes.fromhex(m.genesis))
+            st.paths = (str(self._path(session_id)), str(self._blocks_path(session_id)))
+        elif self._unchanged(st):
+            return st
         for _ in range(5):
             if self._parse_blocks(session_id, st):
                 st.tail_ino = -1  # the tail is counted against the new blocks again
@@ -486,6 +490,20 @@ class JSONLStore(Store):
             st.gap = None
             st.tail_ino = -1
         return st
+
+    @staticmethod
+    def _unchanged(st: _State) -> bool:
+        """Two stats instead of two reads when no one wrote since ``st`` was read."""
+        try:
+            tail = os.stat(st.paths[0])
+        except FileNotFoundError:
+            return False
+        if tail.st_ino != st.tail_ino or tail.st_size != st.size:
+            return False
+        try:
+            return os.stat(st.paths[1]).st_size == st.blocks_size
+        except FileNotFoundError:
+            return st.blocks_size == 0
 
     def _blocks_grew(self, session_id: str, st: _State) -> bool:
         try:
@@ -542,7 +560,9 @@ class JSONLStore(Store):
         if st.base < first_seq <= st.sealed:
             st.stale = st.sealed - first_seq + 1
         elif first_seq > st.sealed + 1:
-            st.gap = (f"the tail starts at seq {first_seq}, but the sealed blocks end at "
+            st.gap = (f"sealed events from seq {st.sealed + 1} are unreadable: "
+                      f"{st.bad_block}" if st.bad_block is not None else
+                      f"the tail starts at seq {first_seq}, but the sealed blocks end at "
                       f"seq {st.sealed}")
 
     def _parse_blocks(self, session_id: str, st: _State) -> bool:
@@ -715,7 +735,8 @@ class JSONLStore(Store):
         if self._indexed == self._last:  # our own events are indexed above
             self._indexed += n
         self._last += n
-        size = self._pending_heads.get(session_id, (0, b"", self._state(session_id).size))[2]
+        pending = self._pending_heads.get(session_id)
+        size = pending[2] if pending is not None else self._state(session_id).size
         self._pending_heads[session_id] = (batch.first_seq - 1 + n, batch.head, size)
         if self._group is None:
             self._flush_pending()
@@ -791,20 +812,36 @@ class JSONLStore(Store):
             blocks_path = self._blocks_path(session_id)
             new_file = not blocks_path.exists()
             with open(blocks_path, "ab") as f:
-                f.write(b"".join(members))
+                start = f.seek(0, os.SEEK_END)
+                f.write(b"".join(m for m, _ in members))
                 f.flush()
                 os.fsync(f.fileno())
             if new_file:
                 _fsync_dir(self._sessions_dir)
-            # The blocks are durable: now the tail may lose its first n lines.
-            _write_atomic(path, data[cut:], durable=True)
+            # The blocks are durable: now the tail may lose its lines. The new tail is
+            # normally empty (nothing to fsync); the rename itself must last before a
+            # later append lands in the new file.
+            rest = data[cut:]
+            _write_atomic(path, rest, durable=bool(rest))
+            if not rest:
+                _fsync_dir(self._sessions_dir)
         except OSError as exc:
             log.warning("jsonl_seal_failed", session_id=session_id, error=str(exc))
-        st.tail_ino = -1  # read again: the new blocks, and the tail without their lines
+            st.tail_ino = -1
+            return
+        if start == st.blocks_size:  # index the new blocks from what was just written
+            for member, ref in members:
+                st.blocks.append(ref._replace(offset=start))
+                start += len(member)
+                st.sealed, st.sealed_head = ref.last_seq, ref.head
+            st.blocks_size = start
+        st.tail_ino = -1  # read again: the tail without the sealed lines
 
-    def _members(self, session_id: str, st: _State, lines: list[bytes]) -> list[bytes] | None:
-        """The gzip members of these tail lines, or None (with a warning) when their
-        events, decoded, would not reproduce the stored hashes exactly."""
+    def _members(self, session_id: str, st: _State,
+                 lines: list[bytes]) -> list[tuple[bytes, BlockRef]] | None:
+        """The gzip members of these tail lines (and what they will index), or None
+        (with a warning) when their events, decoded, would not reproduce the stored
+        hashes exactly."""
         events: list[Event] = []
         hashes: list[bytes] = []
         positions: list[int] = []
@@ -823,10 +860,14 @@ class JSONLStore(Store):
         except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
             log.warning("jsonl_seal_skipped", session_id=session_id, reason=str(exc))
             return None
-        return [jsonl_blocks.encode(events[i:i + SEAL_AT], session_id,
-                                    hashes[min(i + SEAL_AT, len(events)) - 1],
-                                    positions[i:i + SEAL_AT])
-                for i in range(0, len(events), SEAL_AT)]
+        out = []
+        for i in range(0, len(events), SEAL_AT):
+            chunk = events[i:i + SEAL_AT]
+            head = hashes[i + len(chunk) - 1]
+            member = jsonl_blocks.encode(chunk, session_id, head, positions[i:i + SEAL_AT])
+            out.append((member, BlockRef(chunk[0].seq, len(chunk), 0, len(member), head,
+                                         positions[i:i + SEAL_AT])))
+        return out
 
     def _finish_seal(self, session_id: str) -> None:
         """Before writing to a session (file lock held): undo what a crash during a seal

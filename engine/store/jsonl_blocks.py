@@ -57,7 +57,7 @@ class BadMember(Exception):
     """A member that cannot be read: torn (cut short) or damaged."""
 
     def __init__(self, offset: int, why: str, *, torn: bool = False) -> None:
-        super().__init__(f"block at byte {offset}: {why}")
+        super().__init__(f"block at byte {offset}: {why}" if offset >= 0 else why)
         self.offset = offset
         self.torn = torn
 
@@ -153,7 +153,7 @@ def payload(member: bytes) -> bytes:
             raise ValueError("the compressed body does not end where its index says")
         crc, size = struct.unpack_from("<II", member, len(member) - 8)
     except (zlib.error, ValueError, struct.error) as exc:
-        raise BadMember(0, f"undecompressable: {exc}") from None
+        raise BadMember(-1, f"undecompressable: {exc}") from None
     if zlib.crc32(body) != crc or len(body) & 0xFFFFFFFF != size:
-        raise BadMember(0, "CRC-32 mismatch")
+        raise BadMember(-1, "CRC-32 mismatch")
     return body
