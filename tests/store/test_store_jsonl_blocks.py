@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 import pytest
+import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
@@ -29,6 +30,15 @@ from engine.store.verify import verify
 from tests.support.cli_run import scratch_dir
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "jsonl-v1"
+
+
+@pytest.fixture(autouse=True)
+def _default_logging() -> Iterator[None]:
+    """The CLI tests leave structlog filtering below ``error``; see warnings again."""
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    yield
+    structlog.configure(**saved)
 
 
 def _files(root: Path) -> dict[str, bytes]:
