@@ -14,6 +14,7 @@ Three ways to reach a past state, all equal to a replay from the first event:
 from __future__ import annotations
 
 import bisect
+import hashlib
 from typing import Any, Literal
 
 import attrs
@@ -40,7 +41,69 @@ def _check_seq(store: Store, session_id: str, seq: int) -> None:
 
 # Stored snapshots are chunked: an index per snapshot, one blob per message version.
 INDEX_NAME = f"{WithPartsProjection.NAME}.index"
-_INDEX_VERSION = 1
+
+# A version 2 index record is this marker (a byte msgpack never uses, so it cannot be
+# mistaken for a version 1 record, which is a msgpack map), a digest of the rest, and
+# the msgpack of an _Index. A full index lists every message; a delta lists only the
+# messages added or changed since its base, an earlier index of the same session.
+_MARK = b"\xc1"
+_DIGEST = 8
+# A delta is written while it lists fewer than this share of the messages (and at
+# least a few): so full indexes get rarer as a session grows, their total size stays
+# a small multiple of the last one, and a restore decodes at most two records.
+_FULL_SHARE = 4
+_FULL_MIN = 64
+_MAX_CHAIN = 8  # deltas written by other writers may chain; never follow a loop
+
+
+def _digest(data: bytes | memoryview) -> bytes:
+    return hashlib.blake2b(data, digest_size=_DIGEST).digest()
+
+
+class _Index(msgspec.Struct, array_like=True):
+    seq: int
+    session: str
+    base: int | None  # None: a full index
+    count: int  # messages in the state, once the base is applied
+    messages: list[tuple[str, int, bytes]]  # (message id, chunk version, chunk digest)
+    tool_added: list[tuple[str, str, int]]
+
+
+class _IndexV1(msgspec.Struct):
+    v: int
+    seq: int
+    session: str
+    messages: list[tuple[str, int]]
+    tool_added: list[tuple[str, str, int]]
+
+
+_encode = msgspec.msgpack.Encoder().encode
+_index_dec = msgspec.msgpack.Decoder(_Index)
+_index_v1_dec = msgspec.msgpack.Decoder(_IndexV1)
+
+Ref = tuple[int, bytes | None]  # (chunk version, chunk digest; None in version 1 records)
+
+
+def encode_index(index: _Index) -> bytes:
+    body = _encode(index)
+    return _MARK + _digest(body) + body
+
+
+def decode_index(data: bytes) -> _Index | None:
+    """The index in a stored record, or None when it is damaged or of an unknown format."""
+    try:
+        if data[:1] == _MARK:
+            body = memoryview(data)[1 + _DIGEST:]
+            if _digest(body) != data[1:1 + _DIGEST]:
+                return None
+            return _index_dec.decode(body)
+        old = _index_v1_dec.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if old.v != 1:
+        return None
+    return _Index(old.seq, old.session, None, len(old.messages),
+                  [(mid, ver, b"") for mid, ver in old.messages], old.tool_added)
 
 
 def message_snapshot_name(message_id: str) -> str:
@@ -50,39 +113,77 @@ def message_snapshot_name(message_id: str) -> str:
 class SnapshotWriter:
     """Writes chunked snapshots of one session's projection into its store.
 
-    A snapshot is an index of (message id, version) plus one blob per message
-    that changed since the previous snapshot: a completed message is written
-    once, however many snapshots follow. Reading one back costs the index (a
-    few bytes per message) and then only the messages that get used.
+    A snapshot is an index of (message id, version, digest) plus one blob per
+    message that changed since the previous snapshot: a completed message is
+    written once, however many snapshots follow. The index itself is usually a
+    delta: the messages added or changed since the last full index, so a snapshot
+    costs what changed, not the length of the session.
     """
 
     def __init__(self, store: Store, session_id: str) -> None:
         self.store = store
         self.session_id = session_id
-        self._written: dict[str, tuple[v.WithParts, int]] = {}
+        self._written: dict[str, tuple[v.WithParts, int, bytes]] = {}
+        self._base_seq: int | None = None
+        self._base: dict[str, tuple[int, bytes]] = {}
 
     def write(self, projection: WithPartsProjection) -> None:
         seq = projection.seq
-        refs: list[tuple[str, int]] = []
+        refs: list[tuple[str, int, bytes]] = []
         for message in projection.messages():
             mid = message.info.id
             known = self._written.get(mid)
             if known is None or known[0] is not message:  # views are cached until changed
-                self.store.put_snapshot(self.session_id, message_snapshot_name(mid), seq,
-                                        encode_message(message))
-                known = self._written[mid] = (message, seq)
-            refs.append((mid, known[1]))
-        index = msgspec.msgpack.encode({
-            "v": _INDEX_VERSION, "seq": seq, "session": self.session_id, "messages": refs,
-            "tool_added": projection.tool_added_items(),
-        })
-        self.store.put_snapshot(self.session_id, INDEX_NAME, seq, index)
+                data = encode_message(message)
+                self.store.put_snapshot(self.session_id, message_snapshot_name(mid), seq, data)
+                known = self._written[mid] = (message, seq, _digest(data))
+            refs.append((mid, known[1], known[2]))
+        base = self._base
+        changed = [r for r in refs if base.get(r[0]) != (r[1], r[2])]
+        # A delta only when the base's messages are all still here, in the same order,
+        # before the new ones (a fold only ever appends messages; checked all the same).
+        delta = (self._base_seq is not None and self._base_seq < seq
+                 and len(changed) < max(_FULL_MIN, len(refs) // _FULL_SHARE)
+                 and [r[0] for r in refs[:len(base)]] == list(base))
+        index = _Index(seq, self.session_id, self._base_seq if delta else None, len(refs),
+                       changed if delta else refs, projection.tool_added_items())
+        self.store.put_snapshot(self.session_id, INDEX_NAME, seq, encode_index(index))
+        if not delta:
+            self._base_seq = seq
+            self._base = {mid: (ver, dig) for mid, ver, dig in refs}
+
+
+def _resolve(store: Store, owner: str, found: tuple[int, bytes]
+             ) -> tuple[_Index, dict[str, Ref]] | None:
+    """The index record at ``found`` with its delta chain applied: every message's ref,
+    in order. None when a record is damaged, missing or inconsistent."""
+    chain: list[_Index] = []
+    index = decode_index(found[1])
+    while index is not None and index.seq == found[0]:
+        chain.append(index)
+        if index.base is None:
+            break
+        if len(chain) > _MAX_CHAIN or index.base >= index.seq:
+            return None
+        hit = store.latest_snapshot(owner, INDEX_NAME, index.base)
+        if hit is None or hit[0] != index.base:
+            return None
+        found, index = hit, decode_index(hit[1])
+    else:
+        return None
+    refs: dict[str, Ref] = {}
+    for record in reversed(chain):
+        refs.update({mid: (ver, dig or None) for mid, ver, dig in record.messages})
+        if len(refs) != record.count:
+            return None
+    return chain[0], refs
 
 
 def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProjection | None:
     """The stored snapshot nearest below ``seq``, searching the fork lineage too.
 
-    Messages load lazily from the store, so keep it open while reading them.
+    Messages load lazily from the store, so keep it open while reading them. None
+    when there is none, or when the nearest one is damaged (then replay instead).
     """
     best: tuple[str, int, bytes] | None = None
     for sid, limit in store.lineage(session_id):
@@ -92,24 +193,31 @@ def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProject
             best = (sid, found[0], found[1])
     if best is None:
         return None
-    owner, _, data = best
-    index = msgspec.msgpack.decode(data)
-    if index.get("v") != _INDEX_VERSION:
-        return None  # an unknown format is only a cache miss: replay instead
-    rename = None if index["session"] == session_id else session_id
+    owner = best[0]
+    resolved = _resolve(store, owner, best[1:])
+    if resolved is None:
+        return None  # an unreadable index is only a cache miss: replay instead
+    index, refs = resolved
+    rename = None if index.session == session_id else session_id
 
-    def loader(mid: str, version: int) -> Any:
-        def load() -> Any:
-            found = store.latest_snapshot(owner, message_snapshot_name(mid), version)
-            if found is None or found[0] != version:
-                raise LookupError(f"snapshot chunk {mid}@{version} is missing from {owner}")
-            return decode_message(found[1], rename)
-        return load
+    def load(mid: str, ref: Ref) -> Any:
+        version, digest = ref
+        found = store.latest_snapshot(owner, message_snapshot_name(mid), version)
+        if found is not None and found[0] == version and (
+                digest is None or _digest(found[1]) == digest):
+            try:
+                raw = decode_message(found[1], rename)
+                if raw["info"]["id"] == mid:
+                    return raw
+            except (msgspec.DecodeError, LookupError, TypeError):
+                pass
+        if digest is None:  # a version 1 index cannot tell a stale chunk from a good one
+            raise LookupError(f"snapshot chunk {mid}@{version} is missing from {owner}")
+        # A missing or damaged chunk: the message as of that version, by replay.
+        return at(store, session_id, version, use_snapshots=False).message(mid)
 
-    return WithPartsProjection.from_chunks(
-        session_id, index["seq"], [(mid, loader(mid, ver)) for mid, ver in index["messages"]],
-        {(m, p): t for m, p, t in index["tool_added"]},
-    )
+    return WithPartsProjection.from_refs(session_id, index.seq, refs, load,
+                                         {(m, p): t for m, p, t in index.tool_added})
 
 
 def at(store: Store, session_id: str, seq: int | None = None, *,

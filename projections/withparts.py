@@ -9,7 +9,7 @@ the original would.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import attrs
@@ -51,7 +51,8 @@ def _merge_provider(old: dict[str, Any] | None, new: dict[str, Any] | None
 
 class _Msg:
     """A message in one of three forms: live records, a frozen view, or raw snapshot data
-    (a dict, or a callable that loads the dict from a store on first use).
+    (a dict, or a ``(load, message id, ref)`` tuple whose call returns the dict or the
+    view, from a store, on first use).
 
     Restored messages stay frozen (or raw) until an event touches them, so a
     restore costs a pointer per message rather than a rebuild.
@@ -71,8 +72,11 @@ class _Msg:
         view = self.view
         if view is None:
             if self.parts is None:
-                raw = self.raw() if callable(self.raw) else self.raw  # a lazy snapshot chunk
-                view = converter.structure(raw, v.WithParts)
+                raw = self.raw
+                if type(raw) is tuple:  # a stored snapshot chunk: (load, message id, ref)
+                    raw = raw[0](raw[1], raw[2])
+                view = raw if isinstance(raw, v.WithParts) else converter.structure(
+                    raw, v.WithParts)
                 self.info = view.info
                 self.raw = None
             else:
@@ -513,16 +517,18 @@ class WithPartsProjection:
 
 
     @classmethod
-    def from_chunks(cls, session_id: str, seq: int, chunks: Iterable[tuple[str, Any]],
-                    tool_added: dict[PartKey, int]) -> WithPartsProjection:
+    def from_refs(cls, session_id: str, seq: int, refs: dict[str, Any],
+                  load: Callable[[str, Any], Any],
+                  tool_added: dict[PartKey, int]) -> WithPartsProjection:
         """A projection whose messages are loaded one by one, each when first used.
 
-        ``chunks`` pairs each message id with its JSON dict or a callable returning it.
+        ``refs`` maps each message id, in order, to what ``load(message_id, ref)``
+        needs to return that message: its JSON dict or its view.
         """
         proj = cls(session_id)
         proj.seq = seq
-        proj._msgs = {mid: _Msg(None, raw=loader) for mid, loader in chunks}
-        proj._tool_added = dict(tool_added)
+        proj._msgs = {mid: _Msg(None, raw=(load, mid, ref)) for mid, ref in refs.items()}
+        proj._tool_added = tool_added
         return proj
 
     def tool_added_items(self) -> list[tuple[str, str, int]]:
