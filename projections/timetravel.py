@@ -81,9 +81,6 @@ _encode = msgspec.msgpack.Encoder().encode
 _index_dec = msgspec.msgpack.Decoder(_Index)
 _index_v1_dec = msgspec.msgpack.Decoder(_IndexV1)
 
-Ref = tuple[int, bytes | None]  # (chunk version, chunk digest; None in version 1 records)
-
-
 def encode_index(index: _Index) -> bytes:
     body = _encode(index)
     return _MARK + _digest(body) + body
@@ -153,30 +150,23 @@ class SnapshotWriter:
             self._base = {mid: (ver, dig) for mid, ver, dig in refs}
 
 
-def _resolve(store: Store, owner: str, found: tuple[int, bytes]
-             ) -> tuple[_Index, dict[str, Ref]] | None:
-    """The index record at ``found`` with its delta chain applied: every message's ref,
-    in order. None when a record is damaged, missing or inconsistent."""
+def _chain(store: Store, owner: str, found: tuple[int, bytes]) -> list[_Index] | None:
+    """The index record at ``found`` and the bases its delta needs, newest first.
+    None when a record is damaged, missing or inconsistent."""
     chain: list[_Index] = []
-    index = decode_index(found[1])
-    while index is not None and index.seq == found[0]:
+    while True:
+        index = decode_index(found[1])
+        if index is None or index.seq != found[0]:
+            return None
         chain.append(index)
         if index.base is None:
-            break
+            return chain
         if len(chain) > _MAX_CHAIN or index.base >= index.seq:
             return None
         hit = store.latest_snapshot(owner, INDEX_NAME, index.base)
         if hit is None or hit[0] != index.base:
             return None
-        found, index = hit, decode_index(hit[1])
-    else:
-        return None
-    refs: dict[str, Ref] = {}
-    for record in reversed(chain):
-        refs.update({mid: (ver, dig or None) for mid, ver, dig in record.messages})
-        if len(refs) != record.count:
-            return None
-    return chain[0], refs
+        found = hit
 
 
 def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProjection | None:
@@ -194,30 +184,34 @@ def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProject
     if best is None:
         return None
     owner = best[0]
-    resolved = _resolve(store, owner, best[1:])
-    if resolved is None:
+    chain = _chain(store, owner, best[1:])
+    if chain is None:
         return None  # an unreadable index is only a cache miss: replay instead
-    index, refs = resolved
-    rename = None if index.session == session_id else session_id
+    rename = None if chain[0].session == session_id else session_id
 
-    def load(mid: str, ref: Ref) -> Any:
-        version, digest = ref
+    def load(mid: str, version: int, digest: bytes) -> Any:
         found = store.latest_snapshot(owner, message_snapshot_name(mid), version)
         if found is not None and found[0] == version and (
-                digest is None or _digest(found[1]) == digest):
+                not digest or _digest(found[1]) == digest):
             try:
                 raw = decode_message(found[1], rename)
                 if raw["info"]["id"] == mid:
                     return raw
             except (msgspec.DecodeError, LookupError, TypeError):
                 pass
-        if digest is None:  # a version 1 index cannot tell a stale chunk from a good one
+        if not digest:  # a version 1 index cannot tell a stale chunk from a good one
             raise LookupError(f"snapshot chunk {mid}@{version} is missing from {owner}")
         # A missing or damaged chunk: the message as of that version, by replay.
         return at(store, session_id, version, use_snapshots=False).message(mid)
 
-    return WithPartsProjection.from_refs(session_id, index.seq, refs, load,
-                                         {(m, p): t for m, p, t in index.tool_added})
+    # Oldest record first: a delta's messages replace or follow its base's.
+    refs: dict[str, tuple[Any, ...]] = {}
+    for index in reversed(chain):
+        refs.update({mid: (load, mid, ver, dig) for mid, ver, dig in index.messages})
+        if len(refs) != index.count:
+            return None
+    return WithPartsProjection.from_refs(session_id, chain[0].seq, refs,
+                                         {(m, p): t for m, p, t in chain[0].tool_added})
 
 
 def at(store: Store, session_id: str, seq: int | None = None, *,

@@ -73,8 +73,8 @@ class _Msg:
         if view is None:
             if self.parts is None:
                 raw = self.raw
-                if type(raw) is tuple:  # a stored snapshot chunk: (load, message id, ref)
-                    raw = raw[0](raw[1], raw[2])
+                if type(raw) is tuple:  # a stored snapshot chunk: (load, message id, *args)
+                    raw = raw[0](*raw[1:])
                 view = raw if isinstance(raw, v.WithParts) else converter.structure(
                     raw, v.WithParts)
                 self.info = view.info
@@ -210,7 +210,8 @@ class WithPartsProjection:
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self.seq = 0
-        self._msgs: dict[str, _Msg] = {}
+        # A message not yet loaded from a stored snapshot is its (load, id, ref) tuple.
+        self._msgs: dict[str, _Msg | tuple[Any, ...]] = {}
         self._parts: dict[PartKey, _Part] = {}
         # When each unfinished tool was added: an error before it ever ran starts there.
         self._tool_added: dict[PartKey, int] = {}
@@ -225,7 +226,7 @@ class WithPartsProjection:
 
     def _live(self, message_id: str) -> _Msg:
         """The message with live part records, thawed from its frozen view if needed."""
-        msg = self._msgs[message_id]
+        msg = self._msg(message_id)
         if msg.parts is None:
             view = msg.build()
             msg.parts = {}
@@ -234,6 +235,12 @@ class WithPartsProjection:
                 msg.parts[pv.id] = part
                 self._parts[(message_id, pv.id)] = part
         return msg
+
+    def _msg(self, message_id: str) -> _Msg:
+        msg = self._msgs[message_id]
+        if type(msg) is tuple:
+            msg = self._msgs[message_id] = _Msg(None, raw=msg)
+        return msg  # type: ignore[return-value]
 
     def _part(self, message_id: str, part_id: str) -> _Part:
         part = self._parts.get((message_id, part_id))
@@ -462,10 +469,17 @@ class WithPartsProjection:
     # ------------------------------------------------------------------ reading
 
     def messages(self) -> list[v.WithParts]:
-        return [m.build() for m in self._msgs.values()]
+        msgs = self._msgs
+        out: list[v.WithParts] = []
+        for mid, m in msgs.items():
+            msg = m
+            if type(msg) is tuple:  # replacing a value keeps the dict's size: safe mid-loop
+                msg = msgs[mid] = _Msg(None, raw=m)
+            out.append(msg.build())  # type: ignore[union-attr]
+        return out
 
     def message(self, message_id: str) -> v.WithParts:
-        return self._msgs[message_id].build()
+        return self._msg(message_id).build()
 
     def to_json(self) -> list[Any]:
         data = converter.unstructure(self.messages(), list[v.WithParts])
@@ -476,7 +490,7 @@ class WithPartsProjection:
 
     def freeze(self) -> FrozenState:
         """An immutable copy of the state that shares every unchanged view."""
-        return FrozenState(self.seq, tuple(m.build() for m in self._msgs.values()),
+        return FrozenState(self.seq, tuple(self.messages()),
                            dict(self._tool_added))
 
     @classmethod
@@ -517,17 +531,17 @@ class WithPartsProjection:
 
 
     @classmethod
-    def from_refs(cls, session_id: str, seq: int, refs: dict[str, Any],
-                  load: Callable[[str, Any], Any],
+    def from_refs(cls, session_id: str, seq: int, refs: dict[str, tuple[Any, ...]],
                   tool_added: dict[PartKey, int]) -> WithPartsProjection:
         """A projection whose messages are loaded one by one, each when first used.
 
-        ``refs`` maps each message id, in order, to what ``load(message_id, ref)``
-        needs to return that message: its JSON dict or its view.
+        ``refs`` maps each message id, in order, to a ``(load, message id, *args)``
+        tuple: ``load(message id, *args)`` returns the message's JSON dict or view.
+        The dict is the projection's own from here on.
         """
         proj = cls(session_id)
         proj.seq = seq
-        proj._msgs = {mid: _Msg(None, raw=(load, mid, ref)) for mid, ref in refs.items()}
+        proj._msgs = refs  # type: ignore[assignment]
         proj._tool_added = tool_added
         return proj
 
