@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import zlib
 from typing import Any, Literal
 
 import attrs
@@ -58,6 +59,19 @@ _MAX_CHAIN = 8  # deltas written by other writers may chain; never follow a loop
 
 def _digest(data: bytes | memoryview) -> bytes:
     return hashlib.blake2b(data, digest_size=_DIGEST).digest()
+
+
+# Message chunks above this size are stored zlib-compressed behind the marker: the
+# message still streaming is rewritten at every snapshot, and its text compresses.
+_PACK_FROM = 512
+
+
+def _pack(data: bytes) -> bytes:
+    return _MARK + zlib.compress(data, 1) if len(data) >= _PACK_FROM else data
+
+
+def _unpack(data: bytes) -> bytes:
+    return zlib.decompress(memoryview(data)[1:]) if data[:1] == _MARK else data
 
 
 class _Index(msgspec.Struct, array_like=True):
@@ -131,7 +145,7 @@ class SnapshotWriter:
             mid = message.info.id
             known = self._written.get(mid)
             if known is None or known[0] is not message:  # views are cached until changed
-                data = encode_message(message)
+                data = _pack(encode_message(message))
                 self.store.put_snapshot(self.session_id, message_snapshot_name(mid), seq, data)
                 known = self._written[mid] = (message, seq, _digest(data))
             refs.append((mid, known[1], known[2]))
@@ -194,10 +208,10 @@ def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProject
         if found is not None and found[0] == version and (
                 not digest or _digest(found[1]) == digest):
             try:
-                raw = decode_message(found[1], rename)
+                raw = decode_message(_unpack(found[1]), rename)
                 if raw["info"]["id"] == mid:
                     return raw
-            except (msgspec.DecodeError, LookupError, TypeError):
+            except (msgspec.DecodeError, zlib.error, LookupError, TypeError):
                 pass
         if not digest:  # a version 1 index cannot tell a stale chunk from a good one
             raise LookupError(f"snapshot chunk {mid}@{version} is missing from {owner}")

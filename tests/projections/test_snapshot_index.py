@@ -1,0 +1,191 @@
+"""Stored snapshots are caches: ``at(seq)`` from them equals a replay, always.
+
+Properties over realistic sessions (the benchmark's workload, small): snapshots
+written by several writers at different spacings (their delta indexes chain into
+each other's records), live and after the fact, through forks, and with indexes
+or message chunks damaged, swapped or deleted behind the store's back. A damaged
+snapshot may cost a replay; it never yields a different state.
+"""
+
+from __future__ import annotations
+
+import random
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from benchmarks.workload import START_MS, Workload
+from engine.session import Session, StepClock
+from engine.store import MemoryStore
+from projections.timetravel import (
+    INDEX_NAME,
+    Snapshotter,
+    at,
+    decode_index,
+    latest_snapshot,
+    message_snapshot_name,
+    write_snapshots,
+)
+from projections.withparts import WithPartsProjection, encode_message
+
+SETTINGS = settings(max_examples=15, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def recorded(seed: int, events: int) -> tuple[MemoryStore, Session]:
+    store = MemoryStore()
+    session = Session.create(store, clock=StepClock(START_MS))
+    Workload(session, seed=seed).run(events)
+    return store, session
+
+
+def replays(store: MemoryStore, sid: str) -> list[WithPartsProjection]:
+    """The state after each prefix, by replay from the first event."""
+    proj = WithPartsProjection(sid)
+    out = [WithPartsProjection.thaw(sid, proj.freeze())]
+    for e in store.read(sid):
+        proj.apply(e)
+        out.append(WithPartsProjection.thaw(sid, proj.freeze()))
+    return out
+
+
+def assert_equal_everywhere(store: MemoryStore, sid: str,
+                            want: list[WithPartsProjection]) -> None:
+    for k, expected in enumerate(want):
+        got = at(store, sid, k)
+        assert got.seq == k
+        assert got.messages() == expected.messages(), k
+        assert got.to_json() == expected.to_json(), k
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10**6), events=st.integers(40, 250),
+       spacings=st.lists(st.integers(1, 60), min_size=1, max_size=3))
+def test_at_equals_a_replay_with_snapshots_of_several_writers(
+        seed: int, events: int, spacings: list[int]) -> None:
+    store, session = recorded(seed, events)
+    want = replays(store, session.id)
+    for every in spacings:  # later writers overwrite some of the earlier records
+        write_snapshots(store, session.id, every=every)
+        assert_equal_everywhere(store, session.id, want)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10**6), events=st.integers(40, 300), every=st.integers(1, 40))
+def test_a_live_snapshotter_writes_mostly_deltas_that_restore_exactly(
+        seed: int, events: int, every: int) -> None:
+    store = MemoryStore()
+    session = Session.create(store, clock=StepClock(START_MS))
+    snapshotter = Snapshotter(store, WithPartsProjection(session.id), every=every)
+    session.subscribe(snapshotter)
+    Workload(session, seed=seed).run(events)
+    want = replays(store, session.id)
+    kinds = []
+    for seq in range(every, session.version + 1, every):
+        found = store.latest_snapshot(session.id, INDEX_NAME, seq)
+        assert found is not None and found[0] == seq
+        index = decode_index(found[1])
+        assert index is not None
+        kinds.append(index.base is None)
+        restored = latest_snapshot(store, session.id, seq)
+        assert restored is not None and restored.seq == seq
+        assert restored.messages() == want[seq].messages()
+    assert kinds[:1] in ([], [True])  # a writer starts with a full index
+    assert_equal_everywhere(store, session.id, want)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10**6), events=st.integers(60, 300), data=st.data())
+def test_forks_read_their_parents_snapshots_renamed(seed: int, events: int,
+                                                     data: st.DataObject) -> None:
+    store, parent = recorded(seed, events)
+    write_snapshots(store, parent.id, every=data.draw(st.integers(1, 30)))
+    child = parent.fork(at=data.draw(st.integers(0, parent.version)))
+    Workload(child, seed=seed + 1).run(data.draw(st.integers(0, 80)))
+    write_snapshots(store, child.id, every=data.draw(st.integers(1, 30)))
+    grandchild = child.fork(at=data.draw(st.integers(0, child.version)))
+    for s in (child, grandchild):
+        assert_equal_everywhere(store, s.id, replays(store, s.id))
+
+
+def _damage(rng: random.Random, data: bytes, swap: bytes) -> bytes:
+    how = rng.randrange(5)
+    if how == 0 and data:  # a flipped bit
+        i = rng.randrange(len(data))
+        return data[:i] + bytes([data[i] ^ (1 << rng.randrange(8))]) + data[i + 1:]
+    if how == 1:  # torn
+        return data[:rng.randrange(len(data) + 1)]
+    if how == 2:  # another record's bytes
+        return swap
+    if how == 3:  # garbage
+        return rng.randbytes(rng.randrange(1, 40))
+    return b""
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10**6), events=st.integers(40, 300), every=st.integers(1, 30),
+       damages=st.integers(1, 6), how=st.randoms(use_true_random=False))
+def test_damaged_or_missing_snapshots_never_change_a_state(
+        seed: int, events: int, every: int, damages: int, how: random.Random) -> None:
+    store, session = recorded(seed, events)
+    sid = session.id
+    want = replays(store, sid)
+    write_snapshots(store, sid, every=every)
+    records = store._snapshots  # behind the store's back, as a disk fault would be
+    keys = sorted(records)
+    everything = [data for key in keys for _, data in records[key]]
+    for _ in range(damages):
+        key = how.choice(keys)
+        rows = records[key]
+        if not rows:
+            continue
+        i = how.randrange(len(rows))
+        if how.random() < 0.3:
+            del rows[i]  # missing
+        else:
+            rows[i] = (rows[i][0], _damage(how, rows[i][1], how.choice(everything)))
+    assert_equal_everywhere(store, sid, want)
+
+
+def test_a_version_1_index_from_the_previous_release_still_reads() -> None:
+    """Today's stores hold version 1 records: a msgpack map and raw message chunks."""
+    store, session = recorded(3, 200)
+    sid = session.id
+    want = replays(store, sid)
+    proj = WithPartsProjection(sid)
+    for e in store.read(sid):
+        proj.apply(e)
+        if e.seq % 50 == 0:
+            refs = []
+            for m in proj.messages():
+                store.put_snapshot(sid, message_snapshot_name(m.info.id), e.seq,
+                                   encode_message(m))
+                refs.append((m.info.id, e.seq))
+            store.put_snapshot(sid, INDEX_NAME, e.seq, msgspec.msgpack.encode({
+                "v": 1, "seq": e.seq, "session": sid, "messages": refs,
+                "tool_added": proj.tool_added_items()}))
+    restored = latest_snapshot(store, sid, 199)
+    assert restored is not None and restored.seq == 150
+    assert_equal_everywhere(store, sid, want)
+    # An unknown version is only a miss.
+    store.put_snapshot(sid, INDEX_NAME, 150, msgspec.msgpack.encode({"v": 9, "seq": 150}))
+    assert decode_index(store.latest_snapshot(sid, INDEX_NAME, 150)[1]) is None  # type: ignore[index]
+    restored = latest_snapshot(store, sid, 199)
+    assert restored is None
+    assert at(store, sid, 199).messages() == want[199].messages()
+
+
+def test_deltas_keep_the_index_small() -> None:
+    store, session = recorded(5, 3000)
+    sid = session.id
+    write_snapshots(store, sid, every=50)
+    sizes = {True: 0, False: 0}
+    for seq, data in store._snapshots[(sid, INDEX_NAME)]:
+        index = decode_index(data)
+        assert index is not None and index.seq == seq
+        sizes[index.base is None] += 1
+    assert sizes[False] > 3 * sizes[True]  # most snapshots write a delta
+    with pytest.raises(ValueError, match="outside"):
+        at(store, sid, session.version + 1)
