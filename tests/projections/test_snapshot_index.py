@@ -85,12 +85,14 @@ def test_a_live_snapshotter_writes_mostly_deltas_that_restore_exactly(
     kinds = []
     for seq in range(every, session.version + 1, every):
         found = store.latest_snapshot(session.id, INDEX_NAME, seq)
-        assert found is not None and found[0] == seq
+        assert found is not None
+        assert found[0] == seq
         index = decode_index(found[1])
         assert index is not None
         kinds.append(index.base is None)
         restored = latest_snapshot(store, session.id, seq)
-        assert restored is not None and restored.seq == seq
+        assert restored is not None
+        assert restored.seq == seq
         assert restored.messages() == want[seq].messages()
     assert kinds[:1] in ([], [True])  # a writer starts with a full index
     assert_equal_everywhere(store, session.id, want)
@@ -167,7 +169,8 @@ def test_a_version_1_index_from_the_previous_release_still_reads() -> None:
                 "v": 1, "seq": e.seq, "session": sid, "messages": refs,
                 "tool_added": proj.tool_added_items()}))
     restored = latest_snapshot(store, sid, 199)
-    assert restored is not None and restored.seq == 150
+    assert restored is not None
+    assert restored.seq == 150
     assert_equal_everywhere(store, sid, want)
     # An unknown version is only a miss.
     store.put_snapshot(sid, INDEX_NAME, 150, msgspec.msgpack.encode({"v": 9, "seq": 150}))
@@ -184,7 +187,8 @@ def test_deltas_keep_the_index_small() -> None:
     sizes = {True: 0, False: 0}
     for seq, data in store._snapshots[(sid, INDEX_NAME)]:
         index = decode_index(data)
-        assert index is not None and index.seq == seq
+        assert index is not None
+        assert index.seq == seq
         sizes[index.base is None] += 1
     assert sizes[False] > 3 * sizes[True]  # most snapshots write a delta
     with pytest.raises(ValueError, match="outside"):
