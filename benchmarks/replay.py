@@ -41,6 +41,7 @@ import pstats
 import random
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -422,7 +423,10 @@ def run(args: argparse.Namespace) -> Results:
     del proj
     with traced() as tl_mem:
         Timeline(sql, sid, every=args.timeline_every)
+    sql.close()
+    replay_mem = replay_memory(path, sid)
     res.memory = {
+        **replay_mem,
         "peak_rss_bytes": peak_rss_bytes(),
         "session_rss_bytes": rec.rss_bytes,
         "projection_bytes": proj_mem[0],
@@ -430,7 +434,6 @@ def run(args: argparse.Namespace) -> Results:
         "encoded_bytes": total_bytes,
         "sqlite_file_bytes": file_bytes,
     }
-    sql.close()
     tmp.cleanup()
 
     # ------------------------------------------------------------------ targets
@@ -525,6 +528,40 @@ def _at_stats(label: str, times: list[float], materialized: list[float], full: f
     }
 
 
+def replay_memory(path: str, sid: str) -> dict[str, int]:
+    """Memory of a replay from the SQLite file into WithParts, in a fresh process.
+
+    A child process, so that nothing of this one (the encoded events, earlier
+    phases' garbage) counts: its peak RSS over its RSS before the replay, then
+    with tracemalloc the peak during a second replay against what the final
+    state keeps.
+    """
+    out = subprocess.run(
+        [sys.executable, __file__, "--replay-memory", path, sid],
+        check=True, capture_output=True, text=True,
+        cwd=str(Path(__file__).resolve().parent.parent)).stdout
+    found: dict[str, int] = json.loads(out)
+    return found
+
+
+def _replay_memory_child(path: str, sid: str) -> dict[str, int]:
+    store = SQLiteStore(path)
+    next(iter(store.read(sid, 1, 1)), None)  # connection and caches warm before measuring
+    gc.collect()
+    rss0 = rss_bytes()
+    proj: WithPartsProjection | None = WithPartsProjection(sid).apply_all(store.read(sid))
+    rss_peak = peak_rss_bytes()
+    del proj
+    gc.collect()
+    with traced() as mem:  # read on exit, while the state is still alive
+        proj = WithPartsProjection(sid).apply_all(store.read(sid))
+        gc.collect()
+    assert proj is not None
+    store.close()
+    return {"replay_rss_growth_bytes": rss_peak - rss0, "replay_peak_traced_bytes": mem[1],
+            "replay_state_bytes": mem[0]}
+
+
 # --------------------------------------------------------------------------- output
 
 
@@ -599,6 +636,11 @@ def render(res: Results) -> str:
     out.append(f"{'':3}peak RSS of the process                 {_mb(mem['peak_rss_bytes'])}")
     out.append(f"{'':3}session + MemoryStore + projection (RSS) {_mb(mem['session_rss_bytes'])}")
     out.append(f"{'':3}WithParts projection alone (tracemalloc) {_mb(mem['projection_bytes'])}")
+    out.append(f"{'':3}replay from SQLite, fresh process: final state "
+               f"{_mb(mem['replay_state_bytes'])}, peak while replaying "
+               f"{_mb(mem['replay_peak_traced_bytes'])} "
+               f"({mem['replay_peak_traced_bytes'] / max(1, mem['replay_state_bytes']):.2f}x; "
+               f"tracemalloc), RSS growth {_mb(mem['replay_rss_growth_bytes'])}")
     out.append(f"{'':3}Timeline, every={res.args['timeline_every']} (tracemalloc)   "
                f"{_mb(mem['timeline_bytes'])}")
     out.append(f"{'':3}encoded events / SQLite file            {_mb(mem['encoded_bytes'])} / "
@@ -672,6 +714,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="skip the equality checks of replays against the live projection")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--json-out", metavar="FILE", help="also write the results as JSON to FILE")
+    p.add_argument("--replay-memory", nargs=2, metavar=("DB", "SESSION"),
+                   help=argparse.SUPPRESS)  # the child process of replay_memory()
     p.add_argument("--profile", action="store_true",
                    help="only profile the replay loop (cProfile) and print the top functions")
     args = p.parse_args(argv)
@@ -684,6 +728,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.replay_memory:
+        print(json.dumps(_replay_memory_child(*args.replay_memory)))
+        return 0
     if args.profile:
         profile(args)
         return 0
