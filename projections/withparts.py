@@ -210,8 +210,10 @@ class WithPartsProjection:
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self.seq = 0
-        # A message not yet loaded from a stored snapshot is its (load, id, ref) tuple.
-        self._msgs: dict[str, _Msg | tuple[Any, ...]] = {}
+        # A message no event has touched since a restore may be its frozen view (thawed
+        # from a FrozenState) or its (load, id, ...) tuple (a stored snapshot chunk):
+        # a restore then costs a dict entry per message, not an object.
+        self._msgs: dict[str, _Msg | v.WithParts | tuple[Any, ...]] = {}
         self._parts: dict[PartKey, _Part] = {}
         # When each unfinished tool was added: an error before it ever ran starts there.
         self._tool_added: dict[PartKey, int] = {}
@@ -238,9 +240,11 @@ class WithPartsProjection:
 
     def _msg(self, message_id: str) -> _Msg:
         msg = self._msgs[message_id]
-        if type(msg) is tuple:
-            msg = self._msgs[message_id] = _Msg(None, raw=msg)
-        return msg  # type: ignore[return-value]
+        if type(msg) is _Msg:
+            return msg
+        wrapped = self._msgs[message_id] = (
+            _Msg(None, view=msg) if isinstance(msg, v.WithParts) else _Msg(None, raw=msg))
+        return wrapped
 
     def _part(self, message_id: str, part_id: str) -> _Part:
         part = self._parts.get((message_id, part_id))
@@ -472,10 +476,13 @@ class WithPartsProjection:
         msgs = self._msgs
         out: list[v.WithParts] = []
         for mid, m in msgs.items():
-            msg = m
-            if type(msg) is tuple:  # replacing a value keeps the dict's size: safe mid-loop
+            if type(m) is _Msg:
+                out.append(m.build())
+            elif type(m) is tuple:  # replacing a value keeps the dict's size: safe mid-loop
                 msg = msgs[mid] = _Msg(None, raw=m)
-            out.append(msg.build())  # type: ignore[union-attr]
+                out.append(msg.build())
+            else:
+                out.append(m)  # type: ignore[arg-type]
         return out
 
     def message(self, message_id: str) -> v.WithParts:
@@ -498,7 +505,7 @@ class WithPartsProjection:
         """A projection that continues from a frozen state (O(messages) pointers)."""
         proj = cls(session_id)
         proj.seq = state.seq
-        proj._msgs = {wp.info.id: _Msg(None, view=wp) for wp in state.messages}
+        proj._msgs = {wp.info.id: wp for wp in state.messages}
         proj._tool_added = dict(state.tool_added)
         if state.messages and state.messages[0].info.session_id != session_id:
             # A fork reads its parent's frozen state: rebuild with the fork's id.
