@@ -544,13 +544,26 @@ def replay_memory(path: str, sid: str) -> dict[str, int]:
     return found
 
 
+def own_peak_rss_bytes() -> int:
+    """This process image's peak RSS (VmHWM). Linux keeps ``ru_maxrss`` across
+    ``exec``, so a child started by a big parent would report the parent's peak."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return peak_rss_bytes()
+
+
 def _replay_memory_child(path: str, sid: str) -> dict[str, int]:
     store = SQLiteStore(path)
     next(iter(store.read(sid, 1, 1)), None)  # connection and caches warm before measuring
     gc.collect()
     rss0 = rss_bytes()
     proj: WithPartsProjection | None = WithPartsProjection(sid).apply_all(store.read(sid))
-    rss_peak = peak_rss_bytes()
+    rss_peak = own_peak_rss_bytes()
     del proj
     gc.collect()
     with traced() as mem:  # read on exit, while the state is still alive
