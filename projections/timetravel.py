@@ -43,12 +43,16 @@ def _check_seq(store: Store, session_id: str, seq: int) -> None:
 # Stored snapshots are chunked: an index per snapshot, one blob per message version.
 INDEX_NAME = f"{WithPartsProjection.NAME}.index"
 
-# A version 2 index record is this marker (a byte msgpack never uses, so it cannot be
-# mistaken for a version 1 record, which is a msgpack map), a digest of the rest, and
-# the msgpack of an _Index. A full index lists every message; a delta lists only the
-# messages added or changed since its base, an earlier index of the same session.
-_MARK = b"\xc1"
+# A version 2 index record is a msgpack map {"v": 2, "d": digest of "b", "b": the
+# msgpack of an _Index}: a map with "v", like version 1, so the previous release
+# reads it as an unknown version (a cache miss) instead of failing. A full index
+# lists every message; a delta lists only the messages added or changed since its
+# base, an earlier index of the same session.
+_INDEX_VERSION = 2
 _DIGEST = 8
+# Compressed message chunks start with a byte msgpack never uses (version 1 chunks
+# are plain msgpack maps; only version 2 indexes refer to compressed ones).
+_MARK = b"\xc1"
 # A delta is written while it lists fewer than this share of the messages (and at
 # least a few): so full indexes get rarer as a session grows, their total size stays
 # a small multiple of the last one, and a restore decodes at most two records.
@@ -83,6 +87,12 @@ class _Index(msgspec.Struct, array_like=True):
     tool_added: list[tuple[str, str, int]]
 
 
+class _Record(msgspec.Struct):
+    v: int
+    d: bytes
+    b: bytes
+
+
 class _IndexV1(msgspec.Struct):
     v: int
     seq: int
@@ -93,28 +103,30 @@ class _IndexV1(msgspec.Struct):
 
 _encode = msgspec.msgpack.Encoder().encode
 _index_dec = msgspec.msgpack.Decoder(_Index)
+_record_dec = msgspec.msgpack.Decoder(_Record)
 _index_v1_dec = msgspec.msgpack.Decoder(_IndexV1)
 
 def encode_index(index: _Index) -> bytes:
     body = _encode(index)
-    return _MARK + _digest(body) + body
+    return _encode(_Record(_INDEX_VERSION, _digest(body), body))
 
 
 def decode_index(data: bytes) -> _Index | None:
     """The index in a stored record, or None when it is damaged or of an unknown format."""
     try:
-        if data[:1] == _MARK:
-            body = memoryview(data)[1 + _DIGEST:]
-            if _digest(body) != data[1:1 + _DIGEST]:
+        try:
+            record = _record_dec.decode(data)
+        except msgspec.ValidationError:  # no digest: a version 1 record, or junk
+            old = _index_v1_dec.decode(data)
+            if old.v != 1:
                 return None
-            return _index_dec.decode(body)
-        old = _index_v1_dec.decode(data)
+            return _Index(old.seq, old.session, None, len(old.messages),
+                          [(mid, ver, b"") for mid, ver in old.messages], old.tool_added)
+        if record.v != _INDEX_VERSION or _digest(record.b) != record.d:
+            return None
+        return _index_dec.decode(record.b)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    if old.v != 1:
-        return None
-    return _Index(old.seq, old.session, None, len(old.messages),
-                  [(mid, ver, b"") for mid, ver in old.messages], old.tool_added)
 
 
 def message_snapshot_name(message_id: str) -> str:
