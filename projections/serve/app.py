@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -20,9 +20,11 @@ from starlette.routing import Route
 
 from engine.errors import UnknownSession
 from engine.session import Session
+from engine.store.anchor import Anchor
 from engine.store.base import Store
 from projections.serve.export import static_text
-from projections.serve.state import Viewer, sessions_json
+from projections.serve.mailbox import MailboxPage
+from projections.serve.state import WINDOW, Viewer, sessions_json
 
 STATIC = {  # name -> media type; nothing else is served
     "index.html": "text/html; charset=utf-8",
@@ -47,18 +49,22 @@ def _int(request: Request, name: str, default: int | None = None) -> int | None:
 
 
 def create_app(store: Store, *, allow_writes: bool = False, token: str | None = None,
-               poll: float = 0.2, every: int = 64) -> Starlette:
-    """The viewer for ``store``. Writes (fork) need ``allow_writes`` and ``token``."""
+               poll: float = 0.2, every: int = 64,
+               anchors: Iterable[Anchor] = ()) -> Starlette:
+    """The viewer for ``store``. Writes (fork) need ``allow_writes`` and ``token``;
+    ``anchors`` (``convlog anchor``) are what the verify badge checks the log against."""
     if allow_writes and not token:
         raise ValueError("writes need a token")
-    viewer = Viewer(store, every=every)
+    viewer = Viewer(store, every=every, anchors=anchors)
+    mailbox = MailboxPage(store)
 
     def guarded(fn: Callable[[Request], Awaitable[Any]]) -> Handler:
         async def handler(request: Request) -> Response:
             try:
                 result = await fn(request)
             except (UnknownSession, KeyError) as exc:
-                return JSONResponse({"error": f"unknown session: {exc}"}, status_code=404)
+                what = "unknown session" if isinstance(exc, UnknownSession) else "not found"
+                return JSONResponse({"error": f"{what}: {exc}"}, status_code=404)
             except ValueError as exc:
                 return JSONResponse({"error": str(exc)}, status_code=400)
             if isinstance(result, Response):
@@ -78,7 +84,13 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
                                  "X-Content-Type-Options": "nosniff"})
 
     async def config(request: Request) -> Any:
-        return {"writes": allow_writes}
+        def answer() -> dict[str, Any]:
+            known = {info.id for info in store.sessions()}
+            return {"writes": allow_writes,
+                    "anchors": [{"session": a.session_id, "seq": a.seq,
+                                 "present": a.session_id in known}
+                                for a in viewer.anchors.values()]}
+        return await sync(answer)
 
     async def sessions(request: Request) -> Any:
         return await sync(sessions_json, store)
@@ -88,7 +100,19 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
 
     async def state(request: Request) -> Any:
         sid = request.path_params["sid"]
-        return await sync(viewer.state, sid, _int(request, "seq"), start=_int(request, "start"))
+        return await sync(viewer.state, sid, _int(request, "seq"), start=_int(request, "start"),
+                          count=_int(request, "count", WINDOW) or WINDOW,
+                          marks=request.query_params.get("marks") != "0")
+
+    async def lines(request: Request) -> Any:
+        q = request.query_params
+        seq = _int(request, "seq")
+        if seq is None:
+            raise ValueError("seq is required")
+        where = (q.get("message", ""), q.get("part", ""), q.get("field", ""))
+        return await sync(viewer.lines, request.path_params["sid"], seq, where,
+                          first=_int(request, "from", 0) or 0,
+                          count=_int(request, "count", 100) or 0)
 
     async def events(request: Request) -> Any:
         sid = request.path_params["sid"]
@@ -107,6 +131,14 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
 
     async def verify(request: Request) -> Any:
         return await sync(viewer.verify, request.path_params["sid"])
+
+    async def mailbox_summary(request: Request) -> Any:
+        return await sync(mailbox.summary)
+
+    async def mailbox_project(request: Request) -> Any:
+        return await sync(mailbox.project, request.path_params["project"],
+                          agent=request.query_params.get("agent") or None,
+                          before=_int(request, "before"), limit=_int(request, "limit", 200) or 1)
 
     async def fork(request: Request) -> Any:
         if not allow_writes or token is None:
@@ -151,10 +183,13 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
         Route("/api/search", guarded(search)),
         Route("/api/sessions/{sid}/state", guarded(state)),
         Route("/api/sessions/{sid}/events", guarded(events)),
+        Route("/api/sessions/{sid}/lines", guarded(lines)),
         Route("/api/sessions/{sid}/diff", guarded(diff)),
         Route("/api/sessions/{sid}/verify", guarded(verify)),
         Route("/api/sessions/{sid}/fork", guarded(fork), methods=["POST"]),
         Route("/api/sessions/{sid}/live", guarded(live)),
+        Route("/api/mailbox", guarded(mailbox_summary)),
+        Route("/api/mailbox/{project}", guarded(mailbox_project)),
     ]
     routes += _mailbox_routes(store, allow_writes=allow_writes)
     return Starlette(routes=routes)

@@ -6,7 +6,11 @@ import argparse
 import secrets
 import socket
 import sys
+from pathlib import Path
 
+from engine.cli import args as cli_args
+from engine.errors import ConvlogError
+from engine.store import anchor as anchors
 from engine.store import open_store
 
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -23,6 +27,11 @@ class ServeCommand:
         parser.add_argument("--allow-writes", action="store_true",
                             help="allow forking from the page (needs the token)")
         parser.add_argument("--token", help="the token writes need (default: a random one)")
+        parser.add_argument("--anchor", action="append", default=[], metavar="FILE|TOKEN",
+                            help="anchors printed earlier by `convlog anchor` (a file of tokens "
+                                 "or one token; may be repeated): the verify badge checks the "
+                                 "log against them")
+        cli_args.add_key_file(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         try:
@@ -33,9 +42,14 @@ class ServeCommand:
             print("convlog serve: install the extra: pip install 'convlog[serve]'",
                   file=sys.stderr)
             return EXIT_USAGE
-        store = open_store(store_url(args.store), create=False)
+        try:
+            given = load_anchors(args.anchor)  # a malformed anchor fails before serving
+        except ConvlogError as exc:
+            print(f"convlog serve: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        store = open_store(store_url(args.store), key_file=args.key_file, create=False)
         token = (args.token or secrets.token_urlsafe(18)) if args.allow_writes else None
-        app = create_app(store, allow_writes=args.allow_writes, token=token)
+        app = create_app(store, allow_writes=args.allow_writes, token=token, anchors=given)
         # Bind first, so that --port 0 prints the port the OS picked.
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -58,6 +72,21 @@ class ServeCommand:
             sock.close()
             store.close()
         return EXIT_OK
+
+
+def load_anchors(given: list[str]) -> list[anchors.Anchor]:
+    """Each ``--anchor`` is a token, or a file of tokens as ``convlog anchor`` prints them."""
+    found: list[anchors.Anchor] = []
+    for item in given:
+        if item.startswith(anchors.PREFIX):
+            found.append(anchors.parse(item))
+            continue
+        try:
+            text = Path(item).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise anchors.BadAnchor(f"cannot read anchor file {item}: {exc}") from None
+        found.extend(anchors.parse_many(text))
+    return found
 
 
 def store_url(given: str) -> str:

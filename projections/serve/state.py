@@ -8,23 +8,43 @@ the same data.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from engine.codec import to_builtins
+from engine.errors import KeyRequired
 from engine.events import AnyEvent, MessageStarted, tag_of
+from engine.store import anchor as anchoring
 from engine.store.base import Store
-from engine.store.verify import verify
 from projections import views as v
 from projections.json import converter
+from projections.mailbox.mailbox import MAILBOX_SESSION
 from projections.timetravel import Timeline, diff_states
 from projections.withparts import WithPartsProjection
 
 # Messages per state answer: the page renders a window (a screenful and some), never the
 # whole session; a bigger one costs scrub latency (benchmarks/viewer.py).
 WINDOW = 16
+MAX_COUNT = 64  # the most messages one state answer holds (the page asks for what is on screen)
 REBUILD_AFTER = 2048  # new events folded on top of a Timeline before it is rebuilt
 SEARCH_LIMIT = 50
+# A Timeline keeps at most this many frozen states: each holds a pointer per message, so a
+# 1M-event session frozen every 64 events would need gigabytes. Longer sessions freeze
+# less often and fold more events per lookup (benchmarks/viewer.py measures the cost).
+MAX_FROZEN = 1024
+RECENT = 8  # states kept per Viewer: scrolling at one seq asks for several windows of it
+
+# Long strings are clipped in state answers: the page shows them in a line viewer that
+# asks for the lines on screen (``Viewer.lines``), so a 50k-line tool output is never sent
+# or put in the DOM whole.
+LONG_LINES = 200
+LONG_CHARS = 20_000
+HEAD_LINES = 50
+LINE_CHARS = 2_000  # a longer line is cut (the page shows how much is left out)
+EVENT_CHARS = 2_000  # strings of the event shown under the slider
+CLIPPED_FIELDS = {"text": ("text",), "reasoning": ("text",),
+                  "tool": ("output", "error", "raw")}  # part type -> fields (tool: in state)
 
 
 def event_json(e: AnyEvent) -> dict[str, Any]:
@@ -32,6 +52,63 @@ def event_json(e: AnyEvent) -> dict[str, Any]:
     data = to_builtins(e)
     assert isinstance(data, dict)
     return {"tag": tag_of(type(e)), **data}
+
+
+def _cut(value: Any, limit: int) -> Any:
+    """``value`` with every string longer than ``limit`` cut, and saying how much is left."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else (
+            f"{value[:limit]}… (+{len(value) - limit} chars)")
+    if isinstance(value, dict):
+        return {k: _cut(x, limit) for k, x in value.items()}
+    if isinstance(value, list):
+        return [_cut(x, limit) for x in value]
+    return value
+
+
+def is_long(text: str) -> bool:
+    return len(text) > LONG_CHARS or text.count("\n") >= LONG_LINES
+
+
+def text_lines(text: str, first: int, count: int) -> list[str]:
+    """Lines ``first .. first+count`` of ``text``, each cut at ``LINE_CHARS``."""
+    lines = text.split("\n")[first:first + count]
+    return [_cut(line, LINE_CHARS) for line in lines]
+
+
+def clip_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A WithParts JSON message with its long strings replaced by their first lines.
+
+    A clipped part gets ``clipped: {field: number of lines}``; the page asks
+    ``Viewer.lines`` for the rest as it scrolls.
+    """
+    parts = message["parts"]
+    if not any(_long_fields(p) for p in parts):
+        return message
+    out = []
+    for part in parts:
+        fields = _long_fields(part)
+        if not fields:
+            out.append(part)
+            continue
+        short = dict(part)
+        holder = short if part["type"] != "tool" else dict(part["state"])
+        clipped = {}
+        for name in fields:
+            text = holder[name]
+            clipped[name] = text.count("\n") + 1
+            holder[name] = "\n".join(text_lines(text, 0, HEAD_LINES))
+        if part["type"] == "tool":
+            short["state"] = holder
+        short["clipped"] = clipped
+        out.append(short)
+    return {**message, "parts": out}
+
+
+def _long_fields(part: dict[str, Any]) -> list[str]:
+    names = CLIPPED_FIELDS.get(part["type"], ())
+    holder = part.get("state", {}) if part["type"] == "tool" else part
+    return [n for n in names if isinstance(holder.get(n), str) and is_long(holder[n])]
 
 
 def session_json(store: Store, sid: str) -> dict[str, Any]:
@@ -44,14 +121,20 @@ def session_json(store: Store, sid: str) -> dict[str, Any]:
 
 
 def sessions_json(store: Store) -> list[dict[str, Any]]:
-    """Every session with its lineage; the page draws the tree from ``parent``."""
-    return [session_json(store, info.id) for info in store.sessions()]
+    """Every conversation with its lineage; the page draws the tree from ``parent``.
+
+    The mailbox log is not a conversation: the page shows it apart (``mailbox.py``).
+    """
+    return [session_json(store, info.id) for info in store.sessions()
+            if info.id != MAILBOX_SESSION]
 
 
 class _Cached:
     """A session's Timeline plus the seqs where messages start (PgUp/PgDn stops)."""
 
     def __init__(self, store: Store, sid: str, every: int) -> None:
+        version = store.version(sid)
+        every = max(every, -(-version // MAX_FROZEN))
         self.timeline = Timeline(store, sid, every=every)
         self.marks: list[int] = []
         for e in store.read(sid, 1, self.timeline.version):
@@ -64,14 +147,20 @@ class Viewer:
 
     ``at(seq)`` is a Timeline lookup (a thaw plus at most ``every - 1`` events);
     events appended after the Timeline was built are folded on top until there
-    are ``REBUILD_AFTER`` of them, then the Timeline is rebuilt.
+    are ``REBUILD_AFTER`` of them, then the Timeline is rebuilt. ``anchors`` are
+    heads kept elsewhere (``convlog anchor``) that ``verify`` checks the log against.
     """
 
-    def __init__(self, store: Store, *, every: int = 64) -> None:
+    def __init__(self, store: Store, *, every: int = 64,
+                 anchors: Iterable[anchoring.Anchor] = ()) -> None:
         self.store = store
         self.every = every
+        self.anchors = {a.session_id: a for a in anchors}
         self._cache: dict[str, _Cached] = {}
+        self._recent: OrderedDict[tuple[str, int], list[v.WithParts]] = OrderedDict()
+        self._verified: dict[str, tuple[int, dict[str, Any]]] = {}
         self._lock = threading.Lock()
+        self._verify_lock = threading.Lock()
 
     def _cached(self, sid: str) -> _Cached:
         version = self.store.version(sid)
@@ -98,16 +187,35 @@ class Viewer:
         proj = tl.at(tl.version)
         return proj.apply_all(self.store.read(sid, tl.version + 1, seq))
 
+    def messages(self, sid: str, seq: int) -> list[v.WithParts]:
+        """The messages as of ``seq``; the last few answers are kept (the log never
+        changes below its version, so they cannot go stale)."""
+        key = (sid, seq)
+        with self._lock:
+            found = self._recent.get(key)
+            if found is not None:
+                self._recent.move_to_end(key)
+                return found
+        messages = self.projection(sid, seq).messages()
+        with self._lock:
+            self._recent[key] = messages
+            while len(self._recent) > RECENT:
+                self._recent.popitem(last=False)
+        return messages
+
     def state(self, sid: str, seq: int | None = None, *, start: int | None = None,
-              count: int = WINDOW) -> dict[str, Any]:
-        """The state as of ``seq``: a window of messages, the event at ``seq``, the marks.
+              count: int = WINDOW, marks: bool = True) -> dict[str, Any]:
+        """The state as of ``seq``: ``count`` messages, the event at ``seq``, the marks.
 
         Without ``start`` the window is centred on the message the event touched.
+        Long strings are clipped (see :func:`clip_message`).
         """
         version = self.store.version(sid)
         seq = version if seq is None else seq
-        proj = self.projection(sid, seq)
-        messages = proj.messages()
+        count = max(1, min(count, MAX_COUNT))
+        if not 0 <= seq <= version:
+            raise ValueError(f"seq {seq} is outside 0..{version}")
+        messages = self.messages(sid, seq)
         event = next(iter(self.store.read(sid, seq, seq)), None) if seq else None
         focus = len(messages) - 1
         mid = getattr(event, "message_id", None)
@@ -116,14 +224,37 @@ class Viewer:
         if start is None:
             start = max(0, focus - count // 2)
         start = max(0, min(start, max(0, len(messages) - count)))
-        window = messages[start:start + count]
+        window = converter.unstructure(messages[start:start + count], list[v.WithParts])
         return {
             "session": sid, "seq": seq, "version": version, "total": len(messages),
             "start": start, "focus": focus, "window": count,
-            "messages": converter.unstructure(window, list[v.WithParts]),
-            "event": None if event is None else event_json(event),
-            "marks": self._cached(sid).marks,
+            "messages": [clip_message(m) for m in window],
+            "event": None if event is None else _cut(event_json(event), EVENT_CHARS),
+            "marks": self._cached(sid).marks if marks else None,
         }
+
+    def lines(self, sid: str, seq: int, where: tuple[str, str, str], *,
+              first: int, count: int) -> dict[str, Any]:
+        """Lines of one long string of a part as of ``seq`` (what the page scrolls to)."""
+        text = self._field(sid, seq, *where)
+        count = max(0, min(count, 1000))
+        return {"total": text.count("\n") + 1, "first": max(0, first),
+                "lines": text_lines(text, max(0, first), count)}
+
+    def _field(self, sid: str, seq: int, message_id: str, part_id: str, field: str) -> str:
+        for m in self.messages(sid, seq):
+            if m.info.id != message_id:
+                continue
+            for p in m.parts:
+                if p.id != part_id:
+                    continue
+                holder: Any = p.state if isinstance(p, v.ToolPart) else p
+                value = getattr(holder, field, None) if field in {
+                    f for fs in CLIPPED_FIELDS.values() for f in fs} else None
+                if isinstance(value, str):
+                    return value
+                raise ValueError(f"part {part_id} has no text field {field!r}")
+        raise ValueError(f"no part {message_id}/{part_id} at seq {seq}")
 
     def events(self, sid: str, first: int, last: int) -> list[dict[str, Any]]:
         version = self.store.version(sid)
@@ -134,15 +265,16 @@ class Viewer:
         """Two points of one session, or of two sessions of one lineage (parent vs fork)."""
         if a_sid != b_sid and not self._related(a_sid, b_sid):
             raise ValueError("the two sessions do not share a lineage")
-        before = self.projection(a_sid, a).messages()
-        after = self.projection(b_sid, b).messages()
+        before = self.messages(a_sid, a)
+        after = self.messages(b_sid, b)
         out = diff_states(before, after, seq_a=a, seq_b=b).as_json()
         texts_a, texts_b = _part_texts(before), _part_texts(after)
         for change in out["changes"]:
             if change["kind"] == "text-grown":  # the page highlights what was added
                 key = (change["message_id"], change["part_id"])
                 old, new = texts_a.get(key, ""), texts_b.get(key, "")
-                change["grown"] = new[len(old):] if new.startswith(old) else new
+                change["grown"] = _cut(new[len(old):] if new.startswith(old) else new,
+                                       LONG_CHARS)
         out.update(a_session=a_sid, b_session=b_sid)
         return out
 
@@ -150,13 +282,37 @@ class Viewer:
         return bool({s for s, _ in self.store.lineage(x)} & {s for s, _ in self.store.lineage(y)})
 
     def verify(self, sid: str) -> dict[str, Any]:
-        """How far the hash chain checks out: every event, or up to the first problem."""
-        report = verify(self.store, sid)
-        version = self.store.version(sid)
-        first = report.first
-        return {"ok": report.ok, "version": version,
-                "verified_upto": version if first is None else first.seq - 1,
-                "problem": None if first is None else str(first)}
+        """How far the hash chain checks out (every event, or up to the first problem),
+        and whether the anchor given for the session still holds.
+
+        A verification runs once per version of the session: the page asks again on
+        every live update.
+        """
+        with self._verify_lock:
+            version = self.store.version(sid)
+            known = self._verified.get(sid)
+            if known is not None and known[0] == version:
+                return known[1]
+            anchor = self.anchors.get(sid)
+            try:
+                report = anchoring.check(self.store, [anchor] if anchor else [], sid)
+            except KeyRequired as exc:
+                result: dict[str, Any] = {
+                    "ok": None, "version": version, "verified_upto": 0,
+                    "problem": str(exc), "anchor": None}
+            else:
+                first = report.first
+                upto = version if first is None else min(version, first.seq - 1)
+                anchored = None
+                if anchor is not None:
+                    broken = first is not None and (first.seq <= anchor.seq or
+                                                    "anchor" in first.reason)
+                    anchored = {"seq": anchor.seq, "holds": not broken}
+                result = {"ok": report.ok, "version": version, "verified_upto": upto,
+                          "problem": None if first is None else str(first),
+                          "anchor": anchored}
+            self._verified[sid] = (version, result)
+            return result
 
     def search(self, query: str) -> list[dict[str, Any]]:
         """Sessions whose latest state mentions ``query`` (case-insensitive)."""
@@ -165,7 +321,9 @@ class Viewer:
         if not needle:
             return hits
         for info in self.store.sessions():
-            for m in self.projection(info.id, self.store.version(info.id)).messages():
+            if info.id == MAILBOX_SESSION:
+                continue
+            for m in self.messages(info.id, self.store.version(info.id)):
                 text = next((t for t in _texts(m) if needle in t.casefold()), None)
                 if text is not None:
                     i = text.casefold().index(needle)

@@ -150,7 +150,7 @@ def test_fork_is_off_by_default_and_needs_the_token(
     before = len(store.sessions())
     assert client(store).post(f"/api/sessions/{s.demo}/fork", json={"seq": 5}).status_code == 403
     c = client(store, allow_writes=True, token=TOKEN)
-    assert c.get("/api/config").json() == {"writes": True}
+    assert c.get("/api/config").json() == {"writes": True, "anchors": []}
     assert c.post(f"/api/sessions/{s.demo}/fork", json={"seq": 5}).status_code == 401
     bad = {"Authorization": "Bearer wrong"}
     assert c.post(f"/api/sessions/{s.demo}/fork", json={"seq": 5}, headers=bad).status_code == 401
@@ -168,7 +168,7 @@ def test_verify_badge_data(viewer_store: tuple[Store, Sessions]) -> None:
     store, s = viewer_store
     got = client(store).get(f"/api/sessions/{s.fork}/verify").json()
     assert got == {"ok": True, "version": store.version(s.fork),
-                   "verified_upto": store.version(s.fork), "problem": None}
+                   "verified_upto": store.version(s.fork), "problem": None, "anchor": None}
 
 
 def test_search_finds_text_and_tool_output(viewer_store: tuple[Store, Sessions]) -> None:

@@ -15,36 +15,45 @@
   // ------------------------------------------------------------------ data sources
   async function getJSON(url, opts) {
     const r = await fetch(url, opts);
-    const body = await r.json();
-    if (!r.ok) throw new Error(body.error || r.statusText);
+    let body = null;
+    try { body = await r.json(); } catch (err) { body = { error: r.statusText || "bad answer" }; }
+    if (!r.ok) throw new Error((body && body.error) || r.statusText);
     return body;
   }
+  const enc = encodeURIComponent;
+  const sess = (sid) => "/api/sessions/" + enc(sid);
   const api = {
     config: () => getJSON("/api/config"),
     sessions: () => getJSON("/api/sessions"),
-    search: (q) => getJSON("/api/search?q=" + encodeURIComponent(q)),
-    state: (sid, seq, start) => getJSON("/api/sessions/" + encodeURIComponent(sid) +
-      "/state?seq=" + seq + (start === undefined ? "" : "&start=" + start)),
-    verify: (sid) => getJSON("/api/sessions/" + encodeURIComponent(sid) + "/verify"),
-    diff: (sa, a, sb, b) => getJSON("/api/sessions/" + encodeURIComponent(sa) + "/diff?a=" + a +
-      "&b=" + b + "&b_session=" + encodeURIComponent(sb)),
-    fork: (sid, seq, token) => getJSON("/api/sessions/" + encodeURIComponent(sid) + "/fork", {
+    search: (q) => getJSON("/api/search?q=" + enc(q)),
+    state: (sid, seq, start, count, marks) => getJSON(sess(sid) + "/state?seq=" + seq +
+      (start === undefined ? "" : "&start=" + start) + (count ? "&count=" + count : "") +
+      (marks === false ? "&marks=0" : "")),
+    lines: (sid, seq, mid, pid, field, from, count) => getJSON(sess(sid) + "/lines?seq=" + seq +
+      "&message=" + enc(mid) + "&part=" + enc(pid) + "&field=" + enc(field) + "&from=" + from +
+      "&count=" + count),
+    verify: (sid) => getJSON(sess(sid) + "/verify"),
+    diff: (sa, a, sb, b) => getJSON(sess(sa) + "/diff?a=" + a + "&b=" + b + "&b_session=" + enc(sb)),
+    fork: (sid, seq, token) => getJSON(sess(sid) + "/fork", {
       method: "POST", headers: { "Content-Type": "application/json", "Authorization": "Bearer " + token },
       body: JSON.stringify({ seq: seq }) }),
+    mailbox: () => getJSON("/api/mailbox"),
+    project: (pid, agent) => getJSON("/api/mailbox/" + enc(pid) + (agent ? "?agent=" + enc(agent) : "")),
   };
 
   // An exported file carries every state as message versions: states[seq] lists indexes
   // into versions, so the scrubber works offline without folding events in JS.
   function exportSource(data) {
-    const WINDOW = data.window;
     const s = data.session;
     return {
-      config: async () => ({ writes: false, exported: true }),
+      config: async () => ({ writes: false, exported: true, anchors: [] }),
       sessions: async () => [s.info],
       search: async () => [],
       verify: async () => data.verify,
       diff: async () => { throw new Error("diff needs the server"); },
-      state: async (sid, seq, start) => {
+      mailbox: async () => ({ present: false, projects: [] }),
+      state: async (sid, seq, start, count) => {
+        const window = count || data.window;
         const all = s.states[seq].map((i) => s.versions[i]);
         const ev = seq ? s.events[seq - 1] : null;
         let focus = all.length - 1;
@@ -52,10 +61,10 @@
           const i = all.findIndex((m) => m.info.id === ev.message_id);
           if (i >= 0) focus = i;
         }
-        if (start === undefined) start = Math.max(0, focus - WINDOW / 2);
-        start = Math.max(0, Math.min(start, Math.max(0, all.length - WINDOW)));
+        if (start === undefined) start = Math.max(0, focus - Math.floor(window / 2));
+        start = Math.max(0, Math.min(start, Math.max(0, all.length - window)));
         return { session: sid, seq: seq, version: s.info.version, total: all.length, start: start,
-          focus: focus, window: WINDOW, messages: all.slice(start, start + WINDOW), event: ev,
+          focus: focus, window: window, messages: all.slice(start, start + window), event: ev,
           marks: s.marks };
       },
     };
@@ -65,19 +74,44 @@
   // ------------------------------------------------------------------ state
   const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
   const view = { sid: null, seq: 0, version: 0, marks: [], state: null, sessions: [],
-    verify: null, writes: false, following: false, pending: 0, live: null };
+    verify: null, writes: false, pending: 0, live: null, mailbox: null, anchors: [] };
 
-  function setURL() {
-    const q = new URLSearchParams({ session: view.sid, seq: String(view.seq) });
-    history.replaceState(null, "", "?" + q.toString() + location.hash);
+  // The seq moves replace the history entry; opening a session or a mailbox adds one,
+  // so back and forward walk between what was opened.
+  function setURL(push) {
+    const q = view.mailbox
+      ? new URLSearchParams(Object.assign({ mailbox: view.mailbox.project },
+        view.mailbox.agent ? { agent: view.mailbox.agent } : {}))
+      : new URLSearchParams({ session: view.sid, seq: String(view.seq) });
+    const url = "?" + q.toString() + location.hash;
+    if (EXPORT && location.protocol === "file:") return;  // a file URL keeps its own name
+    if (push) history.pushState(null, "", url); else history.replaceState(null, "", url);
+  }
+
+  function banner(text) {
+    const b = $("banner");
+    b.hidden = !text;
+    b.textContent = text || "";
   }
 
   // ------------------------------------------------------------------ sessions tree
-  function fmtTime(ms) { return new Date(ms).toISOString().replace("T", " ").slice(0, 19); }
+  function fmtTime(ms) {
+    const d = new Date(ms);
+    return isNaN(d.getTime()) ? String(ms) : d.toISOString().replace("T", " ").slice(0, 19);
+  }
+
+  function sourceLabel(s) {
+    const i = s.imported;
+    return i ? "imported from " + i.format + (i.tool_version ? " " + i.tool_version : "") : "";
+  }
 
   function renderTree() {
     const tree = $("tree");
     tree.replaceChildren();
+    if (!view.sessions.length) {
+      tree.append(el("li", "empty small", "no sessions in this store"));
+      return;
+    }
     const kids = new Map();
     for (const s of view.sessions) {
       const p = s.parent && view.sessions.some((o) => o.id === s.parent) ? s.parent : "";
@@ -87,13 +121,18 @@
     const add = (ul, parent) => {
       for (const s of kids.get(parent) || []) {
         const li = el("li");
-        const a = el("a", "sess" + (s.id === view.sid ? " current" : ""));
-        a.href = "?session=" + encodeURIComponent(s.id);
+        const a = el("a", "sess" + (s.id === view.sid && !view.mailbox ? " current" : ""));
+        a.href = "?session=" + enc(s.id);
         a.dataset.sid = s.id;
         a.append(el("div", "id", s.id));
+        if (s.imported) {
+          const label = el("div", "src", sourceLabel(s));
+          label.title = s.imported.source;
+          a.append(label);
+        }
         const fork = s.parent ? " · fork at " + s.fork_seq : "";
         a.append(el("div", "meta", s.version + " events" + fork + " · " + fmtTime(s.updated)));
-        a.addEventListener("click", (e) => { e.preventDefault(); openSession(s.id, null); });
+        a.addEventListener("click", (e) => { e.preventDefault(); openSession(s.id, null, true); });
         li.append(a);
         if (kids.has(s.id)) { const sub = el("ul", "tree"); add(sub, s.id); li.append(sub); }
         ul.append(li);
@@ -108,15 +147,20 @@
   }
 
   let searchTimer = 0;
+  let searchTicket = 0;
   $("search").addEventListener("input", () => {
     clearTimeout(searchTimer);
     searchTimer = setTimeout(async () => {
       const q = $("search").value.trim();
+      const ticket = ++searchTicket;
       const box = $("hits");
+      if (!q) { box.replaceChildren(); return; }
+      let hits;
+      try { hits = await src.search(q); } catch (err) { hits = null; }
+      if (ticket !== searchTicket) return;  // a later search is under way
       box.replaceChildren();
-      if (!q) return;
-      const hits = await src.search(q);
-      if (!hits.length) box.append(el("div", "hit", "no match"));
+      if (hits === null) { box.append(el("div", "hit err", "search failed")); return; }
+      if (!hits.length) box.append(el("div", "hit none", "no session mentions “" + q + "”"));
       for (const h of hits) {
         const d = el("div", "hit");
         d.dataset.sid = h.session;
@@ -126,11 +170,72 @@
           d.append(document.createTextNode(h.snippet.slice(0, i)), el("mark", "", h.snippet.slice(i, i + q.length)),
             document.createTextNode(h.snippet.slice(i + q.length)));
         } else d.append(document.createTextNode(h.snippet));
-        d.addEventListener("click", () => openSession(h.session, null));
+        d.addEventListener("click", () => openSession(h.session, null, true));
         box.append(d);
       }
     }, 200);
   });
+
+  // ------------------------------------------------------------------ long strings
+  // A string of hundreds of lines is shown in a box that holds only the lines on screen.
+  // The server clips such strings (part.clipped[field] = its number of lines) and answers
+  // the lines as the box scrolls; an exported file splits its own copy.
+  const LH = 16;  // px per line in a .lines box (CSS keeps it fixed: no wrapping)
+  const LONG_LINES = 200, LONG_CHARS = 20000, LINE_CHARS = 2000, BOX_LINES = 20;
+
+  function cutLine(s) {
+    return s.length <= LINE_CHARS ? s : s.slice(0, LINE_CHARS) + "… (+" + (s.length - LINE_CHARS) + " chars)";
+  }
+  function isLong(text) {
+    if (text.length > LONG_CHARS) return true;
+    let n = 0;
+    for (let i = text.indexOf("\n"); i >= 0; i = text.indexOf("\n", i + 1)) if (++n >= LONG_LINES) return true;
+    return false;
+  }
+
+  function lineBox(total, getLines) {
+    const box = el("div", "lines");
+    box.style.height = Math.min(total, BOX_LINES) * LH + 12 + "px";
+    const spacer = el("div", "lines-spacer");
+    spacer.style.height = total * LH + "px";
+    const body = el("pre", "lines-body");
+    box.append(spacer, body);
+    box.dataset.total = String(total);
+    let shownFirst = -1, ticket = 0;
+    async function paint() {
+      const first = Math.max(0, Math.floor(box.scrollTop / LH) - BOX_LINES);
+      if (shownFirst >= 0 && Math.abs(first - shownFirst) < BOX_LINES / 2) return;
+      const t = ++ticket;
+      const lines = await getLines(first, BOX_LINES * 3);
+      if (t !== ticket) return;
+      shownFirst = first;
+      body.style.top = first * LH + "px";
+      body.textContent = lines.join("\n");
+      body.dataset.first = String(first);
+    }
+    box.addEventListener("scroll", () => requestAnimationFrame(paint));
+    paint();
+    return box;
+  }
+
+  function textBlock(tag, cls, text, part, field) {
+    const clipped = part.clipped && part.clipped[field];
+    if (!clipped && !isLong(text)) return el(tag, cls, text);
+    const wrap = el("div", "long " + cls);
+    let getLines;
+    let total;
+    if (clipped) {
+      total = clipped;
+      const sid = view.sid, seq = view.seq, mid = part.messageID;
+      getLines = async (first, count) => (await src.lines(sid, seq, mid, part.id, field, first, count)).lines;
+    } else {
+      const all = text.split("\n");
+      total = all.length;
+      getLines = async (first, count) => all.slice(first, first + count).map(cutLine);
+    }
+    wrap.append(el("div", "small", field + " · " + total.toLocaleString("en") + " lines"), lineBox(total, getLines));
+    return wrap;
+  }
 
   // ------------------------------------------------------------------ parts
   function json(v) { return typeof v === "string" ? v : JSON.stringify(v, null, 2); }
@@ -147,10 +252,11 @@
     let n;
     switch (p.type) {
       case "text":
-        n = el("div", "part text", p.text);
+        n = textBlock("div", "part text", p.text, p, "text");
         break;
       case "reasoning": {
-        n = details("part reasoning", "reasoning · " + p.text.length + " chars", el("div", "body", p.text));
+        const chars = p.clipped ? "long" : p.text.length + " chars";
+        n = details("part reasoning", "reasoning · " + chars, textBlock("div", "body", p.text, p, "text"));
         break;
       }
       case "tool": {
@@ -158,12 +264,14 @@
         const head = el("div", "tool-head");
         head.append(el("span", "name", p.tool), el("span", "st " + p.state.status, p.state.status));
         if (p.approval) head.append(el("span", "st " + p.approval.state, "approval " + p.approval.state));
-        if (p.state.title) head.append(el("span", "", p.state.title));
+        if (p.state.title) head.append(el("span", "title", p.state.title));
         n.append(head);
-        const input = p.state.status === "pending" ? (p.state.raw || json(p.state.input)) : json(p.state.input);
-        n.append(details("", "input", el("pre", "", input)));
-        if (p.state.status === "completed") n.append(details("", "output", el("pre", "", p.state.output), true));
-        if (p.state.status === "error") n.append(el("pre", "err", p.state.error));
+        const input = p.state.status === "pending"
+          ? textBlock("pre", "", p.state.raw || json(p.state.input), p, "raw")
+          : el("pre", "", json(p.state.input));
+        n.append(details("", "input", input));
+        if (p.state.status === "completed") n.append(details("", "output", textBlock("pre", "", p.state.output, p, "output"), true));
+        if (p.state.status === "error") n.append(textBlock("pre", "err", p.state.error, p, "error"));
         if (p.approval && p.approval.reason) n.append(el("div", "small", "approval reason: " + p.approval.reason));
         break;
       }
@@ -175,7 +283,7 @@
         break;
       case "step-finish": {
         const t = p.tokens;
-        n = el("div", "part step", "step finished (" + p.reason + ") · cost $" + p.cost.toFixed(4) +
+        n = el("div", "part step", "step finished (" + p.reason + ") · cost $" + Number(p.cost).toFixed(4) +
           " · tokens in " + t.input + " out " + t.output + " reasoning " + t.reasoning +
           " cache r/w " + t.cache.read + "/" + t.cache.write);
         break;
@@ -216,7 +324,7 @@
     head.append(el("span", "", fmtTime(info.time.created)));
     if (info.role === "assistant") {
       head.append(el("span", "", info.time.completed ? "completed" + (info.finish ? " · " + info.finish : "") : "streaming…"));
-      if (info.cost) head.append(el("span", "", "$" + info.cost.toFixed(4)));
+      if (info.cost) head.append(el("span", "", "$" + Number(info.cost).toFixed(4)));
       if (info.error) head.append(el("span", "err", "error " + info.error.kind + ": " + info.error.message));
     }
     box.append(head);
@@ -224,11 +332,178 @@
     return box;
   }
 
+  // ------------------------------------------------------------------ the windowed list
+  // Only the messages on screen (and a few around) are in the DOM. Spacers above and
+  // below stand for the others, at their measured height or the mean of those measured.
+  const MAX_NODES = 24;  // messages in the DOM at most, whatever the session's length
+  const OVERSCAN = 400;  // px rendered beyond the visible area
+  const FETCH = 24;  // messages per request while scrolling
+  const vl = { total: 0, seq: -1, msgs: new Map(), heights: new Map(), sum: 0, first: 0, last: 0,
+    fetching: 0, rendered: "" };
+
+  function estimate() { return vl.heights.size ? vl.sum / vl.heights.size : 180; }
+  function heightOf(i) { const h = vl.heights.get(i); return h === undefined ? estimate() : h; }
+  function setHeight(i, h) {
+    const old = vl.heights.get(i);
+    if (old !== undefined) vl.sum -= old;
+    vl.heights.set(i, h);
+    vl.sum += h;
+  }
+  function offsetOf(i) {
+    let y = 0;
+    const est = estimate();
+    for (let j = 0; j < i; j++) { const h = vl.heights.get(j); y += h === undefined ? est : h; }
+    return y;
+  }
+  function indexAt(y) {
+    let top = 0;
+    const est = estimate();
+    for (let i = 0; i < vl.total; i++) {
+      const h = vl.heights.get(i);
+      top += h === undefined ? est : h;
+      if (top > y) return i;
+    }
+    return Math.max(0, vl.total - 1);
+  }
+
+  function resetList(sid) {
+    vl.total = 0; vl.seq = -1; vl.msgs = new Map(); vl.heights = new Map(); vl.sum = 0;
+    vl.first = 0; vl.last = 0; vl.rendered = ""; vl.sid = sid;
+    $("vlist").replaceChildren();
+    $("vtop").style.height = "0px";
+    $("vbot").style.height = "0px";
+  }
+
+  function takeState(st) {
+    if (st.seq !== vl.seq) vl.msgs = new Map();
+    vl.seq = st.seq;
+    vl.total = st.total;
+    st.messages.forEach((m, k) => vl.msgs.set(st.start + k, m));
+  }
+
+  function renderList() {
+    const conv = $("conv");
+    const note = $("note");
+    if (!vl.total) {
+      $("vlist").replaceChildren();
+      $("vtop").style.height = "0px";
+      $("vbot").style.height = "0px";
+      note.hidden = false;
+      note.textContent = view.state && view.state.version === 0 ? "this session has no events yet"
+        : "no messages yet at seq " + vl.seq;
+      return;
+    }
+    note.hidden = true;
+    const top = conv.scrollTop;
+    let first = indexAt(Math.max(0, top - OVERSCAN));
+    let last = Math.min(vl.total, indexAt(top + conv.clientHeight + OVERSCAN) + 1);
+    if (last - first > MAX_NODES) {
+      const mid = indexAt(top + conv.clientHeight / 2);
+      first = Math.max(0, Math.min(first, mid - MAX_NODES / 2));
+      last = Math.min(vl.total, first + MAX_NODES);
+    }
+    const missing = [];
+    for (let i = first; i < last; i++) if (!vl.msgs.has(i)) missing.push(i);
+    if (missing.length) fetchRange(missing[0], missing[missing.length - 1] + 1);
+    const key = vl.seq + ":" + first + ":" + last + ":" + missing.length;
+    if (key !== vl.rendered) {
+      vl.rendered = key;
+      const nodes = [];
+      for (let i = first; i < last; i++) {
+        const m = vl.msgs.get(i);
+        const n = m ? renderMessage(m) : el("article", "msg placeholder", "loading…");
+        n.dataset.index = String(i);
+        if (!m) n.style.height = heightOf(i) - 12 + "px";
+        nodes.push(n);
+      }
+      $("vlist").replaceChildren(...nodes);
+      vl.first = first; vl.last = last;
+      highlight();
+    }
+    measure();
+  }
+
+  // Measured heights replace estimates; the first message on screen stays where it was.
+  function measure() {
+    const conv = $("conv");
+    const anchor = vl.first < vl.last ? Math.max(vl.first, indexAt(conv.scrollTop)) : 0;
+    const before = offsetOf(anchor) - conv.scrollTop;
+    let changed = false;
+    for (const n of $("vlist").children) {
+      if (n.classList.contains("placeholder")) continue;
+      const h = n.offsetHeight + 12;  // + the margin below each message
+      const i = Number(n.dataset.index);
+      if (vl.heights.get(i) !== h) { setHeight(i, h); changed = true; }
+    }
+    $("vtop").style.height = offsetOf(vl.first) + "px";
+    $("vbot").style.height = Math.max(0, offsetOf(vl.total) - offsetOf(vl.last)) + "px";
+    if (changed) {
+      const want = offsetOf(anchor) - before;
+      if (Math.abs(conv.scrollTop - want) > 1) conv.scrollTop = want;
+    }
+  }
+
+  let fetchTimer = 0;
+  function fetchRange(from, to) {
+    clearTimeout(fetchTimer);
+    fetchTimer = setTimeout(async () => {
+      const ticket = ++vl.fetching;
+      const sid = view.sid, seq = vl.seq;
+      const start = Math.max(0, from - 4);
+      const count = Math.min(64, Math.max(FETCH, to - start + 4));
+      let st;
+      try { st = await src.state(sid, seq, start, count, false); } catch (err) { return; }
+      if (ticket !== vl.fetching || sid !== view.sid || seq !== vl.seq) return;
+      st.messages.forEach((m, k) => vl.msgs.set(st.start + k, m));
+      vl.rendered = "";
+      renderList();
+    }, 30);
+  }
+
+  let scrollQueued = false;
+  $("conv").addEventListener("scroll", () => {
+    if (scrollQueued || !view.sid || view.mailbox) return;
+    scrollQueued = true;
+    requestAnimationFrame(() => { scrollQueued = false; renderList(); });
+  });
+
+  function highlight() {
+    const ev = view.state && view.state.event;
+    let target = null;
+    if (ev && ev.message_id) {
+      const m = $("vlist").querySelector('[data-msg="' + CSS.escape(ev.message_id) + '"]');
+      target = m;
+      if (m && ev.part_id) target = m.querySelector('[data-part="' + CSS.escape(ev.part_id) + '"]') || m;
+    }
+    if (target) target.classList.add("hl");
+    return target;
+  }
+
+  // Brings the message the event touched on screen: first roughly (from the heights
+  // known), then exactly once it is rendered and measured.
+  function scrollToFocus(st) {
+    const conv = $("conv");
+    if (!st.total || st.focus < 0) { renderList(); return; }
+    const top = offsetOf(st.focus);
+    const bottom = top + heightOf(st.focus);
+    if (top < conv.scrollTop || bottom > conv.scrollTop + conv.clientHeight) {
+      conv.scrollTop = Math.max(0, bottom > conv.scrollTop + conv.clientHeight && heightOf(st.focus) < conv.clientHeight
+        ? bottom - conv.clientHeight + 8 : top - 8);
+    }
+    renderList();
+    const target = highlight();
+    if (target) {
+      target.scrollIntoView({ block: "nearest" });
+      renderList();
+    }
+  }
+
   // ------------------------------------------------------------------ conversation
   function describe(ev) {
     if (!ev) return "seq 0: the empty session";
     const bits = [];
-    for (const k of ["message_id", "part_id", "role", "tool", "delta", "fragment", "output", "error", "reason"]) {
+    for (const k of ["message_id", "part_id", "role", "tool", "delta", "fragment", "output", "error", "reason",
+      "format", "source"]) {
       if (ev[k] !== undefined && ev[k] !== null && ev[k] !== "") {
         let v = typeof ev[k] === "string" ? ev[k] : JSON.stringify(ev[k]);
         if (v.length > 80) v = v.slice(0, 80) + "…";
@@ -239,51 +514,46 @@
   }
 
   function renderState(st) {
-    const conv = $("conv");
-    conv.replaceChildren();
-    if (st.start > 0) {
-      const b = el("button", "more", "↑ " + st.start + " earlier messages");
-      b.addEventListener("click", () => show(view.seq, Math.max(0, st.start - st.window)));
-      conv.append(b);
-    }
-    if (!st.total) conv.append(el("div", "empty", "no messages yet at seq " + st.seq));
-    for (const m of st.messages) conv.append(renderMessage(m));
-    const after = st.total - st.start - st.messages.length;
-    if (after > 0) {
-      const b = el("button", "more", "↓ " + after + " later messages");
-      b.addEventListener("click", () => show(view.seq, st.start + st.window));
-      conv.append(b);
-    }
+    takeState(st);
+    vl.rendered = "";
+    scrollToFocus(st);
     const evBox = $("event");
     evBox.replaceChildren(el("b", "", st.event ? "#" + st.seq + " " + st.event.tag : "#0"),
       document.createTextNode("  " + describe(st.event)));
     $("seqlabel").textContent = "seq " + st.seq + " / " + st.version;
-    const ev = st.event;
-    let target = null;
-    if (ev && ev.message_id) {
-      const m = conv.querySelector('[data-msg="' + CSS.escape(ev.message_id) + '"]');
-      target = m;
-      if (m && ev.part_id) target = m.querySelector('[data-part="' + CSS.escape(ev.part_id) + '"]') || m;
-    }
-    if (target) { target.classList.add("hl"); target.scrollIntoView({ block: "nearest" }); }
     renderVerify();
   }
 
   function renderVerify() {
     const b = $("verify");
     const v = view.verify;
-    if (!v) { b.textContent = ""; return; }
-    if (view.seq <= v.verified_upto) {
-      b.className = "badge ok";
-      b.textContent = "✓ chain verified to seq " + view.seq;
-    } else if (v.ok) {
+    b.title = "";
+    if (!v) { b.className = "badge"; b.textContent = view.sid ? "verifying…" : ""; return; }
+    const anchor = v.anchor;
+    const held = anchor && anchor.holds ? " · anchor at seq " + anchor.seq + " holds" : "";
+    if (v.ok === null) {
       b.className = "badge";
-      b.textContent = "chain verified to seq " + v.verified_upto;
-    } else {
-      b.className = "badge bad";
-      b.textContent = "✗ chain broken after seq " + v.verified_upto;
+      b.textContent = "chain not checked";
       b.title = v.problem || "";
+    } else if (!v.ok) {
+      b.className = "badge bad";
+      b.textContent = anchor && !anchor.holds
+        ? "✗ anchor at seq " + anchor.seq + " fails"
+        : "✗ chain broken at seq " + (v.verified_upto + 1) +
+          (view.seq <= v.verified_upto ? " (sound up to seq " + v.verified_upto + ")" : "");
+      b.title = v.problem || "";
+    } else if (view.seq <= v.verified_upto) {
+      b.className = "badge ok";
+      b.textContent = "✓ chain verified to seq " + view.seq + held;
+    } else {
+      b.className = "badge";
+      b.textContent = "chain verified to seq " + v.verified_upto + held;
     }
+  }
+
+  function refreshVerify(sid) {
+    src.verify(sid).then((v) => { if (sid === view.sid) { view.verify = v; renderVerify(); } },
+      (err) => { if (sid === view.sid) { view.verify = { ok: null, problem: String(err.message || err) }; renderVerify(); } });
   }
 
   // Only the latest request paints: a fast scrub never shows an older answer last.
@@ -291,51 +561,95 @@
     const ticket = ++view.pending;
     view.seq = seq;
     $("slider").value = String(seq);
-    setURL();
-    const st = await src.state(view.sid, seq, start);
+    setURL(false);
+    let st;
+    try {
+      st = await src.state(view.sid, seq, start);
+    } catch (err) {
+      if (ticket === view.pending) banner("cannot show seq " + seq + ": " + (err.message || err));
+      return;
+    }
     if (ticket !== view.pending) return;
+    banner("");
     view.state = st;
     view.version = st.version;
-    view.marks = st.marks;
+    view.marks = st.marks || view.marks;
     $("slider").max = String(st.version);
     renderState(st);
     document.body.dataset.shownSeq = String(st.seq);
   }
 
-  async function openSession(sid, seq) {
+  function showSessionView(on) {
+    $("bar").hidden = !on;
+    $("conv").hidden = !on;
+    $("mailbox").hidden = on;
+    if (on) closeMailbox();
+  }
+
+  async function openSession(sid, seq, push) {
+    showSessionView(true);
     view.sid = sid;
+    view.verify = null;
     $("title").textContent = sid;
+    const info = view.sessions.find((s) => s.id === sid);
+    const label = info ? sourceLabel(info) : "";
+    $("source").hidden = !label;
+    $("source").textContent = label;
+    $("source").title = info && info.imported ? info.imported.source : "";
     renderTree();
     $("diff").hidden = true;
-    view.verify = null;
-    const first = await src.state(sid, seq === null ? 0 : seq);
-    view.version = first.version;
-    $("slider").max = String(first.version);
-    await show(seq === null ? first.version : Math.min(seq, first.version));
-    src.verify(sid).then((v) => { view.verify = v; renderVerify(); });
+    $("diffform").hidden = true;
+    resetList(sid);
+    delete document.body.dataset.shownSeq;
+    if (!info) {
+      banner("no session " + sid + " in this store");
+      $("title").textContent = "pick a session";
+      $("note").hidden = false;
+      $("note").textContent = "pick a session on the left";
+      view.sid = null;
+      return;
+    }
+    banner("");
+    const version = info.version;
+    view.version = version;
+    $("slider").max = String(version);
+    const want = seq === null || !Number.isFinite(seq) ? version : Math.max(0, Math.min(Math.trunc(seq), version));
+    view.seq = want;
+    setURL(push);
+    await show(want);
+    renderVerify();
+    refreshVerify(sid);
     follow(sid);
   }
 
   // ------------------------------------------------------------------ live
-  function follow(sid) {
+  function stopLive() {
     if (view.live) view.live.close();
     view.live = null;
+    for (const b of document.querySelectorAll(".live")) { b.textContent = ""; b.className = "badge live"; }
+  }
+
+  function liveFeed(sid, badge, onVersion) {
+    stopLive();
     if (EXPORT || !window.EventSource) return;
-    const es = new EventSource("/api/sessions/" + encodeURIComponent(sid) + "/live");
+    const es = new EventSource(sess(sid) + "/live");
     view.live = es;
-    es.onopen = () => { $("live").textContent = "● live"; $("live").className = "badge ok"; };
-    es.onerror = () => { $("live").textContent = "○ offline"; $("live").className = "badge"; };
-    es.onmessage = (m) => {
-      const v = JSON.parse(m.data).version;
-      if (sid !== view.sid || v === view.version) return;
+    es.onopen = () => { badge.textContent = "● live"; badge.className = "badge live ok"; };
+    es.onerror = () => { badge.textContent = "○ offline"; badge.className = "badge live"; };
+    es.onmessage = (m) => onVersion(JSON.parse(m.data).version);
+  }
+
+  function follow(sid) {
+    liveFeed(sid, $("live"), (v) => {
+      if (sid !== view.sid || view.mailbox || v === view.version) return;
       const atEnd = view.seq === view.version;
       view.version = v;
       $("slider").max = String(v);
       $("seqlabel").textContent = "seq " + view.seq + " / " + v;
       if (atEnd) show(v);
-      src.verify(sid).then((r) => { view.verify = r; renderVerify(); });
+      refreshVerify(sid);
       loadSessions();
-    };
+    });
   }
 
   // ------------------------------------------------------------------ scrubbing
@@ -349,8 +663,9 @@
   $("prev").addEventListener("click", () => step(view.seq - 1));
   $("next").addEventListener("click", () => step(view.seq + 1));
   document.addEventListener("keydown", (e) => {
-    if (!view.sid || (e.target instanceof HTMLInputElement && e.target.type !== "range") ||
-        e.target instanceof HTMLSelectElement) return;
+    if (!view.sid || view.mailbox || e.altKey || e.ctrlKey || e.metaKey ||
+        (e.target instanceof HTMLInputElement && e.target.type !== "range") ||
+        e.target instanceof HTMLSelectElement || e.target instanceof HTMLTextAreaElement) return;
     const keys = { ArrowLeft: view.seq - 1, ArrowRight: view.seq + 1, PageUp: markBefore(),
       PageDown: markAfter(), Home: 0, End: view.version };
     if (!(e.key in keys)) return;
@@ -370,6 +685,7 @@
   }
 
   $("diffbtn").addEventListener("click", () => {
+    if (!view.sid) return;
     const f = $("diffform");
     f.hidden = !f.hidden;
     for (const sel of [$("dsa"), $("dsb")]) {
@@ -411,21 +727,166 @@
     try {
       const f = await src.fork(view.sid, view.seq, token);
       await loadSessions();
-      await openSession(f.id, null);
-    } catch (err) { $("event").textContent = "fork failed: " + (err.message || err); }
+      await openSession(f.id, null, true);
+    } catch (err) { banner("fork failed: " + (err.message || err)); }
   });
 
+  // ------------------------------------------------------------------ mailbox
+  async function loadMailbox() {
+    let mb;
+    try { mb = await src.mailbox(); } catch (err) { return null; }
+    view.mailboxInfo = mb;
+    const list = $("projects");
+    list.replaceChildren();
+    $("mailboxes").hidden = !mb.present;
+    for (const p of mb.projects) {
+      const li = el("li");
+      const a = el("a", "sess proj" + (view.mailbox && view.mailbox.project === p.id ? " current" : ""));
+      a.href = "?mailbox=" + enc(p.id);
+      a.dataset.project = p.id;
+      a.append(el("div", "id", p.name || p.id));
+      a.append(el("div", "meta", p.agents + " agents · " + p.messages + " messages"));
+      a.addEventListener("click", (e) => { e.preventDefault(); openMailbox(p.id, null, true); });
+      li.append(a);
+      list.append(li);
+    }
+    return mb;
+  }
+
+  function closeMailbox() {
+    if (!view.mailbox) return;
+    view.mailbox = null;
+    for (const a of document.querySelectorAll(".proj.current")) a.classList.remove("current");
+  }
+
+  async function openMailbox(project, agent, push) {
+    view.pending++;  // an answer for a session still on its way paints nothing now
+    view.mailbox = { project: project, agent: agent, version: -1 };
+    view.sid = null;
+    showSessionView(false);
+    $("mailbox").hidden = false;
+    renderTree();
+    await loadMailbox();
+    setURL(push);
+    await paintMailbox();
+    const mb = view.mailboxInfo;
+    if (mb && mb.present) {
+      liveFeed(mb.session, $("mblive"), (v) => {
+        if (!view.mailbox || view.mailbox.project !== project || v === view.mailbox.version) return;
+        paintMailbox();
+        loadMailbox();
+      });
+    }
+  }
+
+  function threads(messages) {
+    const byThread = new Map();
+    for (const m of messages) {
+      if (!byThread.has(m.thread)) byThread.set(m.thread, []);
+      byThread.get(m.thread).push(m);
+    }
+    return [...byThread.values()];
+  }
+
+  async function paintMailbox() {
+    const mbv = view.mailbox;
+    if (!mbv) return;
+    const box = $("mailbox");
+    let d;
+    try { d = await src.project(mbv.project, mbv.agent); } catch (err) {
+      if (view.mailbox !== mbv) return;
+      box.replaceChildren(el("div", "empty err", "cannot show the mailbox: " + (err.message || err)));
+      return;
+    }
+    if (view.mailbox !== mbv) return;
+    mbv.version = d.version;
+    banner("");
+    const head = el("div", "mb-head");
+    head.append(el("strong", "", "mailbox · " + (d.project.name || d.project.id)));
+    if (d.project.working_directory) head.append(el("span", "small mono", d.project.working_directory));
+    const live = $("mblive") || el("span", "badge live");
+    live.id = "mblive";
+    head.append(live);
+    const chips = el("div", "agents");
+    const all = el("button", "agent" + (mbv.agent ? "" : " current"), "all agents");
+    all.type = "button";
+    all.addEventListener("click", () => openMailbox(mbv.project, null, true));
+    chips.append(all);
+    for (const a of d.agents) {
+      const b = el("button", "agent" + (a.id === mbv.agent ? " current" : "") + (a.assigned ? "" : " gone"),
+        (a.name || a.id) + (a.unread ? " · " + a.unread + " unread" : ""));
+      b.type = "button";
+      b.dataset.agent = a.id;
+      b.title = a.id + (a.assigned ? "" : " (no longer in the project)");
+      b.addEventListener("click", () => openMailbox(mbv.project, a.id, true));
+      chips.append(b);
+    }
+    const list = el("div", "threads");
+    if (!d.messages.length) list.append(el("div", "empty", "no messages" + (mbv.agent ? " for " + mbv.agent : "")));
+    if (d.total > d.messages.length) list.append(el("div", "small", (d.total - d.messages.length) + " earlier messages not shown"));
+    for (const t of threads(d.messages)) {
+      const th = el("section", "thread");
+      th.dataset.thread = t[0].thread;
+      for (const m of t) {
+        const row = el("article", "mail" + (m.reply_to ? " reply" : ""));
+        row.dataset.mail = m.id;
+        const mh = el("div", "msg-head");
+        mh.append(el("span", "role", m.sender), el("span", "", "→ " + m.receivers.join(", ")),
+          el("span", "", fmtTime(m.created_at)));
+        if (m.broadcast) mh.append(el("span", "small", "broadcast"));
+        if (m.related_task_id) mh.append(el("span", "small", "task " + m.related_task_id));
+        row.append(mh, el("div", "part text", m.content));
+        const rc = el("div", "receipts");
+        for (const r of m.receivers) {
+          const s = el("span", "st " + m.receipts[r], r + ": " + m.receipts[r]);
+          s.dataset.receiver = r;
+          rc.append(s);
+        }
+        row.append(rc);
+        th.append(row);
+      }
+      list.append(th);
+    }
+    box.replaceChildren(head, chips, list);
+    document.body.dataset.mailboxVersion = String(d.version);
+  }
+
   // ------------------------------------------------------------------ start
+  async function route(push) {
+    const q = new URLSearchParams(location.search);
+    if (q.get("mailbox") && !EXPORT) return openMailbox(q.get("mailbox"), q.get("agent"), push);
+    const sid = q.get("session") || (view.sessions.length === 1 || EXPORT ? view.sessions[0].id : null);
+    const raw = q.get("seq");
+    const seq = raw === null || raw === "" ? null : Number(raw);
+    if (sid) return openSession(sid, seq, push);
+    showSessionView(true);
+    view.sid = null;
+    resetList(null);
+    $("note").hidden = false;
+    $("note").textContent = view.sessions.length ? "pick a session on the left" : "this store has no sessions yet";
+  }
+
+  window.addEventListener("popstate", () => { route(false); });
+
   (async () => {
-    const cfg = await src.config();
+    let cfg;
+    try {
+      cfg = await src.config();
+      await loadSessions();
+    } catch (err) {
+      banner("cannot reach the viewer's server: " + (err.message || err));
+      return;
+    }
     view.writes = cfg.writes;
     $("forkbtn").hidden = !(cfg.writes && token);
     if (cfg.exported) { $("diffbtn").hidden = true; $("search").hidden = true; }
-    await loadSessions();
-    const q = new URLSearchParams(location.search);
-    const sid = q.get("session") || (view.sessions.length === 1 || EXPORT ? view.sessions[0].id : null);
-    const seq = q.get("seq");
-    if (sid) await openSession(sid, seq === null ? null : Number(seq));
-    else $("conv").replaceChildren(el("div", "empty", "pick a session on the left"));
+    const missing = (cfg.anchors || []).filter((a) => !a.present);
+    await loadMailbox();
+    await route(false);
+    if (missing.length) {
+      $("anchorwarn").hidden = false;
+      $("anchorwarn").textContent = "✗ anchored session(s) missing from the store (removed?): " +
+        missing.map((a) => a.session + " (anchored at seq " + a.seq + ")").join(", ");
+    }
   })();
 })();
