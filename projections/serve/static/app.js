@@ -484,17 +484,23 @@
   function scrollToFocus(st) {
     const conv = $("conv");
     if (!st.total || st.focus < 0) { renderList(); return; }
+    // The spacers first: a scrollTop past the content's current height would be clamped.
+    $("vtop").style.height = offsetOf(vl.first) + "px";
+    $("vbot").style.height = Math.max(0, offsetOf(vl.total) - offsetOf(vl.first)) + "px";
     const top = offsetOf(st.focus);
     const bottom = top + heightOf(st.focus);
     if (top < conv.scrollTop || bottom > conv.scrollTop + conv.clientHeight) {
       conv.scrollTop = Math.max(0, bottom > conv.scrollTop + conv.clientHeight && heightOf(st.focus) < conv.clientHeight
         ? bottom - conv.clientHeight + 8 : top - 8);
     }
-    renderList();
-    const target = highlight();
-    if (target) {
-      target.scrollIntoView({ block: "nearest" });
+    // Measuring may move the target (estimates become heights): a few rounds settle it.
+    for (let round = 0; round < 4; round++) {
       renderList();
+      const target = highlight();
+      if (!target) break;
+      const r = target.getBoundingClientRect(), b = conv.getBoundingClientRect();
+      if (r.top >= b.top - 1 && (r.bottom <= b.bottom + 1 || r.height > b.height)) break;
+      target.scrollIntoView({ block: "nearest" });
     }
   }
 
