@@ -3,17 +3,22 @@
 Usage (from the repository root; needs the dev extra and /usr/bin/chromium)::
 
     .venv/bin/python benchmarks/viewer.py                  # 100,000 events
+    .venv/bin/python benchmarks/viewer.py --events 1000000 # the issue's 1M target
     .venv/bin/python benchmarks/viewer.py --events 20000 --scrubs 10
 
-Reports, never asserts (see docs/viewer.md):
+The session is ``benchmarks/workload.py``'s, plus one tool call whose output
+has ``--output-lines`` lines (50,000 by default). Reports, never asserts (see
+docs/viewer.md):
 
-1. the server: building the session's Timeline (the first open) and
-   ``state(seq)`` at random seqs afterwards (p50/p95);
+1. the server: building the session's Timeline (the first open), then at
+   ``--points`` random seqs the bare ``at(seq)`` (``Viewer.projection``) and
+   the whole ``state(seq)`` answer (window, event, JSON); p50/p95/max;
 2. the page: time to first paint of the conversation, cold (the server builds
    the Timeline) and warm (a reload), from navigation to the state on screen;
 3. scrub latency: from setting the slider to a random seq to that state on
    screen, and one ``→`` key press; p50/p95 over ``--scrubs`` points;
-4. how many messages the page holds in its DOM (the window, not the session).
+4. how many messages the page holds in its DOM (the window, not the session),
+   and the long output: its state on screen and lines in the DOM.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ if __package__ in (None, ""):
 from playwright.sync_api import Page, sync_playwright
 
 from benchmarks.workload import record
+from engine.session import Session
 from engine.store import open_store
 from projections.serve.app import create_app
 from projections.serve.state import Viewer
@@ -51,11 +57,26 @@ def shown(page: Page, seq: int) -> None:
     page.wait_for_selector(f'body[data-shown-seq="{seq}"]', timeout=120_000)
 
 
+def long_output(session: Session, lines: int) -> int:
+    """One more turn whose tool prints ``lines`` lines; the seq of its completion."""
+    m = session.start_message("assistant")
+    tool = session.add_tool(m, "call_build_log", "bash")
+    session.tool_input_ready(tool, {"command": "make -k all"})
+    session.start_tool(tool)
+    seq = session.complete_tool(tool, "\n".join(
+        f"[{i:06d}] cc -O2 -c src/module_{i % 977}.c -o build/module_{i % 977}.o"
+        for i in range(lines)))
+    session.complete_message(m, finish="stop")
+    return seq
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--scrubs", type=int, default=30)
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--points", type=int, default=200, help="random seqs for the server")
+    parser.add_argument("--output-lines", type=int, default=50_000)
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
@@ -63,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         with open_store(url, durability="batched") as writer:  # group commits: faster setup
             session, _ = record(writer, args.events)
+            long_seq = long_output(session, args.output_lines)
             sid, last = session.id, session.version
             writer.flush()
         store = open_store(url)
@@ -73,14 +95,23 @@ def main(argv: list[str] | None = None) -> int:
         viewer = Viewer(store)
         t0 = time.perf_counter()
         viewer.state(sid, last)
-        print(f"server: first state (builds the Timeline): {ms(time.perf_counter() - t0)}")
-        lat = []
-        for seq in (rng.randint(0, last) for _ in range(200)):
+        every = viewer._cached(sid).timeline.every
+        print(f"server: first state (builds the Timeline, a frozen state every {every} "
+              f"events): {ms(time.perf_counter() - t0)}")
+        seqs = [rng.randint(0, last) for _ in range(args.points)]
+        bare, whole = [], []
+        for seq in seqs:
+            t0 = time.perf_counter()
+            viewer.projection(sid, seq)
+            bare.append(time.perf_counter() - t0)
+        for seq in seqs:
+            viewer._recent.clear()  # measure the fold, not the cache of recent answers
             t0 = time.perf_counter()
             viewer.state(sid, seq)
-            lat.append(time.perf_counter() - t0)
-        print(f"server: state(seq) at 200 random seqs: p50 {ms(pct(lat, .5))}, "
-              f"p95 {ms(pct(lat, .95))}, max {ms(max(lat))}")
+            whole.append(time.perf_counter() - t0)
+        for name, lat in (("at(seq)", bare), ("state(seq)", whole)):
+            print(f"server: {name} at {len(seqs)} random seqs: p50 {ms(pct(lat, .5))}, "
+                  f"p95 {ms(pct(lat, .95))}, max {ms(max(lat))}")
 
         with serving(create_app(store)) as base, sync_playwright() as pw, \
                 chromium(pw) as browser:
@@ -111,6 +142,15 @@ def main(argv: list[str] | None = None) -> int:
             dom = page.evaluate("document.querySelectorAll('#conv .msg').length")
             print(f"page: {dom} messages in the DOM of {messages} "
                   f"(mean {statistics.mean(scrub) * 1000:.1f} ms per scrub)")
+            t0 = time.perf_counter()
+            page.fill("#slider", str(long_seq))
+            shown(page, long_seq)
+            body = page.wait_for_selector(".lines-body:not(:empty)", timeout=120_000)
+            assert body is not None
+            took = time.perf_counter() - t0
+            lines = len((body.text_content() or "").split("\n"))
+            print(f"page: the {args.output_lines}-line output on screen in {ms(took)}; "
+                  f"{lines} of its lines in the DOM")
         store.close()
     return 0
 

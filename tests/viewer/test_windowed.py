@@ -9,7 +9,6 @@ long output is read line by line as its box scrolls.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -106,7 +105,8 @@ def on_screen(page: Page, selector: str) -> bool:
     return bool(page.evaluate("""(sel) => {
         const n = document.querySelector(sel);
         if (!n) return false;
-        const r = n.getBoundingClientRect(), b = document.getElementById('conv').getBoundingClientRect();
+        const r = n.getBoundingClientRect();
+        const b = document.getElementById('conv').getBoundingClientRect();
         return r.bottom > b.top && r.top < b.bottom;
     }""", selector))
 
