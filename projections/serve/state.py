@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.codec import to_builtins
 from engine.errors import KeyRequired
-from engine.events import AnyEvent, MessageStarted, tag_of
+from engine.events import AnyEvent, MessageStarted, SessionImported, tag_of
 from engine.store import anchor as anchoring
 from engine.store.base import Store
 from projections import views as v
@@ -112,12 +112,24 @@ def _long_fields(part: dict[str, Any]) -> list[str]:
 
 
 def session_json(store: Store, sid: str) -> dict[str, Any]:
+    """A row of the session list. ``imported`` is where an import found the session,
+    read from its first event (``session.imported``): a fork shares its parent's, so
+    only a session with no parent gets one. ``child_of`` is the session an imported
+    one was a child of in its tool (OpenCode's ``parentID``)."""
     info = store.session_info(sid)
     version = store.version(sid)
     last = next(iter(store.read(sid, version, version)), None) if version else None
+    head = next(iter(store.read(sid, 1, 1)), None) if version and info.parent is None else None
+    imported = child_of = None
+    if isinstance(head, SessionImported):
+        imported = {"format": head.format, "source": head.source,
+                    "original_id": head.original_id, "tool_version": head.tool_version}
+        parent = (head.metadata or {}).get("parent_session")
+        child_of = parent if isinstance(parent, str) and parent != sid else None
     return {"id": info.id, "created": info.created, "parent": info.parent,
             "fork_seq": info.fork_seq, "version": version,
-            "updated": last.time if last is not None else info.created}
+            "updated": last.time if last is not None else info.created,
+            "imported": imported, "child_of": child_of}
 
 
 def sessions_json(store: Store) -> list[dict[str, Any]]:

@@ -9,14 +9,17 @@ import attrs
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
+from engine import events as ev
 from engine.session import Session
 from engine.store import open_store
 from engine.store.base import Store
 from projections.demo import record_demo, stepping_clock
+from projections.mailbox import Mailbox
 from tests.support.browser import chromium
 
 SCRIPT = "<script>window.__pwned = 1</script>"
 IMG = '<img src=x onerror="window.__pwned = 2">'
+B = "<b>bold</b>"
 
 
 @attrs.frozen
@@ -28,16 +31,55 @@ class Sessions:
 
 
 def record_hostile(store: Store) -> Session:
-    """A session whose user text, tool name, input and output try to run script."""
+    """An imported session where every string the page shows tries to run script: the
+    import's source, agent and model names, texts, reasoning, tool names, titles,
+    inputs, outputs, errors, approval reasons, files, subtasks, retries, patches."""
     s = Session.create(store, clock=stepping_clock())
-    s.user_message(f"please echo {IMG}")
-    m = s.start_message("assistant")
+    s.append([ev.SessionImported(format=f"claude-code{B}", source=f"{SCRIPT}.jsonl",
+                                 original_id=IMG, tool_version=B, metadata={"t": SCRIPT})])
+    model = ev.ModelRef(provider_id=B, model_id=f"model{IMG}")
+    s.user_message(f"please echo {IMG}", agent=f"agent{B}", model=model)
+    m = s.start_message("assistant", agent=f"agent{B}", model=model)
+    s.start_step(m, snapshot=IMG)
+    thought = s.add_reasoning(m)
+    s.reasoning_delta(thought, f"thinking {SCRIPT}")
+    s.end_part(thought)
+    s.add_file(m, f"text/{B}", f"file:///{IMG}", filename=f"{IMG}.txt")
     tool = s.add_tool(m, "call_1", "bash<b>bold</b>")
     s.tool_input_ready(tool, {"command": SCRIPT})
+    s.request_approval(tool, reason=f"because {IMG}")
+    s.approve(tool, reason=f"yes {SCRIPT}")
     s.start_tool(tool)
     s.complete_tool(tool, f"output: {SCRIPT}", title=IMG)
-    s.complete_message(m, finish="stop")
+    failing = s.add_tool(m, "call_2", f"grep{IMG}", raw=SCRIPT)
+    s.tool_input_ready(failing, {"pattern": IMG})
+    s.start_tool(failing)
+    s.fail_tool(failing, f"error: {SCRIPT}")
+    pending = s.add_tool(m, "call_3", "write", raw=f"{{{SCRIPT}")
+    s.tool_input_delta(pending, IMG)
+    s.add_subtask(m, f"prompt {SCRIPT}", f"description {IMG}", f"agent{B}")
+    s.add_retry(m, 1, ev.MessageError(kind="api", message=f"retry {SCRIPT}"))
+    s.add_patch(m, IMG, [f"{SCRIPT}.py"])
+    s.finish_step(m, f"stop{B}", cost=0.001, tokens=ev.Tokens(input=1, output=2))
+    s.abort(m, reason=f"aborted {SCRIPT}")
     return s
+
+
+def record_mailbox(store: Store) -> Mailbox:
+    """A project whose agents sent, fetched, read and answered messages."""
+    mb = Mailbox(store, "webapp", clock=stepping_clock())
+    mb.create_project("/work/webapp", name="webapp")
+    for agent, name in (("planner", "Planner"), ("coder", "Coder"), ("tester", "Tester")):
+        mb.register_agent(agent, name=name)
+        mb.assign(agent)
+    planner, coder, tester = (mb.authenticate(a) for a in ("planner", "coder", "tester"))
+    ask = mb.send(planner, "coder", "Please make parse() accept semicolons.",
+                  related_task_id="T-12")
+    mb.pending(coder)
+    mb.reply(coder, ask.id, "Done: parse() splits on both separators now.")
+    mb.broadcast(planner, "Release candidate at 16:00; please finish by then.")
+    mb.send(tester, "coder", "test_parse_quoted fails on the new branch.")
+    return mb
 
 
 def fill(store: Store) -> Sessions:
@@ -45,6 +87,7 @@ def fill(store: Store) -> Sessions:
     fork_seq = 41
     fork = demo.fork(at=fork_seq)
     hostile = record_hostile(store)
+    record_mailbox(store)
     return Sessions(demo.id, fork.id, fork_seq, hostile.id)
 
 

@@ -15,12 +15,14 @@ from playwright.sync_api import Browser, Page, Request
 from engine.session import Session
 from engine.store.base import Store
 from projections import views as v
+from projections.demo import stepping_clock
+from projections.mailbox import Mailbox
 from projections.serve import render_html
 from projections.serve.app import create_app
 from projections.serve.state import Viewer
 from projections.timetravel import at, diff
 from tests.support.browser import serving
-from tests.viewer.conftest import SCRIPT, Sessions
+from tests.viewer.conftest import B, IMG, SCRIPT, Sessions
 
 TOKEN = "browser-token"
 
@@ -188,18 +190,75 @@ def test_search_finds_a_session(browser: Browser, viewer_store: tuple[Store, Ses
         assert page.text_content("#title") == s.demo
 
 
+HOSTILE_TEXTS = [  # each as it must read on screen, somewhere in the page
+    f"output: {SCRIPT}", f"error: {SCRIPT}", f"thinking {SCRIPT}", f"prompt {SCRIPT}",
+    f"description {IMG}", f"retry {SCRIPT}", f"{SCRIPT}.py", f"{IMG}.txt", "bash<b>bold</b>",
+    f"grep{IMG}", f"agent{B}", f"model{IMG}", f"aborted {SCRIPT}", f"stop{B}", f"text/{B}",
+    f"yes {SCRIPT}", f"snapshot {IMG}", f"patch {IMG}",
+]
+NO_MARKUP = """() => ({
+    pwned: window.__pwned === undefined ? null : window.__pwned,
+    scripts: document.querySelectorAll('script').length,
+    imgs: document.querySelectorAll('img').length,
+    bolds: [...document.querySelectorAll('b')].filter(n => n.parentElement.id !== 'event').length,
+})"""
+
+
+def assert_no_markup(page: Page) -> None:
+    assert page.evaluate(NO_MARKUP) == {"pwned": None, "scripts": 1, "imgs": 0, "bolds": 0}
+
+
 def test_log_strings_render_as_text(browser: Browser,
                                     viewer_store: tuple[Store, Sessions]) -> None:
     store, s = viewer_store
+    last = store.version(s.hostile)
     with opened(browser, store, f"/?session={s.hostile}") as page:
-        wait_seq(page, store.version(s.hostile))
-        assert page.evaluate("window.__pwned") is None
-        assert page.evaluate("document.querySelectorAll('script').length") == 1  # app.js only
-        assert page.evaluate("document.querySelectorAll('#conv img, #conv b').length") == 0
+        wait_seq(page, last)
+        page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+        assert_no_markup(page)
+        conv = page.text_content("#conv") or ""
+        missing = [t for t in HOSTILE_TEXTS if t not in conv]
+        assert missing == []
         outputs = page.eval_on_selector_all("#conv .part.tool pre",
                                             "ns => ns.map(n => n.textContent)")
         assert f"output: {SCRIPT}" in outputs
         assert page.text_content("#conv .tool-head .name") == "bash<b>bold</b>"
+        # The import's source label, in the tree and over the conversation.
+        label = f"imported from claude-code{B} {B}"
+        assert page.text_content("#source") == label
+        assert page.get_attribute("#source", "title") == f"{SCRIPT}.jsonl"
+        assert page.text_content(f'.sess[data-sid="{s.hostile}"] .src') == label
+        # Every event under the slider, and the state at every seq.
+        for seq in range(last, -1, -1):
+            page.keyboard.press("ArrowLeft") if seq < last else None
+            wait_seq(page, seq)
+            assert_no_markup(page)
+        page.keyboard.press("End")
+        wait_seq(page, last)
+        page.fill("#search", "<script>")
+        page.wait_for_selector(".hit mark")
+        assert_no_markup(page)
+
+
+def test_mailbox_strings_render_as_text(browser: Browser,
+                                        viewer_store: tuple[Store, Sessions]) -> None:
+    store, _ = viewer_store
+    mb = Mailbox(store, "evil", clock=stepping_clock())
+    mb.create_project(f"/w/{IMG}", name=SCRIPT)
+    mb.register_agent(f"a{B}", name=IMG)
+    mb.register_agent("b", name=SCRIPT)
+    for agent in (f"a{B}", "b"):
+        mb.assign(agent)
+    sent = mb.send(mb.authenticate(f"a{B}"), "b", f"hello {SCRIPT}", related_task_id=IMG)
+    mb.reply(mb.authenticate("b"), sent.id, f"answer {IMG}")
+    with opened(browser, store, "/?mailbox=evil") as page:
+        page.wait_for_selector(f'#mailbox [data-mail="{sent.id}"]')
+        assert_no_markup(page)
+        text = page.text_content("#mailbox") or ""
+        for shown in (f"mailbox · {SCRIPT}", f"/w/{IMG}", IMG, SCRIPT, f"hello {SCRIPT}",
+                      f"answer {IMG}", f"task {IMG}", "b: read", f"a{B}: sent"):
+            assert shown in text, shown
+        assert page.text_content('.proj[data-project="evil"] .id') == SCRIPT
 
 
 def test_exported_file_scrubs_offline(browser: Browser, tmp_path: Path,

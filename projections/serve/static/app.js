@@ -113,8 +113,11 @@
       return;
     }
     const kids = new Map();
+    const known = new Set(view.sessions.map((o) => o.id));
     for (const s of view.sessions) {
-      const p = s.parent && view.sessions.some((o) => o.id === s.parent) ? s.parent : "";
+      // A fork sits under its parent; an imported child under the session it came from.
+      const up = s.parent || s.child_of;
+      const p = up && known.has(up) ? up : "";
       if (!kids.has(p)) kids.set(p, []);
       kids.get(p).push(s);
     }
@@ -130,7 +133,7 @@
           label.title = s.imported.source;
           a.append(label);
         }
-        const fork = s.parent ? " · fork at " + s.fork_seq : "";
+        const fork = s.parent ? " · fork at " + s.fork_seq : s.child_of && known.has(s.child_of) ? " · child" : "";
         a.append(el("div", "meta", s.version + " events" + fork + " · " + fmtTime(s.updated)));
         a.addEventListener("click", (e) => { e.preventDefault(); openSession(s.id, null, true); });
         li.append(a);
@@ -319,8 +322,9 @@
     const head = el("div", "msg-head");
     head.append(el("span", "role", info.role));
     if (info.agent) head.append(el("span", "", info.agent));
-    const model = info.model ? info.model.model_id : info.model_id;
-    if (model) head.append(el("span", "", model));
+    // A user message names its model in info.model; an assistant's in info itself.
+    const ref = info.model || info;
+    if (ref.modelID) head.append(el("span", "model", (ref.providerID ? ref.providerID + "/" : "") + ref.modelID));
     head.append(el("span", "", fmtTime(info.time.created)));
     if (info.role === "assistant") {
       head.append(el("span", "", info.time.completed ? "completed" + (info.finish ? " · " + info.finish : "") : "streaming…"));
