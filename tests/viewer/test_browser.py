@@ -12,7 +12,9 @@ from urllib.parse import parse_qs, urlparse
 
 from playwright.sync_api import Browser, Page, Request
 
+from engine.events import SessionImported
 from engine.session import Session
+from engine.store import MemoryStore
 from engine.store.base import Store
 from projections import views as v
 from projections.demo import stepping_clock
@@ -22,7 +24,7 @@ from projections.serve.app import create_app
 from projections.serve.state import Viewer
 from projections.timetravel import at, diff
 from tests.support.browser import serving
-from tests.viewer.conftest import B, IMG, SCRIPT, Sessions
+from tests.viewer.conftest import IMG, SCRIPT, B, Sessions
 
 TOKEN = "browser-token"
 
@@ -283,3 +285,110 @@ def test_exported_file_scrubs_offline(browser: Browser, tmp_path: Path,
         assert page.evaluate("window.__pwned") is None
         assert requests == [path.as_uri()]  # nothing fetched: the file is self-contained
         page.close()
+
+
+def test_the_mailbox_page_follows_the_log(browser: Browser,
+                                          viewer_store: tuple[Store, Sessions]) -> None:
+    store, _ = viewer_store
+    box = Mailbox(store, "webapp", clock=stepping_clock())
+    view = box.refresh()
+    with opened(browser, store, "/") as page:
+        page.click('.proj[data-project="webapp"]')
+        page.wait_for_selector("#mailbox .thread")
+        assert urlparse(page.url).query == "mailbox=webapp"
+        # Agents with their unread counts, as the log says.
+        chips = page.eval_on_selector_all("#mailbox .agent[data-agent]",
+                                          "ns => ns.map(n => [n.dataset.agent, n.textContent])")
+        unread = {a: len(view.unread("webapp", a)) for a, _ in chips}
+        assert [a for a, _ in chips] == ["planner", "coder", "tester"]
+        for agent, text in chips:
+            want = f" · {unread[agent]} unread" if unread[agent] else ""
+            assert text in {f"{name}{want}" for name in ("Planner", "Coder", "Tester")}, agent
+        # Threads: an answer sits in its question's thread; every receiver has its state.
+        threads = page.eval_on_selector_all("#mailbox .thread", """ns => ns.map(t =>
+            [...t.querySelectorAll('.mail')].map(m => m.dataset.mail))""")
+        ask = next(m for m in view.messages.values() if m.related_task_id == "T-12")
+        (answer,) = [m for m in view.messages.values() if m.reply_to == ask.id]
+        assert [ask.id, answer.id] in threads
+        assert sum(len(t) for t in threads) == len(view.messages)
+        states = page.eval_on_selector_all(
+            f'[data-mail="{ask.id}"] .receipts .st', "ns => ns.map(n => n.textContent)")
+        assert states == [f"{r}: {s}" for r, s in view.receipts(ask.id).items()]
+        # One agent's messages only.
+        page.click('#mailbox .agent[data-agent="tester"]')
+        page.wait_for_selector('#mailbox .agent.current[data-agent="tester"]')
+        shown = page.eval_on_selector_all("#mailbox .mail", "ns => ns.map(n => n.dataset.mail)")
+        assert shown == [m.id for m in view.conversation("webapp", "tester")]
+        # Live: another writer sends, and the coder reads; the page follows.
+        page.click("#mailbox .agent:not([data-agent])")
+        page.wait_for_selector("#mailbox .agent.current:not([data-agent])")
+        page.wait_for_selector("#mblive.ok")
+        coder = box.authenticate("coder")
+        late = box.send(coder, "tester", "Fixed on the branch, please rerun.")
+        page.wait_for_selector(f'[data-mail="{late.id}"] .st[data-receiver="tester"].sent')
+        box.mark_read(box.authenticate("tester"), [late.id])
+        page.wait_for_selector(f'[data-mail="{late.id}"] .st[data-receiver="tester"].read')
+
+
+def test_back_and_forward_walk_what_was_opened(browser: Browser,
+                                               viewer_store: tuple[Store, Sessions]) -> None:
+    store, s = viewer_store
+    with opened(browser, store, f"/?session={s.demo}&seq=20") as page:
+        wait_seq(page, 20)
+        page.keyboard.press("ArrowRight")
+        wait_seq(page, 21)
+        page.click(f'.sess[data-sid="{s.fork}"]')
+        wait_seq(page, store.version(s.fork))
+        page.click('.proj[data-project="webapp"]')
+        page.wait_for_selector("#mailbox .thread")
+        page.go_back()
+        page.wait_for_selector(f'.sess.current[data-sid="{s.fork}"]')
+        wait_seq(page, store.version(s.fork))
+        assert page.is_visible("#conv")
+        assert page.is_hidden("#mailbox")
+        page.go_back()
+        wait_seq(page, 21)  # the seq the session was left at
+        assert page.text_content("#title") == s.demo
+        page.go_forward()
+        wait_seq(page, store.version(s.fork))
+        assert page.text_content("#title") == s.fork
+
+
+def test_a_new_user_walks_into_every_corner(browser: Browser, tmp_path: Path,
+                                            viewer_store: tuple[Store, Sessions]) -> None:
+    store, s = viewer_store
+    # A session id that is not in the store, and seqs that are not numbers or too big.
+    with opened(browser, store, "/?session=0190e0e0-0000-7000-8000-000000000000") as page:
+        page.wait_for_selector("#banner:not([hidden])")
+        assert "no session" in (page.text_content("#banner") or "")
+    last = store.version(s.demo)
+    for seq in ("abc", "99999", "-4"):
+        with opened(browser, store, f"/?session={s.demo}&seq={seq}") as page:
+            want = 0 if seq == "-4" else last
+            wait_seq(page, want)
+            assert url_seq(page) == want
+    # A session with no events, and one with events but no message yet.
+    empty = Session.create(store)
+    bare = Session.create(store)
+    bare.append([SessionImported(format="codex", source="rollout.jsonl", original_id="")])
+    with opened(browser, store, f"/?session={empty.id}") as page:
+        wait_seq(page, 0)
+        assert page.text_content("#note") == "this session has no events yet"
+        page.keyboard.press("ArrowRight")  # nowhere to go: nothing breaks
+        page.keyboard.press("End")
+        assert page.text_content("#seqlabel") == "seq 0 / 0"
+    with opened(browser, store, f"/?session={bare.id}") as page:
+        wait_seq(page, 1)
+        assert page.text_content("#note") == "no messages yet at seq 1"
+        assert page.text_content("#source") == "imported from codex"
+    # A search nobody matches says so.
+    with opened(browser, store, "/") as page:
+        page.fill("#search", "words that appear nowhere")
+        page.wait_for_selector(".hit.none")
+    # An empty store.
+    other = MemoryStore()
+    with opened(browser, other, "/") as page:
+        page.wait_for_selector("#tree .empty")
+        page.wait_for_selector("#note:not([hidden])")
+        assert page.text_content("#note") == "this store has no sessions yet"
+        assert page.is_hidden("#mailboxes")
