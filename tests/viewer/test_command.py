@@ -60,3 +60,27 @@ def test_serve_with_writes_prints_the_token(tmp_path: Path) -> None:
 def test_bare_paths_are_sqlite_files() -> None:
     assert store_url("x.db") == "sqlite:///x.db"
     assert store_url("jsonl:///tmp/d") == "jsonl:///tmp/d"
+
+
+def test_serve_checks_the_log_against_an_anchor_file(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    with open_store(store_url(str(db))) as store:
+        sid = record_demo(store).id
+    taken = subprocess.run([str(Path(sys.executable).parent / "convlog"), "anchor",
+                            store_url(str(db))], capture_output=True, text=True, check=True)
+    anchors = tmp_path / "anchors.txt"
+    anchors.write_text(taken.stdout, encoding="utf-8")
+    with serve(str(db), "--anchor", str(anchors)) as (url, _):
+        got = httpx.get(f"{url.rstrip('/')}/api/sessions/{sid}/verify").json()
+        assert got["ok"] is True
+        assert got["anchor"] == {"seq": int(taken.stdout.split("/")[2]), "holds": True}
+
+
+def test_serve_refuses_a_malformed_anchor(tmp_path: Path) -> None:
+    convlog = str(Path(sys.executable).parent / "convlog")
+    for given in ("convlog-anchor-1/x/notanumber/00", str(tmp_path / "missing.txt")):
+        done = subprocess.run([convlog, "serve", str(tmp_path / "x.db"), "--anchor", given],
+                              check=False, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2
+        assert "anchor" in done.stderr
+        assert done.stdout == ""
