@@ -279,7 +279,7 @@
         break;
       }
       case "file":
-        n = el("div", "part file", "📎 " + (p.filename || p.url) + " · " + p.mime);
+        n = el("div", "part file", "file " + (p.filename || p.url) + " · " + p.mime);
         break;
       case "step-start":
         n = el("div", "part step", "step started" + (p.snapshot ? " · snapshot " + p.snapshot : ""));
