@@ -84,7 +84,6 @@
         view.mailbox.agent ? { agent: view.mailbox.agent } : {}))
       : new URLSearchParams({ session: view.sid, seq: String(view.seq) });
     const url = "?" + q.toString() + location.hash;
-    if (EXPORT && location.protocol === "file:") return;  // a file URL keeps its own name
     if (push) history.pushState(null, "", url); else history.replaceState(null, "", url);
   }
 
