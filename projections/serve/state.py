@@ -13,13 +13,13 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from engine.codec import to_builtins
-from engine.errors import KeyRequired
 from engine.events import AnyEvent, MessageStarted, SessionImported, tag_of
 from engine.store import anchor as anchoring
 from engine.store.base import Store
 from projections import views as v
 from projections.json import converter
 from projections.mailbox.mailbox import MAILBOX_SESSION
+from projections.serve.verifying import verify_elsewhere
 from projections.timetravel import Timeline, diff_states
 from projections.withparts import WithPartsProjection
 
@@ -297,32 +297,15 @@ class Viewer:
         """How far the hash chain checks out (every event, or up to the first problem),
         and whether the anchor given for the session still holds.
 
-        A verification runs once per version of the session: the page asks again on
-        every live update.
+        A verification runs once per version of the session (the page asks again on
+        every live update), in a child process when the store can be opened there.
         """
         with self._verify_lock:
             version = self.store.version(sid)
             known = self._verified.get(sid)
             if known is not None and known[0] == version:
                 return known[1]
-            anchor = self.anchors.get(sid)
-            try:
-                report = anchoring.check(self.store, [anchor] if anchor else [], sid)
-            except KeyRequired as exc:
-                result: dict[str, Any] = {
-                    "ok": None, "version": version, "verified_upto": 0,
-                    "problem": str(exc), "anchor": None}
-            else:
-                first = report.first
-                upto = version if first is None else min(version, first.seq - 1)
-                anchored = None
-                if anchor is not None:
-                    broken = first is not None and (first.seq <= anchor.seq or
-                                                    "anchor" in first.reason)
-                    anchored = {"seq": anchor.seq, "holds": not broken}
-                result = {"ok": report.ok, "version": version, "verified_upto": upto,
-                          "problem": None if first is None else str(first),
-                          "anchor": anchored}
+            result = verify_elsewhere(self.store, sid, self.anchors.get(sid))
             self._verified[sid] = (version, result)
             return result
 

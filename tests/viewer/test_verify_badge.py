@@ -12,11 +12,12 @@ import pytest
 from playwright.sync_api import Browser, Page
 from starlette.testclient import TestClient
 
+from engine.store import MemoryStore, open_store
 from engine.store import anchor as anchoring
-from engine.store import open_store
 from engine.store.base import Store
 from projections.demo import record_demo
 from projections.serve.app import create_app
+from projections.serve.verifying import shareable, verify_elsewhere, verify_json
 from tests.support.browser import serving
 
 
@@ -133,3 +134,14 @@ def test_an_anchored_session_missing_from_the_store_is_named(browser: Browser,
             badge(browser, store, f"/?session={jsonl.sid}", [gone]) as (_, _, page):
         page.wait_for_selector("#anchorwarn:not([hidden])")
         assert gone.session_id in (page.text_content("#anchorwarn") or "")
+
+
+def test_a_file_store_is_verified_in_a_child_with_the_same_answer(jsonl: Jsonl) -> None:
+    seq = damage(jsonl)
+    with opened(jsonl.url) as store:
+        assert shareable(store)
+        assert not shareable(MemoryStore())
+        for anchor in (None, jsonl.anchor, rewritten(jsonl.anchor)):
+            here = verify_json(store, jsonl.sid, anchor)
+            assert verify_elsewhere(store, jsonl.sid, anchor) == here
+            assert here["verified_upto"] == seq - 1
