@@ -58,6 +58,7 @@ from engine.store.base import (
     SessionInfo,
     check_chain,
 )
+from engine.store.pg_wire import bytea_array, int4_array, int8_array, use_binary
 from engine.store.sql import POSTGRES, SQLRecorder, Statements
 
 SCHEMA_VERSION = 1
@@ -150,23 +151,24 @@ BEGIN
     END IF;
     PERFORM pg_notify('{CHANNEL}', o_last::text);
 END $$"""
-# Arrays go as text literals: psycopg's generic list adaptation costs about 11 us per
-# list per call (measured), five lists more than the round trip itself on loopback.
+# Arrays go in PostgreSQL's binary array format (engine.store.pg_wire): bodies are
+# never hex text, and packing them once is cheaper than psycopg's generic list
+# adaptation (about 11 us per list per call, measured).
 # psycopg prepares the call after its fifth execution (prepare_threshold) and plpgsql
 # caches the plans of the function's statements, so an append neither parses nor plans.
-_APPEND_CALL = (f"SELECT * FROM {_APPEND_FN}(%s, %s::integer, %s, %s::integer, %s::integer, %s, "
-                "%s::bytea[], %s::integer[], %s::integer[], %s::bigint[], %s::bytea[])")
-
-
-def _bytea_array(values: Sequence[bytes]) -> str:
-    return "{" + ",".join([f'"\\\\x{v.hex()}"' for v in values]) + "}"
-
-
-def _int_array(values: Sequence[int]) -> str:
-    return "{" + ",".join(map(str, values)) + "}"
+_APPEND_CALL = (f"SELECT * FROM {_APPEND_FN}(%s, %s::integer, %b, %s::integer, %s::integer, %b, "
+                "%b, %b, %b, %b, %b)")
 
 
 _HEADS_MAX = 100_000  # cached session heads (a stale or missing one costs a round trip)
+
+
+def connect(dsn: str, timeout: float = 10) -> psycopg.Connection[Any]:
+    """A connection as the store uses it: autocommit (the append function is its
+    own transaction) and the binary array dumpers registered (bodies go binary)."""
+    db = psycopg.connect(dsn, autocommit=True, connect_timeout=int(timeout))
+    use_binary(db)
+    return db
 
 
 class _Head(NamedTuple):
@@ -211,8 +213,7 @@ class PostgresStore(SQLRecorder):
         self._lock = threading.RLock()
         self._write_lock = _RowLockTx(self)
         try:
-            self._db = psycopg.connect(dsn, autocommit=True,
-                                       connect_timeout=int(connect_timeout))
+            self._db = connect(dsn, connect_timeout)
             if durability == BATCHED:
                 self._db.execute("SET synchronous_commit = off")
             self._refuse = self._migrate()
@@ -264,8 +265,8 @@ class PostgresStore(SQLRecorder):
             self._db.close()
 
     def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
-        with self._lock:
-            return self._db.execute(sql, params).fetchall()
+        with self._lock:  # binary results: block bodies arrive as bytes, not hex
+            return self._db.execute(sql, params, binary=True).fetchall()
 
     def _write_one(self, sql: str, params: Sequence[Any]) -> None:
         with self._lock:
@@ -298,7 +299,7 @@ class PostgresStore(SQLRecorder):
         with self._lock:  # with the cache update: an older row never overwrites a newer one
             row = self._db.execute(
                 "SELECT sid, version, fork_seq, sealed, head FROM convlog_sessions WHERE id=%s"
-                + (" FOR UPDATE" if lock else ""), (session_id,)).fetchone()
+                + (" FOR UPDATE" if lock else ""), (session_id,), binary=True).fetchone()
             if row is None:
                 self._heads.pop(session_id, None)
                 raise UnknownSession(session_id)
@@ -318,7 +319,8 @@ class PostgresStore(SQLRecorder):
         with self._lock:
             rows = self._db.execute(
                 "SELECT i.id, l.sid, l.seq, l.position FROM convlog_ids i JOIN convlog_log l "
-                "ON l.position = i.position WHERE i.id = ANY(%s)", (keys,)).fetchall()
+                "ON l.position = i.position WHERE i.id = ANY(%b)", (bytea_array(keys),),
+                binary=True).fetchall()
         return {by_key[bytes(k)]: (self._name(int(s)), int(q), int(p)) for k, s, q, p in rows}
 
     def _record(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
@@ -393,8 +395,9 @@ class PostgresStore(SQLRecorder):
         try:
             row = self._db.execute(_APPEND_CALL, (
                 session_id, head.version, head.head, head.sealed, sealed, batch.head,
-                _bytea_array([blocks.id_key(e.id) for e in events]), _int_array(firsts),
-                _int_array(lasts), _int_array(t_maxes), _bytea_array(bodies))).fetchone()
+                bytea_array([blocks.id_key(e.id) for e in events]), int4_array(firsts),
+                int4_array(lasts), int8_array(t_maxes), bytea_array(bodies)),
+                binary=True).fetchone()
         except pg_errors.UniqueViolation:
             raise IdTaken from None  # its transaction is gone; the cached head still holds
         assert row is not None
@@ -417,7 +420,7 @@ class PostgresStore(SQLRecorder):
             return [], [], []
         canon, hashes, times = blocks.join_tail(self._db.execute(
             "SELECT t_max, body FROM convlog_blocks WHERE sid=%s AND last_seq>%s "
-            "ORDER BY last_seq", (head.sid, head.sealed)).fetchall())
+            "ORDER BY last_seq", (head.sid, head.sealed), binary=True).fetchall())
         return (canon, hashes, times) if len(canon) == actual - head.sealed else None
 
     # ------------------------------------------------------------------ reading

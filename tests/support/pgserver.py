@@ -3,7 +3,8 @@
 The server listens on a free loopback port with its unix socket inside the temp
 dir, runs as the ``postgres`` system user when we are root (PostgreSQL refuses
 to run as root), and is stopped and removed afterwards. ``fsync=off`` keeps the
-suite fast: the tests kill clients, never the server.
+suite fast: the tests kill clients, never the server. ``durable=True`` keeps the
+server's defaults (fsync, full page writes) for benchmarks of the durable mode.
 """
 
 from __future__ import annotations
@@ -40,8 +41,11 @@ def _free_port() -> int:
 
 
 class PgServer:
-    def __init__(self, bindir: Path) -> None:
+    def __init__(self, bindir: Path, *, durable: bool = False,
+                 max_connections: int = 100) -> None:
         self.bindir = bindir
+        self.durable = durable
+        self.max_connections = max_connections
         self.root = Path(tempfile.mkdtemp(prefix="convlog-pg-"))
         self.data = self.root / "data"
         self.port = _free_port()
@@ -64,8 +68,10 @@ class PgServer:
         self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres",
                   "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions")
         opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} "
-                f"-c unix_socket_directories={self.root} -c fsync=off "
-                "-c full_page_writes=off -c max_connections=100")
+                f"-c unix_socket_directories={self.root} "
+                f"-c max_connections={self.max_connections}")
+        if not self.durable:
+            opts += " -c fsync=off -c full_page_writes=off"
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l",
                   str(self.root / "server.log"), "-o", opts, "-w", "-t", "60", "start")
         return self
