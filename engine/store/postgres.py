@@ -58,11 +58,11 @@ from engine.store.base import (
     SessionInfo,
     check_chain,
 )
+from engine.store.pg_notify import CHANNEL, Listener, subscription
 from engine.store.pg_wire import bytea_array, int4_array, int8_array, use_binary
 from engine.store.sql import POSTGRES, SQLRecorder, Statements
 
 SCHEMA_VERSION = 1
-CHANNEL = "convlog"
 _MIGRATION_LOCK = 0x636F6E766C6F67  # "convlog": serializes schema creation across clients
 
 _SCHEMA = [
@@ -149,7 +149,8 @@ BEGIN
         INSERT INTO convlog_log (position, sid, seq)
             SELECT o_last - n + i, o_sid, actual + i FROM generate_series(1, n) AS i;
     END IF;
-    PERFORM pg_notify('{CHANNEL}', o_last::text);
+    -- "first last sid": subscribers skip what they read already or do not follow
+    PERFORM pg_notify('{CHANNEL}', (o_last - n + 1) || ' ' || o_last || ' ' || o_sid);
 END $$"""
 # Arrays go in PostgreSQL's binary array format (engine.store.pg_wire): bodies are
 # never hex text, and packing them once is cheaper than psycopg's generic list
@@ -431,20 +432,13 @@ class PostgresStore(SQLRecorder):
                   idle_timeout: float | None = None, poll: float = 1.0,
                   stop: Callable[[], bool] | None = None) -> Iterator[Record]:
         """The backlog, then events as NOTIFY announces their commit (``poll`` is
-        only the fallback re-check interval)."""
-        listener = psycopg.connect(self.dsn, autocommit=True)
+        only the fallback re-read interval; see :mod:`engine.store.pg_notify`)."""
+        sid = None if session_id is None else self._sid(session_id)
+        # LISTEN before the backlog is read: no commit falls between the two.
+        listener = Listener(lambda: connect(self.dsn))
         try:
-            listener.execute(f"LISTEN {CHANNEL}")  # before the backlog: no commit is missed
-            self._listener = listener
-            yield from super().subscribe(after, session_id=session_id,
-                                         idle_timeout=idle_timeout, poll=poll, stop=stop)
+            yield from subscription(
+                lambda last: self.read_all(last, session_id=session_id), listener,
+                after=after, sid=sid, idle_timeout=idle_timeout, poll=poll, stop=stop)
         finally:
             listener.close()
-
-    def _wait(self, position: int, timeout: float) -> None:
-        listener: Any = getattr(self, "_listener", None)
-        if listener is None or listener.closed:
-            super()._wait(position, timeout)
-            return
-        for _ in listener.notifies(timeout=timeout, stop_after=1):
-            break
