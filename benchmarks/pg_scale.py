@@ -135,6 +135,54 @@ def _writer(url: str, sessions: list[int], *, run: str, per_session: int, seed: 
     store.close()
 
 
+def _floor_writer(dsn: str, w: int, *, counter: bool, count: int, start: Any,
+                  out: Any) -> None:
+    """The server's own scaling, without convlog: one autocommit transaction per
+    call inserting a ~150-byte row (what a one-event block is), and with
+    ``counter`` also bumping a one-row counter as convlog's position does."""
+    import psycopg  # noqa: PLC0415 - PostgreSQL only
+
+    row = b"x" * 150
+    sql = ("WITH c AS (UPDATE bench_counter SET last = last + 1 RETURNING last) "
+           "INSERT INTO bench_rows SELECT %s, %s, last FROM c" if counter
+           else "INSERT INTO bench_rows VALUES (%s, %s, 0)")
+    with psycopg.connect(dsn, autocommit=True) as db:
+        backend = int(db.execute("SELECT pg_backend_pid()").fetchone()[0])  # type: ignore[index]
+        start.wait()
+        cpu0, server0, t0 = time.process_time(), _proc_cpu(backend), time.monotonic()
+        for i in range(count):
+            db.execute(sql, (w * 10_000_000 + i, row))
+        t1 = time.monotonic()
+        out.put({"t0": t0, "t1": t1, "events": count, "cpu": time.process_time() - cpu0,
+                 "server_cpu": _proc_cpu(backend) - server0, "acks": [], "digests": {}})
+
+
+def run_floor(url: str, *, writers: int, count: int, counter: bool) -> dict[str, Any]:
+    """``writers`` processes of :func:`_floor_writer`, started together."""
+    import psycopg  # noqa: PLC0415 - PostgreSQL only
+
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("DROP TABLE IF EXISTS bench_rows, bench_counter")
+        db.execute("CREATE TABLE bench_rows (k bigint PRIMARY KEY, body bytea, pos bigint)")
+        db.execute("CREATE TABLE bench_counter (last bigint)")
+        db.execute("INSERT INTO bench_counter VALUES (0)")
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_floor_writer, args=(url, w), kwargs={
+        "counter": counter, "count": count, "start": start, "out": out})
+        for w in range(writers)]
+    for p in procs:
+        p.start()
+    time.sleep(0.5 + 0.2 * writers)
+    start.set()
+    results = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+    t0 = min(r["t0"] for r in results)
+    t1 = max(r["t1"] for r in results)
+    return {"per_s": writers * count / (t1 - t0)}
+
+
 def _sample_waits(url: str, stop: threading.Event, counts: Counter[str]) -> None:
     """What the appending backends wait on, every 5 ms (``pg_stat_activity``)."""
     import psycopg  # noqa: PLC0415 - PostgreSQL only
@@ -313,6 +361,16 @@ def main(argv: list[str] | None = None) -> int:
                     base = res["per_s"]
                 else:
                     ratios[f"{durability}: {writers} writers / 1 writer"] = res["per_s"] / base
+        dsn = url.split("?", 1)[0]
+        for counter in (False, True):
+            name = "1-row INSERT" + (" + counter row" if counter else "")
+            print(f"[floor: {name}, 1 and {args.writers} processes] ...", file=sys.stderr)
+            one = run_floor(dsn, writers=1, count=args.events, counter=counter)["per_s"]
+            many = run_floor(dsn, writers=args.writers, count=args.events,
+                             counter=counter)["per_s"]
+            print(f"floor sync {name:28} 1: {one:7,.0f}/s  {args.writers}: {many:7,.0f}/s  "
+                  f"{many / one:.2f}x")
+            ratios[f"floor sync {name}: {args.writers} / 1"] = many / one
         n = args.sessions * args.per_session
         print(f"[subscribers: {args.sessions} sessions x {args.per_session} events, "
               f"{args.writers} writers, {args.subscribers} subscribers, "
