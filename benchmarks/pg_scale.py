@@ -258,6 +258,8 @@ def run_writers(url: str, *, writers: int, sessions: int, per_session: int, run:
         res["lag_ms_p50"] = 1000 * lags[len(lags) // 2]
         res["lag_ms_p99"] = 1000 * lags[min(len(lags) - 1, int(len(lags) * 0.99))]
         res["lag_ms_max"] = 1000 * lags[-1]
+        res["sub_client_cpu_us"] = 1e6 * sum(g["cpu"] for g in received) / len(lags)
+        res["sub_server_cpu_us"] = 1e6 * sum(g["server_cpu"] for g in received) / len(lags)
         res["sub_ok"] = all(got["ok"] for got in received)
         res["sub_errors"] = [got["error"] for got in received if not got["ok"]]
     return res
@@ -270,7 +272,10 @@ def _subscriber(url: str, after: int, total: int, start: Any, out: Any) -> None:
     now = time.monotonic
     expect = after + 1
     error = ""
+    db: Any = getattr(store, "_db", None)
+    backend = int(db.execute("SELECT pg_backend_pid()").fetchone()[0]) if db else 0
     start.wait()
+    cpu0, server0 = time.process_time(), _proc_cpu(backend)
     for rec in store.subscribe(after, idle_timeout=30.0):
         recv.append((rec.position, now()))
         if rec.position != expect and not error:
@@ -280,7 +285,8 @@ def _subscriber(url: str, after: int, total: int, start: Any, out: Any) -> None:
             break
     if len(recv) != total and not error:
         error = f"{len(recv)} of {total} events received"
-    out.put({"recv": recv, "ok": not error, "error": error})
+    out.put({"recv": recv, "ok": not error, "error": error,
+             "cpu": time.process_time() - cpu0, "server_cpu": _proc_cpu(backend) - server0})
     store.close()
 
 
@@ -380,7 +386,10 @@ def main(argv: list[str] | None = None) -> int:
                           seed=args.seed, subscribers=args.subscribers)
         print(f"subscribers={res['subscribers']} events={n:,} {res['per_s']:,.0f} events/s "
               f"lag p50 {res['lag_ms_p50']:.1f} ms  p99 {res['lag_ms_p99']:.1f} ms  "
-              f"max {res['lag_ms_max']:.1f} ms  idle {res['idle']:.0%}")
+              f"max {res['lag_ms_max']:.1f} ms  idle {res['idle']:.0%}  per event: writer "
+              f"client {res['client_cpu_us']:.0f} us server {res['server_cpu_us']:.0f} us, "
+              f"subscriber client {res['sub_client_cpu_us']:.0f} us server "
+              f"{res['sub_server_cpu_us']:.0f} us")
         if len(res["digests"]) != args.sessions:
             failures.append("a writer's sessions")
         failures += check_replay(url, res["digests"])
