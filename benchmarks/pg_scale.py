@@ -108,6 +108,23 @@ def _machine_cpu() -> tuple[float, float]:
 # --------------------------------------------------------------------------- writers
 
 
+class Gate:
+    """Children get ready (connect, generate their events), then all start at once."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ready = ctx.Semaphore(0)
+        self._go = ctx.Event()
+
+    def wait(self) -> None:  # in a child
+        self._ready.release()
+        self._go.wait()
+
+    def open(self, children: int) -> None:  # in the parent
+        for _ in range(children):
+            self._ready.acquire()
+        self._go.set()
+
+
 def _writer(url: str, sessions: list[int], *, run: str, per_session: int, seed: int,
             start: Any, out: Any) -> None:
     """Append one event per call to ``sessions``, interleaved; report times."""
@@ -167,14 +184,13 @@ def run_floor(url: str, *, writers: int, count: int, counter: bool) -> dict[str,
         db.execute("CREATE TABLE bench_counter (last bigint)")
         db.execute("INSERT INTO bench_counter VALUES (0)")
     ctx = mp.get_context("spawn")
-    start, out = ctx.Event(), ctx.Queue()
+    start, out = Gate(ctx), ctx.Queue()
     procs = [ctx.Process(target=_floor_writer, args=(url, w), kwargs={
         "counter": counter, "count": count, "start": start, "out": out})
         for w in range(writers)]
     for p in procs:
         p.start()
-    time.sleep(0.5 + 0.2 * writers)
-    start.set()
+    start.open(len(procs))
     results = [out.get() for _ in procs]
     for p in procs:
         p.join()
@@ -205,7 +221,7 @@ def run_writers(url: str, *, writers: int, sessions: int, per_session: int, run:
                 seed: int, subscribers: int = 0, sample: bool = False) -> dict[str, Any]:
     """``writers`` processes over ``sessions`` sessions (split evenly), started together."""
     ctx = mp.get_context("spawn")
-    start = ctx.Event()
+    start = Gate(ctx)
     out: Any = ctx.Queue()
     subs_out: Any = ctx.Queue()
     store = open_store(url)
@@ -220,14 +236,13 @@ def run_writers(url: str, *, writers: int, sessions: int, per_session: int, run:
             for _ in range(subscribers)]
     for p in procs + subs:
         p.start()
-    time.sleep(1.0 + 0.3 * len(procs))  # the children generate their events, then wait
     waits: Counter[str] = Counter()
     stop = threading.Event()
     sampler = threading.Thread(target=_sample_waits, args=(url, stop, waits), daemon=True)
     if sample:
         sampler.start()
     busy0, idle0 = _machine_cpu()
-    start.set()
+    start.open(len(procs) + len(subs))
     results = [out.get() for _ in procs]
     busy1, idle1 = _machine_cpu()
     stop.set()
@@ -367,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                     base = res["per_s"]
                 else:
                     ratios[f"{durability}: {writers} writers / 1 writer"] = res["per_s"] / base
-        dsn = url.split("?", 1)[0]
+        dsn = url  # a libpq URL (a search_path in its options is kept)
         for counter in (False, True):
             name = "1-row INSERT" + (" + counter row" if counter else "")
             print(f"[floor: {name}, 1 and {args.writers} processes] ...", file=sys.stderr)

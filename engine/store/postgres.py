@@ -8,8 +8,10 @@ positions from the one-row ``convlog_position`` counter. That row stays locked
 until commit, so positions become visible in order and without gaps: a reader
 of ``position > p`` never sees ``p + 2`` before ``p + 1``. The price is that
 commits of different sessions serialize on that row (the append itself does
-not). Each commit sends ``NOTIFY convlog`` with the last position, which
-``subscribe`` waits on (LISTEN) instead of polling.
+not). Each commit sends ``NOTIFY convlog`` naming its position range and
+session, which ``subscribe`` waits on (LISTEN) instead of polling
+(:mod:`engine.store.pg_notify`). Bodies and arrays travel in binary
+(:mod:`engine.store.pg_wire`).
 
 That transaction is one call of the server-side function ``convlog_append_v1``
 (created at open): one round trip per append instead of nine. Seqs and hashes
