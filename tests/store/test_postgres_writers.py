@@ -1,8 +1,9 @@
 """PostgreSQL: many writer processes on different sessions at once.
 
 Global positions stay gapless and in commit order, every session's seqs are
-gapless and in the order its writer appended, and every chain verifies, across
-the merges of uncompressed blocks that each session passes through.
+gapless and in the order its writer appended, every chain verifies, across
+the merges of uncompressed blocks that each session passes through, and a
+subscription reads exactly what ``read_all`` does.
 """
 
 from __future__ import annotations
@@ -68,6 +69,11 @@ def test_concurrent_writers_keep_positions_gapless_and_chains_valid(pg_url: str)
         records = list(store.read_all())
         assert [r.position for r in records] == list(range(1, total + 1))
         assert store.last_position() == total
+        # A subscription's backlog (pages of the log with their blocks, across
+        # merged and one-event blocks) is read_all, whole or of one session.
+        assert list(store.subscribe(0, idle_timeout=0.2, poll=0.05)) == records
+        assert list(store.subscribe(5, session_id=_sid(2), idle_timeout=0.2, poll=0.05)) == [
+            r for r in records if r.position > 5 and r.event.session_id == _sid(2)]
         records = records[WRITERS:]  # the writers' events
         # Every acknowledged position holds that writer's event, in its order.
         where = {r.position: r.event for r in records}
