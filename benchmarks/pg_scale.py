@@ -218,7 +218,8 @@ def _sample_waits(url: str, stop: threading.Event, counts: Counter[str]) -> None
 
 
 def run_writers(url: str, *, writers: int, sessions: int, per_session: int, run: str,
-                seed: int, subscribers: int = 0, sample: bool = False) -> dict[str, Any]:
+                seed: int, subscribers: int = 0, followers: int = 0,
+                sample: bool = False) -> dict[str, Any]:
     """``writers`` processes over ``sessions`` sessions (split evenly), started together."""
     ctx = mp.get_context("spawn")
     start = Gate(ctx)
@@ -234,6 +235,10 @@ def run_writers(url: str, *, writers: int, sessions: int, per_session: int, run:
              for share in shares if share]
     subs = [ctx.Process(target=_subscriber, args=(url, first, total, start, subs_out))
             for _ in range(subscribers)]
+    if followers:
+        names = [session_name(run, i) for i in range(min(followers, sessions))]
+        subs.append(ctx.Process(target=_followers, args=(url, names, first, per_session),
+                                kwargs={"start": start, "out": subs_out}))
     for p in procs + subs:
         p.start()
     waits: Counter[str] = Counter()
@@ -263,21 +268,56 @@ def run_writers(url: str, *, writers: int, sessions: int, per_session: int, run:
         "waits": dict(waits.most_common(6)),
         "digests": {k: v for r in results for k, v in r["digests"].items()},
     }
-    if subs:
-        acked = {p: t for r in results for p, t in r["acks"]}
-        lags: list[float] = []
-        for got in received:
-            lags += [t - acked[p] for p, t in got["recv"] if p in acked]
-        lags.sort()
-        res["subscribers"] = len(subs)
-        res["lag_ms_p50"] = 1000 * lags[len(lags) // 2]
-        res["lag_ms_p99"] = 1000 * lags[min(len(lags) - 1, int(len(lags) * 0.99))]
-        res["lag_ms_max"] = 1000 * lags[-1]
-        res["sub_client_cpu_us"] = 1e6 * sum(g["cpu"] for g in received) / len(lags)
-        res["sub_server_cpu_us"] = 1e6 * sum(g["server_cpu"] for g in received) / len(lags)
-        res["sub_ok"] = all(got["ok"] for got in received)
-        res["sub_errors"] = [got["error"] for got in received if not got["ok"]]
+    acked = {p: t for r in results for p, t in r["acks"]}
+    for kind in ("all", "session"):
+        mine = [got for got in received if got["kind"] == kind]
+        lags: list[float] = sorted(t - acked[p] for got in mine for p, t in got["recv"]
+                                   if p in acked)
+        if not lags:
+            continue
+        res[kind] = {
+            "subscribers": sum(got["count"] for got in mine),
+            "lag_ms_p50": 1000 * lags[len(lags) // 2],
+            "lag_ms_p99": 1000 * lags[min(len(lags) - 1, int(len(lags) * 0.99))],
+            "lag_ms_max": 1000 * lags[-1],
+            "client_cpu_us": 1e6 * sum(g["cpu"] for g in mine) / len(lags),
+            "server_cpu_us": 1e6 * sum(g["server_cpu"] for g in mine) / len(lags)}
+    res["sub_ok"] = all(got["ok"] for got in received)
+    res["sub_errors"] = [got["error"] for got in received if not got["ok"]]
     return res
+
+
+def _followers(url: str, names: list[str], after: int, count: int, *, start: Any,
+               out: Any) -> None:
+    """One thread per session, each following that session only (``session_id``)."""
+    got: dict[str, list[tuple[int, float]]] = {name: [] for name in names}
+    errors: list[str] = []
+
+    def follow(name: str, store: Any) -> None:
+        recv = got[name]
+        for rec in store.subscribe(after, session_id=name, idle_timeout=30.0):
+            if rec.event.session_id != name or (recv and rec.position <= recv[-1][0]):
+                errors.append(f"{name}: position {rec.position} out of place")
+            recv.append((rec.position, time.monotonic()))
+            if len(recv) == count:
+                break
+        if len(recv) != count:
+            errors.append(f"{name}: {len(recv)} of {count} events")
+
+    stores = [open_store(url) for _ in names]
+    threads = [threading.Thread(target=follow, args=(name, store))
+               for name, store in zip(names, stores, strict=True)]
+    start.wait()
+    cpu0 = time.process_time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out.put({"kind": "session", "count": len(names), "cpu": time.process_time() - cpu0,
+             "server_cpu": 0.0, "recv": [r for rs in got.values() for r in rs],
+             "ok": not errors, "error": "; ".join(errors[:3])})
+    for store in stores:
+        store.close()
 
 
 def _subscriber(url: str, after: int, total: int, start: Any, out: Any) -> None:
@@ -300,7 +340,7 @@ def _subscriber(url: str, after: int, total: int, start: Any, out: Any) -> None:
             break
     if len(recv) != total and not error:
         error = f"{len(recv)} of {total} events received"
-    out.put({"recv": recv, "ok": not error, "error": error,
+    out.put({"kind": "all", "count": 1, "recv": recv, "ok": not error, "error": error,
              "cpu": time.process_time() - cpu0, "server_cpu": _proc_cpu(backend) - server0})
     store.close()
 
@@ -348,7 +388,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="events per writer in the writer test")
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--per-session", type=int, default=1000)
-    parser.add_argument("--subscribers", type=int, default=4)
+    parser.add_argument("--subscribers", type=int, default=4,
+                        help="processes following every session")
+    parser.add_argument("--followers", type=int, default=100,
+                        help="threads (in one process) following one session each")
     parser.add_argument("--sub-durability", default="batched", choices=("sync", "batched"))
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
     parser.add_argument("--seed", type=int, default=7)
@@ -356,11 +399,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.events, args.sessions, args.per_session = 60, 6, 40
         args.writers, args.subscribers = min(args.writers, 3), min(args.subscribers, 2)
+        args.followers = min(args.followers, args.sessions)
 
     stop: Callable[[], None] = lambda: None  # noqa: E731
     url = args.url
     if url is None:
-        url, stop = _cluster(not args.no_fsync, 40 + args.writers + args.subscribers)
+        url, stop = _cluster(not args.no_fsync, 40 + args.writers + 2 * args.subscribers
+                             + 2 * args.followers)
     failures: list[str] = []
     ok = True
     try:
@@ -398,13 +443,19 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.sub_durability}] ...", file=sys.stderr)
         res = run_writers(_with(url, durability=args.sub_durability), writers=args.writers,
                           sessions=args.sessions, per_session=args.per_session, run="sub",
-                          seed=args.seed, subscribers=args.subscribers)
-        print(f"subscribers={res['subscribers']} events={n:,} {res['per_s']:,.0f} events/s "
-              f"lag p50 {res['lag_ms_p50']:.1f} ms  p99 {res['lag_ms_p99']:.1f} ms  "
-              f"max {res['lag_ms_max']:.1f} ms  idle {res['idle']:.0%}  per event: writer "
-              f"client {res['client_cpu_us']:.0f} us server {res['server_cpu_us']:.0f} us, "
-              f"subscriber client {res['sub_client_cpu_us']:.0f} us server "
-              f"{res['sub_server_cpu_us']:.0f} us")
+                          seed=args.seed, subscribers=args.subscribers,
+                          followers=args.followers)
+        print(f"events={n:,} {res['per_s']:,.0f} events/s written, idle {res['idle']:.0%}, "
+              f"writer client {res['client_cpu_us']:.0f} us server "
+              f"{res['server_cpu_us']:.0f} us per event")
+        for kind, what in (("all", "following every session"),
+                           ("session", "following one session each")):
+            if kind in res:
+                r = res[kind]
+                print(f"subscribers={r['subscribers']} {what}: lag p50 "
+                      f"{r['lag_ms_p50']:.1f} ms  p99 {r['lag_ms_p99']:.1f} ms  max "
+                      f"{r['lag_ms_max']:.1f} ms  CPU per event received: client "
+                      f"{r['client_cpu_us']:.0f} us server {r['server_cpu_us']:.0f} us")
         if len(res["digests"]) != args.sessions:
             failures.append("a writer's sessions")
         failures += check_replay(url, res["digests"])

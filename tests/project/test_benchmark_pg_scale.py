@@ -17,7 +17,9 @@ def test_pg_scale_benchmark_runs_and_checks_replay(pg_url: str,
     assert code == 0, out
     assert "ratio sync: 3 writers / 1 writer" in out
     assert "ratio batched: 3 writers / 1 writer" in out
-    assert "subscribers=2 events=40" in out
+    assert "events=40 " in out
+    assert "subscribers=2 following every session" in out
+    assert "subscribers=4 following one session each" in out
 
 
 def test_pg_scale_exits_1_when_a_replayed_session_differs(
