@@ -99,7 +99,9 @@ _SCHEMA = [
 # leaves the order of a merge's DELETE and INSERT to the executor.
 # It uses the tables only, so no schema version bump: older clients keep working
 # beside it. The name carries its contract's version: a changed body gets a new
-# name, never a replacement under clients that expect the old one.
+# name, never a replacement under clients that expect the old one. The NOTIFY
+# payload is not part of that contract: a body from before it named the range
+# sends the last position only, which subscribers read the same way (pg_notify).
 # Blocks, seqs and hashes come from the client, prepared against (p_version,
 # p_head, p_sealed). The guarded UPDATE of the session row is the lock (taken
 # first, as before, then the counter) and the check in one statement; when the
