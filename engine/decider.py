@@ -205,6 +205,7 @@ _SHARED: Final = {"part": ("step",)}
 
 _MISSING: Any = object()
 _WHOLE: Any = object()  # journal key meaning "the whole dict as it was"
+_RANKED: Any = object()  # journal key meaning "(key, rank) was popped from a ranked dict"
 
 
 class Journal:
@@ -226,8 +227,12 @@ class Journal:
 
     def rollback(self) -> None:
         undo, self.undo = self.undo, None
+        ranked: list[dict[Any, Any]] = []
         for target, key, old in reversed(undo or ()):
-            if key is _WHOLE:
+            if key is _RANKED:
+                target[old[0]] = old[1]  # back at the end for now; re-ranked below
+                ranked.append(target)
+            elif key is _WHOLE:
                 target.clear()  # a removal: restore the entries and their order
                 target.update(old)
             elif isinstance(target, dict):
@@ -237,6 +242,10 @@ class Journal:
                     target[key] = old
             else:
                 setattr(target, key, old)
+        for d in {id(d): d for d in ranked}.values():
+            items = sorted(d.items(), key=_rank)
+            d.clear()
+            d.update(items)
 
     def set(self, obj: object, name: str, value: object) -> None:
         if self.undo is not None:
@@ -255,6 +264,20 @@ class Journal:
             if self.undo is not None:
                 self.undo.append((d, _WHOLE, dict(d)))
             del d[key]
+
+    def pop_ranked(self, d: dict[Any, int], key: object) -> None:
+        """Remove ``key`` from a dict whose values rank its keys (ascending in insertion
+        order, e.g. the seq that added each): undone in O(1) per pop, and a rollback
+        restores the order by sorting on the ranks. A message's unsettled parts can be
+        thousands of pending tools; copying them on every pop was quadratic."""
+        if key in d:
+            if self.undo is not None:
+                self.undo.append((d, _RANKED, (key, d[key])))
+            del d[key]
+
+
+def _rank(item: tuple[Any, int]) -> int:
+    return item[1]
 
 
 # --------------------------------------------------------------------------- refusals

@@ -16,6 +16,8 @@ _UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 _LOW48 = (1 << 48) - 1
 _HEX3 = [f"{n:03x}" for n in range(0x1000)]  # the counter field, formatted once
+# Every 10-bit value as its two Crockford digits: a part id is 13 lookups.
+_PAIRS = [_CROCKFORD[n >> 5] + _CROCKFORD[n & 31] for n in range(1024)]
 
 
 class _Monotonic:
@@ -58,11 +60,17 @@ def part_id(now_ms: int | None = None) -> str:
     ms = int(time.time() * 1000) if now_ms is None else now_ms
     ms, counter = _MONO.next(ms)
     value = (ms << 80) | (counter << 64) | int.from_bytes(os.urandom(8), "big")
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "prt_" + "".join(reversed(chars))
+    return "prt_" + _base32_26(value)
+
+
+def _base32_26(value: int) -> str:
+    """The low 130 bits of ``value`` as 26 Crockford digits, most significant first."""
+    p = _PAIRS
+    return (p[value >> 120 & 1023] + p[value >> 110 & 1023] + p[value >> 100 & 1023]
+            + p[value >> 90 & 1023] + p[value >> 80 & 1023] + p[value >> 70 & 1023]
+            + p[value >> 60 & 1023] + p[value >> 50 & 1023] + p[value >> 40 & 1023]
+            + p[value >> 30 & 1023] + p[value >> 20 & 1023] + p[value >> 10 & 1023]
+            + p[value & 1023])
 
 
 def is_uuid(value: str) -> bool:

@@ -52,7 +52,9 @@ class MessageLife:
         self.state = "open"
         self.step = "idle"
         self.parts: dict[str, PartLife] = {}
-        self.unsettled: dict[str, None] = {}  # ordered set of part ids
+        # Ordered set of part ids, each with the seq that added the part: the rank a
+        # rollback restores their order by (Journal.pop_ranked).
+        self.unsettled: dict[str, int] = {}
 
 
 @attrs.frozen
@@ -431,13 +433,13 @@ class Messages:
         if row.source == ABSENT:
             j.put(msg.parts, e.part_id, PartLife(PART_KIND[cls], row.target, e))
             if row.target in UNSETTLED:
-                j.put(msg.unsettled, e.part_id, None)
+                j.put(msg.unsettled, e.part_id, e.seq)
         elif row.target != row.source:
             part = msg.parts[e.part_id]
             j.set(part, "state", row.target)
             j.set(part, "entered", e)
             if row.target not in UNSETTLED:
-                j.pop(msg.unsettled, e.part_id)
+                j.pop_ranked(msg.unsettled, e.part_id)
         for step in EVOLVES.get(cls, ()):
             step(j, self, e, row)
 

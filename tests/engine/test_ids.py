@@ -59,3 +59,16 @@ def test_the_fast_id_match_agrees_with_check_id(value: str) -> None:
     except InvalidId:
         accepted = False
     assert accepted == (_ID_OK(value) is not None)
+
+
+def _base32_by_digits(value: int) -> str:
+    """Crockford base32, 26 digits, one digit at a time (the plain definition)."""
+    alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+    return "".join(alphabet[(value >> (5 * i)) & 31] for i in reversed(range(26)))
+
+
+@given(st.integers(0, (1 << 140) - 1))
+def test_part_id_digits_are_crockford_base32(value: int) -> None:
+    from engine.ids import _base32_26  # noqa: PLC0415
+
+    assert _base32_26(value) == _base32_by_digits(value)
