@@ -10,6 +10,8 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Iterator, Sequence
+from itertools import repeat
+from operator import attrgetter
 
 import msgspec
 
@@ -22,6 +24,8 @@ from engine.store.base import (
     Store,
     Stored,
 )
+
+_ID = attrgetter("id")
 
 
 class _Own:
@@ -48,8 +52,11 @@ class MemoryStore(Store):
         self._write_lock = self._lock
         self._sessions: dict[str, SessionInfo] = {}
         self._own: dict[str, _Own] = {}
-        self._ids: dict[str, tuple[str, int, int]] = {}
-        self._log: list[tuple[str, int]] = []  # position - 1 -> (session, index in its list)
+        # Plain ints and strs only, no tuple per event: the garbage collector never
+        # has to look at them (a streamed session holds millions).
+        self._ids: dict[str, int] = {}  # event id -> position
+        self._log_sid: list[str] = []  # position - 1 -> session
+        self._log_index: list[int] = []  # position - 1 -> index in the session's own list
         self._snapshots: dict[tuple[str, str], list[tuple[int, bytes]]] = {}
 
     def _create_session(self, info: SessionInfo, genesis: bytes) -> None:
@@ -87,34 +94,41 @@ class MemoryStore(Store):
             return own.events[-1].seq, own.hashes[-1]
         return own.base, own.genesis
 
+    def _where(self, pos: int) -> tuple[str, int, int]:
+        """(session, seq, position) of the event stored at ``pos``."""
+        sid = self._log_sid[pos - 1]
+        return sid, self._own[sid].events[self._log_index[pos - 1]].seq, pos
+
     def _stored_ids(self, session_id: str, events: Sequence[Event]
                     ) -> dict[str, tuple[str, int, int]]:
         ids = self._ids
         if len(events) == 1:  # the common case: one dict lookup, no comprehension
             hit = ids.get(events[0].id)
-            return {} if hit is None else {events[0].id: hit}
-        return {e.id: ids[e.id] for e in events if e.id in ids}
+            return {} if hit is None else {events[0].id: self._where(hit)}
+        if ids.keys().isdisjoint(map(_ID, events)):  # new ids: one C-level pass
+            return {}
+        return {e.id: self._where(ids[e.id]) for e in events if e.id in ids}
 
     _early_ids = _stored_ids  # the same lookup, one call less on the hot path
 
     def _insert(self, session_id: str, batch: Prepared) -> int:
         own = self._own[session_id]
-        stored, ids, log = own.events, self._ids, self._log
+        stored, ids = own.events, self._ids
         first_index = len(stored)
-        pos0 = len(log) + 1
+        pos0 = len(self._log_sid) + 1
         stored.extend(batch.events)  # type: ignore[arg-type]
         own.hashes.extend(batch.hashes)
-        if len(batch.events) == 1:  # the common case (a command, a streamed delta)
+        n = len(batch.events)
+        if n == 1:  # the common case (a command, a streamed delta)
             own.positions.append(pos0)
-            ids[batch.events[0].id] = (session_id, batch.first_seq, pos0)
-            log.append((session_id, first_index))
+            ids[batch.events[0].id] = pos0
+            self._log_sid.append(session_id)
+            self._log_index.append(first_index)
             return pos0
-        pos = pos0
-        for e in batch.events:
-            ids[e.id] = (session_id, e.seq, pos)
-            pos += 1
-        own.positions.extend(range(pos0, pos))
-        log.extend([(session_id, i) for i in range(first_index, first_index + pos - pos0)])
+        ids.update(zip(map(_ID, batch.events), range(pos0, pos0 + n), strict=True))
+        own.positions.extend(range(pos0, pos0 + n))
+        self._log_sid.extend(repeat(session_id, n))
+        self._log_index.extend(range(first_index, first_index + n))
         return pos0
 
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
@@ -128,16 +142,16 @@ class MemoryStore(Store):
 
     def find_event(self, event_id: str) -> tuple[str, int] | None:
         found = self._ids.get(event_id)
-        return None if found is None else (found[0], found[1])
+        return None if found is None else self._where(found)[:2]
 
     def read_all(self, after: int = 0, *, session_id: str | None = None,
                  limit: int | None = None) -> Iterator[Record]:
         if session_id is not None:
             self.session_info(session_id)
-        end = len(self._log)
+        end = len(self._log_sid)
         count = 0
         for pos in range(after + 1, end + 1):
-            sid, index = self._log[pos - 1]
+            sid, index = self._log_sid[pos - 1], self._log_index[pos - 1]
             if session_id is not None and sid != session_id:
                 continue
             yield Record(pos, self._own[sid].events[index])
@@ -146,7 +160,7 @@ class MemoryStore(Store):
                 return
 
     def last_position(self) -> int:
-        return len(self._log)
+        return len(self._log_sid)
 
     def _own_stored(self, session_id: str) -> Iterator[Stored]:
         self.session_info(session_id)

@@ -25,6 +25,7 @@ from engine.errors import DuplicateEventId, EventIdConflict, InvalidEvent, Parti
 from engine.events import EVENT_TYPES, Event
 from engine.session import Session
 from engine.store import Store, open_store
+from engine.store import door
 from engine.store.door import MAX_DEPTH, admit
 from engine.store.verify import verify
 from tests.support.catalog import full, literal_fields, minimal, typed_fields, with_value
@@ -346,3 +347,59 @@ def test_session_append_reports_retries_and_refuses_conflicts(any_url: str) -> N
         assert_sound(store)
     finally:
         store.close()
+
+
+# --------------------------------------------------------------------------- the deltas' short proof
+
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+# Anything a writer could put in a str or int field: right and wrong types, edges of the
+# 64-bit range, lone surrogates, subclasses.
+ANY_VALUE = st.one_of(
+    st.text(max_size=6), SURROGATES, st.builds(_Str, st.text(max_size=3)),
+    st.integers(-(1 << 64), 1 << 64), BIG_INTS, st.sampled_from([0, -1, (1 << 63) - 1, 1 << 63]),
+    st.builds(_Int, st.integers(-5, 5)), st.booleans(), st.none(),
+    st.floats(allow_nan=True), st.binary(max_size=3), st.lists(st.integers(), max_size=2))
+
+
+@settings(max_examples=400, deadline=None)
+@given(cls=st.sampled_from(sorted(door._FAST, key=lambda c: c.__name__)), data=st.data())
+def test_the_short_proof_accepts_only_what_the_full_proof_accepts(
+        cls: type[Event], data: st.DataObject) -> None:
+    """Event types with only str and int fields skip the decode when every field has
+    exactly its type in range: whenever that says yes, the full proof says yes, with
+    the same bytes; and an event the short proof turns down still gets the full
+    verdict (the door never refuses on the short proof alone)."""
+    event = minimal(cls)
+    for name in data.draw(st.lists(st.sampled_from(cls.__struct_fields__), max_size=3)):
+        event = msgspec.structs.replace(event, **{name: data.draw(ANY_VALUE)})
+    try:
+        data_bytes = door.canonical(event)
+    except (OverflowError, UnicodeEncodeError, TypeError, ValueError):
+        with pytest.raises(InvalidEvent):
+            admit(event)
+        return
+    try:
+        full_verdict: bytes | str = door._admit_decoded(event, data_bytes)
+    except InvalidEvent as exc:
+        full_verdict = exc.path
+    if door._FAST[cls](event):
+        assert full_verdict == data_bytes
+    try:
+        assert admit(event) == full_verdict
+    except InvalidEvent as exc:
+        assert exc.path == full_verdict
+
+
+def test_the_short_proof_covers_the_streamed_deltas() -> None:
+    assert {ev.TextDelta, ev.ReasoningDelta, ev.ToolInputDelta} <= set(door._FAST)
+    # Only types whose every field is an unconstrained str or int.
+    for cls in door._FAST:
+        for field in mi.type_info(cls).fields:  # type: ignore[attr-defined]
+            assert type(field.type) in (mi.StrType, mi.IntType), (cls, field.name)
