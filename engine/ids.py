@@ -7,6 +7,7 @@ creation time and satisfy BR-04 (session and message ids are valid UUIDs).
 from __future__ import annotations
 
 import os
+import random
 import re
 import threading
 import time
@@ -18,6 +19,14 @@ _LOW48 = (1 << 48) - 1
 _HEX3 = [f"{n:03x}" for n in range(0x1000)]  # the counter field, formatted once
 # Every 10-bit value as its two Crockford digits: a part id is 13 lookups.
 _PAIRS = [_CROCKFORD[n >> 5] + _CROCKFORD[n & 31] for n in range(1024)]
+
+
+# The random bits of ids: unique, not secret. A generator seeded from the OS once
+# (and again in a forked child, which would otherwise repeat its parent's bits) costs
+# a tenth of an os.urandom call, once per part id.
+_RNG = random.Random(os.urandom(32))
+os.register_at_fork(after_in_child=lambda: _RNG.seed(os.urandom(32)))
+_bits = _RNG.getrandbits
 
 
 class _Monotonic:
@@ -35,7 +44,7 @@ class _Monotonic:
                 self._counter += 1
             else:
                 self._last_ms = now_ms
-                self._counter = int.from_bytes(os.urandom(2), "big") & 0x3FF
+                self._counter = _bits(10)
             return now_ms, self._counter
 
 
@@ -46,7 +55,7 @@ def uuid7(now_ms: int | None = None) -> str:
     """A new UUIDv7 string: 48-bit ms time, 12-bit counter, 62 random bits."""
     ms = int(time.time() * 1000) if now_ms is None else now_ms
     ms, counter = _MONO.next(ms)
-    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    rand = _bits(62)
     value = (ms & ((1 << 48) - 1)) << 80
     value |= 0x7 << 76  # version
     value |= (counter & 0xFFF) << 64
@@ -59,7 +68,7 @@ def part_id(now_ms: int | None = None) -> str:
     """A 26-character, time-sortable part id in Crockford base32 (prefix ``prt_``)."""
     ms = int(time.time() * 1000) if now_ms is None else now_ms
     ms, counter = _MONO.next(ms)
-    value = (ms << 80) | (counter << 64) | int.from_bytes(os.urandom(8), "big")
+    value = (ms << 80) | (counter << 64) | _bits(64)
     return "prt_" + _base32_26(value)
 
 

@@ -72,3 +72,19 @@ def test_part_id_digits_are_crockford_base32(value: int) -> None:
     from engine.ids import _base32_26  # noqa: PLC0415
 
     assert _base32_26(value) == _base32_by_digits(value)
+
+
+def test_a_forked_child_draws_other_random_bits_than_its_parent() -> None:
+    import os  # noqa: PLC0415
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first part id, then exit without pytest's teardown
+        os.write(write, part_id(MS).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    mine = part_id(MS)
+    assert child[-13:] != mine[-13:]  # the random low bits (13 digits = 65 bits)

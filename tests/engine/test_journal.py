@@ -47,4 +47,5 @@ def test_pop_ranked_outside_a_batch_journals_nothing() -> None:
     d = {"a": 1, "b": 2}
     j.pop_ranked(d, "a")
     j.pop_ranked(d, "missing")
-    assert d == {"b": 2} and j.undo is None
+    assert d == {"b": 2}
+    assert j.undo is None
