@@ -94,13 +94,14 @@ class EventIds:
     generators collide only if their random bases do.
     """
 
-    __slots__ = ("_hi", "_last_ms", "_lo", "_middle", "_prefix", "_seq")
+    __slots__ = ("_hi", "_last_ms", "_lo", "_middle", "_prefix", "_seq", "_upper")
 
     def __init__(self) -> None:
         rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
         self._hi = rand >> 48  # the random bits' top 14, beside the variant bits
         self._lo = rand & _LOW48  # the 48 bits that count
         self._middle = f"-{self._hi | 0x8000:04x}-"
+        self._upper = f"{self._lo >> 12:09x}"  # the counting bits but the last 12
         self._last_ms = -1
         self._seq = 0
         self._prefix = ""  # "tttttttt-tttt-7" for _last_ms: formatted once per millisecond
@@ -113,10 +114,13 @@ class EventIds:
             if self._seq > 0xFFF:  # 4096 ids in one ms: borrow the next millisecond
                 self._set_ms(self._last_ms + 1)
         lo = self._lo = (self._lo + 1) & _LOW48
-        if not lo:  # the low bits wrapped: carry into the top ones
-            self._hi = (self._hi + 1) & 0x3FFF
-            self._middle = f"-{self._hi | 0x8000:04x}-"
-        return f"{self._prefix}{_HEX3[self._seq]}{self._middle}{lo:012x}"
+        low = lo & 0xFFF
+        if not low:  # a carry past the last 12 bits: format the rest again (1 in 4096)
+            self._upper = f"{lo >> 12:09x}"
+            if not lo:  # the low bits wrapped: carry into the top ones
+                self._hi = (self._hi + 1) & 0x3FFF
+                self._middle = f"-{self._hi | 0x8000:04x}-"
+        return self._prefix + _HEX3[self._seq] + self._middle + self._upper + _HEX3[low]
 
     def _set_ms(self, ms: int) -> None:
         self._last_ms = ms

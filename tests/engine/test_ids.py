@@ -88,3 +88,17 @@ def test_a_forked_child_draws_other_random_bits_than_its_parent() -> None:
     os.close(read)
     mine = part_id(MS)
     assert child[-13:] != mine[-13:]  # the random low bits (13 digits = 65 bits)
+
+
+@given(start=st.one_of(st.integers(0, (1 << 48) - 1),
+                       st.integers(0, 1 << 36).map(lambda k: (k << 12) - 3 & ((1 << 48) - 1))),
+       count=st.integers(1, 20))
+def test_event_ids_spell_their_counting_bits(start: int, count: int) -> None:
+    """The last 12 hex digits are the 48 counting bits, across every carry."""
+    ids = EventIds()
+    ids._lo = start
+    ids._upper = f"{start >> 12:09x}"
+    for i in range(1, count + 1):
+        text = ids(MS)
+        assert int(text[-12:], 16) == (start + i) & ((1 << 48) - 1)
+        assert uuid.UUID(text).variant == uuid.RFC_4122
