@@ -33,9 +33,10 @@ events: below 1 convlog is faster (0.2x: it takes a fifth of the SDK's time).
 Times are CPU seconds of this process (``time.process_time``), best of
 ``--repeat``, so other work on a shared machine weighs less. The inputs are
 built, collected and frozen out of the garbage collector's reach before any
-timing (``gc.freeze``): a full collection during a run then walks what that run
-built, not the benchmark's own copies of the streams, which would otherwise be
-charged to whichever side happens to trigger it.
+timing (``gc.freeze``), and so is the SDK's result kept for the comparison: a
+full collection during a run then walks what that run built, not the
+benchmark's own copies of the streams or another run's result, which would
+otherwise be charged to whichever side happens to trigger it.
 """
 
 from __future__ import annotations
@@ -297,17 +298,25 @@ def same_responses(wp: Any, snap: Any) -> bool:
                                                   for i in snap.output]
 
 
+def settle() -> None:
+    """Collect, then move what the harness holds (inputs, results kept for the
+    comparison) out of the collector's reach: runs pay for what they build."""
+    gc.collect()
+    gc.freeze()
+
+
 def compare(title: str, sdk_name: str, repeat: int, *, sdk_run: Callable[[], Any],
             adapter: Adapter, events: list[JSON], same: Callable[[Any, Any], bool]) -> None:
     """Time the SDK and each convlog configuration; ``same(convlog message, SDK result)``."""
-    gc.collect()
-    gc.freeze()  # the inputs (both sides' copies) are the harness's, not a side's garbage
+    settle()
     sdk_t, snap = best(repeat, sdk_run)
+    settle()  # the SDK's result is kept for the comparison: the harness's now
     print(f"\n{title}: {len(events):,} events")
     print(f"  SDK {sdk_name:<26} {sdk_t:8.3f} s CPU")
     for batch, co in CONFIGS:
         t, (n, wp) = best(repeat, partial(run_convlog, adapter, events, batch, co))
         assert same(wp, snap), f"{title}: convlog and the SDK disagree"
+        del wp
         print(f"  convlog {label(batch, co):<22} {t:8.3f} s CPU  "
               f"({n:,} events recorded)  ratio {t / sdk_t:.3f}x")
     gc.unfreeze()
