@@ -99,7 +99,7 @@ def take(store: Store, session_id: str | None = None) -> list[Anchor]:
 
 
 def check(store: Store, anchors: Iterable[Anchor], session_id: str | None = None, *,
-          progress: Progress | None = None) -> Report:
+          progress: Progress | None = None, deep: bool = True) -> Report:
     """Verify the store against anchors kept elsewhere (see :func:`verify`). A keyed
     anchor needs the store's key; one whose MAC does not match is reported, not used."""
     chosen = {a.session_id: a for a in anchors}
@@ -114,7 +114,7 @@ def check(store: Store, anchors: Iterable[Anchor], session_id: str | None = None
             del chosen[a.session_id]
             forged.append(Problem(a.session_id, a.seq, "the anchor's MAC does not match: "
                                   "the anchor was edited or made under another key"))
-    report = verify(store, session_id, progress=progress,
+    report = verify(store, session_id, progress=progress, deep=deep,
                     anchored={sid: (a.seq, a.hash) for sid, a in chosen.items()})
     report.problems[:0] = [p for p in forged
                            if session_id is None or p.session_id == session_id]

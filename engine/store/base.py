@@ -189,6 +189,18 @@ class Stored(NamedTuple):
     canon: bytes | None = None  # the exact stored canonical bytes, where the format keeps them
 
 
+class Span(NamedTuple):
+    """A sealed block as verification sees it: seqs ``seq``..``last``, the chain hash
+    of its last event as the block records it, and the stored bytes its block link
+    covers (see :mod:`engine.store.blocks`). No per-event hashes are stored inside."""
+
+    seq: int
+    last: int
+    head: bytes
+    body: bytes
+    row_first: int = 0  # the first seq its row claims (a block moved between rows differs)
+
+
 class Prepared(NamedTuple):
     """A batch ready to write: the stamped events, their canonical bytes and hashes."""
 
@@ -298,6 +310,25 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def _own_stored(self, session_id: str) -> Iterator[Stored]:
         """The session's own stored events, undecoded, in storage order (for verify)."""
+
+    def _own_units(self, session_id: str, *, deep: bool) -> Iterator[Stored | Span]:
+        """What verification walks: per event a :class:`Stored`; a block store also
+        gives a :class:`Span` per sealed block (followed, when ``deep``, by its events
+        with an empty stored hash)."""
+        return self._own_stored(session_id)
+
+    def _link_holds(self, session_id: str, prev: bytes, span: Span) -> bool:
+        """Whether a sealed block's link matches its bytes after chain hash ``prev``."""
+        raise NotImplementedError("this store has no sealed blocks")
+
+    def _span_links(self, prev: bytes, span: Span) -> list[bytes]:
+        """The chain hashes of a sealed block's events, recomputed from ``prev``."""
+        raise NotImplementedError("this store has no sealed blocks")
+
+    def _own_positions(self, session_id: str) -> list[tuple[int, int, int]] | None:
+        """(first seq, first position, count) ranges of the session's own events, or
+        None when the positions come with each :class:`Stored` instead."""
+        return None
 
     @abc.abstractmethod
     def _head(self, session_id: str) -> tuple[int, bytes]:

@@ -1,20 +1,29 @@
 """Reading events back from block storage: shared by the SQLite and PostgreSQL stores.
 
 Both keep a session's events in blocks (engine.store.blocks) plus a position log;
-only their SQL differs. Each backend supplies the four small queries below and
-this class does the decoding, the position order and the integrity walk once.
+only their SQL differs. Each backend supplies the small queries below and this
+class does the decoding, the position order and the integrity walk once.
+
+The position log is read as *ranges* ``(first position, session, first seq,
+count)``: SQLite stores it that way (a streamed session's appends extend one
+row), PostgreSQL still stores a row per event and hands them over as ranges of 1.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import ClassVar
 
+from engine.codec import canonical
 from engine.errors import StoreError, UnknownSession
 from engine.events import AnyEvent
 from engine.store import blocks
-from engine.store.base import Record, Store, Stored
+from engine.store.base import Record, Span, Store, Stored
+from engine.store.chain import GENESIS
+
+# (position, sid, seq, count): ``count`` events at consecutive positions and seqs.
+Range = tuple[int, int, int, int]
 
 
 class BlockReader(Store):
@@ -54,12 +63,14 @@ class BlockReader(Store):
         """(first seq, last seq, body) of the blocks that hold seqs first..last, in order."""
 
     @abc.abstractmethod
-    def _log_page(self, after: int, sid: int | None, page: int) -> list[tuple[int, int, int]]:
-        """Up to ``page`` (position, sid, seq) rows after ``after``, in position order."""
+    def _log_ranges(self, after: int, sid: int | None, page: int) -> list[Range]:
+        """Up to ``page`` position ranges holding positions after ``after`` (of one
+        session, or all), in position order; the first may start at or before
+        ``after`` (the reader skips what it has seen)."""
 
     @abc.abstractmethod
-    def _positions(self, sid: int) -> dict[int, int]:
-        """seq -> global position of the session's own events."""
+    def _position_ranges(self, sid: int) -> list[Range]:
+        """The position ranges of the session's own events (any order)."""
 
     @abc.abstractmethod
     def _bodies_after_time(self, sid: int, first: int, time_ms: int) -> list[bytes]:
@@ -96,40 +107,145 @@ class BlockReader(Store):
         cache: dict[int, tuple[int, list[AnyEvent]]] = {}  # sid -> last decoded block
         count = 0
         while True:
-            page = 4096 if limit is None else min(4096, limit - count)
-            rows = self._log_page(after, only, page)
-            for position, sid, seq in rows:
-                hit = cache.get(sid)
-                if hit is None or not hit[0] <= seq < hit[0] + len(hit[1]):
-                    blk = next(self._blocks(sid, seq, seq), None)
-                    if blk is None:
-                        raise StoreError(f"position {position} has no stored event")
-                    hit = cache[sid] = (blk[0], blocks.decode(blk[1]))
-                yield Record(position, hit[1][seq - hit[0]])
-                after = position
-            count += len(rows)
-            if len(rows) < page or (limit is not None and count >= limit):
+            ranges = self._log_ranges(after, only, 256)
+            for position, sid, seq, n in ranges:
+                # The range holding ``after`` may start before it: skip what was seen.
+                for i in range(max(0, after - position + 1), n):
+                    s = seq + i
+                    hit = cache.get(sid)
+                    if hit is None or not hit[0] <= s < hit[0] + len(hit[1]):
+                        blk = next(self._blocks(sid, s, s), None)
+                        if blk is None:
+                            raise StoreError(f"position {position + i} has no stored event")
+                        hit = cache[sid] = (blk[0], blocks.decode(blk[1]))
+                    yield Record(position + i, hit[1][s - hit[0]])
+                    after = position + i
+                    count += 1
+                    if limit is not None and count >= limit:
+                        return
+            if len(ranges) < 256:
                 return
 
+    # -- verification
+
     def _own_stored(self, session_id: str) -> Iterator[Stored]:
+        for unit in self._own_units(session_id, deep=True):
+            if isinstance(unit, Stored):
+                yield unit
+
+    def _own_units(self, session_id: str, *, deep: bool) -> Iterator[Stored | Span]:
+        """Per event a :class:`Stored` from blocks that keep per-event hashes; per
+        sealed block a :class:`Span` (then, when ``deep``, its events, without a
+        stored hash: verification recomputes them and compares the span's last)."""
         sid = self._sid(session_id)
-        positions = self._positions(sid)
         for first_seq, body in self._blocks(sid, 0, self.SEQ_MAX):
+            if blocks.is_sealed(body):
+                try:
+                    head = blocks.sealed_head(body)
+                except ValueError as exc:
+                    yield Stored(first_seq, b"", None, f"unreadable block: {exc}")
+                    return
+                yield Span(head.first, head.first + head.n - 1, head.last_hash, body,
+                           row_first=first_seq)
+                if deep:
+                    try:
+                        raws = blocks.raw_events(body)
+                    except Exception as exc:
+                        yield Stored(head.first, b"", None, f"unreadable block: {exc}")
+                        return
+                    yield from _stored(head.first, raws, None)
+                continue
             try:
                 canon, hashes = blocks.split(body)
             except Exception as exc:
                 yield Stored(first_seq, b"", None, f"unreadable block: {exc}")
                 continue
-            for i, (c, h) in enumerate(zip(canon, hashes, strict=True)):
-                seq = first_seq + i
-                try:
-                    obj = blocks.builtins(c)
-                except Exception as exc:
-                    yield Stored(seq, h, None, f"undecodable event: {exc}", positions.get(seq))
-                    continue
-                yield Stored(seq, h, obj, None, positions.get(seq))
+            yield from _stored(first_seq, canon, hashes)
+
+    def _link_holds(self, session_id: str, prev: bytes, span: Span) -> bool:
+        return blocks.link_holds(self.chain.link, session_id, prev, span.body)
+
+    def _span_links(self, prev: bytes, span: Span) -> list[bytes]:
+        return links_inside(self.chain.link, prev, span.body)
+
+    def _own_positions(self, session_id: str) -> list[tuple[int, int, int]] | None:
+        return [(seq, pos, n) for pos, _, seq, n in self._position_ranges(self._sid(session_id))]
 
     def _hash_at(self, session_id: str, seq: int) -> bytes | None:
-        for first_seq, body in self._blocks(self._sid(session_id), seq, seq):
-            return blocks.split(body)[1][seq - first_seq]
+        sid = self._sid(session_id)
+        for first_seq, body in self._blocks(sid, seq, seq):
+            return hash_in_block(self.chain.link, body, first_seq, seq,
+                                 lambda s: self._hash_before(session_id, s))
         return None
+
+    def _hash_before(self, session_id: str, seq: int) -> bytes:
+        """The chain hash of seq - 1 (where a block starting at ``seq`` continues)."""
+        if seq - 1 <= (self.session_info(session_id).fork_seq or 0):
+            info = self.session_info(session_id)
+            return self._genesis(info.parent, info.fork_seq) if info.parent else GENESIS
+        found = self._hash_at(session_id, seq - 1)
+        if found is None:
+            raise StoreError(f"seq {seq - 1} of session {session_id} is not stored")
+        return found
+
+
+def _stored(first: int, canon: list[bytes], hashes: list[bytes] | None) -> Iterator[Stored]:
+    for i, c in enumerate(canon):
+        seq = first + i
+        h = hashes[i] if hashes is not None else b""
+        try:
+            obj = blocks.builtins(c)
+        except Exception as exc:
+            yield Stored(seq, h, None, f"undecodable event: {exc}")
+            continue
+        yield Stored(seq, h, obj, None)
+
+
+def hash_in_block(link: blocks.Link, body: bytes, first_seq: int, seq: int,
+                  before: Callable[[int], bytes]) -> bytes:
+    """The chain hash of event ``seq`` in a block starting at ``first_seq``. A sealed
+    block keeps only its last: one inside is recomputed from the hash before the
+    block (``before(first_seq)``) over the events' canonical bytes."""
+    if not blocks.is_sealed(body):
+        return blocks.split(body)[1][seq - first_seq]
+    head = blocks.sealed_head(body)
+    if seq == head.first + head.n - 1:
+        return head.last_hash
+    return links_inside(link, before(head.first), body)[seq - head.first]
+
+
+def links_inside(link: blocks.Link, prev: bytes, body: bytes) -> list[bytes]:
+    """The chain hashes of a sealed block's events, from the hash before it, over the
+    events' canonical bytes (the stored bytes keep struct field order)."""
+    out = []
+    for raw in blocks.raw_events(body):
+        prev = link(prev, canonical(blocks.builtins(raw)))
+        out.append(prev)
+    return out
+
+
+def expand(ranges: list[Range]) -> dict[int, int]:
+    """seq -> position of some ranges (tests and small sessions)."""
+    return {seq + i: pos + i for pos, _, seq, n in ranges for i in range(n)}
+
+
+def hash_before(link: blocks.Link, block_at: Callable[[int, int], tuple[int, bytes] | None],
+                fork_of: Callable[[int], tuple[int | None, int]], sid: int, seq: int) -> bytes:
+    """The chain hash of seq - 1 of session key ``sid`` (GENESIS before a root's first
+    event, the parent's hash at the fork point before a fork's), over a backend's raw
+    queries: ``block_at(sid, seq)`` is (first seq, body) of the block holding ``seq``,
+    ``fork_of(sid)`` the (parent key, fork seq) of a session. Writers call it when
+    they seal, inside their write transaction."""
+    while True:
+        parent, fork_seq = fork_of(sid)
+        if seq - 1 > fork_seq:
+            break
+        if parent is None or seq - 1 <= 0:
+            return GENESIS
+        sid = parent
+    found = block_at(sid, seq - 1)
+    if found is None:
+        raise StoreError(f"seq {seq - 1} of session key {sid} is not stored")
+    first, body = found
+    return hash_in_block(link, body, first, seq - 1,
+                         lambda s: hash_before(link, block_at, fork_of, sid, s))

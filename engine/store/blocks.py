@@ -1,19 +1,36 @@
 """The compact storage format shared by SQLite and PostgreSQL: events in blocks.
 
-A row holds a *block*: the msgpack bytes of consecutive events of one session,
-their 16-byte hashes, and the highest schema version inside. A session's newest few
-events sit in small uncompressed blocks (one per append); once ``SEAL_AT`` of
-them pile up, the next append merges them into zlib-compressed blocks of up to
-``BLOCK_MAX`` events in the same transaction. Compression across many events is
-what makes a streamed delta cost tens of bytes instead of hundreds: the repeated
-ids and keys compress away. Reading decodes a whole block with one msgspec call.
+A row holds a *block* of consecutive events of one session. Two kinds:
+
+- a **tail block** (first byte ``0x00``): the msgpack bytes of the events of one
+  append, their 16-byte chain hashes and the highest schema version inside,
+  uncompressed. A session's newest events sit in these.
+- a **sealed block** (first byte ``0x03``, format 3): once ``SEAL_AT`` tail events
+  pile up, the next append merges them into sealed blocks in the same transaction::
+
+      0x03 | link (16) | first seq (8) | count (4) | maxv (2) | kind (2)
+           | last hash (16) | payload
+
+  The payload is the events, zlib-compressed (``kind`` names the codec). A sealed
+  block keeps **no per-event hash**: only the chain hash of its last event (where
+  the next block and the session head continue) and its *block link*
+  ``H(hash before the block || tag || session id || bytes after the link)``, with
+  the chain's H (SHA-256-128, or HMAC under the store's key). Verifying a sealed
+  block is one digest over its stored bytes; the per-event hashes inside are
+  recomputed from the events only by a deep check.
+
+Format 2 stores (``0x01``: a zlib'd tail block, per-event hashes kept) stay
+readable: their sealed blocks are read and verified as they were written.
+Compression across many events is what makes a streamed delta cost tens of bytes
+instead of hundreds. Reading decodes a whole block with one msgspec call.
 """
 
 from __future__ import annotations
 
+import struct
 import zlib
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -27,7 +44,16 @@ BLOCK_MAX = 512  # events per compressed block (bigger blocks barely compress be
 ZLIB_LEVEL = 3  # measured: level 6 is 2.5x slower to write for 5% fewer bytes
 
 _RAW = b"\x00"
-_ZLIB = b"\x01"
+_ZLIB = b"\x01"  # a format 2 sealed block (still read)
+_SEALED = b"\x03"
+_SEALED_BYTE = _SEALED[0]
+_HEAD = struct.Struct(">QIHH")  # first seq, count, maxv, payload kind
+_LINK_AT = 1
+_CONTENT_AT = _LINK_AT + HASH_BYTES  # where the bytes the block link covers begin
+_LAST_AT = _CONTENT_AT + _HEAD.size
+_PAYLOAD_AT = _LAST_AT + HASH_BYTES
+KIND_MSGPACK = 0  # zlib(msgpack array of the events as stored)
+_LINK_TAG = b"convlog block v3\x00"  # never the start of an event's canonical bytes
 
 
 class _BlockOut(msgspec.Struct, array_like=True):
@@ -72,26 +98,93 @@ def join_tail(rows: Iterable[tuple[int, bytes]]) -> tuple[list[bytes], list[byte
     return canon, hashes, times
 
 
-def sealed_rows(first: int, canon: Sequence[bytes], hashes: Sequence[bytes],
-                times: Sequence[int], maxv: int) -> list[tuple[int, int, int, bytes]]:
-    """(last seq, first seq, t_max, body) of the compressed blocks, of up to BLOCK_MAX
-    events each, that hold the events from seq ``first`` on."""
-    return [(first + i + len(canon[i:i + BLOCK_MAX]) - 1, first + i,
-             max(times[i:i + BLOCK_MAX]),
-             encode(canon[i:i + BLOCK_MAX], hashes[i:i + BLOCK_MAX], max(maxv, 1),
-                    compress=True))
-            for i in range(0, len(canon), BLOCK_MAX)]
+Link = Callable[[bytes, bytes], bytes]
 
 
-def _open(body: bytes) -> _BlockIn:
-    flag, rest = body[:1], memoryview(body)[1:]
+def link_input(session_id: str, content: bytes | memoryview) -> bytes:
+    return _LINK_TAG + session_id.encode() + b"\x00" + content
+
+
+def seal(link: Link, session_id: str, prev: bytes, *, first: int, canon: Sequence[bytes],
+         last_hash: bytes, maxv: int) -> bytes:
+    """A sealed block of the events ``canon`` from seq ``first`` on, whose chain hash
+    before them is ``prev`` and after them ``last_hash``."""
+    payload = zlib.compress(_enc.encode([msgspec.Raw(c) for c in canon]), ZLIB_LEVEL)
+    content = _HEAD.pack(first, len(canon), max(maxv, 1), KIND_MSGPACK) + last_hash + payload
+    return _SEALED + link(prev, link_input(session_id, content)) + content
+
+
+def sealed_rows(link: Link, session_id: str, prev: bytes, *, first: int,
+                canon: Sequence[bytes], hashes: Sequence[bytes], times: Sequence[int],
+                maxv: int) -> list[tuple[int, int, int, bytes]]:
+    """(last seq, first seq, t_max, body) of the sealed blocks, of up to BLOCK_MAX
+    events each, that hold the events from seq ``first`` on; ``prev`` is the chain
+    hash before seq ``first``, ``hashes`` the events' own."""
+    rows = []
+    for i in range(0, len(canon), BLOCK_MAX):
+        part = canon[i:i + BLOCK_MAX]
+        last = hashes[i + len(part) - 1]
+        rows.append((first + i + len(part) - 1, first + i, max(times[i:i + BLOCK_MAX]),
+                     seal(link, session_id, prev, first=first + i, canon=part,
+                          last_hash=last, maxv=maxv)))
+        prev = last
+    return rows
+
+
+def is_sealed(body: bytes) -> bool:
+    """A format 3 sealed block (no per-event hashes; a block link)."""
+    return body[:1] == _SEALED
+
+
+class Sealed(NamedTuple):
+    """The header of a sealed block, read without decompressing it."""
+
+    first: int
+    n: int  # events
+    maxv: int
+    kind: int
+    last_hash: bytes
+    link: bytes
+
+
+def sealed_head(body: bytes) -> Sealed:
+    if len(body) < _PAYLOAD_AT or body[0] != _SEALED_BYTE:
+        raise ValueError("not a sealed block, or one cut short")
+    first, count, maxv, kind = _HEAD.unpack_from(body, _CONTENT_AT)
+    return Sealed(first, count, maxv, kind, body[_LAST_AT:_PAYLOAD_AT],
+                  body[_LINK_AT:_CONTENT_AT])
+
+
+def link_holds(link: Link, session_id: str, prev: bytes, body: bytes) -> bool:
+    """Whether the sealed block's stored link is the one its bytes and ``prev`` make."""
+    view = memoryview(body)
+    return link(prev, link_input(session_id, view[_CONTENT_AT:])) == body[_LINK_AT:_CONTENT_AT]
+
+
+def last_hash(body: bytes) -> bytes:
+    """The chain hash of a block's last event (any format)."""
+    if body[:1] == _SEALED:
+        return sealed_head(body).last_hash
+    return split(body)[1][-1]
+
+
+def _open(body: bytes) -> tuple[int, bytes | memoryview]:
+    """(maxv, the msgpack array of the block's events as stored)."""
+    flag = body[:1]
+    if flag == _SEALED:
+        head = sealed_head(body)
+        if head.kind != KIND_MSGPACK:
+            raise ValueError(f"unknown payload kind {head.kind}")
+        return head.maxv, zlib.decompress(memoryview(body)[_PAYLOAD_AT:])
+    rest = memoryview(body)[1:]
     if flag == _ZLIB:
         data: bytes | memoryview = zlib.decompress(rest)
     elif flag == _RAW:
         data = rest
     else:
         raise ValueError(f"unknown block format {flag!r}")
-    return _head_dec.decode(data)
+    block = _head_dec.decode(data)
+    return block.maxv, block.events
 
 
 def max_version(events: Sequence[Event]) -> int:
@@ -101,18 +194,18 @@ def max_version(events: Sequence[Event]) -> int:
 def decode(body: bytes) -> list[AnyEvent]:
     """The block's events at the current schema version."""
     try:
-        block = _open(body)
+        maxv, events = _open(body)
     except (ValueError, zlib.error, msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise EventDecodeError(f"unreadable block: {exc}") from None
-    if block.maxv <= 1 and not upcasting_active():
+    if maxv <= 1 and not upcasting_active():
         try:
-            return _typed_dec.decode(block.events)
+            return _typed_dec.decode(events)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise EventDecodeError(f"undecodable event in block: {exc}") from None
-    return _decode_evolving(block.events)
+    return _decode_evolving(events)
 
 
-def _decode_evolving(events: msgspec.Raw) -> list[AnyEvent]:
+def _decode_evolving(events: bytes | memoryview) -> list[AnyEvent]:
     try:
         typed = _typed_dec.decode(events)
     except msgspec.ValidationError:  # an old shape: upcast from builtins
@@ -139,11 +232,10 @@ def decode_range(body: bytes, lo: int, hi: int) -> list[AnyEvent]:
         _, maxv, raws = hit
     else:
         try:
-            block = _open(body)
-            raws = _raw_list_dec.decode(block.events)
+            maxv, events = _open(body)
+            raws = _raw_list_dec.decode(events)
         except (ValueError, zlib.error, msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise EventDecodeError(f"unreadable block: {exc}") from None
-        maxv = block.maxv
         _last_opened[:] = [(body, maxv, raws)]
     part = raws[max(lo, 0):hi]
     if maxv <= 1 and not upcasting_active():
@@ -165,14 +257,31 @@ def decode_range(body: bytes, lo: int, hi: int) -> list[AnyEvent]:
     return out
 
 
+def raw_events(body: bytes) -> list[bytes]:
+    """The stored msgpack bytes of each event of a block (any format)."""
+    return [bytes(r) for r in _raw_list_dec.decode(_open(body)[1])]
+
+
 def split(body: bytes) -> tuple[list[bytes], list[bytes]]:
-    """(msgpack bytes, hash) of each event, for merging blocks and verifying."""
-    block = _open(body)
+    """(msgpack bytes, hash) of each event of a block that keeps per-event hashes (a
+    tail block or a format 2 sealed one), for merging blocks and verifying."""
+    if body[:1] == _SEALED:
+        raise ValueError("a sealed block keeps no per-event hashes")
+    block = _head_dec.decode(_open_v2(body))
     canon = [bytes(r) for r in _raw_list_dec.decode(block.events)]
     h = block.hashes
     if len(h) != HASH_BYTES * len(canon):
         raise ValueError(f"block holds {len(canon)} events but {len(h)} hash bytes")
     return canon, [h[i:i + HASH_BYTES] for i in range(0, len(h), HASH_BYTES)]
+
+
+def _open_v2(body: bytes) -> bytes | memoryview:
+    flag, rest = body[:1], memoryview(body)[1:]
+    if flag == _ZLIB:
+        return zlib.decompress(rest)
+    if flag == _RAW:
+        return rest
+    raise ValueError(f"unknown block format {flag!r}")
 
 
 def builtins(canon: bytes) -> dict[str, Any]:

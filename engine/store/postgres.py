@@ -61,6 +61,7 @@ from engine.store.base import (
     SessionInfo,
     check_chain,
 )
+from engine.store.blockread import hash_before
 from engine.store.pg_notify import CHANNEL, Listener, subscription
 from engine.store.pg_wire import bytea_array, int4_array, int8_array, use_binary
 from engine.store.sql import POSTGRES, SQLRecorder, Statements
@@ -411,8 +412,11 @@ class PostgresStore(SQLRecorder):
                 return None
             canon, hashes, times = tail
             sealed = actual + n
-            rows = blocks.sealed_rows(head.sealed + 1, canon + body, hashes + batch.hashes,
-                                      times + [e.time for e in events], maxv)
+            prev = hash_before(self.chain.link, self._raw_block_at, self._raw_fork, head.sid,
+                               head.sealed + 1)
+            rows = blocks.sealed_rows(self.chain.link, session_id, prev, first=head.sealed + 1,
+                                      canon=canon + body, hashes=hashes + batch.hashes,
+                                      times=times + [e.time for e in events], maxv=maxv)
             lasts, firsts, t_maxes, bodies = (list(c) for c in zip(*rows, strict=True))
         try:
             row = self._db.execute(_APPEND_CALL, (
@@ -444,6 +448,23 @@ class PostgresStore(SQLRecorder):
             "SELECT t_max, body FROM convlog_blocks WHERE sid=%s AND last_seq>%s "
             "ORDER BY last_seq", (head.sid, head.sealed), binary=True).fetchall())
         return (canon, hashes, times) if len(canon) == actual - head.sealed else None
+
+    def _raw_block_at(self, sid: int, seq: int) -> tuple[int, bytes] | None:
+        """(first seq, body) of the session's block holding ``seq`` (for a seal: the
+        blocks it reads are sealed or the parent's prefix, which never change)."""
+        row = self._db.execute("SELECT first_seq, body FROM convlog_blocks WHERE sid=%s AND "
+                               "last_seq>=%s ORDER BY last_seq LIMIT 1", (sid, seq)).fetchone()
+        if row is None or int(row[0]) > seq:
+            return None
+        return int(row[0]), bytes(row[1])
+
+    def _raw_fork(self, sid: int) -> tuple[int | None, int]:
+        row = self._db.execute(
+            "SELECT p.sid, s.fork_seq FROM convlog_sessions s LEFT JOIN convlog_sessions p "
+            "ON p.id = s.parent WHERE s.sid=%s", (sid,)).fetchone()
+        if row is None:
+            raise StoreError(f"no session row for key {sid}")
+        return (None if row[0] is None else int(row[0])), int(row[1] or 0)
 
     # ------------------------------------------------------------------ reading
 

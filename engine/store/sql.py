@@ -22,7 +22,7 @@ import attrs
 from engine.errors import UnknownSession
 from engine.store import blocks
 from engine.store.base import SessionInfo
-from engine.store.blockread import BlockReader
+from engine.store.blockread import BlockReader, Range
 
 _PAGE = 64  # blocks per query while reading: no cursor stays open across a yield
 
@@ -34,7 +34,8 @@ class Dialect:
 
     def sql(self, template: str) -> str:
         """``template`` with ``?`` as the placeholder and ``{table}`` names."""
-        names = {t: self.prefix + t for t in ("sessions", "blocks", "log", "ids", "snapshots")}
+        names = {t: self.prefix + t
+                 for t in ("sessions", "blocks", "log", "ids", "names", "snapshots")}
         return template.format(**names).replace("?", self.placeholder)
 
 
@@ -154,13 +155,17 @@ class SQLRecorder(BlockReader):
         rows = self._rows(self._sql.last_position, ())
         return int(rows[0][0]) if rows else 0
 
-    def _log_page(self, after: int, sid: int | None, page: int) -> list[tuple[int, int, int]]:
+    # A row per event (PostgreSQL): ranges of one. SQLite overrides these with its
+    # range table.
+    def _log_ranges(self, after: int, sid: int | None, page: int) -> list[Range]:
         if sid is None:
-            return self._rows(self._sql.log_page, (after, page))
-        return self._rows(self._sql.log_page_of, (after, sid, page))
+            rows = self._rows(self._sql.log_page, (after, page))
+        else:
+            rows = self._rows(self._sql.log_page_of, (after, sid, page))
+        return [(int(p), int(s), int(q), 1) for p, s, q in rows]
 
-    def _positions(self, sid: int) -> dict[int, int]:
-        return dict(self._rows(self._sql.positions, (sid,)))
+    def _position_ranges(self, sid: int) -> list[Range]:
+        return [(int(p), sid, int(q), 1) for q, p in self._rows(self._sql.positions, (sid,))]
 
     # -- snapshots
 

@@ -1,12 +1,27 @@
 """``sqlite:///path.db``: the embedded default, on the standard library's sqlite3 in WAL mode.
 
-Tables: ``sessions`` (lineage, version, head hash), ``blocks`` (events in the
-compact block format of :mod:`engine.store.blocks`), ``log`` (global position ->
-session, seq: one small row per event, what ``read_all`` walks) and ``ids`` (event
-id -> position, for idempotency and ``find_event``). An append is one
-``BEGIN IMMEDIATE`` transaction: SQLite's single writer lock serializes appends
-across processes, so ``MAX(position) + 1`` inside it is a gapless global
-position, and readers see whole appends or nothing.
+Tables (schema 3): ``sessions`` (lineage, version, head hash), ``blocks`` (events
+in the compact block format of :mod:`engine.store.blocks`), and two indexes kept
+as *ranges* instead of a row per event:
+
+- ``log``: ``(first position, sid, first seq, count)``. An append that continues
+  the store's last range (same session, next seq) adds to its count, so a
+  streamed session is one row until another session appends in between.
+- ``ids``: runs of event ids. :class:`engine.ids.EventIds` makes UUIDv7 ids whose
+  low 64 bits count up by one, so a run is ``(low 64 bits of its first id as a
+  signed integer, count, first position)``. The high bits (time and a counter)
+  are not stored: a run only says "an event whose id ends like this may be at this
+  position", and every hit is confirmed against the stored event's id. Runs never
+  overlap; an id that falls inside another run, or that is no lowercase UUID,
+  gets an exact row in ``names`` (its 16-byte or text key -> position).
+
+An append is one ``BEGIN IMMEDIATE`` transaction: SQLite's single writer lock
+serializes appends across processes, so the last range's end + 1 inside it is a
+gapless global position, and readers see whole appends or nothing.
+
+Schema 2 stores (a ``log`` and an ``ids`` row per event) are migrated on open, in
+one transaction: the two indexes are rebuilt as ranges, the blocks and session
+heads stay byte for byte (format 2 sealed blocks stay readable, see blocks).
 
 Durability: ``sync`` commits every append with ``synchronous=FULL`` (the WAL is
 fsynced before the append returns). ``batched`` keeps the write transaction open
@@ -21,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.codec import decode_msgpack, encode_msgpack
+from engine.codec import encode_msgpack
 from engine.errors import (
     SessionExists,
     StoreError,
@@ -32,15 +47,15 @@ from engine.store import blocks
 from engine.store.base import (
     BATCHED,
     SYNC,
-    IdTaken,
     Prepared,
     SessionInfo,
     check_chain,
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
+from engine.store.blockread import Range, hash_before
 from engine.store.sql import SQLITE, SQLRecorder, Statements
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -65,9 +80,17 @@ CREATE TABLE IF NOT EXISTS blocks (
 CREATE TABLE IF NOT EXISTS log (
     position INTEGER PRIMARY KEY,
     sid INTEGER NOT NULL,
-    seq INTEGER NOT NULL
+    seq INTEGER NOT NULL,
+    count INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS ids (id BLOB PRIMARY KEY, position INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS log_sid ON log (sid, seq);
+CREATE TABLE IF NOT EXISTS ids (
+    lo INTEGER PRIMARY KEY,
+    count INTEGER NOT NULL,
+    position INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ids_position ON ids (position);
+CREATE TABLE IF NOT EXISTS names (id BLOB PRIMARY KEY, position INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS snapshots (
     sid INTEGER NOT NULL,
     name TEXT NOT NULL,
@@ -77,18 +100,34 @@ CREATE TABLE IF NOT EXISTS snapshots (
 ) WITHOUT ROWID;
 """
 
-_IN_CHUNK = 500  # ids per "IN (...)" lookup (below SQLite's oldest variable limit)
+_IN_CHUNK = 500  # keys per "IN (...)" lookup (below SQLite's oldest variable limit)
+_CLUSTER = 1 << 16  # id keys closer than this are looked up with one range query
+
+_LAST_RANGE = "SELECT position, sid, seq, count FROM log ORDER BY position DESC LIMIT 1"
+_LAST_RUN = "SELECT lo, count, position FROM ids ORDER BY position DESC LIMIT 1"
+# The runs that may hold a key in lo1..lo2: runs never overlap, so the one starting at
+# or before lo1 and those starting inside.
+_RUNS = ("SELECT lo, count, position FROM ids WHERE lo >= COALESCE((SELECT lo FROM ids "
+         "WHERE lo <= ?1 ORDER BY lo DESC LIMIT 1), ?1) AND lo <= ?2 ORDER BY lo")
+_AT_POSITION = ("SELECT sid, seq + (?1 - position), position + count - 1 FROM log "
+                "WHERE position <= ?1 ORDER BY position DESC LIMIT 1")
+
+
+def _low(key: bytes) -> int:
+    """The run key of a 16-byte id key: its low 64 bits, as SQLite's signed integer."""
+    return int.from_bytes(key[8:], "big", signed=True)
 
 
 class _Tail:
     """A session's row while this store holds the write lock, plus the events appended
     in this transaction whose rows are not written yet (see ``_materialize``)."""
 
-    __slots__ = ("body", "fork_seq", "hashes", "head", "maxv", "sealed", "sid", "stored",
-                 "times", "version")
+    __slots__ = ("body", "fork_seq", "hashes", "head", "maxv", "name", "sealed", "sid",
+                 "stored", "times", "version")
 
-    def __init__(self, sid: int, fork_seq: int | None, version: int, sealed: int,
-                 head: bytes) -> None:
+    def __init__(self, name: str, sid: int, *, fork_seq: int | None, version: int,
+                 sealed: int, head: bytes) -> None:
+        self.name = name
         self.sid = sid
         self.fork_seq = fork_seq
         self.version = version  # the row's version after the pending events
@@ -99,6 +138,79 @@ class _Tail:
         self.hashes: list[bytes] = []
         self.times: list[int] = []
         self.maxv = 0
+
+
+class _Ranges:
+    """The two range indexes as this write transaction sees them: the store's last log
+    range and id run (the stored rows, grown by pending appends) and the new ones not
+    written yet. Valid only while the write transaction is held."""
+
+    __slots__ = ("exact", "log", "log_base", "log_count", "log_new", "run", "run_base",
+                 "run_count", "run_new")
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        row = db.execute(_LAST_RANGE).fetchone()
+        # The last range, [position, sid, seq, count]; the stored one and its stored count.
+        self.log: list[int] | None = None if row is None else [int(v) for v in row]
+        self.log_base = self.log
+        self.log_count = 0 if row is None else int(row[3])
+        self.log_new: list[list[int]] = []
+        row = db.execute(_LAST_RUN).fetchone()
+        # The run of the last position's id, [lo, count, first position], likewise.
+        self.run: list[int] | None = None if row is None else [int(v) for v in row]
+        self.run_base = self.run
+        self.run_count = 0 if row is None else int(row[1])
+        self.run_new: list[list[int]] = []
+        self.exact: list[tuple[bytes, int]] = []
+
+    @property
+    def last_position(self) -> int:
+        return 0 if self.log is None else self.log[0] + self.log[3] - 1
+
+    def covers(self, lo: int) -> bool:
+        """Whether a run not written yet (new or grown) holds run key ``lo``."""
+        runs = self.run_new
+        if self.run_base is not None and self.run_base[1] != self.run_count:
+            runs = [*runs, self.run_base]
+        return any(r[0] <= lo < r[0] + r[1] for r in runs)
+
+    def add(self, sid: int, seq: int, pos: int, n: int) -> None:
+        r = self.log
+        if r is not None and r[1] == sid and r[0] + r[3] == pos and r[2] + r[3] == seq:
+            r[3] += n
+        else:
+            self.log = [pos, sid, seq, n]
+            self.log_new.append(self.log)
+
+    def add_id(self, key: bytes, pos: int, covered: set[bytes]) -> None:
+        if len(key) != 16 or key in covered:
+            self.exact.append((key, pos))
+            return
+        lo = _low(key)
+        r = self.run
+        if r is not None and r[2] + r[1] == pos and r[0] + r[1] == lo:
+            r[1] += 1
+        else:
+            self.run = [lo, 1, pos]
+            self.run_new.append(self.run)
+
+    def write(self, db: sqlite3.Connection) -> None:
+        base = self.log_base
+        if base is not None and base[3] != self.log_count:
+            db.execute("UPDATE log SET count=? WHERE position=?", (base[3], base[0]))
+        db.executemany("INSERT INTO log VALUES (?, ?, ?, ?)", self.log_new)
+        run = self.run_base
+        if run is not None and run[1] != self.run_count:
+            db.execute("UPDATE ids SET count=? WHERE lo=?", (run[1], run[0]))
+        db.executemany("INSERT INTO ids VALUES (?, ?, ?)", self.run_new)
+        db.executemany("INSERT INTO names VALUES (?, ?)", self.exact)
+
+    def written(self) -> None:
+        """The pending rows are in the tables now."""
+        self.log_base, self.run_base = self.log, self.run
+        self.log_count = 0 if self.log is None else self.log[3]
+        self.run_count = 0 if self.run is None else self.run[1]
+        self.log_new, self.run_new, self.exact = [], [], []
 
 
 class _WriteTx:
@@ -163,15 +275,16 @@ class SQLiteStore(SQLRecorder):
         # Valid only while this connection holds the write transaction (nobody else can
         # write then): session rows, the last position, and the rows not yet written.
         self._tails: dict[str, _Tail] = {}
-        self._last_pos: int | None = None
+        self._ranges: _Ranges | None = None
         self._dirty: dict[str, _Tail] = {}
-        self._pend_ids: list[tuple[bytes, int]] = []
-        self._pend_log: list[tuple[int, int, int]] = []
         self._pend_found: dict[str, tuple[str, int, int]] = {}
+        # Keys of the batch being appended that fall inside a stored run (see _lookup).
+        self._covered: set[bytes] = set()
         self._write_lock = _WriteTx(self)  # reusable: its state is the store's
         self._group = (GroupCommit(self._commit_window, self._lock, max_ms=batch_ms,
                                    max_events=batch_events)
                        if durability == BATCHED else None)
+
 
     def _migrate(self) -> None:
         db = self._db
@@ -184,16 +297,20 @@ class SQLiteStore(SQLRecorder):
                 old = int(row[0]) if row else None
             if old is not None and old > SCHEMA_VERSION:
                 raise StoreError(f"{self.url} has schema {old}, newer than {SCHEMA_VERSION}")
-            legacy = old == 1
-            if legacy:  # schema 1: one msgpack row per event; rebuilt below
-                db.execute("ALTER TABLE events RENAME TO events_v1")
-                db.execute("ALTER TABLE sessions RENAME TO sessions_v1")
-                db.execute("ALTER TABLE snapshots RENAME TO snapshots_v1")
-                db.execute("DROP INDEX IF EXISTS events_id")
-                db.execute("DROP INDEX IF EXISTS events_time")
+            if old == 1:
+                # Schema 1 (a row per event, before blocks) had an importer here that no
+                # test ever ran; it could not work (it appended before the store was set
+                # up). Refused rather than guessed at.
+                raise StoreError(f"{self.url} has schema 1 (from before the block format); "
+                                 "this release cannot open it")
+            if old == 2:  # a row per event in log and ids: rebuilt as ranges below
+                db.execute("ALTER TABLE log RENAME TO log_v2")
+                db.execute("ALTER TABLE ids RENAME TO ids_v2")
             for statement in _SCHEMA.split(";"):  # executescript would COMMIT first
                 if statement.strip():
                     db.execute(statement)
+            if old == 2:
+                _ranges_from_v2(db)
             db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
             if "chain" not in meta:
@@ -205,28 +322,6 @@ class SQLiteStore(SQLRecorder):
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        if legacy:
-            self._import_v1()
-
-    def _import_v1(self) -> None:
-        db = self._db
-        sessions = db.execute(
-            "SELECT sid, id, created, parent, fork_seq FROM sessions_v1 ORDER BY sid").fetchall()
-        for _, sid_name, created, parent, fork_seq in sessions:
-            self.create_session(sid_name, created=created, parent=parent, fork_seq=fork_seq)
-        for old_sid, sid_name, *_ in sessions:
-            rows = db.execute("SELECT body FROM events_v1 WHERE sid=? ORDER BY seq",
-                              (old_sid,)).fetchall()
-            events = [decode_msgpack(r[0]) for r in rows]
-            for i in range(0, len(events), blocks.BLOCK_MAX):
-                chunk = events[i:i + blocks.BLOCK_MAX]
-                self.append(sid_name, chunk, chunk[0].seq - 1)
-            for name, seq, body in db.execute(
-                    "SELECT name, seq, body FROM snapshots_v1 WHERE sid=?", (old_sid,)):
-                self.put_snapshot(sid_name, name, seq, body)
-        self.flush()
-        for table in ("events_v1", "sessions_v1", "snapshots_v1"):
-            db.execute(f"DROP TABLE {table}")
 
     def flush(self) -> None:
         if self._group is not None:
@@ -251,10 +346,8 @@ class SQLiteStore(SQLRecorder):
         """The write transaction is over (committed or rolled back): forget the cache."""
         self._in_tx = False
         self._tails.clear()
-        self._last_pos = None
+        self._ranges = None
         self._dirty.clear()
-        self._pend_ids = []
-        self._pend_log = []
         self._pend_found.clear()
 
     def _rollback(self) -> None:
@@ -266,17 +359,19 @@ class SQLiteStore(SQLRecorder):
     def _window_open(self) -> bool:
         return self._group is not None and self._group.open
 
+
     def _materialize(self) -> None:
-        """Write the transaction's pending rows (still uncommitted): ids and log with one
-        ``executemany`` each, one block per session (merging the tail when due), one
-        session update each. All or nothing (a savepoint); on failure they stay pending."""
+        """Write the transaction's pending rows (still uncommitted): the grown and new
+        ranges, one block per session (merging the tail when due), one session update
+        each. All or nothing (a savepoint); on failure they stay pending."""
         if not self._dirty:
             return
         db = self._db
+        ranges = self._ranges
+        assert ranges is not None
         db.execute("SAVEPOINT rows")
         try:
-            db.executemany("INSERT INTO ids VALUES (?, ?)", self._pend_ids)
-            db.executemany("INSERT INTO log VALUES (?, ?, ?)", self._pend_log)
+            ranges.write(db)
             sealed = [self._write_blocks(t) for t in self._dirty.values()]
             db.executemany("UPDATE sessions SET version=?, head=?, sealed=? WHERE sid=?", [
                 (t.version, t.head, seal, t.sid)
@@ -286,13 +381,12 @@ class SQLiteStore(SQLRecorder):
             db.execute("ROLLBACK TO rows")
             db.execute("RELEASE rows")
             raise
+        ranges.written()
         for t, seal in zip(self._dirty.values(), sealed, strict=True):
             t.sealed = seal
             t.stored = t.version
             t.body, t.hashes, t.times, t.maxv = [], [], [], 0
         self._dirty.clear()
-        self._pend_ids = []
-        self._pend_log = []
         self._pend_found.clear()
 
     def _readable(self) -> None:
@@ -379,12 +473,15 @@ class SQLiteStore(SQLRecorder):
                 (session_id,)).fetchone()
             if row is None:
                 raise UnknownSession(session_id)
-            tail = self._tails[session_id] = _Tail(int(row[0]), row[1], int(row[2]),
-                                                   int(row[3]), bytes(row[4]))
+            tail = self._tails[session_id] = _Tail(
+                session_id, int(row[0]), fork_seq=row[1], version=int(row[2]),
+                sealed=int(row[3]), head=bytes(row[4]))
         return tail
 
     def _lookup(self, events: Sequence[Event]) -> dict[str, tuple[str, int, int]]:
-        """id -> (session, seq, position) of the events already stored (or pending)."""
+        """id -> (session, seq, position) of the events already stored (or pending).
+        Also sets ``_covered``: the keys that a run holds for another id (their events
+        get exact rows)."""
         found: dict[str, tuple[str, int, int]] = {}
         pending = self._pend_found
         keys: dict[bytes, str] = {}
@@ -394,22 +491,84 @@ class SQLiteStore(SQLRecorder):
                 found[e.id] = hit
             else:
                 keys[blocks.id_key(e.id)] = e.id
-        db = self._db
-        if len(keys) == 1:
-            (key, event_id), = keys.items()
-            row = db.execute(self._sql.lookup_one, (key,)).fetchone()
-            if row is not None:
-                found[event_id] = (self._name(int(row[0])), int(row[1]), int(row[2]))
+        self._covered = covered = set[bytes]()
+        if not keys:
             return found
+        exact, maybe = self._candidates(keys)
+        ranges = self._ranges
+        if ranges is not None:  # runs of this transaction not written yet
+            covered.update(k for k in keys if len(k) == 16 and k not in maybe
+                           and ranges.covers(_low(k)))
+        for key, pos in exact.items():
+            where = self._at_position(pos)
+            if where is not None:
+                found[keys[key]] = (self._name(where[0]), where[1], pos)
+        for key, pos in maybe.items():
+            covered.add(key)
+            where = self._at_position(pos)
+            if where is not None and self._id_at(where[0], where[1]) == keys[key]:
+                found[keys[key]] = (self._name(where[0]), where[1], pos)
+        return found
+
+    def _candidates(self, keys: dict[bytes, str]) -> tuple[dict[bytes, int], dict[bytes, int]]:
+        """(exact rows: key -> position, runs: key -> position to confirm) of some keys."""
+        db = self._db
+        exact: dict[bytes, int] = {}
         todo = list(keys)
         for i in range(0, len(todo), _IN_CHUNK):
             chunk = todo[i:i + _IN_CHUNK]
-            for key, sid, seq, pos in db.execute(
-                    "SELECT i.id, l.sid, l.seq, l.position FROM ids i JOIN log l "
-                    f"ON l.position = i.position WHERE i.id IN ({','.join('?' * len(chunk))})",
+            for key, pos in db.execute(
+                    f"SELECT id, position FROM names WHERE id IN ({','.join('?' * len(chunk))})",
                     chunk):
-                found[keys[bytes(key)]] = (self._name(int(sid)), int(seq), int(pos))
-        return found
+                exact[bytes(key)] = int(pos)
+        maybe: dict[bytes, int] = {}
+        lows = sorted((_low(k), k) for k in todo if len(k) == 16 and k not in exact)
+        i = 0
+        while i < len(lows):  # one range query per cluster of nearby keys
+            j = i + 1
+            while j < len(lows) and lows[j][0] - lows[j - 1][0] < _CLUSTER:
+                j += 1
+            runs = db.execute(_RUNS, (lows[i][0], lows[j - 1][0])).fetchall()
+            r = 0
+            for lo, key in lows[i:j]:
+                while r < len(runs) and runs[r][0] + runs[r][1] <= lo:
+                    r += 1
+                if r < len(runs) and runs[r][0] <= lo:
+                    maybe[key] = int(runs[r][2]) + lo - int(runs[r][0])
+            i = j
+        return exact, maybe
+
+    def _at_position(self, pos: int) -> tuple[int, int] | None:
+        """(sid, seq) of the event at a stored global position."""
+        row = self._db.execute(_AT_POSITION, (pos,)).fetchone()
+        if row is None or int(row[2]) < pos:
+            return None
+        return int(row[0]), int(row[1])
+
+    def _id_at(self, sid: int, seq: int) -> str | None:
+        """The id of a stored event (confirms a run's hit: a run stores no high bits)."""
+        found = self._raw_block_at(sid, seq)
+        if found is None:
+            return None
+        first, body = found
+        events = blocks.decode_range(body, seq - first, seq - first + 1)
+        return events[0].id if events else None
+
+    def _raw_block_at(self, sid: int, seq: int) -> tuple[int, bytes] | None:
+        """(first seq, body) of the session's block holding ``seq``, on this connection
+        as it is (pending rows are not written: callers read materialized blocks)."""
+        row = self._db.execute("SELECT first_seq, body FROM blocks WHERE sid=? AND "
+                               "last_seq>=? ORDER BY last_seq LIMIT 1", (sid, seq)).fetchone()
+        if row is None or int(row[0]) > seq:
+            return None
+        return int(row[0]), bytes(row[1])
+
+    def _raw_fork(self, sid: int) -> tuple[int | None, int]:
+        row = self._db.execute("SELECT p.sid, s.fork_seq FROM sessions s LEFT JOIN sessions p "
+                               "ON p.id = s.parent WHERE s.sid=?", (sid,)).fetchone()
+        if row is None:
+            raise StoreError(f"no session row for key {sid}")
+        return (None if row[0] is None else int(row[0])), int(row[1] or 0)
 
     def _write_head(self, session_id: str) -> tuple[int, bytes]:
         tail = self._tail(session_id)
@@ -417,11 +576,9 @@ class SQLiteStore(SQLRecorder):
 
     def _early_ids(self, session_id: str, events: Sequence[Event]
                    ) -> dict[str, tuple[str, int, int]] | None:
-        # Outside an open window the transaction holds only this append, so the ids
-        # index itself detects a stored id (like the original inserts) and a conflict
-        # rolls everything back (``_insert``). Inside a window the ids are looked up
-        # first: the window's rows must insert without a conflict at commit.
-        return self._lookup(events) if self._window_open() else None
+        # Looked up first, always: runs cannot refuse a stored id at insert the way a
+        # unique index of every id did.
+        return self._lookup(events)
 
     def _stored_ids(self, session_id: str, events: Sequence[Event]
                     ) -> dict[str, tuple[str, int, int]]:
@@ -429,47 +586,32 @@ class SQLiteStore(SQLRecorder):
             return self._lookup(events)
 
     def _insert(self, session_id: str, batch: Prepared) -> int:
-        db = self._db
         tail = self._tails[session_id]
-        eager = not self._window_open()
+        ranges = self._ranges
+        if ranges is None:
+            ranges = self._ranges = _Ranges(self._db)
         # Stored bytes keep the event exactly (map order included); the chain
-        # covers its canonical form, recomputed by verify.
-        body = [encode_msgpack(e) for e in batch.events]
-        keys = [blocks.id_key(e.id) for e in batch.events]
-        if self._last_pos is None:
-            self._last_pos = int(db.execute(
-                "SELECT COALESCE(MAX(position), 0) FROM log").fetchone()[0])
-        if eager:
-            try:
-                db.executemany("INSERT INTO ids VALUES (?, ?)", zip(
-                    keys, range(self._last_pos + 1, self._last_pos + 1 + len(keys)),
-                    strict=True))
-            except sqlite3.IntegrityError:
-                self._rollback()
-                raise IdTaken from None
-        # Nothing fails from here on (everything is computed): the rows are written
-        # at commit, or before a read on this connection (``_materialize``).
-        n = len(batch.events)
-        pos0 = self._last_pos + 1
+        # covers its canonical form, recomputed by verify. Nothing fails from here on
+        # (everything is computed): the rows are written at commit, or before a read
+        # on this connection (``_materialize``).
+        events = batch.events
+        n = len(events)
+        pos0 = ranges.last_position + 1
         sid = tail.sid
+        ranges.add(sid, batch.first_seq, pos0, n)
+        covered, pend_found = self._covered, self._pend_found
         pos = pos0
-        if eager:  # the ids are in the table already
-            self._pend_log += [(pos0 + i, sid, e.seq) for i, e in enumerate(batch.events)]
-        else:
-            pend_found, pend_ids, pend_log = self._pend_found, self._pend_ids, self._pend_log
-            for e, key in zip(batch.events, keys, strict=True):
-                pend_ids.append((key, pos))
-                pend_log.append((pos, sid, e.seq))
-                pend_found[e.id] = (session_id, e.seq, pos)
-                pos += 1
-        tail.body += body
+        for e in events:
+            ranges.add_id(blocks.id_key(e.id), pos, covered)
+            pend_found[e.id] = (session_id, e.seq, pos)
+            pos += 1
+        tail.body += [encode_msgpack(e) for e in events]
         tail.hashes += batch.hashes
-        tail.times += [e.time for e in batch.events]
-        tail.maxv = max(tail.maxv, blocks.max_version(batch.events))
+        tail.times += [e.time for e in events]
+        tail.maxv = max(tail.maxv, blocks.max_version(events))
         tail.version = batch.first_seq - 1 + n
         tail.head = batch.head
         self._dirty[session_id] = tail
-        self._last_pos = pos0 + n - 1
         if self._group is None:
             self._commit_window()  # a failure rolls back as the write lock is left
         else:
@@ -478,7 +620,7 @@ class SQLiteStore(SQLRecorder):
 
     def _write_blocks(self, tail: _Tail) -> int:
         """Write the session's pending events as one block; merge the uncompressed tail
-        into compressed blocks once it reaches SEAL_AT events. Returns the new seal."""
+        into sealed blocks once it reaches SEAL_AT events. Returns the new seal."""
         db = self._db
         sid, sealed, canon, hashes = tail.sid, tail.sealed, tail.body, tail.hashes
         end = tail.stored + len(canon)
@@ -490,11 +632,12 @@ class SQLiteStore(SQLRecorder):
         tail_canon, tail_hashes, times = blocks.join_tail(db.execute(
             "SELECT t_max, body FROM blocks WHERE sid=? AND last_seq>? ORDER BY last_seq",
             (sid, sealed)).fetchall())
+        prev = hash_before(self.chain.link, self._raw_block_at, self._raw_fork, sid, sealed + 1)
         db.execute("DELETE FROM blocks WHERE sid=? AND last_seq>?", (sid, sealed))
         db.executemany("INSERT INTO blocks VALUES (?, ?, ?, ?, ?)", [
             (sid, *row) for row in blocks.sealed_rows(
-                sealed + 1, tail_canon + canon, tail_hashes + hashes, times + tail.times,
-                tail.maxv)])
+                self.chain.link, tail.name, prev, first=sealed + 1, canon=tail_canon + canon,
+                hashes=tail_hashes + hashes, times=times + tail.times, maxv=tail.maxv)])
         return end
 
     # ------------------------------------------------------------------ reading
@@ -502,3 +645,87 @@ class SQLiteStore(SQLRecorder):
     def read_bodies(self, session_id: str, first: int, last: int) -> list[bytes]:
         """Raw block bodies holding the session's own events first..last (benchmarks)."""
         return [body for _, body in self._blocks(self._sid(session_id), first, last)]
+
+    def find_event(self, event_id: str) -> tuple[str, int] | None:
+        with self._lock:
+            self._readable()
+            hit = self._lookup_committed(event_id)
+        return None if hit is None else (hit[0], hit[1])
+
+    def _lookup_committed(self, event_id: str) -> tuple[str, int, int] | None:
+        key = blocks.id_key(event_id)
+        exact, maybe = self._candidates({key: event_id})
+        for pos in (*exact.values(), *maybe.values()):
+            where = self._at_position(pos)
+            if where is not None and (key in exact or self._id_at(*where) == event_id):
+                return self._name(where[0]), where[1], pos
+        return None
+
+    def last_position(self) -> int:
+        rows = self._rows("SELECT position + count - 1 FROM log ORDER BY position DESC "
+                          "LIMIT 1", ())
+        return int(rows[0][0]) if rows else 0
+
+    def _log_ranges(self, after: int, sid: int | None, page: int) -> list[Range]:
+        # From the range holding position after + 1 (it may start earlier) on.
+        start = ("COALESCE((SELECT position FROM log WHERE position <= ? ORDER BY position "
+                 "DESC LIMIT 1), 0)")
+        if sid is None:
+            rows = self._rows(f"SELECT position, sid, seq, count FROM log WHERE position >= "
+                              f"{start} ORDER BY position LIMIT ?", (after + 1, page))
+        else:
+            rows = self._rows(f"SELECT position, sid, seq, count FROM log WHERE sid = ? AND "
+                              f"position >= {start} ORDER BY position LIMIT ?",
+                              (sid, after + 1, page))
+        return [(int(p), int(s), int(q), int(n)) for p, s, q, n in rows]
+
+    def _position_ranges(self, sid: int) -> list[Range]:
+        return [(int(p), sid, int(q), int(n)) for p, q, n in self._rows(
+            "SELECT position, seq, count FROM log WHERE sid=?", (sid,))]
+
+
+def _ranges_from_v2(db: sqlite3.Connection) -> None:
+    """Schema 2 -> 3, inside the migration's transaction: the per-event ``log_v2`` and
+    ``ids_v2`` rows become ranges, runs and exact rows; the old tables are dropped.
+    Positions, seqs, blocks and heads are kept as they are."""
+    log: list[list[int]] = []
+    for pos, sid, seq in db.execute("SELECT position, sid, seq FROM log_v2 ORDER BY position"):
+        r = log[-1] if log else None
+        if r is not None and r[1] == sid and r[0] + r[3] == pos and r[2] + r[3] == seq:
+            r[3] += 1
+        else:
+            log.append([pos, sid, seq, 1])
+    db.executemany("INSERT INTO log VALUES (?, ?, ?, ?)", log)
+    # Runs in position order, then any run that overlaps an earlier-starting one is
+    # given up: its ids get exact rows (runs must not overlap).
+    runs: list[tuple[list[int], list[bytes]]] = []
+    exact: list[tuple[bytes, int]] = []
+    for stored, pos in db.execute("SELECT id, position FROM ids_v2 ORDER BY position"):
+        key = bytes(stored)
+        if len(key) != 16:
+            exact.append((key, pos))
+            continue
+        lo = _low(key)
+        last = runs[-1][0] if runs else None
+        if last is not None and last[2] + last[1] == pos and last[0] + last[1] == lo:
+            last[1] += 1
+            runs[-1][1].append(key)
+        else:
+            runs.append(([lo, 1, pos], [key]))
+    runs.sort(key=lambda r: r[0][0])
+    kept: list[list[int]] = []
+    end: int | None = None
+    for run, keys in runs:
+        if end is not None and run[0] < end:
+            exact += [(k, run[2] + i) for i, k in enumerate(keys)]
+            continue
+        kept.append(run)
+        end = run[0] + run[1]
+    db.executemany("INSERT INTO ids VALUES (?, ?, ?)", kept)
+    db.executemany("INSERT INTO names VALUES (?, ?)", exact)
+    moved = db.execute("SELECT (SELECT COUNT(*) FROM log_v2), (SELECT COUNT(*) FROM ids_v2)"
+                       ).fetchone()
+    assert sum(r[3] for r in log) == moved[0]
+    assert sum(r[1] for r in kept) + len(exact) == moved[1]
+    db.execute("DROP TABLE log_v2")
+    db.execute("DROP TABLE ids_v2")

@@ -4,7 +4,10 @@ For each session (through its fork lineage) every stored event must:
 
 1. carry the next seq (own seqs are gapless from the fork point) and its session id;
 2. hash to the stored value: ``H(previous hash || canonical bytes)`` (an edit, a
-   removal or a swap breaks the chain at the first changed event);
+   removal or a swap breaks the chain at the first changed event). A sealed block
+   (:mod:`engine.store.blocks`) stores only its last event's hash and a block link
+   over its stored bytes: the link is checked, and the hashes inside are recomputed
+   and must end at the stored last one;
 3. decode (after upcasting) into a catalog event;
 4. be legal: replayed through :meth:`engine.lifecycle.Lifecycle.apply`, the same
    gate every append passed;
@@ -14,6 +17,15 @@ shows up there), and global positions must be exactly ``1..last_position``.
 What a chain cannot show: someone who rewrites a tail *and* the head record. With
 an unkeyed chain they can also recompute hashes; a keyed (HMAC) chain stops that.
 Heads kept somewhere else (``anchored``, see :mod:`engine.store.anchor`) catch it.
+
+Two depths. The default (``deep=True``) does all of the above. The chain walk
+(``deep=False``, ``convlog verify --fast``) checks seqs, block links (one SHA-256
+over each sealed block's stored bytes, no decompression), the per-event hashes of
+the uncompressed tail, heads, anchors (recomputing inside a sealed block only where
+an anchor or a fork point falls inside it) and positions; it skips 3 and 4 and the
+per-event hashes inside sealed blocks. Against tampering it is as strong with a
+keyed chain (an edit needs the key to fix a block link); what it does not re-check
+is that the events decode and that their transitions are legal.
 
 Damage never escapes as an exception: whatever a damaged file makes the store
 raise while a session is read becomes a :class:`Problem` at the first seq that
@@ -32,7 +44,7 @@ from engine.codec import canonical, from_stored
 from engine.errors import ConvlogError, KeyRequired, StoreError
 from engine.events import tag_of
 from engine.lifecycle import Lifecycle
-from engine.store.base import Store
+from engine.store.base import Span, Store
 from engine.store.chain import GENESIS
 
 
@@ -77,8 +89,13 @@ def require_key(store: Store) -> None:
 
 def verify(store: Store, session_id: str | None = None, *,
            anchored: Mapping[str, tuple[int, bytes]] | None = None,
-           progress: Progress | None = None) -> Report:
+           progress: Progress | None = None, deep: bool = True) -> Report:
     """Verify one session (with the ancestors' shared prefix) or the whole store.
+
+    ``deep`` (the default) checks everything below. ``deep=False`` is the chain walk
+    only: seqs, the hash chain (one digest per sealed block: its block link over
+    the stored bytes; per event in the uncompressed tail), the heads, the anchors and
+    the positions, without decoding events or replaying transitions.
 
     ``anchored`` maps session ids to a (seq, hash) head kept elsewhere: the log must
     still hold that seq with that hash, so a cut or rewritten tail is caught even
@@ -98,10 +115,10 @@ def verify(store: Store, session_id: str | None = None, *,
     except Exception as exc:  # any failure to read is damage, reported as such
         report.problems.append(Problem("*", 0, f"cannot list the sessions: {_what(exc)}"))
         return report
-    positions: list[int] = []
+    positions: list[tuple[int, int]] = []
     for info in infos:
         problem = _verify_session(store, info.id, report, positions,
-                                  anchored=anchored, progress=progress)
+                                  anchored=anchored, progress=progress, deep=deep)
         report.sessions += 1
         if problem is not None:
             report.problems.append(problem)
@@ -123,70 +140,169 @@ def _what(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _verify_session(store: Store, session_id: str, report: Report, positions: list[int], *,
-                    anchored: Mapping[str, tuple[int, bytes]],
-                    progress: Progress | None) -> Problem | None:
+def _verify_session(store: Store, session_id: str, report: Report,
+                    positions: list[tuple[int, int]], *,
+                    anchored: Mapping[str, tuple[int, bytes]], progress: Progress | None,
+                    deep: bool) -> Problem | None:
     """The first problem of one session, or None; whatever damaged bytes make the store
     raise becomes a problem at the first seq that could not be checked."""
     seq = 0
     try:
-        anchor_seq, anchor_hash = anchored.get(session_id, (-1, b""))
-        lc = Lifecycle(session_id)
-        prev = GENESIS
-        lineage = store.lineage(session_id)
-        seq = 0
-        for sid, limit in lineage:
+        walk = _Walk(store, session_id, report, anchored=anchored, progress=progress, deep=deep)
+        problem = walk.run()
+        seq = walk.seq
+        if problem is None:
+            problem = _check_own_positions(store, session_id, walk, positions)
+        return problem
+    except Exception as exc:  # any failure to read is damage, reported at the first
+        # seq that could not be checked
+        return Problem(session_id, seq + 1, f"unreadable: {_what(exc)}")
+
+
+class _Walk:
+    """One session's walk through its lineage: ``prev`` is the chain hash so far,
+    ``seq`` the last seq checked."""
+
+    def __init__(self, store: Store, session_id: str, report: Report, *,
+                 anchored: Mapping[str, tuple[int, bytes]], progress: Progress | None,
+                 deep: bool) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.report = report
+        self.anchor_seq, self.anchor_hash = anchored.get(session_id, (-1, b""))
+        self.progress = progress
+        self.deep = deep
+        self.prev = GENESIS
+        self.seq = 0
+        self.own_first = 1  # the first own seq
+        self.own_positions: list[tuple[int, int]] = []  # per event, where Stored has them
+        self._tick = 1024
+
+    def _counted(self, own: bool, n: int) -> None:
+        if own:
+            self.report.events += n
+            if self.progress is not None and self.report.events >= self._tick:
+                self.progress(self.report.events)
+                self._tick = self.report.events + 1024
+
+    def run(self) -> Problem | None:
+        store, session_id = self.store, self.session_id
+        lc = Lifecycle(session_id) if self.deep else None
+        for sid, limit in store.lineage(session_id):
             own = sid == session_id
             expected_seq = (store.session_info(sid).fork_seq or 0) + 1
-            if expected_seq != seq + 1:
-                return Problem(session_id, seq + 1,
+            if own:
+                self.own_first = expected_seq
+            if expected_seq != self.seq + 1:
+                return Problem(session_id, self.seq + 1,
                                f"fork point of {sid} is {expected_seq - 1}, "
-                               f"but its parent's prefix ends at {seq}")
-            for st in store._own_stored(sid):
+                               f"but its parent's prefix ends at {self.seq}")
+            where = session_id if own else f"{session_id} (in ancestor {sid})"
+            span: Span | None = None  # the sealed block whose events come next (deep)
+            for st in store._own_units(sid, deep=self.deep):
+                if isinstance(st, Span):
+                    if limit is not None and st.seq > limit:
+                        break
+                    problem = self._span(st, sid, where, expected_seq, limit=limit, own=own)
+                    if problem is not None:
+                        return problem
+                    if self.deep:
+                        span = st
+                        continue
+                    expected_seq = self.seq + 1
+                    if limit is not None and self.seq >= limit:
+                        break
+                    continue
                 if limit is not None and st.seq > limit:
                     break
-                where = session_id if own else f"{session_id} (in ancestor {sid})"
                 if st.seq != expected_seq:
-                    why = ("is missing" if st.seq > expected_seq
-                           else f"is followed by seq {st.seq} (out of order or repeated)")
-                    return Problem(where, expected_seq, f"seq {expected_seq} {why}")
+                    return _out_of_order(where, st.seq, expected_seq)
                 if st.obj is None:
                     return Problem(where, expected_seq, st.error or "unreadable")
                 if st.obj.get("session_id") != sid:
                     named = st.obj.get("session_id")
                     return Problem(where, st.seq, f"event names session {named!r}")
                 canon = st.canon if st.canon is not None else canonical(st.obj)
-                h = store.chain.link(prev, canon)
-                if h != st.hash:
+                h = store.chain.link(self.prev, canon)
+                if span is not None and span.seq <= st.seq <= span.last:
+                    if st.seq == span.last and h != span.head:
+                        return Problem(where, span.seq, f"the events of seqs {span.seq}.."
+                                       f"{span.last} do not chain to their block's last hash")
+                elif h != st.hash:
                     return Problem(where, st.seq, "hash mismatch: the event was edited, moved or "
                                                   "removed (or the wrong key was given)")
-                try:
-                    e = from_stored(dict(st.obj))
-                except ConvlogError as exc:
-                    return Problem(where, st.seq, f"undecodable: {exc}")
-                try:
-                    if not lc.apply(e):
-                        return Problem(where, st.seq, f"{tag_of(type(e))} repeats an earlier "
-                                                      "transition (the log never stores no-ops)")
-                except ConvlogError as exc:
-                    return Problem(where, st.seq, f"illegal transition: {exc}")
-                prev = h
-                seq = expected_seq
+                if lc is not None:
+                    try:
+                        e = from_stored(dict(st.obj))
+                    except ConvlogError as exc:
+                        return Problem(where, st.seq, f"undecodable: {exc}")
+                    try:
+                        if not lc.apply(e):
+                            return Problem(where, st.seq, f"{tag_of(type(e))} repeats an "
+                                           "earlier transition (the log never stores no-ops)")
+                    except ConvlogError as exc:
+                        return Problem(where, st.seq, f"illegal transition: {exc}")
+                self.prev = h
+                self.seq = expected_seq
                 expected_seq += 1
-                if seq == anchor_seq and prev != anchor_hash:
-                    return Problem(session_id, seq, "the hash differs from the anchor's: the log "
-                                                    "was rewritten up to here")
-                report.events += int(own)
-                if progress is not None and not report.events & 1023:
-                    progress(report.events)
+                if self.seq == self.anchor_seq and self.prev != self.anchor_hash:
+                    return self._rewritten()
+                self._counted(own, 1)
                 if own and st.position is not None:
-                    positions.append(st.position)
-            if limit is not None and seq < limit:
-                return Problem(session_id, seq + 1, f"seq {seq + 1} of ancestor {sid} is missing")
-        if seq < anchor_seq:
+                    self.own_positions.append((st.position, 1))
+            if limit is not None and self.seq < limit:
+                return Problem(session_id, self.seq + 1,
+                               f"seq {self.seq + 1} of ancestor {sid} is missing")
+        return self._ends()
+
+    def _span(self, span: Span, sid: str, where: str, expected_seq: int, *,
+              limit: int | None, own: bool) -> Problem | None:
+        """A sealed block: its place, its block link; unless deep (its events follow
+        then), the chain hash after it (recomputed inside only where a fork point or
+        an anchor falls inside it)."""
+        store = self.store
+        if span.seq != expected_seq:
+            return _out_of_order(where, span.seq, expected_seq)
+        if span.row_first != span.seq or span.last < span.seq:
+            return Problem(where, span.seq, f"the block of seqs {span.seq}..{span.last} is "
+                                            f"stored as starting at seq {span.row_first}")
+        if not store._link_holds(sid, self.prev, span):
+            return Problem(where, span.seq, f"block link mismatch: the sealed block of seqs "
+                                            f"{span.seq}..{span.last} was edited, moved or "
+                                            "replaced (or the wrong key was given)")
+        if self.deep:
+            return None
+        stop = span.last if limit is None else min(limit, span.last)
+        inside = stop < span.last or span.seq <= self.anchor_seq < span.last
+        if inside:  # the hash at a seq inside the block: recompute the block's links
+            links = store._span_links(self.prev, span)
+            if len(links) != span.last - span.seq + 1 or links[-1] != span.head:
+                return Problem(where, span.seq, f"the events of seqs {span.seq}..{span.last} "
+                                                "do not chain to their block's last hash")
+            if span.seq <= self.anchor_seq <= stop and links[self.anchor_seq - span.seq] != \
+                    self.anchor_hash:
+                self.seq = self.anchor_seq
+                return self._rewritten()
+            self.prev = links[stop - span.seq]
+        else:
+            self.prev = span.head
+        self._counted(own, stop - self.seq)
+        self.seq = stop
+        if self.seq == self.anchor_seq and self.prev != self.anchor_hash:
+            return self._rewritten()
+        return None
+
+    def _rewritten(self) -> Problem:
+        return Problem(self.session_id, self.seq, "the hash differs from the anchor's: the log "
+                                                  "was rewritten up to here")
+
+    def _ends(self) -> Problem | None:
+        """The walk's end against the anchor and the recorded head."""
+        session_id, seq, prev = self.session_id, self.seq, self.prev
+        if seq < self.anchor_seq:
             return Problem(session_id, seq + 1, f"the log ends at seq {seq} but the anchor "
-                                                f"records seq {anchor_seq}: the tail was cut")
-        recorded = store._recorded_head(session_id)
+                                                f"records seq {self.anchor_seq}: the tail was cut")
+        recorded = self.store._recorded_head(session_id)
         if recorded is not None:
             version, head = recorded
             if version > seq:
@@ -195,18 +311,48 @@ def _verify_session(store: Store, session_id: str, report: Report, positions: li
                                                     "cut")
             if version == seq and version and head != prev:
                 return Problem(session_id, seq, "the last hash differs from the recorded head")
-        report.heads[session_id] = (seq, prev.hex())
+        self.report.heads[session_id] = (seq, prev.hex())
         return None
-    except Exception as exc:  # any failure to read is damage, reported at the first
-        # seq that could not be checked
-        return Problem(session_id, seq + 1, f"unreadable: {_what(exc)}")
 
 
-def _check_positions(store: Store, positions: Iterable[int], report: Report) -> None:
+def _out_of_order(where: str, seq: int, expected_seq: int) -> Problem:
+    why = ("is missing" if seq > expected_seq
+           else f"is followed by seq {seq} (out of order or repeated)")
+    return Problem(where, expected_seq, f"seq {expected_seq} {why}")
+
+
+def _check_own_positions(store: Store, session_id: str, walk: _Walk,
+                         positions: list[tuple[int, int]]) -> Problem | None:
+    """The session's own events each have one global position: a store that keeps them
+    as ranges must cover exactly the seqs walked. Adds them to ``positions``."""
+    ranges = store._own_positions(session_id)
+    if ranges is None:
+        positions += walk.own_positions
+        return None
+    expected = walk.own_first
+    for seq, pos, n in sorted(ranges):
+        if seq != expected or n < 1:
+            return Problem(session_id, min(seq, expected),
+                           f"the position log does not match the events: seq {expected} "
+                           f"{'has no position' if seq > expected else 'has two'}")
+        positions.append((pos, n))
+        expected = seq + n
+    if expected != walk.seq + 1 and expected > walk.own_first:
+        return Problem(session_id, min(expected, walk.seq + 1),
+                       f"the position log covers seqs up to {expected - 1} but the log ends at "
+                       f"seq {walk.seq}")
+    if expected == walk.own_first and walk.seq >= walk.own_first:
+        return Problem(session_id, walk.own_first, "the session's events have no positions")
+    return None
+
+
+def _check_positions(store: Store, positions: Iterable[tuple[int, int]],
+                     report: Report) -> None:
+    """(first position, count) ranges of every event must tile 1..last_position."""
     found = sorted(positions)
     last = store.last_position()
     expected = 1
-    for p in found:
+    for p, n in found:
         if p != expected:
             if p < expected:
                 report.problems.append(Problem("*", 0, f"global position {p} is used twice"))
@@ -215,7 +361,7 @@ def _check_positions(store: Store, positions: Iterable[int], report: Report) -> 
                     "*", 0, f"global positions {expected}..{p - 1} are missing: events were "
                             "removed"))
             return
-        expected += 1
-    if (found and last > found[-1]) or (not found and last):
+        expected += n
+    if (found and last > expected - 1) or (not found and last):
         report.problems.append(Problem(
             "*", 0, f"global positions {expected}..{last} are missing: the log was cut"))
