@@ -632,12 +632,28 @@ class SQLiteStore(SQLRecorder):
         tail_canon, tail_hashes, times = blocks.join_tail(db.execute(
             "SELECT t_max, body FROM blocks WHERE sid=? AND last_seq>? ORDER BY last_seq",
             (sid, sealed)).fetchall())
-        prev = hash_before(self.chain.link, self._raw_block_at, self._raw_fork, sid, sealed + 1)
-        db.execute("DELETE FROM blocks WHERE sid=? AND last_seq>?", (sid, sealed))
+        canon, hashes, times = tail_canon + canon, tail_hashes + hashes, times + tail.times
+        first = sealed + 1
+        # A last sealed block with room is sealed again with the tail: bigger blocks
+        # compress better, and SQLite wastes part of an overflow page per blob. Measured
+        # on the streamed growth benchmark (200 turns): 128-event blocks 2.14x the text,
+        # 2048-event blocks 1.97x, for about BLOCK_MAX / SEAL_AT / 2 recompressions of
+        # each event (about 5 us per event).
+        last = db.execute("SELECT first_seq, t_max, body FROM blocks WHERE sid=? AND "
+                          "last_seq=?", (sid, sealed)).fetchone()
+        if last is not None and blocks.is_sealed(bytes(last[2])):
+            old = blocks.raw_events(bytes(last[2]))
+            if len(old) + len(canon) <= blocks.BLOCK_MAX:
+                first = int(last[0])
+                canon = old + canon
+                hashes = [b""] * len(old) + hashes  # only a block's last hash is kept
+                times = [int(last[1])] * len(old) + times
+        prev = hash_before(self.chain.link, self._raw_block_at, self._raw_fork, sid, first)
+        db.execute("DELETE FROM blocks WHERE sid=? AND last_seq>=?", (sid, first))
         db.executemany("INSERT INTO blocks VALUES (?, ?, ?, ?, ?)", [
             (sid, *row) for row in blocks.sealed_rows(
-                self.chain.link, tail.name, prev, first=sealed + 1, canon=tail_canon + canon,
-                hashes=tail_hashes + hashes, times=times + tail.times, maxv=tail.maxv)])
+                self.chain.link, tail.name, prev, first=first, canon=canon, hashes=hashes,
+                times=times, maxv=max(tail.maxv, _maxv(last)))])
         return end
 
     # ------------------------------------------------------------------ reading
@@ -682,6 +698,14 @@ class SQLiteStore(SQLRecorder):
     def _position_ranges(self, sid: int) -> list[Range]:
         return [(int(p), sid, int(q), int(n)) for p, q, n in self._rows(
             "SELECT position, seq, count FROM log WHERE sid=?", (sid,))]
+
+
+def _maxv(row: Any) -> int:
+    """The schema version bound of a stored block row (first_seq, t_max, body)."""
+    if row is None:
+        return 0
+    body = bytes(row[2])
+    return blocks.sealed_head(body).maxv if blocks.is_sealed(body) else 0
 
 
 def _ranges_from_v2(db: sqlite3.Connection) -> None:
