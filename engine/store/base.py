@@ -198,7 +198,8 @@ class Span(NamedTuple):
     last: int
     head: bytes
     body: bytes
-    row_first: int = 0  # the first seq its row claims (a block moved between rows differs)
+    row_first: int = 0  # the seqs its row claims (a block moved between rows differs)
+    row_last: int = 0
 
 
 class Prepared(NamedTuple):
@@ -320,6 +321,11 @@ class Store(abc.ABC):
     def _link_holds(self, session_id: str, prev: bytes, span: Span) -> bool:
         """Whether a sealed block's link matches its bytes after chain hash ``prev``."""
         raise NotImplementedError("this store has no sealed blocks")
+
+    def _verify_ids(self, ids: dict[int, str]) -> str | None:
+        """What is wrong with the store's event id index, given every event's id by
+        global position (a deep verify of the whole store), or None."""
+        return None
 
     def _span_links(self, prev: bytes, span: Span) -> list[bytes]:
         """The chain hashes of a sealed block's events, recomputed from ``prev``."""

@@ -138,7 +138,7 @@ class BlockReader(Store):
         sealed block a :class:`Span` (then, when ``deep``, its events, without a
         stored hash: verification recomputes them and compares the span's last)."""
         sid = self._sid(session_id)
-        for first_seq, body in self._blocks(sid, 0, self.SEQ_MAX):
+        for first_seq, last_seq, body in self._block_rows(sid, 0, self.SEQ_MAX):
             if blocks.is_sealed(body):
                 try:
                     head = blocks.sealed_head(body)
@@ -146,7 +146,7 @@ class BlockReader(Store):
                     yield Stored(first_seq, b"", None, f"unreadable block: {exc}")
                     return
                 yield Span(head.first, head.first + head.n - 1, head.last_hash, body,
-                           row_first=first_seq)
+                           row_first=first_seq, row_last=last_seq)
                 if deep:
                     try:
                         raws = blocks.raw_events(body)
@@ -160,6 +160,10 @@ class BlockReader(Store):
             except Exception as exc:
                 yield Stored(first_seq, b"", None, f"unreadable block: {exc}")
                 continue
+            if first_seq + len(canon) - 1 != last_seq:  # reads seek by the row's last seq
+                yield Stored(first_seq, b"", None, f"the block of {len(canon)} event(s) from "
+                             f"seq {first_seq} is stored as ending at seq {last_seq}")
+                return
             yield from _stored(first_seq, canon, hashes)
 
     def _link_holds(self, session_id: str, prev: bytes, span: Span) -> bool:

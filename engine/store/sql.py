@@ -61,6 +61,7 @@ class Statements:
     positions: str
     put_snapshot: str
     latest_snapshot: str
+    all_ids: str
 
     @classmethod
     def of(cls, d: Dialect) -> Statements:
@@ -90,6 +91,7 @@ class Statements:
             positions=d.sql("SELECT seq, position FROM {log} WHERE sid=?"),
             put_snapshot=d.sql("INSERT INTO {snapshots} VALUES (?, ?, ?, ?) ON CONFLICT "
                                "(sid, name, seq) DO UPDATE SET body = excluded.body"),
+            all_ids=d.sql("SELECT id, position FROM {ids}"),
             latest_snapshot=d.sql("SELECT seq, body FROM {snapshots} WHERE sid=? AND name=? "
                                   "AND seq<=? ORDER BY seq DESC LIMIT 1"),
         )
@@ -166,6 +168,16 @@ class SQLRecorder(BlockReader):
 
     def _position_ranges(self, sid: int) -> list[Range]:
         return [(int(p), sid, int(q), 1) for q, p in self._rows(self._sql.positions, (sid,))]
+
+    def _verify_ids(self, ids: dict[int, str]) -> str | None:
+        # A row per event id (PostgreSQL); SQLite overrides this for its runs.
+        seen = 0
+        for key, pos in self._rows(self._sql.all_ids, ()):
+            given = ids.get(int(pos))
+            if given is None or blocks.id_key(given) != bytes(key):
+                return f"the row for position {pos} does not name the event stored there"
+            seen += 1
+        return None if seen == len(ids) else f"{len(ids) - seen} event(s) are not indexed"
 
     # -- snapshots
 

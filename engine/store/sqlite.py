@@ -695,6 +695,26 @@ class SQLiteStore(SQLRecorder):
                               (sid, after + 1, page))
         return [(int(p), int(s), int(q), int(n)) for p, s, q, n in rows]
 
+    def _verify_ids(self, ids: dict[int, str]) -> str | None:
+        """Every run and exact row names the events at its positions, and every event
+        is in exactly one (the index's only check: verify --fast skips it)."""
+        seen = 0
+        for lo, n, pos in self._rows("SELECT lo, count, position FROM ids", ()):
+            for i in range(int(n)):
+                given = ids.get(int(pos) + i)
+                key = blocks.id_key(given) if given is not None else b""
+                if len(key) != 16 or _low(key) != int(lo) + i:
+                    return (f"the run from position {pos} does not match the id of the "
+                            f"event at position {int(pos) + i}")
+            seen += int(n)
+        for key, pos in self._rows("SELECT id, position FROM names", ()):
+            given = ids.get(int(pos))
+            if given is None or blocks.id_key(given) != bytes(key):
+                return f"the row for position {pos} does not name the event stored there"
+            seen += 1
+        return None if seen == len(ids) else (f"it holds {seen} id(s) for {len(ids)} "
+                                              "event(s)")
+
     def _position_ranges(self, sid: int) -> list[Range]:
         return [(int(p), sid, int(q), int(n)) for p, q, n in self._rows(
             "SELECT position, seq, count FROM log WHERE sid=?", (sid,))]

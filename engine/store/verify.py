@@ -116,8 +116,9 @@ def verify(store: Store, session_id: str | None = None, *,
         report.problems.append(Problem("*", 0, f"cannot list the sessions: {_what(exc)}"))
         return report
     positions: list[tuple[int, int]] = []
+    id_positions: dict[int, str] = {}  # global position -> event id (deep)
     for info in infos:
-        problem = _verify_session(store, info.id, report, positions,
+        problem = _verify_session(store, info.id, report, positions, id_positions,
                                   anchored=anchored, progress=progress, deep=deep)
         report.sessions += 1
         if problem is not None:
@@ -132,6 +133,13 @@ def verify(store: Store, session_id: str | None = None, *,
             _check_positions(store, positions, report)
         except Exception as exc:  # unreadable positions are damage too
             report.problems.append(Problem("*", 0, f"unreadable positions: {_what(exc)}"))
+    if session_id is None and report.ok and deep:
+        try:
+            wrong = store._verify_ids(id_positions)
+        except Exception as exc:
+            wrong = f"unreadable: {_what(exc)}"
+        if wrong is not None:
+            report.problems.append(Problem("*", 0, f"the event id index: {wrong}"))
     return report
 
 
@@ -141,7 +149,7 @@ def _what(exc: BaseException) -> str:
 
 
 def _verify_session(store: Store, session_id: str, report: Report,
-                    positions: list[tuple[int, int]], *,
+                    positions: list[tuple[int, int]], id_positions: dict[int, str], *,
                     anchored: Mapping[str, tuple[int, bytes]], progress: Progress | None,
                     deep: bool) -> Problem | None:
     """The first problem of one session, or None; whatever damaged bytes make the store
@@ -152,7 +160,7 @@ def _verify_session(store: Store, session_id: str, report: Report,
         problem = walk.run()
         seq = walk.seq
         if problem is None:
-            problem = _check_own_positions(store, session_id, walk, positions)
+            problem = _check_own_positions(store, session_id, walk, positions, id_positions)
         return problem
     except Exception as exc:  # any failure to read is damage, reported at the first
         # seq that could not be checked
@@ -176,6 +184,7 @@ class _Walk:
         self.seq = 0
         self.own_first = 1  # the first own seq
         self.own_positions: list[tuple[int, int]] = []  # per event, where Stored has them
+        self.own_ids: list[tuple[int, str]] = []  # (seq, id) of own events walked deep
         self._tick = 1024
 
     def _counted(self, own: bool, n: int) -> None:
@@ -248,8 +257,10 @@ class _Walk:
                 if self.seq == self.anchor_seq and self.prev != self.anchor_hash:
                     return self._rewritten()
                 self._counted(own, 1)
-                if own and st.position is not None:
-                    self.own_positions.append((st.position, 1))
+                if own:
+                    if st.position is not None:
+                        self.own_positions.append((st.position, 1))
+                    self.own_ids.append((self.seq, str(st.obj.get("id"))))
             if limit is not None and self.seq < limit:
                 return Problem(session_id, self.seq + 1,
                                f"seq {self.seq + 1} of ancestor {sid} is missing")
@@ -263,9 +274,9 @@ class _Walk:
         store = self.store
         if span.seq != expected_seq:
             return _out_of_order(where, span.seq, expected_seq)
-        if span.row_first != span.seq or span.last < span.seq:
+        if (span.row_first, span.row_last) != (span.seq, span.last) or span.last < span.seq:
             return Problem(where, span.seq, f"the block of seqs {span.seq}..{span.last} is "
-                                            f"stored as starting at seq {span.row_first}")
+                                            f"stored as seqs {span.row_first}..{span.row_last}")
         if not store._link_holds(sid, self.prev, span):
             return Problem(where, span.seq, f"block link mismatch: the sealed block of seqs "
                                             f"{span.seq}..{span.last} was edited, moved or "
@@ -322,15 +333,23 @@ def _out_of_order(where: str, seq: int, expected_seq: int) -> Problem:
 
 
 def _check_own_positions(store: Store, session_id: str, walk: _Walk,
-                         positions: list[tuple[int, int]]) -> Problem | None:
+                         positions: list[tuple[int, int]],
+                         id_positions: dict[int, str]) -> Problem | None:
     """The session's own events each have one global position: a store that keeps them
-    as ranges must cover exactly the seqs walked. Adds them to ``positions``."""
+    as ranges must cover exactly the seqs walked. Adds them to ``positions`` (and the
+    ids of the events walked deep to ``id_positions``)."""
     ranges = store._own_positions(session_id)
     if ranges is None:
         positions += walk.own_positions
         return None
+    ids = iter(walk.own_ids)
+    pending = next(ids, None)
     expected = walk.own_first
     for seq, pos, n in sorted(ranges):
+        while pending is not None and pending[0] < seq + n:
+            if pending[0] >= seq:
+                id_positions[pos + pending[0] - seq] = pending[1]
+            pending = next(ids, None)
         if seq != expected or n < 1:
             return Problem(session_id, min(seq, expected),
                            f"the position log does not match the events: seq {expected} "
