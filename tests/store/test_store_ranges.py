@@ -54,7 +54,7 @@ def _sqlite(path: Path) -> sqlite3.Connection:
 def test_a_streamed_session_is_few_rows(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     store = open_store(f"sqlite:///{path}")
-    sid, _ = streamed(store)
+    streamed(store)
     store.close()
     db = _sqlite(path)
     kinds = [bytes(b)[:1] for (b,) in db.execute("SELECT body FROM blocks")]
@@ -80,7 +80,7 @@ def test_sealed_sessions_read_verify_and_continue(kind: str, request: pytest.Fix
     store = open_store(url)
     sid, other = streamed(store)
     mem = MemoryStore()
-    sid_m, other_m = streamed(mem)
+    sid_m, _ = streamed(mem)
     assert [e.delta for e in store.read(sid) if hasattr(e, "delta")] == \
         [e.delta for e in mem.read(sid_m) if hasattr(e, "delta")]
     assert store.version(sid) == mem.version(sid_m)

@@ -1,0 +1,102 @@
+"""A store written by the release before schema 3 (``tests/fixtures/store-v2.db``, per
+event ``log`` and ``ids`` rows, format 2 sealed blocks) opens, migrates, reads,
+verifies and takes appends; a schema 1 store is refused with a clear error."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from engine.errors import StoreError
+from engine.session import Session
+from engine.store import blocks, open_store
+from engine.store.sqlite import SQLiteStore
+from engine.store.verify import verify
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "store-v2.db"
+ROOT = "0190b000-0000-7000-8000-0000000000a1"
+OTHER = "0190b000-0000-7000-8000-0000000000b2"
+# `convlog verify` of the fixture as its release wrote it (before any migration).
+HEADS = {
+    ROOT: (308, "c916c639d42cb975fc4e753954cd7e58"),
+    OTHER: (32, "bcadfbbebce147501da4bb7c63e4b70e"),
+    "01977420-e496-725e-991c-45274418769e": (10, "308f2b9c5d7eab751869adedcebae02c"),
+}
+
+
+@pytest.fixture
+def old(tmp_path: Path) -> Path:
+    path = tmp_path / "v2.db"
+    shutil.copy(FIXTURE, path)
+    return path
+
+
+def test_a_schema_2_store_migrates_and_keeps_its_chain(old: Path) -> None:
+    db = sqlite3.connect(old)
+    before = db.execute("SELECT sid, last_seq, body FROM blocks ORDER BY 1, 2").fetchall()
+    ids_before = db.execute("SELECT id, position FROM ids ORDER BY position").fetchall()
+    log_before = db.execute("SELECT position, sid, seq FROM log ORDER BY position").fetchall()
+    db.close()
+    store = open_store(f"sqlite:///{old}")
+    for deep in (True, False):
+        report = verify(store, deep=deep)
+        assert report.ok, report.problems
+        assert report.heads == HEADS
+    assert report.events == 344
+    # The same events at the same positions; every id found where it was.
+    records = list(store.read_all())
+    assert [(r.position, r.event.seq) for r in records] == [(p, q) for p, _, q in log_before]
+    by_position = {r.position: r.event for r in records}
+    for key, position in ids_before:
+        e = by_position[position]
+        assert blocks.id_key(e.id) == bytes(key)
+        assert store.find_event(e.id) == (e.session_id, e.seq)
+    assert store.latest_snapshot(ROOT, "fixture.v1", 100) == (4, b"snapshot bytes")
+    store.close()
+    db = sqlite3.connect(old)
+    assert db.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == ("3",)
+    assert db.execute("SELECT sid, last_seq, body FROM blocks ORDER BY 1, 2").fetchall() == before
+    assert db.execute("SELECT COUNT(*) FROM log").fetchone()[0] < len(log_before) / 10
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert not {"log_v2", "ids_v2"} & tables
+    db.close()
+
+
+def test_a_migrated_store_takes_appends_past_its_old_sealed_blocks(old: Path) -> None:
+    store = open_store(f"sqlite:///{old}")
+    s = Session.open(store, ROOT)
+    m = s.start_message("assistant")
+    text = s.add_text(m)
+    for i in range(300):  # seals the old tail (format 2 rows) into format 3 blocks
+        s.text_delta(text, f"more {i} ")
+    s.end_part(text)
+    s.complete_message(m, finish="stop")
+    retry = store.append(ROOT, [next(store.read(ROOT, 5, 5))])  # an old event, retried
+    assert retry.retried
+    assert retry.seqs == (5,)
+    store.close()
+    store = open_store(f"sqlite:///{old}")
+    for deep in (True, False):
+        report = verify(store, deep=deep)
+        assert report.ok, report.problems
+        assert report.heads[OTHER] == HEADS[OTHER]
+    assert report.heads[ROOT][0] == 308 + 304
+    assert isinstance(store, SQLiteStore)
+    bodies = store.read_bodies(ROOT, 1, 10_000)
+    assert {b[:1] for b in bodies[:2]} == {b"\x01"}  # old sealed blocks kept as they were
+    assert any(blocks.is_sealed(b) for b in bodies)
+    store.close()
+
+
+def test_a_schema_1_store_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute("INSERT INTO meta VALUES ('schema', '1')")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="schema 1"):
+        open_store(f"sqlite:///{path}")
