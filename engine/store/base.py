@@ -327,7 +327,7 @@ class Store(abc.ABC):
         global position (a deep verify of the whole store), or None."""
         return None
 
-    def _span_links(self, prev: bytes, span: Span) -> list[bytes]:
+    def _span_links(self, session_id: str, prev: bytes, span: Span) -> list[bytes]:
         """The chain hashes of a sealed block's events, recomputed from ``prev``."""
         raise NotImplementedError("this store has no sealed blocks")
 

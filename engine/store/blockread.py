@@ -15,7 +15,6 @@ import abc
 from collections.abc import Callable, Iterator
 from typing import ClassVar
 
-from engine.codec import canonical
 from engine.errors import StoreError, UnknownSession
 from engine.events import AnyEvent
 from engine.store import blocks
@@ -87,16 +86,17 @@ class BlockReader(Store):
             if last_seq < first:
                 continue  # already read, before a merge replaced its block
             if first <= first_seq and last_seq <= last:
-                yield from blocks.decode(body)  # whole blocks: one msgspec call each
+                yield from blocks.decode(body, session_id)  # whole blocks: one call each
             else:  # decode only the events asked for
-                yield from blocks.decode_range(body, first - first_seq, last - first_seq + 1)
+                yield from blocks.decode_range(body, first - first_seq, last - first_seq + 1,
+                                               session_id)
             # A merge committed between two page queries returns a block that overlaps
             # the ones already read: go on after the last seq yielded.
             first = last_seq + 1
 
     def _own_seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
         for body in self._bodies_after_time(self._sid(session_id), first, time_ms):
-            for e in blocks.decode(body):
+            for e in blocks.decode(body, session_id):
                 if e.seq >= first and e.time > time_ms:
                     return e.seq
         return None
@@ -117,7 +117,7 @@ class BlockReader(Store):
                         blk = next(self._blocks(sid, s, s), None)
                         if blk is None:
                             raise StoreError(f"position {position + i} has no stored event")
-                        hit = cache[sid] = (blk[0], blocks.decode(blk[1]))
+                        hit = cache[sid] = (blk[0], blocks.decode(blk[1], self._name(sid)))
                     yield Record(position + i, hit[1][s - hit[0]])
                     after = position + i
                     count += 1
@@ -149,28 +149,29 @@ class BlockReader(Store):
                            row_first=first_seq, row_last=last_seq)
                 if deep:
                     try:
-                        raws = blocks.raw_events(body)
+                        events = blocks.stored_events(body, session_id)
                     except Exception as exc:
                         yield Stored(head.first, b"", None, f"unreadable block: {exc}")
                         return
-                    yield from _stored(head.first, raws, None)
+                    for i, (canon, obj) in enumerate(events):
+                        yield Stored(head.first + i, b"", obj, None, canon=canon)
                 continue
             try:
-                canon, hashes = blocks.split(body)
+                raws, hashes = blocks.split(body)
             except Exception as exc:
                 yield Stored(first_seq, b"", None, f"unreadable block: {exc}")
                 continue
-            if first_seq + len(canon) - 1 != last_seq:  # reads seek by the row's last seq
-                yield Stored(first_seq, b"", None, f"the block of {len(canon)} event(s) from "
+            if first_seq + len(raws) - 1 != last_seq:  # reads seek by the row's last seq
+                yield Stored(first_seq, b"", None, f"the block of {len(raws)} event(s) from "
                              f"seq {first_seq} is stored as ending at seq {last_seq}")
                 return
-            yield from _stored(first_seq, canon, hashes)
+            yield from _stored(first_seq, raws, hashes)
 
     def _link_holds(self, session_id: str, prev: bytes, span: Span) -> bool:
         return blocks.link_holds(self.chain.link, session_id, prev, span.body)
 
-    def _span_links(self, prev: bytes, span: Span) -> list[bytes]:
-        return links_inside(self.chain.link, prev, span.body)
+    def _span_links(self, session_id: str, prev: bytes, span: Span) -> list[bytes]:
+        return links_inside(self.chain.link, prev, span.body, session_id)
 
     def _own_positions(self, session_id: str) -> list[tuple[int, int, int]] | None:
         return [(seq, pos, n) for pos, _, seq, n in self._position_ranges(self._sid(session_id))]
@@ -179,7 +180,7 @@ class BlockReader(Store):
         sid = self._sid(session_id)
         for first_seq, body in self._blocks(sid, seq, seq):
             return hash_in_block(self.chain.link, body, first_seq, seq,
-                                 lambda s: self._hash_before(session_id, s))
+                                 lambda s: self._hash_before(session_id, s), session_id)
         return None
 
     def _hash_before(self, session_id: str, seq: int) -> bytes:
@@ -205,8 +206,8 @@ def _stored(first: int, canon: list[bytes], hashes: list[bytes] | None) -> Itera
         yield Stored(seq, h, obj, None)
 
 
-def hash_in_block(link: blocks.Link, body: bytes, first_seq: int, seq: int,
-                  before: Callable[[int], bytes]) -> bytes:
+def hash_in_block(link: blocks.Link, body: bytes, first_seq: int, seq: int,  # noqa: PLR0917
+                  before: Callable[[int], bytes], session_id: str) -> bytes:
     """The chain hash of event ``seq`` in a block starting at ``first_seq``. A sealed
     block keeps only its last: one inside is recomputed from the hash before the
     block (``before(first_seq)``) over the events' canonical bytes."""
@@ -215,15 +216,15 @@ def hash_in_block(link: blocks.Link, body: bytes, first_seq: int, seq: int,
     head = blocks.sealed_head(body)
     if seq == head.first + head.n - 1:
         return head.last_hash
-    return links_inside(link, before(head.first), body)[seq - head.first]
+    return links_inside(link, before(head.first), body, session_id)[seq - head.first]
 
 
-def links_inside(link: blocks.Link, prev: bytes, body: bytes) -> list[bytes]:
+def links_inside(link: blocks.Link, prev: bytes, body: bytes, session_id: str) -> list[bytes]:
     """The chain hashes of a sealed block's events, from the hash before it, over the
     events' canonical bytes (the stored bytes keep struct field order)."""
     out = []
-    for raw in blocks.raw_events(body):
-        prev = link(prev, canonical(blocks.builtins(raw)))
+    for canon, _ in blocks.stored_events(body, session_id):
+        prev = link(prev, canon)
         out.append(prev)
     return out
 
@@ -234,14 +235,15 @@ def expand(ranges: list[Range]) -> dict[int, int]:
 
 
 def hash_before(link: blocks.Link, block_at: Callable[[int, int], tuple[int, bytes] | None],
-                fork_of: Callable[[int], tuple[int | None, int]], sid: int, seq: int) -> bytes:
+                fork_of: Callable[[int], tuple[int | None, int, str]], sid: int,
+                seq: int) -> bytes:
     """The chain hash of seq - 1 of session key ``sid`` (GENESIS before a root's first
     event, the parent's hash at the fork point before a fork's), over a backend's raw
     queries: ``block_at(sid, seq)`` is (first seq, body) of the block holding ``seq``,
-    ``fork_of(sid)`` the (parent key, fork seq) of a session. Writers call it when
+    ``fork_of(sid)`` the (parent key, fork seq, session id) of a session. Writers call it when
     they seal, inside their write transaction."""
     while True:
-        parent, fork_seq = fork_of(sid)
+        parent, fork_seq, name = fork_of(sid)
         if seq - 1 > fork_seq:
             break
         if parent is None or seq - 1 <= 0:
@@ -252,4 +254,4 @@ def hash_before(link: blocks.Link, block_at: Callable[[int, int], tuple[int, byt
         raise StoreError(f"seq {seq - 1} of session key {sid} is not stored")
     first, body = found
     return hash_in_block(link, body, first, seq - 1,
-                         lambda s: hash_before(link, block_at, fork_of, sid, s))
+                         lambda s: hash_before(link, block_at, fork_of, sid, s), name)

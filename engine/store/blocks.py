@@ -34,9 +34,10 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from engine.codec import from_stored, upcasting_active, upgrade
+from engine.codec import canonical, from_stored, upcasting_active, upgrade
 from engine.errors import EventDecodeError
 from engine.events import SCHEMA_VERSION, AnyEvent, Event
+from engine.store import packed
 from engine.store.chain import HASH_BYTES
 
 SEAL_AT = 128  # uncompressed tail events that trigger a merge into compressed blocks
@@ -53,6 +54,7 @@ _CONTENT_AT = _LINK_AT + HASH_BYTES  # where the bytes the block link covers beg
 _LAST_AT = _CONTENT_AT + _HEAD.size
 _PAYLOAD_AT = _LAST_AT + HASH_BYTES
 KIND_MSGPACK = 0  # zlib(msgpack array of the events as stored)
+KIND_PACKED = 1  # zlib(engine.store.packed payload): columns, ids and times predicted
 _LINK_TAG = b"convlog block v3\x00"  # never the start of an event's canonical bytes
 
 
@@ -107,10 +109,23 @@ def link_input(session_id: str, content: bytes | memoryview) -> bytes:
 
 def seal(link: Link, session_id: str, prev: bytes, *, first: int, canon: Sequence[bytes],
          last_hash: bytes, maxv: int) -> bytes:
-    """A sealed block of the events ``canon`` from seq ``first`` on, whose chain hash
-    before them is ``prev`` and after them ``last_hash``."""
-    payload = zlib.compress(_enc.encode([msgspec.Raw(c) for c in canon]), ZLIB_LEVEL)
-    content = _HEAD.pack(first, len(canon), max(maxv, 1), KIND_MSGPACK) + last_hash + payload
+    """A sealed block of the events stored as ``canon`` (their msgpack bytes) from seq
+    ``first`` on, whose chain hash before them is ``prev`` and after them
+    ``last_hash``. The payload is packed (:mod:`engine.store.packed`) when every event
+    decodes, at the current schema, back to exactly its stored bytes; else it keeps
+    the stored bytes themselves."""
+    kind, data = KIND_MSGPACK, b""
+    if maxv <= 1 and not upcasting_active():
+        try:
+            events = _typed_dec.decode(_enc.encode([msgspec.Raw(c) for c in canon]))
+            if all(map(bytes.__eq__, map(_enc.encode, events), canon)):
+                kind, data = KIND_PACKED, packed.pack(events, session_id, first)
+        except (msgspec.ValidationError, msgspec.DecodeError, ValueError):
+            pass  # an old or foreign shape: kept as stored
+    if kind == KIND_MSGPACK:
+        data = _enc.encode([msgspec.Raw(c) for c in canon])
+    payload = zlib.compress(data, ZLIB_LEVEL)
+    content = _HEAD.pack(first, len(canon), max(maxv, 1), kind) + last_hash + payload
     return _SEALED + link(prev, link_input(session_id, content)) + content
 
 
@@ -168,13 +183,48 @@ def last_hash(body: bytes) -> bytes:
     return split(body)[1][-1]
 
 
+def _sealed_events(body: bytes, session_id: str) -> list[AnyEvent] | None:
+    """The events of a packed sealed block as stored (no upcasting), else None."""
+    head = sealed_head(body)
+    if head.kind != KIND_PACKED:
+        return None
+    try:
+        data = zlib.decompress(memoryview(body)[_PAYLOAD_AT:])
+    except zlib.error as exc:
+        raise EventDecodeError(f"unreadable block: {exc}") from None
+    events = packed.unpack(data, session_id, head.first)
+    if len(events) != head.n:
+        raise EventDecodeError(f"the block holds {len(events)} events, its header {head.n}")
+    return events
+
+
+def _current(events: list[AnyEvent]) -> list[AnyEvent]:
+    if not upcasting_active():
+        return events
+    current = SCHEMA_VERSION
+    return [upgrade(e) if e.v != current.get(type(e), 1) else e for e in events]
+
+
+def stored_events(body: bytes, session_id: str) -> list[tuple[bytes, dict[str, Any]]]:
+    """(canonical bytes, builtins) of each event of a block as stored (verification:
+    the chain covers the canonical bytes)."""
+    if body[:1] == _SEALED and sealed_head(body).kind == KIND_PACKED:
+        events = _sealed_events(body, session_id) or []
+        return [(canonical(e), msgspec.to_builtins(e)) for e in events]
+    out = []
+    for raw in raw_events(body):
+        obj = builtins(raw)
+        out.append((canonical(obj), obj))
+    return out
+
+
 def _open(body: bytes) -> tuple[int, bytes | memoryview]:
     """(maxv, the msgpack array of the block's events as stored)."""
     flag = body[:1]
     if flag == _SEALED:
         head = sealed_head(body)
         if head.kind != KIND_MSGPACK:
-            raise ValueError(f"unknown payload kind {head.kind}")
+            raise ValueError(f"payload kind {head.kind} is not msgpack")
         return head.maxv, zlib.decompress(memoryview(body)[_PAYLOAD_AT:])
     rest = memoryview(body)[1:]
     if flag == _ZLIB:
@@ -191,8 +241,16 @@ def max_version(events: Sequence[Event]) -> int:
     return max(e.v for e in events)
 
 
-def decode(body: bytes) -> list[AnyEvent]:
-    """The block's events at the current schema version."""
+def decode(body: bytes, session_id: str = "") -> list[AnyEvent]:
+    """The block's events at the current schema version (``session_id``: the block's
+    session, which a packed payload does not repeat)."""
+    if body[:1] == _SEALED:
+        try:
+            unpacked = _sealed_events(body, session_id)
+        except ValueError as exc:
+            raise EventDecodeError(f"unreadable block: {exc}") from None
+        if unpacked is not None:
+            return _current(unpacked)
     try:
         maxv, events = _open(body)
     except (ValueError, zlib.error, msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -224,9 +282,17 @@ _last_opened: list[tuple[bytes, int, list[msgspec.Raw]]] = []
 _one_dec = msgspec.msgpack.Decoder(AnyEvent)
 
 
-def decode_range(body: bytes, lo: int, hi: int) -> list[AnyEvent]:
+def decode_range(body: bytes, lo: int, hi: int, session_id: str = "") -> list[AnyEvent]:
     """Events with index lo..hi-1 of the block at the current schema version: only
-    those are decoded (a partial read of a block of up to BLOCK_MAX events)."""
+    those are decoded (a partial read of a block of up to BLOCK_MAX events; a packed
+    one is decoded whole, and kept for the next call, by the packed codec)."""
+    if body[:1] == _SEALED:
+        try:
+            unpacked = _sealed_events(body, session_id)
+        except ValueError as exc:
+            raise EventDecodeError(f"unreadable block: {exc}") from None
+        if unpacked is not None:
+            return _current(unpacked[max(lo, 0):hi])
     hit = _last_opened[0] if _last_opened else None
     if hit is not None and hit[0] == body:
         _, maxv, raws = hit
@@ -257,8 +323,13 @@ def decode_range(body: bytes, lo: int, hi: int) -> list[AnyEvent]:
     return out
 
 
-def raw_events(body: bytes) -> list[bytes]:
-    """The stored msgpack bytes of each event of a block (any format)."""
+def raw_events(body: bytes, session_id: str = "") -> list[bytes]:
+    """The stored msgpack bytes of each event of a block (any format; a packed one
+    gives back exactly the bytes it was sealed from)."""
+    if body[:1] == _SEALED:
+        events = _sealed_events(body, session_id)
+        if events is not None:
+            return [_enc.encode(e) for e in events]
     return [bytes(r) for r in _raw_list_dec.decode(_open(body)[1])]
 
 

@@ -458,13 +458,13 @@ class PostgresStore(SQLRecorder):
             return None
         return int(row[0]), bytes(row[1])
 
-    def _raw_fork(self, sid: int) -> tuple[int | None, int]:
+    def _raw_fork(self, sid: int) -> tuple[int | None, int, str]:
         row = self._db.execute(
-            "SELECT p.sid, s.fork_seq FROM convlog_sessions s LEFT JOIN convlog_sessions p "
+            "SELECT p.sid, s.fork_seq, s.id FROM convlog_sessions s LEFT JOIN convlog_sessions p "
             "ON p.id = s.parent WHERE s.sid=%s", (sid,)).fetchone()
         if row is None:
             raise StoreError(f"no session row for key {sid}")
-        return (None if row[0] is None else int(row[0])), int(row[1] or 0)
+        return (None if row[0] is None else int(row[0])), int(row[1] or 0), str(row[2])
 
     # ------------------------------------------------------------------ reading
 

@@ -551,7 +551,7 @@ class SQLiteStore(SQLRecorder):
         if found is None:
             return None
         first, body = found
-        events = blocks.decode_range(body, seq - first, seq - first + 1)
+        events = blocks.decode_range(body, seq - first, seq - first + 1, self._name(sid))
         return events[0].id if events else None
 
     def _raw_block_at(self, sid: int, seq: int) -> tuple[int, bytes] | None:
@@ -563,12 +563,12 @@ class SQLiteStore(SQLRecorder):
             return None
         return int(row[0]), bytes(row[1])
 
-    def _raw_fork(self, sid: int) -> tuple[int | None, int]:
-        row = self._db.execute("SELECT p.sid, s.fork_seq FROM sessions s LEFT JOIN sessions p "
-                               "ON p.id = s.parent WHERE s.sid=?", (sid,)).fetchone()
+    def _raw_fork(self, sid: int) -> tuple[int | None, int, str]:
+        row = self._db.execute("SELECT p.sid, s.fork_seq, s.id FROM sessions s LEFT JOIN "
+                               "sessions p ON p.id = s.parent WHERE s.sid=?", (sid,)).fetchone()
         if row is None:
             raise StoreError(f"no session row for key {sid}")
-        return (None if row[0] is None else int(row[0])), int(row[1] or 0)
+        return (None if row[0] is None else int(row[0])), int(row[1] or 0), str(row[2])
 
     def _write_head(self, session_id: str) -> tuple[int, bytes]:
         tail = self._tail(session_id)
@@ -642,7 +642,7 @@ class SQLiteStore(SQLRecorder):
         last = db.execute("SELECT first_seq, t_max, body FROM blocks WHERE sid=? AND "
                           "last_seq=?", (sid, sealed)).fetchone()
         if last is not None and blocks.is_sealed(bytes(last[2])):
-            old = blocks.raw_events(bytes(last[2]))
+            old = blocks.raw_events(bytes(last[2]), tail.name)
             if len(old) + len(canon) <= blocks.BLOCK_MAX:
                 first = int(last[0])
                 canon = old + canon

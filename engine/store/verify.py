@@ -286,7 +286,7 @@ class _Walk:
         stop = span.last if limit is None else min(limit, span.last)
         inside = stop < span.last or span.seq <= self.anchor_seq < span.last
         if inside:  # the hash at a seq inside the block: recompute the block's links
-            links = store._span_links(self.prev, span)
+            links = store._span_links(sid, self.prev, span)
             if len(links) != span.last - span.seq + 1 or links[-1] != span.head:
                 return Problem(where, span.seq, f"the events of seqs {span.seq}..{span.last} "
                                                 "do not chain to their block's last hash")
