@@ -41,7 +41,7 @@ from engine.store import packed
 from engine.store.chain import HASH_BYTES
 
 SEAL_AT = 128  # uncompressed tail events that trigger a merge into compressed blocks
-BLOCK_MAX = 2048  # events per sealed block: see _write_blocks in sqlite.py for the measure
+BLOCK_MAX = 1024  # events per sealed block (see _write_blocks in sqlite.py for the measure)
 ZLIB_LEVEL = 3  # measured: level 6 is 2.5x slower to write for 5% fewer bytes
 
 _RAW = b"\x00"
