@@ -53,6 +53,7 @@ from engine.events import Event, tag_of
 from engine.lifecycle import Lifecycle
 from engine.session import Session, StepClock
 from engine.store import MemoryStore, open_store
+from engine.store.verify import verify
 
 TARGET_REPLAY_VS_ES = 20.0
 TARGET_BYTES_VS_ES = 1 / 3
@@ -148,6 +149,14 @@ def bench_convlog(kind: str, url: str, sid: str, events: list[Event], path: Path
             lc.replay(e)
 
     out["replay_fold_per_s"] = n / _best(repeat, fold)
+    if kind != "memory":  # verify on one core: the chain walk, then everything
+        for name, deep in (("verify_chain_per_s", False), ("verify_deep_per_s", True)):
+            t0 = time.process_time()
+            report = verify(store, deep=deep)
+            spent = time.process_time() - t0
+            if not report.ok:
+                raise SystemExit(f"{kind}: verify failed: {report.first}")
+            out[name] = report.events / spent
     store.close()
     if path is not None:
         # Everything the store holds (three copies of the session, the sample aside).
@@ -439,6 +448,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{'' if bpe is None else f'{bpe:.0f}':>9}")
     if not es:
         print("eventsourcing: not installed (pip install -e '.[bench]')")
+    for r in results:
+        if "verify_chain_per_s" in r:
+            print(f"verify {r['backend']} (CPU time): chain walk (--fast) "
+                  f"{_rate(r['verify_chain_per_s'])}, deep (default) "
+                  f"{_rate(r['verify_deep_per_s'])}")
     for k, v in ratios.items():
         print(f"  {k}: {v:.2f}x")
     print(f"targets: replay >= {TARGET_REPLAY_VS_ES:.0f}x eventsourcing, bytes/event <= "
