@@ -66,7 +66,10 @@ from engine.store.pg_notify import CHANNEL, Listener, subscription
 from engine.store.pg_wire import bytea_array, int4_array, int8_array, use_binary
 from engine.store.sql import POSTGRES, SQLRecorder, Statements
 
-SCHEMA_VERSION = 1
+# 2: sealed blocks of format 3 (engine.store.blocks). A schema 1 store is marked 2
+# on open (its blocks stay readable as they are); an older client then refuses it
+# rather than misread the new blocks.
+SCHEMA_VERSION = 2
 _MIGRATION_LOCK = 0x636F6E766C6F67  # "convlog": serializes schema creation across clients
 
 _SCHEMA = [
@@ -274,6 +277,9 @@ class PostgresStore(SQLRecorder):
                         "key": self.chain.fingerprint()}
                 for k, v in meta.items():
                     self._db.execute("INSERT INTO convlog_meta VALUES (%s, %s)", (k, v))
+            elif old < SCHEMA_VERSION:
+                self._db.execute("UPDATE convlog_meta SET value=%s WHERE key='schema'",
+                                 (str(SCHEMA_VERSION),))
         return check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
 
     def _create_append_fn(self) -> None:

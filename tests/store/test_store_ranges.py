@@ -232,3 +232,23 @@ def test_a_block_link_stops_a_forger_without_the_key(tmp_path: Path) -> None:
         assert out.code == EXIT_CORRUPT, out
         assert f"session {sid} seq {head.first}: block link mismatch" in out.err
     assert run_cli(["verify", f"sqlite:///{path}"]).code != EXIT_OK  # no key: not ok either
+
+
+def test_a_postgresql_store_of_schema_1_is_marked_2_and_keeps_working(pg_url: str) -> None:
+    """Schema 2 on PostgreSQL is the sealed block format 3: an older store is marked on
+    open (its blocks stay as they are), so an older client refuses it."""
+    import psycopg  # noqa: PLC0415 - optional extra
+
+    store = open_store(pg_url)
+    sid, _ = streamed(store, 200)
+    store.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE convlog_meta SET value='1' WHERE key='schema'")
+    store = open_store(pg_url)
+    assert verify(store).ok
+    s = Session.open(store, sid)
+    s.user_message("after the upgrade")
+    store.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        row = conn.execute("SELECT value FROM convlog_meta WHERE key='schema'").fetchone()
+    assert row == ("2",)
