@@ -512,10 +512,11 @@ class SQLiteStore(SQLRecorder):
             where = self._at_position(pos)
             if where is not None:
                 found[keys[key]] = (self._name(where[0]), where[1], pos)
+        blocks_seen: dict[tuple[int, int], tuple[int, list[str]]] = {}
         for key, pos in maybe.items():
             covered.add(key)
             where = self._at_position(pos)
-            if where is not None and self._id_at(where[0], where[1]) == keys[key]:
+            if where is not None and self._id_at(*where, blocks_seen) == keys[key]:
                 found[keys[key]] = (self._name(where[0]), where[1], pos)
         return found
 
@@ -554,14 +555,23 @@ class SQLiteStore(SQLRecorder):
             return None
         return int(row[0]), int(row[1])
 
-    def _id_at(self, sid: int, seq: int) -> str | None:
-        """The id of a stored event (confirms a run's hit: a run stores no high bits)."""
+    def _id_at(self, sid: int, seq: int,
+               seen: dict[tuple[int, int], tuple[int, list[str]]] | None = None) -> str | None:
+        """The id of a stored event (confirms a run's hit: a run stores no high bits).
+        ``seen`` keeps the ids of blocks already decoded, by (sid, last seq), for a
+        batch whose hits fall into the same blocks."""
+        if seen:
+            for (s, last), (first, ids) in seen.items():
+                if s == sid and first <= seq <= last:
+                    return ids[seq - first]
         found = self._raw_block_at(sid, seq)
         if found is None:
             return None
         first, body = found
-        events = blocks.decode_range(body, seq - first, seq - first + 1, self._name(sid))
-        return events[0].id if events else None
+        ids = [e.id for e in blocks.decode(body, self._name(sid))]
+        if seen is not None:
+            seen[sid, first + len(ids) - 1] = (first, ids)
+        return ids[seq - first] if seq - first < len(ids) else None
 
     def _raw_block_at(self, sid: int, seq: int) -> tuple[int, bytes] | None:
         """(first seq, body) of the session's block holding ``seq``, on this connection
