@@ -187,6 +187,9 @@ class Stored(NamedTuple):
     error: str | None = None
     position: int | None = None
     canon: bytes | None = None  # the exact stored canonical bytes, where the format keeps them
+    # The event as stored, where the format decodes to events rather than builtins
+    # (then ``obj`` is None): a packed sealed block.
+    event: AnyEvent | None = None
 
 
 class Span(NamedTuple):

@@ -153,8 +153,8 @@ class BlockReader(Store):
                     except Exception as exc:
                         yield Stored(head.first, b"", None, f"unreadable block: {exc}")
                         return
-                    for i, (canon, obj) in enumerate(events):
-                        yield Stored(head.first + i, b"", obj, None, canon=canon)
+                    for i, (canon, obj, event) in enumerate(events):
+                        yield Stored(head.first + i, b"", obj, None, canon=canon, event=event)
                 continue
             try:
                 raws, hashes = blocks.split(body)
@@ -223,7 +223,7 @@ def links_inside(link: blocks.Link, prev: bytes, body: bytes, session_id: str) -
     """The chain hashes of a sealed block's events, from the hash before it, over the
     events' canonical bytes (the stored bytes keep struct field order)."""
     out = []
-    for canon, _ in blocks.stored_events(body, session_id):
+    for canon, _, _ in blocks.stored_events(body, session_id):
         prev = link(prev, canon)
         out.append(prev)
     return out

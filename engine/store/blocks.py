@@ -205,17 +205,24 @@ def _current(events: list[AnyEvent]) -> list[AnyEvent]:
     return [upgrade(e) if e.v != current.get(type(e), 1) else e for e in events]
 
 
-def stored_events(body: bytes, session_id: str) -> list[tuple[bytes, dict[str, Any]]]:
-    """(canonical bytes, builtins) of each event of a block as stored (verification:
-    the chain covers the canonical bytes)."""
+def stored_events(body: bytes, session_id: str
+                  ) -> list[tuple[bytes, dict[str, Any] | None, AnyEvent | None]]:
+    """(canonical bytes, builtins, event) of each event of a block as stored, for
+    verification (the chain covers the canonical bytes): a packed block gives the
+    decoded events (no builtins), any other the builtins (no event)."""
     if body[:1] == _SEALED and sealed_head(body).kind == KIND_PACKED:
         events = _sealed_events(body, session_id) or []
-        return [(canonical(e), msgspec.to_builtins(e)) for e in events]
-    out = []
+        return [(canonical(e), None, e) for e in events]
+    out: list[tuple[bytes, dict[str, Any] | None, AnyEvent | None]] = []
     for raw in raw_events(body):
         obj = builtins(raw)
-        out.append((canonical(obj), obj))
+        out.append((canonical(obj), obj, None))
     return out
+
+
+def current(event: AnyEvent) -> AnyEvent:
+    """An event as stored, at the current schema version."""
+    return _current([event])[0]
 
 
 def _open(body: bytes) -> tuple[int, bytes | memoryview]:

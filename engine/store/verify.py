@@ -40,10 +40,11 @@ from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
-from engine.codec import canonical, from_stored
+from engine.codec import canonical, from_stored, upcasting_active
 from engine.errors import ConvlogError, KeyRequired, StoreError
 from engine.events import tag_of
 from engine.lifecycle import Lifecycle
+from engine.store import blocks
 from engine.store.base import Span, Store
 from engine.store.chain import GENESIS
 
@@ -197,6 +198,7 @@ class _Walk:
     def run(self) -> Problem | None:
         store, session_id = self.store, self.session_id
         lc = Lifecycle(session_id) if self.deep else None
+        upcast = upcasting_active()  # packed events are stored as they were written
         for sid, limit in store.lineage(session_id):
             own = sid == session_id
             expected_seq = (store.session_info(sid).fork_seq or 0) + 1
@@ -226,12 +228,17 @@ class _Walk:
                     break
                 if st.seq != expected_seq:
                     return _out_of_order(where, st.seq, expected_seq)
-                if st.obj is None:
+                stored_event = st.event
+                if stored_event is not None:
+                    named: object = stored_event.session_id
+                    canon = st.canon if st.canon is not None else canonical(stored_event)
+                elif st.obj is None:
                     return Problem(where, expected_seq, st.error or "unreadable")
-                if st.obj.get("session_id") != sid:
+                else:
                     named = st.obj.get("session_id")
+                    canon = st.canon if st.canon is not None else canonical(st.obj)
+                if named != sid:
                     return Problem(where, st.seq, f"event names session {named!r}")
-                canon = st.canon if st.canon is not None else canonical(st.obj)
                 h = store.chain.link(self.prev, canon)
                 if span is not None and span.seq <= st.seq <= span.last:
                     if st.seq == span.last and h != span.head:
@@ -242,7 +249,8 @@ class _Walk:
                                                   "removed (or the wrong key was given)")
                 if lc is not None:
                     try:
-                        e = from_stored(dict(st.obj))
+                        e = (from_stored(dict(st.obj or {})) if stored_event is None
+                             else blocks.current(stored_event) if upcast else stored_event)
                     except ConvlogError as exc:
                         return Problem(where, st.seq, f"undecodable: {exc}")
                     try:
@@ -260,7 +268,8 @@ class _Walk:
                 if own:
                     if st.position is not None:
                         self.own_positions.append((st.position, 1))
-                    self.own_ids.append((self.seq, str(st.obj.get("id"))))
+                    self.own_ids.append((self.seq, stored_event.id if stored_event is not None
+                                         else str((st.obj or {}).get("id"))))
             if limit is not None and self.seq < limit:
                 return Problem(session_id, self.seq + 1,
                                f"seq {self.seq + 1} of ancestor {sid} is missing")
