@@ -497,7 +497,8 @@ class PostgresStore(SQLRecorder):
         a round trip per event through ``read_all``, which capped it (on a busy
         machine) below the rate of a few writers."""
         while True:
-            rows = self._log_page(after, sid, _LIVE_PAGE)
+            # PostgreSQL keeps a log row per event: its ranges are of one event each.
+            rows = [(p, s, q) for p, s, q, _ in self._log_ranges(after, sid, _LIVE_PAGE)]
             if not rows:
                 return
             held = self._page_blocks(after, int(rows[-1][0]), sid)
@@ -508,7 +509,7 @@ class PostgresStore(SQLRecorder):
                     raise StoreError(f"position {position} has no stored event")
                 events = decoded.get((s, block[0]))
                 if events is None:
-                    events = decoded[(s, block[0])] = blocks.decode(block[2])
+                    events = decoded[(s, block[0])] = blocks.decode(block[2], self._name(s))
                 yield Record(int(position), events[seq - block[0]])
                 after = position
             if len(rows) < _LIVE_PAGE:

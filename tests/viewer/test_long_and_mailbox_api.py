@@ -29,7 +29,7 @@ from tests.viewer.conftest import Sessions
 
 # Text a tool can output: no newline inside a line, and no lone surrogate (the door refuses
 # those before the viewer could ever see them).
-line_chars = st.characters(blacklist_characters="\n", blacklist_categories=("Cs",))
+line_chars = st.characters(codec="utf-8", blacklist_characters="\n")
 lines_of = st.lists(st.text(alphabet=line_chars, max_size=60), min_size=1, max_size=400)
 
 
