@@ -75,6 +75,16 @@ def _file_lines(c: ConversationLife, e: ev.FileLinesChanged) -> None:
         raise _fail(e, "lines", "line counts must be >= 0")
 
 
+def _item_popped(c: ConversationLife, e: ev.ItemPopped) -> None:
+    if not e.event_id.strip():
+        raise _fail(e, "event_id", "a popped item names the event that recorded it")
+
+
+def _guardrail_tripped(c: ConversationLife, e: ev.GuardrailTripped) -> None:
+    if not e.guardrail.strip():
+        raise _fail(e, "guardrail", "a tripped guardrail needs a name")
+
+
 def _enter_conversation(j: Journal, c: ConversationLife, e: Event, row: Row) -> None:
     j.set(c, "state", row.target)
     j.set(c, "entered", e)
@@ -98,11 +108,15 @@ CONVERSATION: Final = ConversationEntity(
             Row("active", ev.FileLinesChanged, "active", note="line counts >= 0"),
             Row("active", ev.TranscriptNoted, "active"),
             Row("active", ev.TranscriptReplaced, "active"),
+            Row("active", ev.ItemPopped, "active", note="names the event that recorded it"),
+            Row("active", ev.ItemsCleared, "active"),
+            Row("active", ev.GuardrailTripped, "active", note="guardrail named"),
         ],
     ),
     rules={ev.ConversationCreated: _created, ev.ModelSelected: _model_selected,
            ev.ToolsChanged: _tools_changed, ev.HistoryCompacted: _history_compacted,
-           ev.FileLinesChanged: _file_lines},
+           ev.FileLinesChanged: _file_lines, ev.ItemPopped: _item_popped,
+           ev.GuardrailTripped: _guardrail_tripped},
     evolve={ev.ConversationCreated: _enter_conversation},
     locate=lambda c, e: c.conversation_state(),
     refusal=lambda e, state: ("the conversation already exists with another payload"

@@ -21,6 +21,7 @@ MessageErrorKind = Literal[
     "aborted", "output_length", "context_overflow", "api", "auth", "timeout", "unknown"
 ]
 JSONObject = dict[str, Any]
+GuardrailStage = Literal["input", "output", "tool_input", "tool_output"]
 
 # Actors that are not agent ids.
 BUILTIN_ACTORS: Final = ("user", "assistant", "tool", "system")
@@ -663,6 +664,49 @@ class SessionImported(ConversationEvent, frozen=True, tag="session.imported"):
     metadata: JSONObject | None = None
 
 
+class ItemPopped(ConversationEvent, frozen=True, tag="session.item_popped"):
+    """A framework's session memory drops its last item (the Agents SDK's ``pop_item``).
+
+    ``event_id`` names the event that recorded the item. The log keeps that event;
+    the memory's item view forgets the item.
+    """
+
+    entity = "conversation"
+    default_actor = "system"
+
+    event_id: str
+    memory: str = ""  # whose memory: "openai_agents"
+
+
+class ItemsCleared(ConversationEvent, frozen=True, tag="session.items_cleared"):
+    """A framework's session memory is emptied (the Agents SDK's ``clear_session``).
+
+    The log keeps every item; the memory's item view starts again from nothing.
+    """
+
+    entity = "conversation"
+    default_actor = "system"
+
+    memory: str = ""
+
+
+class GuardrailTripped(ConversationEvent, frozen=True, tag="guardrail.tripped"):
+    """An agent framework's guardrail tripped and stopped the run (an input or output check).
+
+    ``message_id`` is the assistant message the run was writing when it stopped
+    (empty when none); that message and its tools are settled by the recorder.
+    """
+
+    entity = "conversation"
+    default_actor = "system"
+
+    guardrail: str
+    stage: GuardrailStage
+    agent: str = ""
+    message_id: str = ""
+    info: JSONObject | None = None  # what the guardrail reported, as JSON
+
+
 # --------------------------------------------------------------------------- mailbox
 # Agent-to-agent messages (engine.mailbox decides them): projects, agents, session
 # tokens and messages of every project live in one mailbox log per store.
@@ -837,6 +881,9 @@ AnyEvent = (
     | TranscriptNoted
     | TranscriptReplaced
     | SessionImported
+    | ItemPopped
+    | ItemsCleared
+    | GuardrailTripped
     | ProjectCreated
     | ProjectDirectorySet
     | AgentRegistered

@@ -20,10 +20,9 @@ An assistant message completes once none of its calls waits for an output at
 the end of a batch; a user message arriving while calls still wait aborts it
 (the tools fail ``aborted``), as an interrupted run leaves them.
 
-``pop_item`` and ``clear_session`` delete nothing: every batch starts with a
-``checkpoint.created`` event, a pop restores the checkpoint of the last item's
-batch (``checkpoint.restored``) and writes the rest of that batch again, and a
-clear is ``history.cleared``. The item list is the fold of those events
+``pop_item`` and ``clear_session`` delete nothing: a pop is a
+``session.item_popped`` event naming the event that recorded the item, a clear
+is ``session.items_cleared``. The item list is the fold of those events
 (``projections.integrations.openai_agents.ItemsFold``).
 """
 
@@ -39,7 +38,7 @@ from engine.session import PartRef, Session
 
 JSON = dict[str, Any]
 ITEM_KEY: Final = "openai_agents"  # metadata key of the item an event records
-CHECKPOINT_PREFIX: Final = "openai-agents:"
+CHECKPOINT_PREFIX: Final = "openai-agents:"  # batches of logs written before item_popped
 USER_ROLES: Final = frozenset({"user", "system", "developer"})
 EMPTY_OUTPUT: Final = "(no output)"  # convlog refuses an empty output; the item keeps it
 
@@ -96,26 +95,30 @@ class ItemWriter:
         self._new_calls: set[str] = set()  # call ids queued, not yet in the lifecycle
 
     def add(self, items: Iterable[Mapping[str, Any]]) -> None:
-        """One batch: a checkpoint (what a pop of these items restores), then the items."""
-        if self.session.lifecycle.conversation.state == "absent":
-            self.session.create_conversation()
-        self._queue.append(ev.CheckpointCreated(
-            tag=CHECKPOINT_PREFIX + uuid7(), description="openai-agents batch", is_turn=False))
+        """One batch of items, recorded atomically."""
         for item in items:
             self._write(dict(item))
         self._settle(abort=False)
         self._flush()
 
-    def forget(self, tag: str) -> None:
-        """The view goes back to the checkpoint ``tag`` (an earlier batch's start)."""
+    def pop(self, event_id: str) -> None:
+        """The memory forgets the item recorded by ``event_id`` (its last one).
+
+        The assistant message being written is settled first (aborted if calls
+        still wait): an output added after the pop answers no open call.
+        """
         self._settle(abort=True)
-        self.session.restore_checkpoint(tag)
+        self._conversation()
+        self.session.record([ev.ItemPopped(event_id=event_id, memory=ITEM_KEY)])
 
     def clear(self) -> None:
         self._settle(abort=True)
+        self._conversation()
+        self.session.record([ev.ItemsCleared(memory=ITEM_KEY)])
+
+    def _conversation(self) -> None:
         if self.session.lifecycle.conversation.state == "absent":
             self.session.create_conversation()
-        self.session.clear_history()
 
     # ------------------------------------------------------------------ items
 

@@ -28,30 +28,42 @@ NAMESPACE = uuid.UUID("6f1d3c1e-5b7a-4c55-9a64-0a7e51a9b1c3")
 
 
 class ItemsFold:
-    """The item list an Agents session holds, folded from its events (pure)."""
+    """The item list an Agents session holds, folded from its events (pure).
+
+    Each item is kept with the id of the event that recorded it (what a
+    ``session.item_popped`` names). Logs written before that event existed
+    popped by restoring a per-batch checkpoint; those still fold.
+    """
 
     def __init__(self) -> None:
         self.items: list[Any] = []
-        self.batches: list[tuple[str, int]] = []  # (checkpoint tag, items before it)
-        self._marks: dict[str, int] = {}
+        self.recorded_by: list[str] = []  # the event id of each item
+        self._marks: dict[str, int] = {}  # legacy batch checkpoints
 
     def __call__(self, e: ev.Event) -> None:
-        if isinstance(e, ev.CheckpointCreated):
+        if isinstance(e, ev.ItemPopped):
+            if e.memory == ITEM_KEY and e.event_id in self.recorded_by:
+                at = len(self.recorded_by) - 1 - self.recorded_by[::-1].index(e.event_id)
+                del self.items[at], self.recorded_by[at]
+        elif isinstance(e, ev.ItemsCleared):
+            if e.memory == ITEM_KEY:
+                self.items.clear()
+                self.recorded_by.clear()
+        elif isinstance(e, ev.CheckpointCreated):
             if e.tag.startswith(CHECKPOINT_PREFIX):
                 self._marks[e.tag] = len(self.items)
-                self.batches.append((e.tag, len(self.items)))
         elif isinstance(e, ev.CheckpointRestored):
             mark = self._marks.get(e.tag)
             if mark is not None:
-                del self.items[mark:]
-                self.batches = [b for b in self.batches if b[1] < mark]
-        elif isinstance(e, ev.HistoryCleared):
+                del self.items[mark:], self.recorded_by[mark:]
+        elif isinstance(e, ev.HistoryCleared):  # legacy clear
             self.items.clear()
-            self.batches.clear()
+            self.recorded_by.clear()
         else:
             meta = getattr(e, "metadata", None)
             if isinstance(meta, Mapping) and ITEM_KEY in meta:
                 self.items.append(meta[ITEM_KEY])
+                self.recorded_by.append(e.id)
 
 
 def convlog_id(session_id: str) -> str:
@@ -85,12 +97,8 @@ class ConvlogSession:
     async def pop_item(self) -> TResponseInputItem | None:
         if not self.fold.items:
             return None
-        tag, mark = self.fold.batches[-1]
-        kept = list(self.fold.items[mark:-1])
         last = self.fold.items[-1]
-        self.writer.forget(tag)
-        if kept:
-            await self.add_items(kept)
+        self.writer.pop(self.fold.recorded_by[-1])
         return dict(last)  # type: ignore[return-value]
 
     async def clear_session(self) -> None:

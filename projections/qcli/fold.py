@@ -197,6 +197,10 @@ class ConversationFold:
         ev.RetryAdded,
         ev.CompactionAdded,
         ev.SessionImported,  # where the session came from: not part of the conversation
+        # A framework's own memory (projections.integrations) and its run checks.
+        ev.ItemPopped,
+        ev.ItemsCleared,
+        ev.GuardrailTripped,
     }) | ev.MAILBOX_EVENT_TYPES  # the mailbox log is not a conversation
 
     def __init__(self, session_id: str, *,

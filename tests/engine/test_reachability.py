@@ -102,6 +102,10 @@ CONVERSATION_TEMPLATES: list[Template] = [
     ("replace transcript", lambda s: s.append([ev.TranscriptReplaced(lines=["a", "b"])])),
     ("import session", lambda s: s.append([ev.SessionImported(format="codex", source="r.jsonl",
                                                               original_id="x")])),
+    ("pop memory item", lambda s: s.append([ev.ItemPopped(event_id="e-1")])),
+    ("clear memory items", lambda s: s.append([ev.ItemsCleared(memory="openai_agents")])),
+    ("trip guardrail", lambda s: s.append([ev.GuardrailTripped(guardrail="no_math",
+                                                                stage="input")])),
 ]
 
 TEMPLATES = MESSAGE_TEMPLATES + CONVERSATION_TEMPLATES

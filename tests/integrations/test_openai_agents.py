@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import events as ev
+from engine.session import Session
 from engine.store import MemoryStore, Store
 from projections import views as v
-from projections.integrations.openai_agents import ConvlogSession
+from projections.integrations.openai_agents import ConvlogSession, ItemsFold
 from projections.render import openai_responses
 from projections.withparts import WithPartsProjection
 from tests.support.agents_fake import ScriptedModel, call, text
@@ -93,9 +94,13 @@ def test_pop_and_clear_are_events_nothing_is_deleted() -> None:
     assert asyncio.run(ours.pop_item()) is None
 
     log = list(store.read(ours.session.id))
-    assert len(log) > n_events  # the pop and the clear were appended
-    assert any(isinstance(e, ev.CheckpointRestored) for e in log)
-    assert isinstance(log[-1], ev.HistoryCleared)
+    # Appended: the conversation the pop needs, the pop and the clear; nothing else.
+    assert [type(e) for e in log[n_events:]] == [
+        ev.ConversationCreated, ev.ItemPopped, ev.ItemsCleared]
+    popped = log[-2]
+    assert isinstance(popped, ev.ItemPopped)
+    [holder] = [e for e in log if e.id == popped.event_id]  # the pop names the item's event
+    assert getattr(holder, "metadata", {})["openai_agents"] == items[-1]
     metas = [getattr(e, "metadata", None) for e in log]
     recorded = [m["openai_agents"] for m in metas  # every item is still in the log
                 if isinstance(m, dict) and "openai_agents" in m]
@@ -161,3 +166,34 @@ def test_a_streamed_run_keeps_the_same_memory_as_sqlite_session() -> None:
     assert ours == asyncio.run(streamed_run(SQLiteSession(SID)))
     assert [i.get("type", "message") for i in ours] == [
         "message", "function_call", "function_call_output", "message"]
+
+
+def test_a_log_written_with_batch_checkpoints_still_folds() -> None:
+    """Before session.item_popped, a pop restored the batch's checkpoint and wrote the rest."""
+    store = MemoryStore()
+    session = Session.create(store)
+    session.create_conversation()
+    first, second = {"role": "user", "content": "a"}, {"role": "user", "content": "b"}
+
+    def user(item: dict[str, Any]) -> None:
+        mid = session.start_message("user")
+        session.add_text(mid, str(item["content"]), streaming=False,
+                         metadata={"openai_agents": item})
+        session.complete_message(mid)
+
+    session.create_checkpoint("openai-agents:1", is_turn=False)
+    user(first)
+    session.create_checkpoint("openai-agents:2", is_turn=False)
+    user(second)
+    fold = ItemsFold()
+    for e in store.read(session.id):
+        fold(e)
+    assert fold.items == [first, second]
+    session.restore_checkpoint("openai-agents:2")
+    session.clear_history()
+    seen: list[list[Any]] = []
+    fold = ItemsFold()
+    for e in store.read(session.id):
+        fold(e)
+        seen.append(list(fold.items))
+    assert seen[-2:] == [[first], []]

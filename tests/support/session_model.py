@@ -204,6 +204,11 @@ CONVERSATION: dict[type[Event], st.SearchStrategy[Event]] = {
     ev.SessionImported: st.builds(ev.SessionImported, format=st.sampled_from(["codex", "aider"]),
                                   source=st.sampled_from(["r.jsonl", "s.json"]),
                                   original_id=TEXT, tool_version=TEXT, metadata=METADATA),
+    ev.ItemPopped: st.builds(ev.ItemPopped, event_id=NONBLANK, memory=TEXT),
+    ev.ItemsCleared: st.builds(ev.ItemsCleared, memory=TEXT),
+    ev.GuardrailTripped: st.builds(
+        ev.GuardrailTripped, guardrail=NONBLANK,
+        stage=st.sampled_from(get_args(ev.GuardrailStage)), agent=TEXT, info=METADATA),
 }
 CONVERSATION_EVENTS: tuple[type[Event], ...] = tuple(CONVERSATION)
 
@@ -617,8 +622,9 @@ def send_command(s: Session, e: Event) -> object:
 
 def command_can_carry(e: Event) -> bool:
     """Commands generate ids for empty ones and turn an aborted completion into an abort."""
-    if isinstance(e, ev.TranscriptReplaced | ev.SessionImported):
-        return False  # raw only
+    if isinstance(e, ev.TranscriptReplaced | ev.SessionImported | ev.ItemPopped
+                  | ev.ItemsCleared | ev.GuardrailTripped):
+        return False  # raw only (importers and integrations write them)
     if isinstance(e, ev.MessageStarted):
         return bool(e.message_id)
     if isinstance(e, ev.MessageCompleted):
