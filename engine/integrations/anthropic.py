@@ -3,7 +3,8 @@
 ``client = record_anthropic(Anthropic(), session)`` (or an ``AsyncAnthropic``)
 is the client the agent already uses; each streamed call becomes one assistant
 message of ``session`` as its events pass (see :mod:`.recording` for how a
-broken, closed or failing stream is settled). The history goes back with
+broken, closed or failing stream is settled), and a ``create()`` without
+``stream=True`` one message recorded whole when the SDK returns it. The history goes back with
 ``projections.render.anthropic.messages(view.messages())``.
 """
 
@@ -25,6 +26,25 @@ ROUTES = {
 }
 
 
+def message_events(message: Any) -> list[dict[str, Any]]:
+    """The stream a whole ``Message`` would have been sent as: its blocks start whole."""
+    data = message.model_dump(mode="json", exclude_none=True) if hasattr(
+        message, "model_dump") else dict(message)
+    usage = dict(data.get("usage") or {})
+    start = {**data, "stop_reason": None, "stop_sequence": None}
+    return [
+        {"type": "message_start", "message": start},
+        *({"type": "content_block_stop", "index": i} for i in range(len(data["content"]))),
+        {"type": "message_delta", "usage": usage,
+         "delta": {"stop_reason": data.get("stop_reason"),
+                   "stop_sequence": data.get("stop_sequence")}},
+        {"type": "message_stop"},
+    ]
+
+
+WHOLE = {"messages.create": message_events, "beta.messages.create": message_events}
+
+
 def record_anthropic(client: anthropic.Anthropic | anthropic.AsyncAnthropic, session: Session,
                      *, strict: bool = False, **ingest_options: Any) -> Any:
     """The client, with its streamed Messages calls recorded into ``session``.
@@ -34,5 +54,5 @@ def record_anthropic(client: anthropic.Anthropic | anthropic.AsyncAnthropic, ses
     attribute of the client.
     """
     return RecordedClient(client, session, dict(ROUTES),
-                          is_async=isinstance(client, anthropic.AsyncAnthropic),
+                          is_async=isinstance(client, anthropic.AsyncAnthropic), whole=WHOLE,
                           strict=strict, **ingest_options)

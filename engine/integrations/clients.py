@@ -1,10 +1,13 @@
 """Client proxies: the SDK client, with its streaming calls recorded into a session.
 
-A proxy forwards every attribute to the SDK client; only the streaming entry
-points named in :data:`CALLS` are wrapped. ``create(..., stream=True)`` returns
-the SDK's stream wrapped in a :class:`~.recording.RecordingStream`; a helper
+A proxy forwards every attribute to the SDK client; only the entry points
+named in its routes are wrapped. ``create(..., stream=True)`` returns the SDK's
+stream wrapped in a :class:`~.recording.RecordingStream`; a helper
 ``stream(...)`` returns its manager wrapped so the entered helper stream reads
-through one. Each call records one assistant message with a fresh ingest;
+through one; a ``create()`` without ``stream=True`` returns the SDK's object
+unchanged, recorded whole (the route's ``whole`` function gives the events a
+stream of that object would have had). Each call records one assistant message
+with a fresh ingest;
 :attr:`RecordedClient.last` is the latest call's :class:`~.recording.Recording`
 (its ``result`` holds the tool calls to run).
 """
@@ -26,13 +29,16 @@ from engine.integrations.recording import (
 from engine.session import Session
 
 IngestFactory = Callable[..., StreamIngest]
+# The stream events a whole (non-streamed) response would have been sent as.
+WholeEvents = Callable[[Any], list[dict[str, Any]]]
 
 
 class RecordedClient:
     """An SDK client whose streamed calls are recorded into ``session``."""
 
     def __init__(self, client: Any, session: Session, routes: dict[str, IngestFactory], *,
-                 is_async: bool, strict: bool = False, **ingest_options: Any) -> None:
+                 is_async: bool, whole: dict[str, WholeEvents] | None = None,
+                 strict: bool = False, **ingest_options: Any) -> None:
         self._client = client
         self.session = session
         self.is_async = is_async
@@ -40,6 +46,7 @@ class RecordedClient:
         self.ingest_options = ingest_options
         self.recordings: list[Recording] = []
         self._routes = routes
+        self._whole = whole or {}
 
     @property
     def last(self) -> Recording | None:
@@ -75,7 +82,7 @@ class _Resource:
             return attr
         if name == "stream":
             return self._helper(attr, ingest)
-        return self._create(attr, ingest)
+        return self._create(attr, ingest, self._owner._whole.get(path))
 
     def _helper(self, call: Any, ingest: IngestFactory) -> Any:
         owner = self._owner
@@ -89,14 +96,23 @@ class _Resource:
 
         return stream
 
-    def _create(self, call: Any, ingest: IngestFactory) -> Any:
+    def _create(self, call: Any, ingest: IngestFactory, whole: WholeEvents | None) -> Any:
         owner = self._owner
+
+        def record_whole(result: Any) -> Any:
+            if whole is not None:
+                rec = owner.recording(ingest)
+                for event in whole(result):
+                    rec.event(event)
+                rec.end()
+            return result
+
         if owner.is_async or inspect.iscoroutinefunction(call):
 
             async def acreate(*args: Any, **kwargs: Any) -> Any:
                 result = await call(*args, **kwargs)  # the SDK's retries happen here
                 if not kwargs.get("stream"):
-                    return result
+                    return record_whole(result)
                 return AsyncRecordingStream(result, owner.recording(ingest))
 
             return acreate
@@ -104,7 +120,7 @@ class _Resource:
         def create(*args: Any, **kwargs: Any) -> Any:
             result = call(*args, **kwargs)
             if not kwargs.get("stream"):
-                return result
+                return record_whole(result)
             return RecordingStream(result, owner.recording(ingest))
 
         return create

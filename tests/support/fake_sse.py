@@ -32,6 +32,7 @@ class Reply:
     named: bool = True  # Anthropic and Responses name each SSE event; Chat does not
     done_marker: bool = False  # Chat Completions ends with ``data: [DONE]``
     stall_after: int | None = None  # async only: wait forever after this many events
+    body: JSON | None = None  # a whole JSON response (a call without stream=True)
 
 
 def sse(reply: Reply) -> list[bytes]:
@@ -53,7 +54,7 @@ class FakeServer:
         self.requests.append(json.loads(request.content or b"{}"))
         reply = self.replies.pop(0)
         headers = {"content-type": "text/event-stream", "retry-after-ms": "1"}
-        if reply.status != 200:
+        if reply.status != 200 or reply.body is not None:
             headers["content-type"] = "application/json"
         return reply, headers
 
@@ -62,6 +63,8 @@ class FakeServer:
         if reply.status != 200:
             return httpx2.Response(reply.status, headers=headers, json={
                 "type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+        if reply.body is not None:
+            return httpx2.Response(200, headers=headers, json=reply.body)
         frames = sse(reply)
 
         def body() -> Iterator[bytes]:
@@ -77,6 +80,8 @@ class FakeServer:
         if reply.status != 200:
             return httpx2.Response(reply.status, headers=headers, json={
                 "type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+        if reply.body is not None:
+            return httpx2.Response(200, headers=headers, json=reply.body)
         frames = sse(reply)
 
         async def body() -> AsyncIterator[bytes]:
