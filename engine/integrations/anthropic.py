@@ -15,7 +15,7 @@ from typing import Any
 import anthropic
 
 from engine.adapters.anthropic import AnthropicIngest
-from engine.integrations.clients import RecordedClient
+from engine.integrations.clients import RecordedClient, WholeEvents
 from engine.session import Session
 
 ROUTES = {
@@ -42,7 +42,8 @@ def message_events(message: Any) -> list[dict[str, Any]]:
     ]
 
 
-WHOLE = {"messages.create": message_events, "beta.messages.create": message_events}
+WHOLE: dict[str, WholeEvents] = {"messages.create": message_events,
+                                 "beta.messages.create": message_events}
 
 
 def record_anthropic(client: anthropic.Anthropic | anthropic.AsyncAnthropic, session: Session,

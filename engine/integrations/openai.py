@@ -18,7 +18,7 @@ import openai
 
 from engine.adapters.openai_chat import OpenAIChatIngest
 from engine.adapters.openai_responses import OpenAIResponsesIngest
-from engine.integrations.clients import RecordedClient
+from engine.integrations.clients import RecordedClient, WholeEvents
 from engine.session import Session
 
 ROUTES = {
@@ -67,7 +67,8 @@ def response_events(response: Any) -> list[dict[str, Any]]:
     return events
 
 
-WHOLE = {"chat.completions.create": completion_chunks, "responses.create": response_events}
+WHOLE: dict[str, WholeEvents] = {"chat.completions.create": completion_chunks,
+                                 "responses.create": response_events}
 
 
 def record_openai(client: openai.OpenAI | openai.AsyncOpenAI, session: Session, *,
