@@ -29,8 +29,10 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from engine.integrations.pydantic_ai import KEY
+from engine.session import Session
 from projections import views as v
 from projections.render import common as c
+from projections.withparts import WithPartsProjection
 
 JSON = dict[str, Any]
 INTERRUPTED = "[Tool execution was interrupted]"
@@ -149,3 +151,9 @@ def to_model_messages(history: list[v.WithParts], *, report: list[str] | None = 
     data = [{k: val for k, val in m.items() if k != "_enveloped"} for m in b.out
             if m["parts"] or m["kind"] == "response" or m.get("_enveloped")]
     return ModelMessagesTypeAdapter.validate_python(data)
+
+
+def history(session: Session, *, report: list[str] | None = None) -> list[ModelMessage]:
+    """``message_history=`` for the next run: the session's log, folded and converted."""
+    view = WithPartsProjection(session.id).apply_all(session.store.read(session.id))
+    return to_model_messages(view.messages(), report=report)
