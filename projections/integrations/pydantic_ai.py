@@ -16,8 +16,10 @@ recorded otherwise are built from what convlog knows:
   "[Tool execution was interrupted]", outcome ``interrupted`` (reported).
 
 Not expressible, and listed in the ``report`` when one is passed: files,
-ignored text, and the other part kinds (steps, snapshots, patches, agents,
-retries, compactions, subtasks). Timestamps are the convlog message's time, so
+ignored text, the other part kinds (steps, snapshots, patches, agents,
+retries, compactions, subtasks), and a tool failure kind pydantic-ai has no
+outcome for (``cancelled``, ``timeout``, ``truncated``: sent as interrupted,
+read back as ``aborted``). Timestamps are the convlog message's time, so
 the fold never reads the clock.
 """
 
@@ -130,6 +132,8 @@ class _Builder:
             built = {**base, "part_kind": "tool-return", "content": state.output}
         elif isinstance(state, v.ToolStateError):
             kind = (state.metadata or {}).get("kind", "error")
+            if kind not in OUTCOMES and kind != "aborted" and _recorded(meta) is None:
+                self.note(f"tool {t.call_id}: failed {kind}, sent as interrupted")
             built = {**base, "part_kind": "tool-return", "content": state.error,
                      "outcome": OUTCOMES.get(kind, "interrupted")}
         else:

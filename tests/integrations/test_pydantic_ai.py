@@ -126,32 +126,62 @@ def test_a_native_convlog_history_converts_and_reports_what_it_cannot_carry() ->
 TEXT = st.text(alphabet=st.sampled_from(list("ab é日🙂\n")), max_size=12)
 
 
+# A failed tool's kind, and the kind pydantic-ai gives back (its outcomes are fewer).
+KIND_BACK = {"error": "error", "denied": "denied", "aborted": "aborted",
+             "cancelled": "aborted", "timeout": "aborted", "truncated": "aborted"}
+EXPRESSIBLE_KINDS = ["error", "denied", "aborted"]
+OTHER = ["file", "step", "agent", "ignored"]  # parts pydantic-ai cannot carry
+
+
 @st.composite
-def histories(draw: st.DrawFn) -> Session:
-    """A convlog session of what both sides express: prompts, text, thinking, settled tools."""
+def histories(draw: st.DrawFn, *, lossy: bool = False) -> tuple[Session, int]:
+    """A convlog session; without ``lossy``, of what both sides express: user and system
+    prompts, text, thinking, tools completed or failed with an expressible kind. With
+    ``lossy``, also what pydantic-ai cannot carry; returns how many such things there are.
+    """
     session = Session.create(MemoryStore())
-    n_call = 0
+    n_call = lost = 0
+    kinds = list(KIND_BACK) if lossy else EXPRESSIBLE_KINDS
     for _ in range(draw(st.integers(1, 4))):
-        session.user_message(draw(TEXT))
+        user = session.start_message("user")
+        for synthetic in draw(st.lists(st.booleans(), min_size=1, max_size=3)):
+            session.add_text(user, draw(TEXT), streaming=False, synthetic=synthetic)
+        session.complete_message(user)
         mid = session.start_message("assistant")
         refs = []
-        for kind in draw(st.lists(st.sampled_from(["text", "thinking", "tool"]), max_size=4)):
+        kinds_drawn = ["text", "thinking", "tool", *(OTHER if lossy else [])]
+        for kind in draw(st.lists(st.sampled_from(kinds_drawn), max_size=5)):
             if kind == "text":
                 session.add_text(mid, draw(TEXT), streaming=False)
             elif kind == "thinking":
                 session.add_reasoning(mid, draw(TEXT), streaming=False)
-            else:
+            elif kind == "tool":
                 n_call += 1
-                refs.append(session.add_tool(mid, f"call_{n_call}", draw(st.sampled_from(
-                    ["read", "bash"])), input={"arg": draw(TEXT)}))
+                ref = session.add_tool(mid, f"call_{n_call}", draw(st.sampled_from(
+                    ["read", "bash"])), input={"arg": draw(TEXT)})
+                session.start_tool(ref)
+                refs.append(ref)
+            else:
+                lost += 1
+                if kind == "file":
+                    session.add_file(mid, "image/png", "data:image/png;base64,AAAA")
+                elif kind == "step":  # a step-start part and a step-finish part
+                    session.start_step(mid)
+                    session.finish_step(mid, "stop")
+                    lost += 1
+                elif kind == "agent":
+                    session.add_agent(mid, "expert")
+                else:
+                    session.add_text(mid, "hidden", streaming=False, ignored=True)
         for ref in refs:
-            session.start_tool(ref)
             if draw(st.booleans()):
                 session.complete_tool(ref, draw(TEXT) or "(none)")
             else:
-                session.fail_tool(ref, draw(TEXT).strip() or "failed")
+                kind = draw(st.sampled_from(kinds))
+                lost += kind not in EXPRESSIBLE_KINDS
+                session.fail_tool(ref, draw(TEXT).strip() or "failed", kind=kind)  # type: ignore[arg-type]
         session.complete_message(mid)
-    return session
+    return session, lost
 
 
 def essence(history: list[v.WithParts]) -> list[Any]:
@@ -162,26 +192,49 @@ def essence(history: list[v.WithParts]) -> list[Any]:
         for p in m.parts:
             if isinstance(p, v.TextPart) and p.ignored:
                 continue  # an empty response's envelope
-            if isinstance(p, v.TextPart | v.ReasoningPart):
+            if isinstance(p, v.TextPart):
+                parts.append((p.TAG, p.text, p.synthetic))
+            elif isinstance(p, v.ReasoningPart):
                 parts.append((p.TAG, p.text))
             elif isinstance(p, v.ToolPart):
                 s = p.state
                 result = s.output if isinstance(s, v.ToolStateCompleted) else \
-                    s.error if isinstance(s, v.ToolStateError) else None
+                    (s.error, KIND_BACK[(s.metadata or {}).get("kind", "error")]) \
+                    if isinstance(s, v.ToolStateError) else None
                 parts.append((p.call_id, p.tool, dict(s.input), s.TAG, result))
         out.append((m.info.role, parts))
     return out
 
 
+def view_of(session: Session) -> WithPartsProjection:
+    return WithPartsProjection(session.id).apply_all(session.store.read(session.id))
+
+
 @settings(max_examples=60, deadline=None)
 @given(histories())
-def test_a_history_survives_convlog_to_pydantic_ai_to_convlog(session: Session) -> None:
-    view_a = WithPartsProjection(session.id)
-    for e in session.store.read(session.id):
-        view_a(e)
-    messages = to_model_messages(view_a.messages())
+def test_a_history_survives_convlog_to_pydantic_ai_to_convlog(
+        drawn: tuple[Session, int]) -> None:
+    session, _ = drawn
+    view_a = view_of(session)
+    report: list[str] = []
+    messages = to_model_messages(view_a.messages(), report=report)
+    assert report == []  # nothing lost: every part kind here is expressible
     copy, view_b = fresh()
     record_messages(copy, messages)
     assert essence(view_b.messages()) == essence(view_a.messages())
     # and the way back again is exact, now that the parts were recorded from pydantic-ai
     assert dump(to_model_messages(view_b.messages())) == dump(messages)
+
+
+@settings(max_examples=60, deadline=None)
+@given(histories(lossy=True))
+def test_what_pydantic_ai_cannot_carry_is_reported_and_the_rest_survives(
+        drawn: tuple[Session, int]) -> None:
+    session, lost = drawn
+    report: list[str] = []
+    messages = to_model_messages(view_of(session).messages(), report=report)
+    assert len(report) == lost  # one line for each part or failure kind not carried
+    copy, view_b = fresh()
+    record_messages(copy, messages)
+    # the rest survives (a failure kind without an outcome comes back as aborted)
+    assert essence(view_b.messages()) == essence(view_of(session).messages())
