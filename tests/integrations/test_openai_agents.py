@@ -17,7 +17,7 @@ from projections import views as v
 from projections.integrations.openai_agents import ConvlogSession, ItemsFold
 from projections.render import openai_responses
 from projections.withparts import WithPartsProjection
-from tests.support.agents_fake import ScriptedModel, call, text
+from tests.support.agents_fake import ScriptedModel, StreamingModel, call, text
 
 SID = "agent-session-1"
 set_tracing_disabled(True)  # no trace export: nothing leaves the machine
@@ -197,3 +197,32 @@ def test_a_log_written_with_batch_checkpoints_still_folds() -> None:
         fold(e)
         seen.append(list(fold.items))
     assert seen[-2:] == [[first], []]
+
+
+@function_tool
+async def slow_read(path: str) -> str:
+    """Read a file slowly."""
+    await asyncio.sleep(5)
+    return f"contents of {path}"
+
+
+async def cancelled_run(session: Any) -> list[Any]:
+    model = StreamingModel([[call("slow_read", {"path": "a.py"})], [text("never")]])
+    agent = Agent(name="helper", model=model, tools=[slow_read])
+    result = Runner.run_streamed(agent, "What does a.py do?", session=session)
+    async for e in result.stream_events():
+        if e.type == "run_item_stream_event" and e.name == "tool_called":
+            result.cancel()  # the caller aborts while the tool runs
+    items: list[Any] = await session.get_items()
+    return items
+
+
+def test_a_run_cancelled_mid_tool_leaves_the_memory_settled_and_as_sqlite_keeps_it() -> None:
+    ours = ConvlogSession(MemoryStore(), SID)
+    items = asyncio.run(cancelled_run(ours))
+    assert items == asyncio.run(cancelled_run(SQLiteSession(SID)))
+    life = ours.session.lifecycle
+    assert life.messages  # the input was kept
+    for mid, msg in life.messages.items():
+        assert msg.state == "completed"
+        assert list(life.unsettled(mid)) == []
