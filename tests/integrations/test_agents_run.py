@@ -17,6 +17,8 @@ from agents import (
     output_guardrail,
     set_tracing_disabled,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import events as ev
 from engine.integrations.agents_run import RunRecorder, record_run
@@ -239,11 +241,14 @@ def test_a_cancelled_run_leaves_the_session_settled(how: str) -> None:
                              call("read_file", {"path": "a.py"})]], pause=0.01)
     agent = Agent(name="helper", model=model, tools=[read_file])
 
+    streaming = asyncio.Event()
+
     async def run() -> None:
         result = Runner.run_streamed(agent, "hi")
         stream = record_run(result, session)
         async for e in stream:
             if e.type == "raw_response_event" and e.data.type == "response.output_text.delta":
+                streaming.set()
                 if how == "cancel":
                     result.cancel()
                 elif how == "break":
@@ -254,7 +259,7 @@ def test_a_cancelled_run_leaves_the_session_settled(how: str) -> None:
 
     async def as_task() -> None:
         task = asyncio.ensure_future(run())
-        await asyncio.sleep(0.05)
+        await streaming.wait()  # the text is streaming: cancel the task now
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -269,3 +274,65 @@ def test_a_cancelled_run_leaves_the_session_settled(how: str) -> None:
         assert p.state.metadata is not None
         assert p.state.metadata["kind"] == "aborted"
     settled(session)
+
+
+WORDS = st.text(alphabet=st.sampled_from(list("ab é日🙂")), min_size=1, max_size=10)
+
+
+@st.composite
+def scripts(draw: st.DrawFn) -> list[list[Any]]:
+    """A run's model outputs: turns of text and read_file calls, the last turn text only."""
+    turns: list[list[Any]] = []
+    n_call = 0
+    for t in range(draw(st.integers(0, 2))):
+        items: list[Any] = []
+        if draw(st.booleans()):
+            items.append(text(draw(WORDS), f"msg_{t}"))
+        for _ in range(draw(st.integers(1, 2))):
+            n_call += 1
+            items.append(call("read_file", {"path": draw(WORDS)}, f"call_{n_call}"))
+        turns.append(items)
+    turns.append([text(draw(WORDS), "msg_last")])
+    return turns
+
+
+@settings(max_examples=25, deadline=None)
+@given(scripts(), st.one_of(st.none(), st.integers(0, 40)),
+       st.sampled_from(["cut", "cancel", "break"]))
+def test_however_a_streamed_run_ends_the_log_holds_what_passed_and_is_settled(
+        turns: list[list[Any]], at: int | None, how: str) -> None:
+    session, view = recorded()
+    cut = at if how == "cut" else None
+    model = StreamingModel(turns, cut_after=cut)
+    agent = Agent(name="helper", model=model, tools=[read_file])
+    seen: list[str] = []
+
+    async def run() -> None:
+        result = Runner.run_streamed(agent, "go")
+        stream = record_run(result, session)
+        n = 0
+        async for e in stream:
+            n += 1
+            if e.type == "raw_response_event" and e.data.type == "response.output_text.delta":
+                seen.append(e.data.delta)
+            if at is not None and n > at and how != "cut":
+                if how == "cancel":
+                    result.cancel()
+                else:
+                    await stream.aclose()  # type: ignore[attr-defined]
+                    result.cancel()
+                    break
+
+    try:
+        asyncio.run(run())
+    except ConnectionError:
+        assert cut is not None
+    log = list(session.store.read(session.id))
+    assert "".join(e.delta for e in log if isinstance(e, ev.TextDelta)) == "".join(seen)
+    settled(session)
+    for tool in tools(view):  # answered, or never run
+        state = tool.state
+        assert isinstance(state, v.ToolStateCompleted | v.ToolStateError)
+        if isinstance(state, v.ToolStateError):
+            assert state.metadata is not None
+            assert state.metadata["kind"] == "aborted"

@@ -27,6 +27,10 @@ def test_each_integration_imports_only_its_own_sdk() -> None:
         "engine.integrations.anthropic": "anthropic",
         "engine.integrations.openai": "openai",
         "engine.integrations.pydantic_ai": "pydantic_ai",
+        "engine.integrations.pydantic_ai_live": "pydantic_ai",
+        "engine.integrations.agents_run": "agents",
+        "projections.integrations.pydantic_ai": "pydantic_ai",
+        "projections.integrations.openai_agents": "agents",
     }
     for module, sdk in expected.items():
         others = [s for s in ("anthropic", "agents", "pydantic_ai") if s != sdk]

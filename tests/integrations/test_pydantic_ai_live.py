@@ -216,7 +216,8 @@ def test_a_cancelled_run_leaves_the_session_settled() -> None:
 
     async def run() -> None:
         task = asyncio.ensure_future(LiveRecorder(session).run(agent, "talk"))
-        await asyncio.sleep(0.05)
+        while not any(isinstance(p, v.TextPart) for m in view.messages()[1:] for p in m.parts):
+            await asyncio.sleep(0.005)  # until the answer is streaming
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
