@@ -100,9 +100,10 @@ class _Resource:
         owner = self._owner
 
         def record_whole(result: Any) -> Any:
-            if whole is not None:
+            events = whole(result) if whole is not None else []
+            if events:  # none: nothing to record yet (a background response)
                 rec = owner.recording(ingest)
-                for event in whole(result):
+                for event in events:
                     rec.event(event)
                 rec.end()
             return result

@@ -50,17 +50,23 @@ def completion_chunks(completion: Any) -> list[dict[str, Any]]:
     return [{**chunk, "object": "chat.completion.chunk", "choices": choices}]
 
 
+# A whole response's status, as the event its stream would have ended with.
+ENDINGS: dict[str, str] = {"completed": "response.completed", "incomplete": "response.incomplete",
+           "failed": "response.failed"}
+
+
 def response_events(response: Any) -> list[dict[str, Any]]:
     """The events a whole ``Response`` would have been streamed as: items added whole."""
     data = _dump(response)
+    ending = ENDINGS.get(str(data.get("status")))
+    if ending is None:
+        return []  # queued or in progress (background=True): nothing to record yet
     events: list[dict[str, Any]] = [
         {"type": "response.created", "response": {**data, "output": [],
                                                   "status": "in_progress"}}]
     for index, item in enumerate(data.get("output") or ()):
         events += [{"type": "response.output_item.added", "output_index": index, "item": item},
                    {"type": "response.output_item.done", "output_index": index, "item": item}]
-    ending = "response.incomplete" if data.get("status") == "incomplete" else \
-        "response.completed"
     events.append({"type": ending, "response": data})
     for n, event in enumerate(events):
         event["sequence_number"] = n

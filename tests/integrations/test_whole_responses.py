@@ -142,3 +142,28 @@ def test_a_failed_call_records_nothing_and_raises_the_sdks_error() -> None:
         client.messages.create(model="claude-x", max_tokens=10, messages=[])
     assert [m.info.role for m in view.messages()] == ["user"]
     assert client.last is None
+
+
+def test_a_background_response_is_not_recorded_until_it_has_ended() -> None:
+    server = FakeServer([Reply(body={**RESPONSE, "status": "queued", "output": []})])
+    session, view = fresh()
+    client = record_openai(server.openai(), session)
+    response = client.responses.create(model="gpt-x", input="later", background=True)
+    assert response.status == "queued"
+    assert client.last is None
+    assert [m.info.role for m in view.messages()] == ["user"]
+
+
+def test_a_failed_whole_response_is_an_aborted_message_and_the_object_is_returned() -> None:
+    failed = {**RESPONSE, "status": "failed", "output": [],
+              "error": {"code": "server_error", "message": "the model broke"}}
+    server = FakeServer([Reply(body=failed)])
+    session, view = fresh()
+    client = record_openai(server.openai(), session)
+    response = client.responses.create(model="gpt-x", input="go")
+    assert response.status == "failed"  # the SDK's object, unchanged
+    info = answer(view).info
+    assert isinstance(info, v.AssistantInfo)
+    assert info.error is not None
+    assert "the model broke" in info.error.message
+    assert client.last.error is not None
