@@ -149,7 +149,9 @@ class RunRecorder:
 
     def _raw(self, data: Any) -> None:
         kind = getattr(data, "type", "")
-        if kind == "response.created" or self.last is None or self.last.done:
+        # A response starts with response.created; after a refused event, the rest
+        # of that response passes unrecorded (its message is already settled).
+        if kind == "response.created" or self.last is None:
             if self.last is not None and not self.last.done:
                 self.last.broken("a new response started before this one completed")
             ingest = OpenAIResponsesIngest(self.session, agent=self.agent, **self.ingest_options)

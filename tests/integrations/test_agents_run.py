@@ -336,3 +336,36 @@ def test_however_a_streamed_run_ends_the_log_holds_what_passed_and_is_settled(
         if isinstance(state, v.ToolStateError):
             assert state.metadata is not None
             assert state.metadata["kind"] == "aborted"
+
+
+def test_a_response_the_ingest_refuses_is_settled_once_and_the_run_goes_on() -> None:
+    session, view = recorded()
+    model = StreamingModel([[text("fine", "msg_0")]])
+    agent = Agent(name="helper", model=model, tools=[read_file])
+    recorder = RunRecorder(session)
+    original = recorder._raw
+    count = 0
+
+    def refuse_one(data: Any) -> None:  # the first response's second event names no item
+        nonlocal count
+        count += 1
+        if count == 2:
+            data = {"type": "response.output_text.delta", "output_index": 7, "item_id": "x",
+                    "content_index": 0, "delta": "?"}
+        original(data)
+
+    recorder._raw = refuse_one  # type: ignore[method-assign]
+
+    async def run() -> str:
+        result = Runner.run_streamed(agent, "hi")
+        async for _ in recorder.stream(result):
+            pass
+        return str(result.final_output)
+
+    assert asyncio.run(run()) == "fine"  # the agent saw every event unchanged
+    [broken] = [m for m in view.messages() if isinstance(m.info, v.AssistantInfo)]
+    assert isinstance(broken.info, v.AssistantInfo)
+    assert broken.info.error is not None  # settled once, not one message per later event
+    assert len(recorder.recordings) == 1  # the rest of that response passed unrecorded
+    assert recorder.recordings[0].error is not None
+    settled(session)
