@@ -16,9 +16,14 @@ whole turn in one line: the user prompt, the run with the handler, settling.
   pydantic-ai serializes it (``metadata["pydantic_ai"]["part"]``), so a retry
   goes back to pydantic-ai as the same retry prompt;
 - the response's message completes once its calls are answered. A call the
-  run never executes (pydantic-ai's ``early`` end strategy) fails
-  ``cancelled`` when the run ends; an exception or a cancel aborts the message
-  (its unanswered calls fail ``aborted``) and propagates unchanged.
+  run never answers (a deferred tool waiting for approval) fails ``cancelled``
+  when the run ends; an exception or a cancel aborts the message (its
+  unanswered calls fail ``aborted``) and propagates unchanged.
+
+A recording failure (convlog refuses an event) never changes what the run
+sees: the message being written is settled, the typed error is kept in
+:attr:`LiveRecorder.error`, and the rest of the run passes unrecorded; with
+``strict=True`` it is raised instead.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
+from engine.errors import ConvlogError
 from engine.integrations.pydantic_ai import EMPTY_OUTPUT, FAILURE_KINDS, JSON, KEY
 from engine.session import PartRef, Session
 
@@ -68,9 +74,11 @@ def _content(part: ToolReturnPart) -> str:
 class LiveRecorder:
     """Records pydantic-ai stream events into ``session`` as they pass."""
 
-    def __init__(self, session: Session, *, agent: str = "") -> None:
+    def __init__(self, session: Session, *, agent: str = "", strict: bool = False) -> None:
         self.session = session
         self.agent = agent
+        self.strict = strict
+        self.error: ConvlogError | None = None  # why recording stopped
         self.message: str | None = None  # the assistant message being written
         self._parts: dict[int, PartRef] = {}  # response part index -> its part
         self._calls: dict[str, PartRef] = {}  # tool call id -> its unanswered tool
@@ -91,7 +99,7 @@ class LiveRecorder:
         except BaseException as exc:
             self.settle(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             raise
-        self.finish()
+        self._guarded(self.finish)
         return result
 
     async def __call__(self, ctx: Any, events: AsyncIterable[Any]) -> None:
@@ -108,11 +116,26 @@ class LiveRecorder:
         except BaseException as exc:
             self.settle(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             raise
-        self._end_of_response()
+        self._guarded(self._end_of_response)
 
     # ------------------------------------------------------------------ events
 
     def record(self, event: Any) -> None:
+        """Record one event; a refusal settles the message and stops the recording."""
+        self._guarded(self._record, event)
+
+    def _guarded(self, step: Any, *args: Any) -> None:
+        if self.error is not None:
+            return
+        try:
+            step(*args)
+        except ConvlogError as exc:
+            self.error = exc
+            self.settle(f"recording stopped: {exc}")
+            if self.strict:
+                raise
+
+    def _record(self, event: Any) -> None:
         if isinstance(event, PartStartEvent):
             self._start(event.index, event.part)
         elif isinstance(event, PartDeltaEvent):
@@ -217,7 +240,7 @@ class LiveRecorder:
         if self.message is not None:
             mid, self.message = self.message, None
             if self.session.lifecycle.messages[mid].state == "open":
-                self.session.abort(mid, reason)
+                self.session.abort(mid, reason[:500])
         self._calls.clear()
         self._parts = {}
         self._streaming = False

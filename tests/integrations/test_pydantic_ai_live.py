@@ -290,3 +290,30 @@ def test_a_deferred_call_the_run_leaves_unanswered_fails_cancelled_at_its_end() 
     assert isinstance(tool.state, v.ToolStateError)
     assert (tool.state.error, tool.state.metadata) == (NOT_RUN, {"kind": "cancelled"})
     settled(session)
+
+
+def test_a_refused_recording_never_changes_the_run_and_settles_the_message() -> None:
+    session, view = recorded()
+    model = scripted(["Hello ", "there."])
+    agent = Agent(model)
+    live = LiveRecorder(session)
+    refuse = session.text_delta
+
+    def text_delta(ref: Any, delta: str) -> int:
+        if delta == "there.":  # convlog refuses this one (a closed part, a full disk, ...)
+            session.end_part(ref)
+        return refuse(ref, delta)
+
+    session.text_delta = text_delta  # type: ignore[method-assign]
+    result = asyncio.run(live.run(agent, "hi"))
+    assert result.output == "Hello there."  # the run saw everything, unchanged
+    assert live.error is not None
+    info = view.messages()[-1].info
+    assert isinstance(info, v.AssistantInfo)
+    assert info.error is not None
+    settled(session)
+
+    strict = LiveRecorder(session, strict=True)
+    with pytest.raises(type(live.error)):
+        asyncio.run(strict.run(Agent(scripted(["Hello ", "there."])), "again"))
+    settled(session)
