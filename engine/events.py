@@ -693,8 +693,9 @@ class ItemsCleared(ConversationEvent, frozen=True, tag="session.items_cleared"):
 class GuardrailTripped(ConversationEvent, frozen=True, tag="guardrail.tripped"):
     """An agent framework's guardrail tripped and stopped the run (an input or output check).
 
-    ``message_id`` is the assistant message the run was writing when it stopped
-    (empty when none); that message and its tools are settled by the recorder.
+    ``stopped_message`` is the assistant message the run was writing when it
+    stopped (empty when none); that message and its tools are settled by the
+    recorder. (Not ``message_id``: a conversation event names no message of its own.)
     """
 
     entity = "conversation"
@@ -703,7 +704,7 @@ class GuardrailTripped(ConversationEvent, frozen=True, tag="guardrail.tripped"):
     guardrail: str
     stage: GuardrailStage
     agent: str = ""
-    message_id: str = ""
+    stopped_message: str = ""
     info: JSONObject | None = None  # what the guardrail reported, as JSON
 
 

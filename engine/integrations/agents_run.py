@@ -15,7 +15,7 @@ event to the caller unchanged, after recording it into ``session``:
   message; the next messages carry its name;
 - a guardrail trip (input, output, tool input or tool output): a
   ``guardrail.tripped`` event naming the guardrail, its stage, the agent and the
-  message it stopped; the SDK's exception propagates unchanged.
+  message it stopped (``stopped_message``); the SDK's exception propagates unchanged.
 
 However the run ends, the session is settled: a message still streaming or
 waiting for its calls is aborted; a call the SDK was running when the run
@@ -209,7 +209,8 @@ class RunRecorder:
             last = self.last
             [tripped] = self.session.record([ev.GuardrailTripped(
                 guardrail=guardrail, stage=stage, agent=self.agent,
-                message_id=last.message_id if last is not None else "", info=_json(info))])
+                stopped_message=last.message_id if last is not None else "",
+                info=_json(info))])
             assert isinstance(tripped, ev.GuardrailTripped)
             self.tripped = tripped
             reason = f"{TRIPPED}: {stage} guardrail {guardrail}"

@@ -168,7 +168,7 @@ def test_a_blocking_input_guardrail_trips_before_the_model_streams() -> None:
     with pytest.raises(InputGuardrailTripwireTriggered):
         asyncio.run(run())
     assert recorder.tripped is not None
-    assert recorder.tripped.message_id == ""
+    assert recorder.tripped.stopped_message == ""
     assert [m.info.role for m in view.messages()] == ["user"]
     settled(session)
 
@@ -189,7 +189,7 @@ def test_an_output_guardrail_trip_is_recorded_after_the_answer() -> None:
     assert trip is not None
     assert (trip.guardrail, trip.stage) == ("no_secrets", "output")
     answer = view.messages()[-1]
-    assert trip.message_id == answer.info.id  # the message it judged, complete as streamed
+    assert trip.stopped_message == answer.info.id  # the message it judged, complete as streamed
     assert [p.text for p in answer.parts if isinstance(p, v.TextPart)] == ["the secret is 42"]
     settled(session)
 
