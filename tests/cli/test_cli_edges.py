@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import platform
 import signal
 import subprocess
 import sys
@@ -244,6 +245,27 @@ def test_a_closed_pipe_ends_quietly(command: list[str], tmp_path: Path) -> None:
     assert err == b""
 
 
+def _wait_until_reading_stdin(pid: int, timeout: float = 120.0) -> None:
+    """Block until the process waits in read(0, ...): a fixed sleep sent SIGINT during
+    interpreter start-up on a loaded machine, which is not what the test is about."""
+    syscall = Path(f"/proc/{pid}/syscall")
+    if platform.machine() != "x86_64" or not syscall.exists():
+        time.sleep(2.0)  # no syscall view to watch here: the old fixed wait
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            fields = syscall.read_text().split()
+        except OSError:
+            fields = []
+        if fields[:2] == ["0", "0x0"]:  # x86-64 read() on fd 0
+            time.sleep(0.2)  # and still there a moment later: blocked, not passing by
+            if syscall.read_text().split()[:2] == ["0", "0x0"]:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} never blocked reading stdin")
+
+
 def test_ctrl_c_is_one_line_exit_130_and_nothing_written(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     proc = _convlog("append", f"sqlite:///{db}", "--session", SID, stdin=subprocess.PIPE)
@@ -251,7 +273,7 @@ def test_ctrl_c_is_one_line_exit_130_and_nothing_written(tmp_path: Path) -> None
     assert proc.stderr is not None
     proc.stdin.write(_line({"type": "message.started", "message_id": MID, "role": "user"}))
     proc.stdin.flush()
-    time.sleep(2.0)  # started and still reading stdin: the batch is not complete
+    _wait_until_reading_stdin(proc.pid)  # started, the batch not complete
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) == EXIT_INTERRUPTED
     assert proc.stderr.read() == b"convlog append: interrupted\n"
