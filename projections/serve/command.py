@@ -61,6 +61,9 @@ class ServeCommand:
                   file=sys.stderr)
             store.close()
             return EXIT_USAGE
+        # Listen before printing the URL: a browser or script that connects at once
+        # waits in the backlog until the server accepts, instead of being refused.
+        sock.listen(128)
         port = sock.getsockname()[1]
         host = f"[{args.host}]" if ":" in args.host else args.host
         fragment = f"#token={token}" if token else ""

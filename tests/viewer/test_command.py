@@ -14,6 +14,10 @@ from engine.store import open_store
 from projections.demo import record_demo
 from projections.serve.command import store_url
 
+# A loaded machine can take seconds to start the server: its printed socket already
+# listens, so a request waits in the backlog; give it time instead of httpx's 5 s.
+HTTP = httpx.Client(timeout=60)
+
 
 @contextmanager
 def serve(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
@@ -37,10 +41,10 @@ def test_serve_a_path_read_only(tmp_path: Path) -> None:
     with serve(str(db)) as (url, _):
         assert "#token" not in url
         base = url.rstrip("/")
-        sessions = httpx.get(f"{base}/api/sessions").json()
+        sessions = HTTP.get(f"{base}/api/sessions").json()
         assert [s["id"] for s in sessions] == [sid]
-        assert "convlog" in httpx.get(f"{base}/").text
-        assert httpx.post(f"{base}/api/sessions/{sid}/fork", json={"seq": 3}).status_code == 403
+        assert "convlog" in HTTP.get(f"{base}/").text
+        assert HTTP.post(f"{base}/api/sessions/{sid}/fork", json={"seq": 3}).status_code == 403
 
 
 def test_serve_with_writes_prints_the_token(tmp_path: Path) -> None:
@@ -50,7 +54,7 @@ def test_serve_with_writes_prints_the_token(tmp_path: Path) -> None:
     with serve(f"sqlite:///{db}", "--allow-writes") as (url, _):
         base, token = url.split("/#token=")
         assert len(token) >= 20
-        r = httpx.post(f"{base}/api/sessions/{sid}/fork", json={"seq": 3},
+        r = HTTP.post(f"{base}/api/sessions/{sid}/fork", json={"seq": 3},
                        headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 200
     with open_store(store_url(str(db))) as store:
@@ -71,7 +75,7 @@ def test_serve_checks_the_log_against_an_anchor_file(tmp_path: Path) -> None:
     anchors = tmp_path / "anchors.txt"
     anchors.write_text(taken.stdout, encoding="utf-8")
     with serve(str(db), "--anchor", str(anchors)) as (url, _):
-        got = httpx.get(f"{url.rstrip('/')}/api/sessions/{sid}/verify").json()
+        got = HTTP.get(f"{url.rstrip('/')}/api/sessions/{sid}/verify").json()
         assert got["ok"] is True
         assert got["anchor"] == {"seq": int(taken.stdout.split("/")[2]), "holds": True}
 
