@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from engine.cli import EXIT_OK, EXIT_USAGE
+from engine.cli.args import STORE_HELP, store_url
 from engine.codec import to_builtins
 from engine.events import SessionImported, ToolAdded, ToolCompleted
 from engine.session import Session
@@ -179,7 +180,7 @@ class _StoreVerb:
     one_session = True
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("store", help="store URL, e.g. sqlite:///convlog.db")
+        parser.add_argument("store", type=store_url, help=STORE_HELP)
         if self.one_session:
             parser.add_argument("--session", required=True, help="session id")
         self.add_arguments(parser)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from engine.errors import InvalidId
@@ -69,9 +70,23 @@ def _number(value: str, convert: Callable[[str], N], what: str) -> N:
         raise argparse.ArgumentTypeError(f"{value!r} is not {what}") from None
 
 
+STORE_HELP = ("store URL (sqlite:///relative.db, sqlite:////abs.db, jsonl:///dir, "
+              "postgresql://user@host/db) or a bare path: a directory is a JSONL store, "
+              "anything else a SQLite file")
+
+
+def store_url(given: str) -> str:
+    """A store URL as given, or a bare path as the URL it names: an existing directory
+    is a JSONL store, anything else a SQLite file (``convlog verify convlog-demo.db``).
+    Read commands still open with ``create=False``, so a mistyped path is "no such
+    store", never a new empty one."""
+    if "://" in given:
+        return given
+    return f"jsonl:///{given}" if Path(given).is_dir() else f"sqlite:///{given}"
+
+
 def add_store(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("store", help="store URL: sqlite:///relative.db, sqlite:////abs.db, "
-                                      "jsonl:///dir or postgresql://user@host/db")
+    parser.add_argument("store", type=store_url, help=STORE_HELP)
 
 
 def add_key_file(parser: argparse.ArgumentParser) -> None:

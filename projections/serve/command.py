@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from engine.cli import args as cli_args
+from engine.cli.args import STORE_HELP, store_url
 from engine.errors import ConvlogError
 from engine.store import anchor as anchors
 from engine.store import open_store
@@ -21,7 +22,7 @@ class ServeCommand:
     help = "browse sessions in a time-travel viewer (needs convlog[serve])"
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("store", help="store URL or path, e.g. convlog-demo.db")
+        parser.add_argument("store", help=STORE_HELP)
         parser.add_argument("--host", default="127.0.0.1", help="bind address (loopback)")
         parser.add_argument("--port", type=int, default=8000, help="port (0: any free one)")
         parser.add_argument("--allow-writes", action="store_true",
@@ -90,11 +91,6 @@ def load_anchors(given: list[str]) -> list[anchors.Anchor]:
             raise anchors.BadAnchor(f"cannot read anchor file {item}: {exc}") from None
         found.extend(anchors.parse_many(text))
     return found
-
-
-def store_url(given: str) -> str:
-    """A URL as given, or a bare path read as a SQLite file (``convlog serve x.db``)."""
-    return given if "://" in given else f"sqlite:///{given}"
 
 
 SERVE = ServeCommand()

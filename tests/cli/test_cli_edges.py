@@ -61,6 +61,25 @@ def test_a_read_never_creates_a_store(argv: list[str], scheme: str, tmp_path: Pa
     assert not place.exists()
 
 
+@pytest.mark.parametrize("argv", [["verify"], ["show"], ["tail"], ["anchor"], ["sessions"],
+                                  ["export", "--session", "s1"], ["serve"]])
+def test_a_bare_path_names_the_store_a_user_means(argv: list[str], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # `convlog serve convlog-demo.db` is in the README, so every command takes a bare path:
+    # a directory is a JSONL store, anything else a SQLite file; a mistyped one creates nothing.
+    monkeypatch.chdir(tmp_path)
+    _session("sqlite:///chat.db")
+    _session(f"jsonl:///{tmp_path}/logs")
+    if argv[0] in ("verify", "sessions"):
+        assert run_cli([*argv, "chat.db"]).code == EXIT_OK
+        assert run_cli([*argv, "logs"]).code == EXIT_OK
+        assert run_cli([*argv, str(tmp_path / "chat.db")]).code == EXIT_OK
+    done = run_cli([*argv, "chta.db"])
+    done.assert_clean()
+    assert (done.code, "no such store" in done.err) == (EXIT_USAGE, True)
+    assert not (tmp_path / "chta.db").exists()
+
+
 def test_memory_is_never_a_store_to_read() -> None:
     done = run_cli(["verify", "memory://"])
     assert (done.code, "no such store" in done.err) == (EXIT_USAGE, True)
