@@ -10,9 +10,9 @@ from pathlib import Path
 
 import httpx
 
+from engine.cli.args import store_url
 from engine.store import open_store
 from projections.demo import record_demo
-from projections.serve.command import store_url
 
 # A loaded machine can take seconds to start the server: its printed socket already
 # listens, so a request waits in the backlog; give it time instead of httpx's 5 s.
