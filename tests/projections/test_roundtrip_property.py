@@ -28,51 +28,7 @@ from projections import views as v
 from projections.json import converter
 from projections.timetravel import at
 from projections.withparts import WithPartsProjection
-
-INT64 = st.integers(-(2**63), 2**63 - 1)
-FLOATS = st.floats(allow_nan=False, allow_infinity=False)
-JSON_SCALAR: st.SearchStrategy[Any] = st.one_of(
-    st.none(), st.booleans(), INT64, FLOATS, st.text(max_size=8))
-JSON_VALUE: st.SearchStrategy[Any] = st.recursive(
-    JSON_SCALAR,
-    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
-    max_leaves=8,
-)
-
-
-def from_type(t: mi.Type) -> st.SearchStrategy[Any]:
-    """A strategy for values of a msgspec type (as reported by ``msgspec.inspect``)."""
-    if isinstance(t, mi.StrType):
-        return st.text(max_size=12)
-    if isinstance(t, mi.BoolType):
-        return st.booleans()
-    if isinstance(t, mi.IntType):
-        return INT64
-    if isinstance(t, mi.FloatType):
-        return FLOATS
-    if isinstance(t, mi.NoneType):
-        return st.none()
-    if isinstance(t, mi.AnyType):
-        return JSON_VALUE
-    if isinstance(t, mi.LiteralType):
-        return st.sampled_from(t.values)
-    if isinstance(t, mi.ListType):
-        return st.lists(from_type(t.item_type), max_size=3)
-    if isinstance(t, mi.DictType):
-        return st.dictionaries(from_type(t.key_type), from_type(t.value_type), max_size=3)
-    if isinstance(t, mi.UnionType):
-        return st.one_of(*(from_type(x) for x in t.types))
-    if isinstance(t, mi.StructType):
-        return struct_strategy(t)
-    raise AssertionError(f"no strategy for {t!r}")
-
-
-def struct_strategy(t: mi.StructType) -> st.SearchStrategy[Any]:
-    """Required fields always; optional ones sometimes (else their default)."""
-    required = {f.name: from_type(f.type) for f in t.fields if f.required}
-    optional = {f.name: from_type(f.type) for f in t.fields if not f.required}
-    cls = t.cls
-    return st.fixed_dictionaries(required, optional=optional).map(lambda kw: cls(**kw))
+from tests.support.event_strategies import struct_strategy
 
 
 @functools.cache

@@ -55,11 +55,18 @@ def from_type(t: mi.Type) -> st.SearchStrategy[Any]:
     if isinstance(t, mi.UnionType):
         return st.one_of(*(from_type(x) for x in t.types))
     if isinstance(t, mi.StructType):
-        required = {f.name: from_type(f.type) for f in t.fields if f.required}
-        optional = {f.name: from_type(f.type) for f in t.fields if not f.required}
-        cls = t.cls
-        return st.fixed_dictionaries(required, optional=optional).map(lambda kw: cls(**kw))
+        return struct_strategy(t)
     raise AssertionError(f"no strategy for {t!r}")
+
+
+def struct_strategy(t: mi.StructType, *, skip: tuple[str, ...] = ()) -> st.SearchStrategy[Any]:
+    """Required fields always, optional ones sometimes (else their default); the fields
+    named in ``skip`` keep their defaults."""
+    required = {f.name: from_type(f.type) for f in t.fields if f.required and f.name not in skip}
+    optional = {f.name: from_type(f.type) for f in t.fields
+                if not f.required and f.name not in skip}
+    cls = t.cls
+    return st.fixed_dictionaries(required, optional=optional).map(lambda kw: cls(**kw))
 
 
 _ENVELOPE = ("id", "session_id", "seq", "time", "actor", "v")
@@ -69,11 +76,7 @@ def body_strategy(cls: type[Event]) -> st.SearchStrategy[Event]:
     """An event of ``cls`` with any field values and a blank envelope."""
     info = mi.type_info(cls)
     assert isinstance(info, mi.StructType)
-    required = {f.name: from_type(f.type) for f in info.fields
-                if f.required and f.name not in _ENVELOPE}
-    optional = {f.name: from_type(f.type) for f in info.fields
-                if not f.required and f.name not in _ENVELOPE}
-    return st.fixed_dictionaries(required, optional=optional).map(lambda kw: cls(**kw))
+    return struct_strategy(info, skip=_ENVELOPE)
 
 
 ANY_BODY: st.SearchStrategy[Event] = st.one_of(*(body_strategy(c) for c in ev.EVENT_TYPES))
