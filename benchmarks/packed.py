@@ -36,7 +36,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 
 import msgspec
 
-from benchmarks.stores import _turn_texts
+from benchmarks.stores import _turn_texts, record_turn
 from benchmarks.workload import START_MS, Workload
 from engine import codec
 from engine.events import AnyEvent, Event
@@ -55,16 +55,7 @@ def conversation(turns: int, *, streamed: bool) -> tuple[str, list[Event], int]:
     s = Session.create(store, clock=StepClock(START_MS))
     text = 0
     for prompt, answer in _turn_texts(turns):
-        s.user_message(prompt)
-        m = s.start_message("assistant")
-        if streamed:
-            part = s.add_text(m)
-            for i in range(0, len(answer), 12):
-                s.text_delta(part, answer[i:i + 12])
-            s.end_part(part)
-        else:
-            s.add_text(m, answer, streaming=False)
-        s.complete_message(m, finish="stop")
+        record_turn(s, prompt, answer, streamed=streamed)
         text += len(prompt.encode()) + len(answer.encode())
     return s.id, list(store.read(s.id)), text
 

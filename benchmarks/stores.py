@@ -271,6 +271,21 @@ def _turn_texts(turns: int) -> list[tuple[str, str]]:
     return [(prose(180), prose(1150)) for _ in range(turns)]
 
 
+def record_turn(s: Session, prompt: str, answer: str, *, streamed: bool) -> None:
+    """One turn of the growth conversation: the prompt, then the answer streamed in
+    12-character deltas or added whole."""
+    s.user_message(prompt)
+    m = s.start_message("assistant")
+    if streamed:
+        part = s.add_text(m)
+        for i in range(0, len(answer), 12):
+            s.text_delta(part, answer[i:i + 12])
+        s.end_part(part)
+    else:
+        s.add_text(m, answer, streaming=False)
+    s.complete_message(m, finish="stop")
+
+
 def growth(points: list[int], tmp: Path) -> dict[str, Any]:
     texts = _turn_texts(points[-1])
     out: dict[str, Any] = {"turns": points, "text_bytes": [], "convlog_sqlite": [],
@@ -281,13 +296,7 @@ def growth(points: list[int], tmp: Path) -> dict[str, Any]:
     text_bytes = 0
     for turn, (prompt, answer) in enumerate(texts, start=1):
         t = time.perf_counter()
-        s.user_message(prompt)
-        m = s.start_message("assistant")
-        part = s.add_text(m)
-        for i in range(0, len(answer), 12):  # streamed as ~12-character deltas
-            s.text_delta(part, answer[i:i + 12])
-        s.end_part(part)
-        s.complete_message(m, finish="stop")
+        record_turn(s, prompt, answer, streamed=True)
         store.flush()
         ms = (time.perf_counter() - t) * 1000
         text_bytes += len(prompt.encode()) + len(answer.encode())
@@ -303,10 +312,7 @@ def growth(points: list[int], tmp: Path) -> dict[str, Any]:
     store = open_store(f"sqlite:///{path}", durability="batched", batch_ms=50)
     s = Session.create(store, clock=StepClock(START_MS))
     for turn, (prompt, answer) in enumerate(texts, start=1):
-        s.user_message(prompt)
-        m = s.start_message("assistant")
-        s.add_text(m, answer, streaming=False)
-        s.complete_message(m, finish="stop")
+        record_turn(s, prompt, answer, streamed=False)
         if turn in points:
             store.flush()
             out["convlog_messages"].append(_sqlite_size(path))
@@ -361,16 +367,7 @@ def growth_jsonl(points: list[int], texts: list[tuple[str, str]],
         store = open_store(f"jsonl:///{root}", durability="batched", batch_ms=50)
         s = Session.create(store, clock=StepClock(START_MS))
         for turn, (prompt, answer) in enumerate(texts, start=1):
-            s.user_message(prompt)
-            m = s.start_message("assistant")
-            if streamed:
-                part = s.add_text(m)
-                for i in range(0, len(answer), 12):
-                    s.text_delta(part, answer[i:i + 12])
-                s.end_part(part)
-            else:
-                s.add_text(m, answer, streaming=False)
-            s.complete_message(m, finish="stop")
+            record_turn(s, prompt, answer, streamed=streamed)
             if turn in points:
                 store.flush()
                 out[key].append(_size(root))
