@@ -198,6 +198,17 @@ def _sealed_events(body: bytes, session_id: str) -> list[AnyEvent] | None:
     return events
 
 
+def _packed_for_reading(body: bytes, session_id: str) -> list[AnyEvent] | None:
+    """A packed sealed block's events for a read (a damaged header is EventDecodeError);
+    None for every other block format."""
+    if body[:1] != _SEALED:
+        return None
+    try:
+        return _sealed_events(body, session_id)
+    except ValueError as exc:
+        raise EventDecodeError(f"unreadable block: {exc}") from None
+
+
 def _current(events: list[AnyEvent]) -> list[AnyEvent]:
     if not upcasting_active():
         return events
@@ -251,13 +262,9 @@ def max_version(events: Sequence[Event]) -> int:
 def decode(body: bytes, session_id: str = "") -> list[AnyEvent]:
     """The block's events at the current schema version (``session_id``: the block's
     session, which a packed payload does not repeat)."""
-    if body[:1] == _SEALED:
-        try:
-            unpacked = _sealed_events(body, session_id)
-        except ValueError as exc:
-            raise EventDecodeError(f"unreadable block: {exc}") from None
-        if unpacked is not None:
-            return _current(unpacked)
+    unpacked = _packed_for_reading(body, session_id)
+    if unpacked is not None:
+        return _current(unpacked)
     try:
         maxv, events = _open(body)
     except (ValueError, zlib.error, msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -293,13 +300,9 @@ def decode_range(body: bytes, lo: int, hi: int, session_id: str = "") -> list[An
     """Events with index lo..hi-1 of the block at the current schema version: only
     those are decoded (a partial read of a block of up to BLOCK_MAX events; a packed
     one is decoded whole, and kept for the next call, by the packed codec)."""
-    if body[:1] == _SEALED:
-        try:
-            unpacked = _sealed_events(body, session_id)
-        except ValueError as exc:
-            raise EventDecodeError(f"unreadable block: {exc}") from None
-        if unpacked is not None:
-            return _current(unpacked[max(lo, 0):hi])
+    unpacked = _packed_for_reading(body, session_id)
+    if unpacked is not None:
+        return _current(unpacked[max(lo, 0):hi])
     hit = _last_opened[0] if _last_opened else None
     if hit is not None and hit[0] == body:
         _, maxv, raws = hit
