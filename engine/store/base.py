@@ -708,26 +708,38 @@ class Store(abc.ABC):
 
         This base version polls ``read_all``; PostgreSQL waits on LISTEN/NOTIFY.
         """
-        last = after
-        idle_since = time.monotonic()
-        while True:
-            got = False
-            for rec in self.read_all(last, session_id=session_id):
-                last = rec.position
-                got = True
-                yield rec
-            if stop is not None and stop():
-                return
-            now = time.monotonic()
-            if got:
-                idle_since = now
-            elif idle_timeout is not None and now - idle_since >= idle_timeout:
-                return
-            self._wait(last, poll)
+        return follow(lambda last: self.read_all(last, session_id=session_id), self._wait,
+                      after=after, idle_timeout=idle_timeout, poll=poll, stop=stop)
 
     def _wait(self, position: int, timeout: float) -> None:
         """Block until something may have been committed after ``position``."""
         time.sleep(timeout)
+
+
+def follow(read: Callable[[int], Iterable[Record]], wait: Callable[[int, float], None], *,
+           after: int, idle_timeout: float | None, poll: float,
+           stop: Callable[[], bool] | None) -> Iterator[Record]:
+    """The subscribe loop every store shares: ``read(last)`` gives the records after a
+    position (the backlog, then what committed since), and ``wait(last, seconds)``
+    blocks until more may have committed (a sleep, or a LISTEN/NOTIFY wakeup). Ends
+    after ``idle_timeout`` seconds without a record, or when ``stop()`` is true."""
+    last = after
+    idle_since = time.monotonic()
+    while True:
+        got = False
+        for rec in read(last):
+            last = rec.position
+            got = True
+            yield rec
+        if stop is not None and stop():
+            return
+        now = time.monotonic()
+        if got:
+            idle_since = now
+        elif idle_timeout is not None and now - idle_since >= idle_timeout:
+            return
+        left = poll if idle_timeout is None else min(poll, idle_timeout - (now - idle_since))
+        wait(last, max(left, 0.0))
 
 
 def _first_difference(given: Event, stored: Event) -> str:

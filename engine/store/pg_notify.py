@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import psycopg
@@ -104,27 +104,3 @@ class Listener:
             self.reopened += 1
             with contextlib.suppress(psycopg.Error):
                 self._open()
-
-
-def subscription(read: Callable[[int], Iterator[Any]], listener: Listener, *, after: int,
-                 sid: int | None, idle_timeout: float | None, poll: float,
-                 stop: Callable[[], bool] | None) -> Iterator[Any]:
-    """The subscribe loop of ``Store.subscribe`` over a listener: the backlog, then
-    a read by position after each wakeup. ``read(after)`` yields records by position."""
-    last = after
-    idle_since = time.monotonic()
-    while True:
-        got = False
-        for rec in read(last):
-            last = rec.position
-            got = True
-            yield rec
-        if stop is not None and stop():
-            return
-        now = time.monotonic()
-        if got:
-            idle_since = now
-        elif idle_timeout is not None and now - idle_since >= idle_timeout:
-            return
-        wait = poll if idle_timeout is None else min(poll, idle_timeout - (now - idle_since))
-        listener.wait(last, sid, max(wait, 0.0))

@@ -60,9 +60,10 @@ from engine.store.base import (
     Record,
     SessionInfo,
     check_chain,
+    follow,
 )
 from engine.store.blockread import hash_before
-from engine.store.pg_notify import CHANNEL, Listener, subscription
+from engine.store.pg_notify import CHANNEL, Listener
 from engine.store.pg_wire import bytea_array, int4_array, int8_array, use_binary
 from engine.store.sql import POSTGRES, SQLRecorder, Statements
 
@@ -485,9 +486,10 @@ class PostgresStore(SQLRecorder):
         # LISTEN before the backlog is read: no commit falls between the two.
         listener = Listener(lambda: connect(self.dsn))
         try:
-            yield from subscription(
-                lambda last: self._read_pages(last, sid), listener,
-                after=after, sid=sid, idle_timeout=idle_timeout, poll=poll, stop=stop)
+            yield from follow(
+                lambda last: self._read_pages(last, sid),
+                lambda last, seconds: listener.wait(last, sid, seconds),
+                after=after, idle_timeout=idle_timeout, poll=poll, stop=stop)
         finally:
             listener.close()
 
