@@ -347,6 +347,11 @@ class Store(abc.ABC):
         """The head as recorded apart from the events (verify compares the log to it)."""
         return self._head(session_id)
 
+    def _recorded_genesis(self, session_id: str) -> bytes | None:
+        """Where the session's chain starts, where a store records it apart from the
+        events (verify compares it to the hash the lineage reaches), else None."""
+        return None
+
     # -- snapshots (caches of projection state; never the truth)
     def put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
         self._put_snapshot(session_id, check_snapshot_name(name), seq, data)

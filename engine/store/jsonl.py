@@ -64,6 +64,7 @@ from engine.store.base import (
     Prepared,
     Record,
     SessionInfo,
+    Span,
     Store,
     Stored,
     check_chain,
@@ -76,7 +77,11 @@ from engine.store.jsonl_blocks import SEAL_AT, SEAL_BYTES, BadMember, BlockRef
 log = structlog.get_logger("convlog.store.jsonl")
 
 FORMAT = "convlog-jsonl"
-FORMAT_VERSION = 1
+# 2: sealed members carry a block link (jsonl_blocks index version 2). A format 1
+# store opens as it is; its convlog.json says 2 from the first seal this release
+# writes into it, so the release before refuses the store rather than taking a
+# member it cannot read for a torn one.
+FORMAT_VERSION = 2
 
 
 class _LineOut(msgspec.Struct):
@@ -254,6 +259,9 @@ class JSONLStore(Store):
         self._metas: dict[str, SessionInfo] = {}
         self._ids: dict[str, tuple[str, int, int]] = {}
         self._flocked = False
+        self._format = FORMAT_VERSION  # of the files, from convlog.json
+        # Position ranges the last verification walk of a session saw (_own_units).
+        self._walked_positions: dict[str, list[tuple[int, int, int]]] = {}
         self._write_lock = _FileLock(self)
         self._lock_fd = -1
         self._last = 0  # last global position (valid while the file lock is held)
@@ -291,7 +299,8 @@ class JSONLStore(Store):
                 meta = msgspec.json.decode(path.read_bytes())
                 if meta.get("format") != FORMAT:
                     raise StoreError(f"{self.url}: {path} is not a convlog JSONL store")
-                if int(meta.get("version", 0)) > FORMAT_VERSION:
+                self._format = int(meta.get("version", 0))
+                if self._format > FORMAT_VERSION:
                     raise StoreError(f"{self.url} has format {meta['version']}, newer than "
                                      f"{FORMAT_VERSION}")
             except (msgspec.DecodeError, AttributeError, ValueError) as exc:
@@ -302,7 +311,20 @@ class JSONLStore(Store):
             meta = {"format": FORMAT, "version": FORMAT_VERSION,
                     "chain": self.chain.algorithm, "key": self.chain.fingerprint()}
             _write_atomic(path, msgspec.json.encode(meta) + b"\n", durable=True)
+            self._format = FORMAT_VERSION
         return check_chain(self.url, str(meta["chain"]), str(meta.get("key", "")), self.chain)
+
+    def _upgrade_format(self) -> None:
+        """Before the first format 2 member is written (file lock held): say so in
+        ``convlog.json``, so that the release before refuses the store."""
+        if self._format >= FORMAT_VERSION:
+            return
+        path = self.root / "convlog.json"
+        meta = msgspec.json.decode(path.read_bytes())
+        meta["version"] = FORMAT_VERSION
+        _write_atomic(path, msgspec.json.encode(meta) + b"\n", durable=True)
+        self._format = FORMAT_VERSION
+        log.info("jsonl_format_upgraded", url=self.url, version=FORMAT_VERSION)
 
     def _read_txn(self) -> _Txn | None:
         try:
@@ -809,6 +831,7 @@ class JSONLStore(Store):
             if members is None:
                 return
             cut = st.size - st.offsets[0]  # whole lines; anything after them stays
+            self._upgrade_format()
             blocks_path = self._blocks_path(session_id)
             new_file = not blocks_path.exists()
             with open(blocks_path, "ab") as f:
@@ -861,12 +884,17 @@ class JSONLStore(Store):
             log.warning("jsonl_seal_skipped", session_id=session_id, reason=str(exc))
             return None
         out = []
+        before = st.sealed_head
         for i in range(0, len(events), SEAL_AT):
             chunk = events[i:i + SEAL_AT]
             head = hashes[i + len(chunk) - 1]
-            member = jsonl_blocks.encode(chunk, session_id, head, positions[i:i + SEAL_AT])
-            out.append((member, BlockRef(chunk[0].seq, len(chunk), 0, len(member), head,
-                                         positions[i:i + SEAL_AT])))
+            member = jsonl_blocks.encode(chunk, session_id, head, positions[i:i + SEAL_AT],
+                                         link=self.chain.link, prev=before)
+            before = head
+            refs, bad = jsonl_blocks.scan(member, 0, chunk[0].seq)
+            if bad is not None or len(refs) != 1:  # never: the member was just made
+                raise StoreError(f"a new block does not read back: {bad}")
+            out.append((member, refs[0]))
         return out
 
     def _finish_seal(self, session_id: str) -> None:
@@ -976,9 +1004,42 @@ class JSONLStore(Store):
                 return
 
     def _own_stored(self, session_id: str) -> Iterator[Stored]:
+        """Every own event with its chain hash (those inside a sealed block recomputed:
+        only a block's last hash is stored)."""
+        return (u for u in self._walk_files(session_id, spans=False, deep=True)
+                if isinstance(u, Stored))
+
+    def _own_units(self, session_id: str, *, deep: bool) -> Iterator[Stored | Span]:
+        """A :class:`Span` per linked (version 2) sealed member, followed when ``deep``
+        by its events; per event a :class:`Stored` for version 1 members and the tail.
+        The position ranges seen are kept for :meth:`_own_positions`."""
+        return self._walk_files(session_id, spans=True, deep=deep)
+
+    def _own_positions(self, session_id: str) -> list[tuple[int, int, int]] | None:
+        # The ranges of the files the walk read, not of a later state of them.
+        return self._walked_positions.pop(session_id, None)
+
+    def _recorded_genesis(self, session_id: str) -> bytes | None:
+        try:
+            return bytes.fromhex(self._meta(session_id).genesis)
+        except ValueError as exc:
+            raise CorruptLog(session_id, 0, f"unreadable genesis in its meta file: {exc}"
+                             ) from None
+
+    def _link_holds(self, session_id: str, prev: bytes, span: Span) -> bool:
+        return jsonl_blocks.link_holds(self.chain.link, session_id, prev, span.body)
+
+    def _span_links(self, session_id: str, prev: bytes, span: Span) -> list[bytes]:
+        objs = packed.unpack_builtins(jsonl_blocks.payload(span.body), session_id, span.seq,
+                                      json=True)
+        return self.chain.links(prev, [canonical(o) for o in objs])
+
+    def _walk_files(self, session_id: str, *, spans: bool, deep: bool
+                    ) -> Iterator[Stored | Span]:
         m = self._meta(session_id)
         base = m.fork_seq or 0
         path = self._path(session_id)
+        self._walked_positions.pop(session_id, None)
         with self._lock:
             self._readable()
             # The tail first: a seal appends its blocks before it replaces the tail.
@@ -986,25 +1047,45 @@ class JSONLStore(Store):
             blocks_path = self._blocks_path(session_id)
             sealed_data = blocks_path.read_bytes() if blocks_path.exists() else b""
         refs, bad = jsonl_blocks.scan(sealed_data, 0, base + 1)
-        prev = bytes.fromhex(m.genesis)
+        try:
+            prev = bytes.fromhex(m.genesis)
+        except ValueError:
+            prev = b""  # verify reports the meta file (_recorded_genesis)
         sealed = base
+        ranges: list[tuple[int, int, int]] = []
         for ref in refs:
-            try:
-                objs = packed.unpack_builtins(
-                    jsonl_blocks.payload(sealed_data[ref.offset:ref.offset + ref.length]),
-                    session_id, ref.first_seq, json=True)
-            except (BadMember, EventDecodeError) as exc:
-                yield Stored(ref.first_seq, b"", None,
-                             f"unreadable block at byte {ref.offset}: {exc}")
-                return
-            # Only a block's last hash is stored: the others are the chain's own links,
-            # so a change anywhere in the block shows at its last seq.
-            last = len(objs) - 1
-            for i, (built, pos) in enumerate(zip(objs, ref.positions, strict=True)):
-                c = canonical(built)
-                h = ref.head if i == last else self.chain.link(prev, c)
-                yield Stored(ref.first_seq + i, h, built, None, pos, c)
-                prev = h
+            member = sealed_data[ref.offset:ref.offset + ref.length]
+            if spans and ref.link:
+                yield Span(ref.first_seq, ref.last_seq, ref.head, member,
+                           row_first=ref.first_seq, row_last=ref.last_seq)
+            if not (spans and ref.link) or deep:
+                try:
+                    objs = packed.unpack_builtins(jsonl_blocks.payload(member), session_id,
+                                                  ref.first_seq, json=True)
+                    if len(objs) != ref.size:
+                        raise BadMember(-1, f"it holds {len(objs)} events, its index "
+                                            f"{ref.size}")
+                except (BadMember, EventDecodeError) as exc:
+                    yield Stored(ref.first_seq, b"", None,
+                                 f"unreadable block at byte {ref.offset}: {exc}")
+                    return
+                if spans and ref.link:  # the span's last hash is what these must reach
+                    for i, built in enumerate(objs):
+                        yield Stored(ref.first_seq + i, b"", built, None, canon=canonical(built))
+                else:
+                    # Only a block's last hash is stored: the others are the chain's own
+                    # links, so a change anywhere in the block shows at its last seq.
+                    last = len(objs) - 1
+                    for i, (built, pos) in enumerate(zip(objs, ref.positions, strict=True)):
+                        c = canonical(built)
+                        h = ref.head if i == last else self.chain.link(prev, c)
+                        yield Stored(ref.first_seq + i, h, built, None, pos, c)
+                        prev = h
+            prev = ref.head
+            seq = ref.first_seq
+            for pos, n in ref.runs:
+                ranges.append((seq, pos, n))
+                seq += n
             sealed = ref.last_seq
         lines = data.split(b"\n")
         if lines and lines[-1] == b"":
@@ -1033,7 +1114,15 @@ class JSONLStore(Store):
             if not isinstance(obj, dict):
                 yield Stored(seq, h, None, "the event is not a JSON object", rec.pos)
                 continue
+            at = int(obj.get("seq", seq)) if isinstance(obj.get("seq", seq), int) else seq
+            if ranges and ranges[-1][0] + ranges[-1][2] == at \
+                    and ranges[-1][1] + ranges[-1][2] == rec.pos:
+                ranges[-1] = (ranges[-1][0], ranges[-1][1], ranges[-1][2] + 1)
+            else:
+                ranges.append((at, rec.pos, 1))
             yield Stored(int(obj.get("seq", seq)), h, obj, None, rec.pos)
+        if spans:
+            self._walked_positions[session_id] = ranges
 
     @staticmethod
     def _tail_seq(line: bytes, base: int, sealed: int) -> int:

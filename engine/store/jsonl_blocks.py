@@ -4,22 +4,31 @@ Each member is an ordinary gzip member (RFC 1952), so ``zcat``/``zgrep`` read th
 file: its content is one JSON object, the :func:`engine.store.packed.pack_json`
 columns of up to ``SEAL_AT`` consecutive events, then a newline. What the store
 needs without decompressing sits in the member's header, in an ``extra`` subfield
-``CL`` that gzip tools skip, protected by the header CRC (``FHCRC``):
+``CL`` that gzip tools skip, protected by the header CRC (``FHCRC``). Two versions of that subfield:
 
-    [1, first seq, event count, compressed length, hash of the last event (16 bytes),
-     global positions as runs [[start, length], ...]]
+- version 2 (written since store format 2): ``0x02 | block link (16 bytes) | index``
+  with ``index`` the msgpack array ``[first seq, event count, compressed length, hash
+  of the last event (16 bytes), global positions as runs [[start, length], ...]]``;
+- version 1 (store format 1, still read): the msgpack array ``[1, first seq, ...]``
+  (the same fields, no link). It starts with ``0x96``, never ``0x02``.
 
 The compressed length finds the next member without inflating this one; gzip's
 own CRC-32 and length trailer catch a torn or damaged body. Only the last event's
-hash is kept: the chain is the same (``hash_n = H(hash_{n-1} || canonical_n)``),
-recomputed through the block when it is verified.
+hash is kept: the chain is the same (``hash_n = H(hash_{n-1} || canonical_n)``).
+The *block link* is ``H(hash before the block || tag || session id || index ||
+compressed body and trailer)`` with the chain's H (an HMAC on a keyed store), as
+the sealed blocks of SQLite and PostgreSQL have (:mod:`engine.store.blocks`): it
+covers every byte of the member but the fixed gzip header (compared byte for byte),
+the header CRC and the link itself, so the chain walk checks a block with one
+digest over its stored bytes, without inflating it. A version 1 member is checked
+by recomputing the hashes of its events.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import msgspec
@@ -33,7 +42,9 @@ from engine.store.chain import HASH_BYTES
 SEAL_AT = 256
 SEAL_BYTES = 64 * 1024
 ZLIB_LEVEL = 3
-_INDEX_VERSION = 1
+_INDEX_V1 = 1  # the first byte of a version 1 index is 0x96 (a msgpack array of 6)
+_INDEX_V2 = b"\x02"
+_LINK_TAG = b"convlog jsonl block v2\x00"  # never the start of an event's canonical bytes
 _HEAD = b"\x1f\x8b\x08\x06\x00\x00\x00\x00\x00\xff"  # gzip, deflate, FEXTRA|FHCRC, OS unknown
 _SUBFIELD = b"CL"
 
@@ -47,6 +58,8 @@ class BlockRef(NamedTuple):
     length: int  # of the whole member
     head: bytes  # the hash of its last event
     positions: list[int]
+    runs: list[tuple[int, int]]  # the positions as (first, count) runs
+    link: bytes  # the block link (version 2), b"" for a version 1 member
 
     @property
     def last_seq(self) -> int:
@@ -72,25 +85,52 @@ def _runs(positions: Sequence[int]) -> list[list[int]]:
     return out
 
 
+Link = Callable[[bytes, bytes], bytes]
+
+
 def encode(events: Sequence[Event], session_id: str, head: bytes,
-           positions: Sequence[int]) -> bytes:
-    """One gzip member holding ``events`` (consecutive, of ``session_id``)."""
+           positions: Sequence[int], *, link: Link, prev: bytes) -> bytes:
+    """One gzip member (index version 2) holding ``events`` (consecutive, of
+    ``session_id``); ``prev`` is the chain hash before them, ``link`` the chain's H."""
     first = events[0].seq
     body = packed.pack_json(events, session_id, first) + b"\n"
     comp = zlib.compressobj(ZLIB_LEVEL, zlib.DEFLATED, -15)
     deflated = comp.compress(body) + comp.flush()
-    index = msgspec.msgpack.encode([_INDEX_VERSION, first, len(events), len(deflated), head,
-                                    _runs(positions)])
-    extra = _SUBFIELD + struct.pack("<H", len(index)) + index
+    index = msgspec.msgpack.encode([first, len(events), len(deflated), head, _runs(positions)])
+    trailer = struct.pack("<II", zlib.crc32(body), len(body) & 0xFFFFFFFF)
+    block_link = link(prev, link_input(session_id, index, deflated + trailer))
+    sub = _INDEX_V2 + block_link + index
+    extra = _SUBFIELD + struct.pack("<H", len(sub)) + sub
     if len(extra) > 0xFFFF:
         raise ValueError("block index too large for a gzip extra field")
     header = _HEAD + struct.pack("<H", len(extra)) + extra
     header += struct.pack("<H", zlib.crc32(header) & 0xFFFF)
-    trailer = struct.pack("<II", zlib.crc32(body), len(body) & 0xFFFFFFFF)
     return header + deflated + trailer
 
 
-_index_dec = msgspec.msgpack.Decoder(tuple[int, int, int, int, bytes, list[tuple[int, int]]])
+def link_input(session_id: str, index: bytes | memoryview,
+               rest: bytes | memoryview) -> bytes:
+    """What a version 2 member's block link covers (after the chain hash before it)."""
+    return b"".join((_LINK_TAG, session_id.encode(), b"\x00", index, rest))
+
+
+def link_holds(link: Link, session_id: str, prev: bytes, member: bytes) -> bool:
+    """Whether a version 2 member's stored block link is the one its bytes and
+    ``prev`` make (the member as :func:`scan` found it: its header is sound)."""
+    view = memoryview(member)
+    (xlen,) = struct.unpack_from("<H", member, len(_HEAD))
+    sub_at = len(_HEAD) + 2 + 4  # after XLEN, the subfield id and its length
+    index_at = sub_at + 1 + HASH_BYTES
+    body_at = len(_HEAD) + 2 + xlen + 2
+    if member[sub_at:sub_at + 1] != _INDEX_V2 or index_at > body_at - 2:
+        return False
+    stored = member[sub_at + 1:index_at]
+    return link(prev, link_input(session_id, view[index_at:body_at - 2], view[body_at:])) == stored
+
+
+_index_v1_dec = msgspec.msgpack.Decoder(
+    tuple[int, int, int, int, bytes, list[tuple[int, int]]])
+_index_v2_dec = msgspec.msgpack.Decoder(tuple[int, int, int, bytes, list[tuple[int, int]]])
 
 
 def scan(data: bytes, offset: int, next_seq: int) -> tuple[list[BlockRef], BadMember | None]:
@@ -125,13 +165,22 @@ def _member(data: bytes, at: int, next_seq: int) -> BlockRef:
     if zlib.crc32(data[at:hcrc_at]) & 0xFFFF != hcrc:
         raise BadMember(at, "header checksum mismatch")
     extra = data[fixed:hcrc_at]
-    if extra[:2] != _SUBFIELD or struct.unpack_from("<H", extra, 2)[0] != xlen - 4:
+    if (xlen < 5 or extra[:2] != _SUBFIELD
+            or struct.unpack_from("<H", extra, 2)[0] != xlen - 4):
         raise BadMember(at, "no block index in its header")
+    link = b""
     try:
-        version, first, count, deflate_len, head, runs = _index_dec.decode(extra[4:])
+        if extra[4:5] == _INDEX_V2:
+            link = extra[5:5 + HASH_BYTES]
+            first, count, deflate_len, head, runs = _index_v2_dec.decode(
+                extra[5 + HASH_BYTES:])
+            version = 2
+        else:
+            version, first, count, deflate_len, head, runs = _index_v1_dec.decode(extra[4:])
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise BadMember(at, f"unreadable block index: {exc}") from None
-    if (version != _INDEX_VERSION or first != next_seq or count < 1 or deflate_len < 0
+    if (version not in (_INDEX_V1, 2) or (version == 2 and len(link) != HASH_BYTES)
+            or first != next_seq or count < 1 or deflate_len < 0
             or len(head) != HASH_BYTES or any(n < 1 for _, n in runs)
             or sum(n for _, n in runs) != count):
         raise BadMember(at, f"block index does not fit (seq {first}, expected {next_seq})")
@@ -139,7 +188,7 @@ def _member(data: bytes, at: int, next_seq: int) -> BlockRef:
     length = hcrc_at + 2 - at + deflate_len + 8
     if at + length > end:
         raise BadMember(at, "cut short in its body", torn=True)
-    return BlockRef(first, count, at, length, head, positions)
+    return BlockRef(first, count, at, length, head, positions, runs, link)
 
 
 def payload(member: bytes) -> bytes:

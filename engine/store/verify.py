@@ -208,6 +208,13 @@ class _Walk:
                 return Problem(session_id, self.seq + 1,
                                f"fork point of {sid} is {expected_seq - 1}, "
                                f"but its parent's prefix ends at {self.seq}")
+            if own:
+                genesis = store._recorded_genesis(sid)
+                if genesis is not None and genesis != self.prev:
+                    return Problem(session_id, expected_seq,
+                                   "the chain start recorded for the session (its genesis) "
+                                   + ("is not its parent's hash at the fork point"
+                                      if expected_seq > 1 else "is not the root's"))
             where = session_id if own else f"{session_id} (in ancestor {sid})"
             span: Span | None = None  # the sealed block whose events come next (deep)
             for st in store._own_units(sid, deep=self.deep):
