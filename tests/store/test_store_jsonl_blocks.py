@@ -24,12 +24,14 @@ from engine import codec
 from engine.errors import ConvlogError
 from engine.events import AnyEvent
 from engine.session import Session, StepClock
-from engine.store import JSONLStore, jsonl, open_store
+from engine.store import JSONLStore, jsonl, jsonl_blocks, open_store, packed
+from engine.cli import EXIT_CORRUPT
 from engine.store.jsonl_blocks import SEAL_AT
 from engine.store.verify import verify
-from tests.support.cli_run import scratch_dir
+from tests.support.cli_run import run_cli, scratch_dir
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "jsonl-v1"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURE = FIXTURES / "jsonl-v1"
 
 
 @pytest.fixture(autouse=True)
@@ -140,6 +142,115 @@ def test_todays_jsonl_stores_open_read_and_verify_unchanged(tmp_path: Path) -> N
     try:
         assert verify(store).ok
         assert store.version(main) == len(want[main]) + 4
+    finally:
+        store.close()
+
+
+def _member_versions(path: Path) -> list[int]:
+    """The index version of each member of a ``.blocks`` file (2: with a block link)."""
+    data = path.read_bytes()
+    refs, bad = jsonl_blocks.scan(data, 0, 1)
+    assert bad is None
+    return [2 if ref.link else 1 for ref in refs]
+
+
+def _fixture_events(root: Path) -> dict[str, list[AnyEvent]]:
+    """Each session's own events, decoded straight from the files (blocks and tail)."""
+    out: dict[str, list[AnyEvent]] = {}
+    for meta in sorted((root / "sessions").glob("*.meta.json")):
+        sid = meta.name[:-len(".meta.json")]
+        events: list[AnyEvent] = []
+        base = json.loads(meta.read_bytes()).get("fork_seq") or 0
+        blocks = root / "sessions" / f"{sid}.blocks"
+        if blocks.exists():
+            for doc in gzip.decompress(blocks.read_bytes()).splitlines():
+                events += packed.unpack_json(doc + b"\n", sid, base + len(events) + 1)
+        for line in (root / "sessions" / f"{sid}.jsonl").read_bytes().splitlines():
+            event = codec.decode_json(msgspec.json.encode(json.loads(line)["event"]))
+            if not events or event.seq > events[-1].seq:
+                events.append(event)
+        out[sid] = events
+    return out
+
+
+@pytest.mark.parametrize(("name", "version"), [("jsonl-v1-blocks", 1), ("jsonl-v2", 2)])
+def test_sealed_stores_of_each_format_open_read_and_verify(
+        tmp_path: Path, name: str, version: int) -> None:
+    """``jsonl-v1-blocks`` was written by the release of store format 1 (members without
+    a block link), ``jsonl-v2`` by format 2 (tests/fixtures/make_jsonl_blocks.py)."""
+    root = tmp_path / name
+    shutil.copytree(FIXTURES / name, root)
+    (root / "sessions" / "lock").unlink(missing_ok=True)
+    before = _files(root)
+    main = "0190c000-0000-7000-8000-0000000000a1"
+    versions = _member_versions(root / "sessions" / f"{main}.blocks")
+    assert len(versions) >= 2 and set(versions) == {version}
+    want = _fixture_events(root)
+    store = _open(root)
+    try:
+        got = _everything(store)
+        assert got[main] == want[main] and len(got[main]) > 2 * SEAL_AT
+        fork = next(i for i in store.sessions() if i.parent == main)
+        assert fork.fork_seq is not None and SEAL_AT < fork.fork_seq < 2 * SEAL_AT
+        assert got[fork.id] == want[main][:fork.fork_seq] + want[fork.id]
+        deep, fast = verify(store), verify(store, deep=False)
+        assert deep.ok and fast.ok, (deep.problems, fast.problems)
+        assert deep.heads == fast.heads and deep.events == fast.events
+        assert _files(root) == before  # reading and verifying wrote nothing
+        # The next seal writes format 2 members (and says so for older releases).
+        s = Session.open(store, main)
+        for i in range(SEAL_AT):
+            s.user_message(f"after the upgrade {i}")
+        after = _member_versions(root / "sessions" / f"{main}.blocks")
+        assert after[:len(versions)] == versions and set(after[len(versions):]) == {2}
+        assert json.loads((root / "convlog.json").read_bytes())["version"] == 2
+        assert list(store.read(main))[:len(want[main])] == want[main]
+        for deep_check in (True, False):
+            report = verify(store, deep=deep_check)
+            assert report.ok, report.problems
+    finally:
+        store.close()
+
+
+def test_a_format_1_store_without_seals_stays_format_1(tmp_path: Path) -> None:
+    """Appends that seal nothing keep the files readable by the release before."""
+    root = tmp_path / "v1"
+    shutil.copytree(FIXTURES / "jsonl-v1-blocks", root)
+    store = _open(root)
+    try:
+        other = "0190c000-0000-7000-8000-0000000000b2"
+        Session.open(store, other).user_message("one more line")
+        assert verify(store).ok
+    finally:
+        store.close()
+    assert json.loads((root / "convlog.json").read_bytes())["version"] == 1
+
+
+@pytest.mark.parametrize("which", ["root", "fork"])
+def test_a_wrong_genesis_in_the_meta_file_is_caught(tmp_path: Path, which: str) -> None:
+    """A session's meta file records where its chain starts; appends continue from it
+    while the session has no events, so verify compares it with the lineage."""
+    root = tmp_path / "log"
+    shutil.copytree(FIXTURES / "jsonl-v2", root)
+    store = _open(root)
+    try:
+        main = "0190c000-0000-7000-8000-0000000000a1"
+        target = main if which == "root" else next(
+            i.id for i in store.sessions() if i.parent == main)
+        first = 1 if which == "root" else (store.session_info(target).fork_seq or 0) + 1
+    finally:
+        store.close()
+    meta_path = root / "sessions" / f"{target}.meta.json"
+    meta = json.loads(meta_path.read_bytes())
+    meta["genesis"] = "ab" * 16
+    meta_path.write_text(json.dumps(meta))
+    store = _open(root)
+    try:
+        for deep in (True, False):
+            report = verify(store, target, deep=deep)
+            assert report.first is not None
+            assert (report.first.session_id, report.first.seq) == (target, first)
+            assert "genesis" in report.first.reason
     finally:
         store.close()
 
@@ -282,3 +393,43 @@ def _damaged_outcome(root: Path) -> dict[str, Any]:
         return {"read": read, "ok": report.ok}
     finally:
         store.close()
+
+
+@pytest.fixture(scope="module")
+def pristine_v2() -> Iterator[Path]:
+    with scratch_dir("jsonl-blocks-v2") as base:
+        root = base / "pristine"
+        _record(f"jsonl:///{root}", events=900)
+        yield root
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.integers(0, 1 << 30), how=st.sampled_from(["flip", "truncate"]),
+       mask=st.integers(1, 255), fast=st.booleans())
+def test_damaged_linked_blocks_fail_verify_with_one_line(
+        pristine_v2: Path, where: int, how: str, mask: int, fast: bool) -> None:
+    """Every byte of a format 2 member is checked (the fixed header byte for byte, the
+    rest by its CRC or the block link): any flip or cut of a ``.blocks`` file is exit 4
+    with the first bad seq, from the chain walk as from the deep check, never a
+    traceback, and nothing is written."""
+    root = pristine_v2.parent / f"damaged-{next(_RUNS)}"
+    shutil.copytree(pristine_v2, root)
+    try:
+        path = sorted((root / "sessions").glob("*.blocks"))[0]
+        data = bytearray(path.read_bytes())
+        assert _member_versions(path) == [2] * len(_member_versions(path))
+        at = where % len(data)
+        if how == "flip":
+            data[at] ^= mask
+        else:
+            del data[at:]
+        path.write_bytes(bytes(data))
+        before = _files(root)
+        outcome = run_cli(["verify", f"jsonl:///{root}"] + (["--fast"] if fast else []))
+        outcome.assert_clean()
+        assert outcome.code == EXIT_CORRUPT, outcome
+        assert outcome.err.startswith("convlog verify: FAILED at session "), outcome
+        assert _files(root) == before
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
