@@ -233,6 +233,7 @@ class _WriteTx:
         store._lock.acquire()
         try:
             if not store._in_tx:
+                store._current_schema()
                 store._db.execute("BEGIN IMMEDIATE")
                 store._in_tx = True
         except BaseException:
@@ -266,11 +267,11 @@ class SQLiteStore(SQLRecorder):
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.execute("PRAGMA journal_mode=WAL")
             # FULL: the WAL is fsynced at every commit, so an acknowledged append survives
             # power loss. ``synchronous`` overrides it (benchmarks measure NORMAL/OFF).
             self._db.execute(f"PRAGMA synchronous={synchronous or 'FULL'}")
-            self._migrate()
+            self._stale_schema = False
+            self._open_schema()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open {self.url}: {exc}") from None
         self._sids: dict[str, int] = {}
@@ -290,8 +291,46 @@ class SQLiteStore(SQLRecorder):
                        if durability == BATCHED else None)
 
 
+    def _open_schema(self) -> None:
+        """Open without writing when the file needs no change: a current schema is
+        only read (no write transaction per open); a schema 2 store is read through
+        range indexes built in this connection's memory and migrated by its first
+        write (:meth:`_current_schema`), so reading it leaves the file as the release
+        before wrote it. A new file gets the schema."""
+        db = self._db
+        db.execute("BEGIN")  # one consistent read of the schema and its version
+        try:
+            tables = {r[0] for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+            meta = (dict(db.execute("SELECT key, value FROM meta").fetchall())
+                    if "meta" in tables else {})
+            old = int(meta["schema"]) if "schema" in meta else None
+            if old == 2 and "chain" in meta and {"log", "ids", "blocks"} <= tables:
+                db.execute("PRAGMA temp_store=MEMORY")
+                _ranges_from_v2(db, "main.log", "main.ids", into="temp.")
+                self._stale_schema = True
+        finally:
+            db.execute("COMMIT")
+        if old is not None and old > SCHEMA_VERSION:
+            raise StoreError(f"{self.url} has schema {old}, newer than {SCHEMA_VERSION}")
+        if (old == SCHEMA_VERSION or self._stale_schema) and "chain" in meta:
+            self._refuse = check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
+            return
+        self._migrate()
+
+    def _current_schema(self) -> None:
+        """Before the first write of a store opened at schema 2: migrate it (the
+        in-memory range indexes give way to the stored ones)."""
+        if not self._stale_schema:
+            return
+        for name in ("log", "ids", "names"):
+            self._db.execute(f"DROP TABLE IF EXISTS temp.{name}")
+        self._stale_schema = False
+        self._migrate()
+
     def _migrate(self) -> None:
         db = self._db
+        db.execute("PRAGMA journal_mode=WAL")
         db.execute("BEGIN IMMEDIATE")
         try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -315,7 +354,9 @@ class SQLiteStore(SQLRecorder):
                 if statement.strip():
                     db.execute(statement)
             if old == 2:
-                _ranges_from_v2(db)
+                _ranges_from_v2(db, "log_v2", "ids_v2")
+                db.execute("DROP TABLE log_v2")
+                db.execute("DROP TABLE ids_v2")
                 # The same rows, byte for byte, into a rowid table (see _SCHEMA).
                 db.execute("INSERT INTO blocks SELECT sid, last_seq, first_seq, t_max, body "
                            "FROM blocks_v2")
@@ -445,6 +486,7 @@ class SQLiteStore(SQLRecorder):
         """Open the write transaction (or join the batched window) plus a savepoint, so
         a failed append inside a window leaves the window's earlier appends intact."""
         if not self._in_tx:
+            self._current_schema()
             self._db.execute("BEGIN IMMEDIATE")
             self._in_tx = True
         self._db.execute("SAVEPOINT append")
@@ -747,23 +789,33 @@ def _maxv(row: Any) -> int:
     return blocks.sealed_head(body).maxv if blocks.is_sealed(body) else 0
 
 
-def _ranges_from_v2(db: sqlite3.Connection) -> None:
-    """Schema 2 -> 3, inside the migration's transaction: the per-event ``log_v2`` and
-    ``ids_v2`` rows become ranges, runs and exact rows; the old tables are dropped.
-    Positions, seqs, blocks and heads are kept as they are."""
+def _ranges_from_v2(db: sqlite3.Connection, log_v2: str, ids_v2: str, into: str = "") -> None:
+    """Schema 2 -> 3, inside a transaction: the per-event rows of tables ``log_v2`` and
+    ``ids_v2`` become the ranges, runs and exact rows of ``log``, ``ids`` and ``names``
+    in schema ``into`` (``temp.``: this connection's own, to read a schema 2 file
+    without changing it; those tables must not exist yet there). Positions, seqs,
+    blocks and heads are kept as they are."""
+    if into:
+        for statement in _SCHEMA.split(";"):
+            for table in ("log", "ids", "names"):
+                if f"TABLE IF NOT EXISTS {table} " in statement:
+                    db.execute(statement.replace(f"TABLE IF NOT EXISTS {table} ",
+                                                 f"TABLE {into}{table} "))
+                elif f" ON {table} " in statement:
+                    db.execute(statement.replace("INDEX IF NOT EXISTS ", f"INDEX {into}"))
     log: list[list[int]] = []
-    for pos, sid, seq in db.execute("SELECT position, sid, seq FROM log_v2 ORDER BY position"):
+    for pos, sid, seq in db.execute(f"SELECT position, sid, seq FROM {log_v2} ORDER BY position"):
         r = log[-1] if log else None
         if r is not None and r[1] == sid and r[0] + r[3] == pos and r[2] + r[3] == seq:
             r[3] += 1
         else:
             log.append([pos, sid, seq, 1])
-    db.executemany("INSERT INTO log VALUES (?, ?, ?, ?)", log)
+    db.executemany(f"INSERT INTO {into}log VALUES (?, ?, ?, ?)", log)
     # Runs in position order, then any run that overlaps an earlier-starting one is
     # given up: its ids get exact rows (runs must not overlap).
     runs: list[tuple[list[int], list[bytes]]] = []
     exact: list[tuple[bytes, int]] = []
-    for stored, pos in db.execute("SELECT id, position FROM ids_v2 ORDER BY position"):
+    for stored, pos in db.execute(f"SELECT id, position FROM {ids_v2} ORDER BY position"):
         key = bytes(stored)
         if len(key) != 16:
             exact.append((key, pos))
@@ -784,11 +836,9 @@ def _ranges_from_v2(db: sqlite3.Connection) -> None:
             continue
         kept.append(run)
         end = run[0] + run[1]
-    db.executemany("INSERT INTO ids VALUES (?, ?, ?)", kept)
-    db.executemany("INSERT INTO names VALUES (?, ?)", exact)
-    moved = db.execute("SELECT (SELECT COUNT(*) FROM log_v2), (SELECT COUNT(*) FROM ids_v2)"
-                       ).fetchone()
+    db.executemany(f"INSERT INTO {into}ids VALUES (?, ?, ?)", kept)
+    db.executemany(f"INSERT INTO {into}names VALUES (?, ?)", exact)
+    moved = db.execute(f"SELECT (SELECT COUNT(*) FROM {log_v2}), "
+                       f"(SELECT COUNT(*) FROM {ids_v2})").fetchone()
     assert sum(r[3] for r in log) == moved[0]
     assert sum(r[1] for r in kept) + len(exact) == moved[1]
-    db.execute("DROP TABLE log_v2")
-    db.execute("DROP TABLE ids_v2")

@@ -21,11 +21,11 @@ from structlog.testing import capture_logs
 
 from benchmarks.workload import START_MS, Workload
 from engine import codec
+from engine.cli import EXIT_CORRUPT
 from engine.errors import ConvlogError
 from engine.events import AnyEvent
 from engine.session import Session, StepClock
 from engine.store import JSONLStore, jsonl, jsonl_blocks, open_store, packed
-from engine.cli import EXIT_CORRUPT
 from engine.store.jsonl_blocks import SEAL_AT
 from engine.store.verify import verify
 from tests.support.cli_run import run_cli, scratch_dir
@@ -184,25 +184,31 @@ def test_sealed_stores_of_each_format_open_read_and_verify(
     before = _files(root)
     main = "0190c000-0000-7000-8000-0000000000a1"
     versions = _member_versions(root / "sessions" / f"{main}.blocks")
-    assert len(versions) >= 2 and set(versions) == {version}
+    assert len(versions) >= 2
+    assert set(versions) == {version}
     want = _fixture_events(root)
     store = _open(root)
     try:
         got = _everything(store)
-        assert got[main] == want[main] and len(got[main]) > 2 * SEAL_AT
+        assert got[main] == want[main]
+        assert len(got[main]) > 2 * SEAL_AT
         fork = next(i for i in store.sessions() if i.parent == main)
-        assert fork.fork_seq is not None and SEAL_AT < fork.fork_seq < 2 * SEAL_AT
+        assert fork.fork_seq is not None
+        assert SEAL_AT < fork.fork_seq < 2 * SEAL_AT
         assert got[fork.id] == want[main][:fork.fork_seq] + want[fork.id]
         deep, fast = verify(store), verify(store, deep=False)
-        assert deep.ok and fast.ok, (deep.problems, fast.problems)
-        assert deep.heads == fast.heads and deep.events == fast.events
+        assert deep.ok, deep.problems
+        assert fast.ok, fast.problems
+        assert deep.heads == fast.heads
+        assert deep.events == fast.events
         assert _files(root) == before  # reading and verifying wrote nothing
         # The next seal writes format 2 members (and says so for older releases).
         s = Session.open(store, main)
         for i in range(SEAL_AT):
             s.user_message(f"after the upgrade {i}")
         after = _member_versions(root / "sessions" / f"{main}.blocks")
-        assert after[:len(versions)] == versions and set(after[len(versions):]) == {2}
+        assert after[:len(versions)] == versions
+        assert set(after[len(versions):]) == {2}
         assert json.loads((root / "convlog.json").read_bytes())["version"] == 2
         assert list(store.read(main))[:len(want[main])] == want[main]
         for deep_check in (True, False):

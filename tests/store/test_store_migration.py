@@ -7,14 +7,16 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engine.errors import StoreError
 from engine.session import Session
-from engine.store import blocks, open_store
+from engine.store import Store, blocks, open_store
 from engine.store.sqlite import SQLiteStore
 from engine.store.verify import verify
+from tests.support.cli_run import run_cli
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "store-v2.db"
 ROOT = "0190b000-0000-7000-8000-0000000000a1"
@@ -34,13 +36,7 @@ def old(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_schema_2_store_migrates_and_keeps_its_chain(old: Path) -> None:
-    db = sqlite3.connect(old)
-    before = db.execute("SELECT sid, last_seq, body FROM blocks ORDER BY 1, 2").fetchall()
-    ids_before = db.execute("SELECT id, position FROM ids ORDER BY position").fetchall()
-    log_before = db.execute("SELECT position, sid, seq FROM log ORDER BY position").fetchall()
-    db.close()
-    store = open_store(f"sqlite:///{old}")
+def _read_everything(store: Store, log_before: list[Any], ids_before: list[Any]) -> None:
     for deep in (True, False):
         report = verify(store, deep=deep)
         assert report.ok, report.problems
@@ -55,6 +51,23 @@ def test_a_schema_2_store_migrates_and_keeps_its_chain(old: Path) -> None:
         assert blocks.id_key(e.id) == bytes(key)
         assert store.find_event(e.id) == (e.session_id, e.seq)
     assert store.latest_snapshot(ROOT, "fixture.v1", 100) == (4, b"snapshot bytes")
+
+
+def test_a_schema_2_store_is_read_as_it_is_and_migrates_on_its_first_write(old: Path) -> None:
+    db = sqlite3.connect(old)
+    before = db.execute("SELECT sid, last_seq, body FROM blocks ORDER BY 1, 2").fetchall()
+    ids_before = db.execute("SELECT id, position FROM ids ORDER BY position").fetchall()
+    log_before = db.execute("SELECT position, sid, seq FROM log ORDER BY position").fetchall()
+    db.close()
+    file_before = old.read_bytes()
+    store = open_store(f"sqlite:///{old}")
+    _read_everything(store, log_before, ids_before)
+    store.close()
+    # Reading changed no byte: the release before still opens the file.
+    assert old.read_bytes() == file_before
+    store = open_store(f"sqlite:///{old}")
+    store.put_snapshot(ROOT, "after.upgrade", 5, b"a write")  # the first write migrates
+    _read_everything(store, log_before, ids_before)
     store.close()
     db = sqlite3.connect(old)
     assert db.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == ("3",)
@@ -63,6 +76,29 @@ def test_a_schema_2_store_migrates_and_keeps_its_chain(old: Path) -> None:
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert not {"log_v2", "ids_v2"} & tables
     db.close()
+
+
+@pytest.mark.parametrize("argv", [["verify"], ["verify", "--fast"], ["sessions"],
+                                  ["show", "--session", ROOT]])
+def test_read_commands_leave_a_schema_2_file_unchanged(old: Path, argv: list[str]) -> None:
+    file_before = old.read_bytes()
+    command = [argv[0], f"sqlite:///{old}", *argv[1:]]
+    outcome = run_cli(command)
+    outcome.assert_clean()
+    assert outcome.code == 0, outcome
+    assert old.read_bytes() == file_before
+
+
+def test_a_reader_of_schema_2_beside_a_writer_that_migrates(old: Path) -> None:
+    """A reader that opened the file at schema 2 keeps its in-memory index while
+    another connection migrates the file under it; both read the same events."""
+    reader = open_store(f"sqlite:///{old}")
+    writer = open_store(f"sqlite:///{old}")
+    writer.put_snapshot(ROOT, "after.upgrade", 5, b"a write")
+    assert list(reader.read(ROOT)) == list(writer.read(ROOT))
+    assert reader.find_event(next(writer.read(ROOT, 3, 3)).id) == (ROOT, 3)
+    reader.close()
+    writer.close()
 
 
 def test_a_migrated_store_takes_appends_past_its_old_sealed_blocks(old: Path) -> None:
