@@ -56,6 +56,7 @@ from engine.store.blockread import Range, hash_before
 from engine.store.sql import SQLITE, SQLRecorder, Statements
 
 SCHEMA_VERSION = 3
+PAGE_SIZE = 0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -330,6 +331,8 @@ class SQLiteStore(SQLRecorder):
 
     def _migrate(self) -> None:
         db = self._db
+        if PAGE_SIZE and not db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
+            db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file: before its first page
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("BEGIN IMMEDIATE")
         try:
