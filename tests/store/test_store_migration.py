@@ -14,6 +14,7 @@ import pytest
 from engine.errors import StoreError
 from engine.session import Session
 from engine.store import Store, blocks, open_store
+from engine.store.sqlite import PAGE_SIZE as SQLITE_PAGE_SIZE
 from engine.store.sqlite import SQLiteStore
 from engine.store.verify import verify
 from tests.support.cli_run import run_cli
@@ -136,3 +137,29 @@ def test_a_schema_1_store_is_refused(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(StoreError, match="schema 1"):
         open_store(f"sqlite:///{path}")
+
+
+def _page_size(path: Path) -> int:
+    db = sqlite3.connect(path)
+    try:
+        return int(db.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_new_files_get_the_small_page_size_and_old_files_keep_theirs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    new = tmp_path / "new.db"
+    open_store(f"sqlite:///{new}").close()
+    assert _page_size(new) == SQLITE_PAGE_SIZE == 2048
+    old_file = tmp_path / "old.db"
+    with monkeypatch.context() as m:  # a file written before the page size was set
+        m.setattr("engine.store.sqlite.PAGE_SIZE", 4096)
+        store = open_store(f"sqlite:///{old_file}")
+        Session.create(store).user_message("written at 4 KiB pages")
+        store.close()
+    store = open_store(f"sqlite:///{old_file}")
+    Session.create(store).user_message("and appended to later")
+    assert verify(store).ok
+    store.close()
+    assert _page_size(old_file) == 4096
