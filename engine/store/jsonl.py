@@ -30,7 +30,9 @@ starts) and the next writer drops them. A crash while appending leaves a torn la
 member whose events are still in the tail: reads ignore it, the next writer (or
 ``repair``) moves it to ``<id>.blocks.corrupt``. A block is sealed only when its
 events, as decoded, reproduce the stored hashes, so the chain never changes.
-Stores written before blocks existed are plain tails and open unchanged.
+Stores written before blocks existed are plain tails and open unchanged; stores
+of format 1 (members without a block link) open, read and verify as they are, and
+become format 2 at the first seal this release writes into them.
 """
 
 from __future__ import annotations

@@ -19,9 +19,12 @@ An append is one ``BEGIN IMMEDIATE`` transaction: SQLite's single writer lock
 serializes appends across processes, so the last range's end + 1 inside it is a
 gapless global position, and readers see whole appends or nothing.
 
-Schema 2 stores (a ``log`` and an ``ids`` row per event) are migrated on open, in
-one transaction: the two indexes are rebuilt as ranges, the blocks and session
-heads stay byte for byte (format 2 sealed blocks stay readable, see blocks).
+Schema 2 stores (a ``log`` and an ``ids`` row per event) are read as they are (the
+range indexes built in the connection's temp schema, which shadows the old tables
+for it alone) and migrated by their first write, in one transaction: the two
+indexes are rebuilt as ranges, the blocks and session heads stay byte for byte
+(format 2 sealed blocks stay readable, see blocks). A current file opens with a
+read only.
 
 Durability: ``sync`` commits every append with ``synchronous=FULL`` (the WAL is
 fsynced before the append returns). ``batched`` keeps the write transaction open
