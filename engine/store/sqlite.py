@@ -314,11 +314,15 @@ class SQLiteStore(SQLRecorder):
                 "SELECT name FROM sqlite_master WHERE type='table'")}
             meta = (dict(db.execute("SELECT key, value FROM meta").fetchall())
                     if "meta" in tables else {})
-            old = int(meta["schema"]) if "schema" in meta else None
-            if old == 2 and "chain" in meta and {"log", "ids", "blocks"} <= tables:
-                db.execute("PRAGMA temp_store=MEMORY")
-                _ranges_from_v2(db, "main.log", "main.ids", into="temp.")
-                self._stale_schema = True
+            try:
+                old = int(meta["schema"]) if "schema" in meta else None
+                if old == 2 and "chain" in meta and {"log", "ids", "blocks"} <= tables:
+                    db.execute("PRAGMA temp_store=MEMORY")
+                    _ranges_from_v2(db, "main.log", "main.ids", into="temp.")
+                    self._stale_schema = True
+            except (ValueError, TypeError, AssertionError) as exc:  # damaged rows
+                raise StoreError(f"cannot open {self.url}: unreadable schema or index: "
+                                 f"{type(exc).__name__}: {exc}") from None
         finally:
             db.execute("COMMIT")
         if old is not None and old > SCHEMA_VERSION:
