@@ -375,10 +375,11 @@ def test_damaged_bytes_are_typed_errors_and_verify_problems(
         before = _files(root)
         outcome = _damaged_outcome(root)
         assert _files(root) == before  # reads and verify never write
-        if outcome["read"] is not None and outcome["ok"]:
-            assert outcome["read"] == original  # verify passes only when nothing changed
-        if outcome["read"] is None:
-            assert not outcome["ok"]  # what reads refuse, verify reports
+        for ok in (outcome["ok"], outcome["fast_ok"]):  # the deep check and the walk
+            if outcome["read"] is not None and ok:
+                assert outcome["read"] == original  # verify passes only when nothing changed
+            if outcome["read"] is None:
+                assert not ok  # what reads refuse, verify reports
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -387,16 +388,16 @@ def _damaged_outcome(root: Path) -> dict[str, Any]:
     try:
         store = _open(root)
     except ConvlogError:
-        return {"read": None, "ok": False}
+        return {"read": None, "ok": False, "fast_ok": False}
     try:
         try:
             read: dict[str, list[AnyEvent]] | None = _everything(store)
         except ConvlogError:
             read = None
-        report = verify(store)
-        for problem in report.problems:
+        report, fast = verify(store), verify(store, deep=False)
+        for problem in report.problems + fast.problems:
             assert problem.seq >= 0
-        return {"read": read, "ok": report.ok}
+        return {"read": read, "ok": report.ok, "fast_ok": fast.ok}
     finally:
         store.close()
 
