@@ -440,3 +440,22 @@ def test_damaged_linked_blocks_fail_verify_with_one_line(
         assert _files(root) == before
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_an_anchor_inside_a_linked_block_is_checked_by_the_chain_walk(tmp_path: Path) -> None:
+    root = tmp_path / "log"
+    shutil.copytree(FIXTURES / "jsonl-v2", root)
+    main = "0190c000-0000-7000-8000-0000000000a1"
+    store = _open(root)
+    try:
+        seq = SEAL_AT // 2  # inside the first sealed member
+        right = store._hash_at(main, seq)
+        assert right is not None
+        for deep in (True, False):
+            assert verify(store, main, anchored={main: (seq, right)}, deep=deep).ok
+            wrong = verify(store, main, anchored={main: (seq, bytes(16))}, deep=deep)
+            assert wrong.first is not None
+            assert wrong.first.seq == seq
+            assert "anchor" in wrong.first.reason
+    finally:
+        store.close()
