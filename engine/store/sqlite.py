@@ -62,9 +62,10 @@ SCHEMA_VERSION = 3
 # The page size of new files (an existing file keeps its own). Every table and index
 # costs at least a page, and a schema 3 file has 12 of them: at SQLite's default
 # 4 KiB that is 48 KiB before any event, 0.7x the text of a 50-turn session. At 2 KiB
-# a 50-turn session of whole messages takes 0.69x its text instead of 1.09x (streamed:
-# 0.90x, was 1.39x), at the same read speed and a few percent more append CPU
-# (measured in docs/performance.md, "Small stores"); 1 KiB cost 15-20% of append CPU.
+# a 50-turn session of whole messages takes 0.69x its text instead of 1.09x (streamed,
+# flushed every turn: 1.33x, was 1.69x), at the same read and append speed (measured
+# in docs/performance.md, "Verify on JSONL, small SQLite stores, opens"); 1 KiB pages
+# cost 15-20% of append CPU.
 PAGE_SIZE = 2048
 
 _SCHEMA = """
