@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 import attrs
+import msgspec
 
 from engine import events as ev
 from engine.decider import ABSENT, Entity, Journal, Row, Rule, Table, illegal, same_payload
@@ -33,14 +34,20 @@ ABORT_LIKE: Final = frozenset({"aborted", "cancelled", "denied"})
 NEVER_RAN: Final = ABORT_LIKE | {"truncated"}
 
 
-class PartLife:
-    __slots__ = ("deadline", "entered", "kind", "state")
+class PartLife(msgspec.Struct, gc=False):
+    """A part's kind and state, as the tables judge it.
 
-    def __init__(self, kind: str, state: str, entered: Event) -> None:
-        self.kind = kind
-        self.state = state
-        self.entered = entered  # the event that moved the part into ``state``
-        self.deadline: int | None = None
+    Never tracked by the garbage collector (``gc=False``): a session holds one
+    per part, and a stream of short blocks makes many. No cycle can pass through
+    it: its fields are strings, an int and an accepted event, and an event's
+    values are JSON data (the door refuses anything else), which cannot refer
+    back to a PartLife (``tests/engine/test_gc_free.py``).
+    """
+
+    kind: str
+    state: str
+    entered: Event  # the event that moved the part into ``state``
+    deadline: int | None = None
 
 
 class MessageLife:

@@ -242,8 +242,8 @@ class AnthropicIngest(StreamIngest):
             return
         if call.open:
             self._close(call)
-        mid, pid = self.message_id, call.ref.part_id
-        meta = {"anthropic": {"result_part": part.ref.part_id}}
+        mid, pid = self.message_id, call.part_id
+        meta = {"anthropic": {"result_part": part.part_id}}
         self._emit(ev.ToolStarted(message_id=mid, part_id=pid))
         error = _result_error(result)
         if error is None:
@@ -263,7 +263,7 @@ class AnthropicIngest(StreamIngest):
                 if call.open:
                     self._close(call)
                 self._emit(ev.ToolFailed(
-                    message_id=self.message_id, part_id=call.ref.part_id, kind="cancelled",
+                    message_id=self.message_id, part_id=call.part_id, kind="cancelled",
                     error=f"no result from the provider (stop reason {self.stop_reason})",
                     metadata={"anthropic": {"unanswered": True}}))
                 call.data["done"] = True

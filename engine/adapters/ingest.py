@@ -167,20 +167,38 @@ class IngestResult:
 # --------------------------------------------------------------------------- blocks
 
 
-class Block:
-    """One content block (a part) of the message being streamed."""
+class Block(msgspec.Struct, gc=False):
+    """One content block (a part) of the message being streamed.
 
-    __slots__ = ("buf", "buf_len", "data", "kind", "open", "raw", "ref", "start_input")
+    Never tracked by the garbage collector (``gc=False``): a stream of short
+    blocks holds one per block, and a collection would walk them all. No cycle
+    can pass through a block: it refers only to strings, flags, the lists of
+    strings its deltas fill and dicts of provider JSON (``tests/adapters/
+    test_block_gc.py`` holds every field to that); nothing refers back to it
+    but the adapter.
+    """
 
-    def __init__(self, kind: str, ref: PartRef) -> None:
-        self.kind = kind
-        self.ref = ref
-        self.open = True
-        self.buf: list[str] = []  # coalesced deltas not yet recorded
-        self.buf_len = 0
-        self.raw: list[str] = []  # a tool call's JSON fragments
-        self.start_input: JSON = {}
-        self.data: JSON = {}  # provider data for the part's end metadata
+    kind: str
+    message_id: str
+    part_id: str
+    open: bool = True
+    # A tool call's JSON fragments (a list from the call's start); None for other blocks.
+    raw: list[str] | None = None
+    # Coalesced deltas not yet recorded; None until coalescing buffers one.
+    buf: list[str] | None = None
+    buf_len: int = 0
+    start_input: JSON = {}  # msgspec copies an empty default for each instance
+    data: JSON = {}  # provider data for the part's end metadata
+
+    @property
+    def ref(self) -> PartRef:
+        return PartRef(self.message_id, self.part_id)
+
+    def fragments(self) -> list[str]:
+        """The JSON fragments list, created on first use."""
+        if self.raw is None:
+            self.raw = []
+        return self.raw
 
 
 def as_dict(event: Any) -> dict[str, Any]:
@@ -393,26 +411,26 @@ class StreamIngest:
         if key in self.blocks:
             raise StreamOrderError(f"block {key!r} started twice")
         self._flush_buffered()
-        block = Block(kind, PartRef(self.message_id, part_id()))
+        block = Block(kind, self.message_id, part_id())
         self.blocks[key] = block
         return block
 
     def _open_text(self, key: Any, text: str = "", metadata: JSON | None = None) -> Block:
         block = self._new_block(key, TEXT)
-        self._emit(ev.TextAdded(message_id=self.message_id, part_id=block.ref.part_id,
+        self._emit(ev.TextAdded(message_id=self.message_id, part_id=block.part_id,
                                 text=text, metadata=metadata))
         return block
 
     def _open_reasoning(self, key: Any, text: str = "", metadata: JSON | None = None) -> Block:
         block = self._new_block(key, REASONING)
-        self._emit(ev.ReasoningAdded(message_id=self.message_id, part_id=block.ref.part_id,
+        self._emit(ev.ReasoningAdded(message_id=self.message_id, part_id=block.part_id,
                                      text=text, metadata=metadata))
         return block
 
     def _open_opaque(self, key: Any, metadata: JSON) -> Block:
         """A block convlog does not model: an ignored, synthetic text part keeps it whole."""
         block = self._new_block(key, OPAQUE)
-        self._emit(ev.TextAdded(message_id=self.message_id, part_id=block.ref.part_id,
+        self._emit(ev.TextAdded(message_id=self.message_id, part_id=block.part_id,
                                 synthetic=True, ignored=True, metadata=metadata))
         return block
 
@@ -420,9 +438,10 @@ class StreamIngest:
                    metadata: JSON | None = None, *, server: bool = False) -> Block:
         block = self._new_block(key, TOOL)
         block.start_input = dict(input or {})
+        block.raw = []  # openai_responses completes it in place
         block.data.update(call_id=call_id, name=name, server=server)
         self._tools.append(block)
-        self._emit(ev.ToolAdded(message_id=self.message_id, part_id=block.ref.part_id,
+        self._emit(ev.ToolAdded(message_id=self.message_id, part_id=block.part_id,
                                 call_id=call_id, tool=name, input=block.start_input,
                                 metadata=metadata))
         return block
@@ -437,6 +456,8 @@ class StreamIngest:
             if self._buffered is not block:
                 self._flush_buffered()
                 self._buffered = block
+            if block.buf is None:
+                block.buf = []
             block.buf.append(delta)
             block.buf_len += len(delta)
             if block.buf_len >= self.coalesce_chars:
@@ -444,11 +465,11 @@ class StreamIngest:
             return
         if block.kind == TEXT:
             self._queue.append(ev.TextDelta(message_id=self.message_id,
-                                            part_id=block.ref.part_id,
+                                            part_id=block.part_id,
                                     delta=delta))
         else:
             self._queue.append(ev.ReasoningDelta(message_id=self.message_id,
-                                         part_id=block.ref.part_id, delta=delta))
+                                         part_id=block.part_id, delta=delta))
 
     def _flush_buffered(self) -> None:
         """Record the coalesced text still buffered, if any."""
@@ -457,13 +478,13 @@ class StreamIngest:
 
     def _flush_buffer(self, block: Block) -> None:
         self._buffered = None
-        if not block.buf:
+        if not block.buf:  # None or empty
             return
         text = "".join(block.buf)
         block.buf.clear()
         block.buf_len = 0
         cls = ev.TextDelta if block.kind == TEXT else ev.ReasoningDelta
-        self._queue.append(cls(message_id=self.message_id, part_id=block.ref.part_id,
+        self._queue.append(cls(message_id=self.message_id, part_id=block.part_id,
                                delta=text))
 
     def _fragment(self, block: Block, fragment: str) -> None:
@@ -471,9 +492,9 @@ class StreamIngest:
             return
         if fragment.__class__ is not str:
             raise MalformedEvent(f"a JSON fragment of type {type(fragment).__name__}")
-        block.raw.append(fragment)
+        block.fragments().append(fragment)
         self._queue.append(ev.ToolInputDelta(message_id=self.message_id,
-                                             part_id=block.ref.part_id,
+                                             part_id=block.part_id,
                                      fragment=fragment))
 
     def _close(self, block: Block, metadata: JSON | None = None,
@@ -482,10 +503,11 @@ class StreamIngest:
         if self._buffered is block:
             self._flush_buffer(block)
         block.open = False
-        mid, pid = self.message_id, block.ref.part_id
+        mid, pid = self.message_id, block.part_id
         if block.kind == TOOL:
-            raw = "".join(block.raw)
-            block.raw[:] = [raw] if raw else []
+            raw = "".join(block.raw or ())
+            if block.raw is not None:
+                block.raw[:] = [raw] if raw else []
             try:
                 block.data["input"] = parse_tool_input(raw, block.start_input, event=event)
             except MalformedToolInput:
@@ -520,7 +542,7 @@ class StreamIngest:
                 raise MalformedToolInput(f"tool input is cut short (finish reason {reason!r})",
                                          raw=raw)
             self._emit(ev.ToolFailed(
-                message_id=mid, part_id=block.ref.part_id, kind="truncated",
+                message_id=mid, part_id=block.part_id, kind="truncated",
                 error=f"the arguments were cut short (finish reason {reason}): never run",
                 metadata={"raw": raw}))
             block.data["done"] = True
@@ -568,10 +590,10 @@ class StreamIngest:
         reason = f"stream broken ({exc.kind}): {exc}"
         unsettled = dict(self.session.lifecycle.unsettled(mid))
         for block in self._tools:
-            pid = block.ref.part_id
+            pid = block.part_id
             if pid not in unsettled:
                 continue
-            raw = "".join(block.raw)
+            raw = "".join(block.raw or ())
             meta: JSON = {"interrupted": True, "raw": raw, "stream_error": exc.kind}
             fail = ev.ToolFailed(message_id=mid, part_id=pid, error=ABORTED_TOOL_ERROR,
                                  kind="aborted", metadata=meta)

@@ -410,7 +410,7 @@ class OpenAIResponsesIngest(StreamIngest):
         elif it.type == "function_call":
             call = it.block
             assert call is not None
-            self._complete(call.raw, item.get("arguments"),
+            self._complete(call.fragments(), item.get("arguments"),
                            lambda s: self._fragment(call, s), "arguments")
             self._close(call)
         elif it.type == "reasoning":
@@ -552,7 +552,7 @@ class OpenAIResponsesIngest(StreamIngest):
 
     def _arguments_done(self, data: JSON) -> None:
         block = self._call(data)
-        self._complete(block.raw, data.get("arguments"), lambda s: self._fragment(block, s),
+        self._complete(block.fragments(), data.get("arguments"), lambda s: self._fragment(block, s),
                        "arguments")
 
     def _summary_added(self, data: JSON) -> None:
