@@ -129,6 +129,7 @@ def from_builtins(obj: Any) -> AnyEvent:
 # --------------------------------------------------------------------------- canonical bytes
 
 _canon_enc = msgspec.msgpack.Encoder(order="sorted")
+canonical_encoder = _canon_enc  # for batch loops that encode without a call per event
 
 
 def canonical(event: Event | dict[str, Any]) -> bytes:

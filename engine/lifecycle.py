@@ -11,7 +11,9 @@ mutation is journaled so a rejected batch rolls back whole.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+
+import msgspec
 
 from engine import events as ev
 from engine.conversation import ConversationLife
@@ -79,7 +81,9 @@ class Lifecycle:
         return self._journal.undo is not None
 
     def begin(self) -> None:
-        self._journal.undo = []  # Journal.begin, inlined: one call per commit saved
+        # Journal.begin, inlined, with the version journaled once for the whole batch:
+        # a rollback restores it last, so the deltas need not journal it each.
+        self._journal.undo = [(self, "version", self.version)]
 
     def commit(self) -> None:
         self._journal.undo = None
@@ -135,9 +139,7 @@ class Lifecycle:
             if msg is not None and msg.state == "open":
                 part = msg.parts.get(e.part_id)  # type: ignore[attr-defined]
                 if part is not None and part.kind in loop[0] and part.state in loop[1]:
-                    undo = self._journal.undo
-                    if undo is not None:
-                        undo.append((self, "version", self.version))
+                    # Journaled once per batch by begin(); outside a batch, nothing is.
                     self.version = e.seq
                     return True
             # Not legal: the full check below raises with the precise reason.
@@ -147,6 +149,33 @@ class Lifecycle:
             return False
         self.evolve(e, row)
         return True
+
+    def apply_batch(self, events: Sequence[Event]) -> list[Event]:
+        """:meth:`apply` each event in order (inside a batch: between ``begin`` and
+        ``commit``); the accepted ones, each with the seq after the version before
+        it. Deltas are decided inline, as :meth:`apply` decides them."""
+        accepted: list[Event] = []
+        append = accepted.append
+        messages = self.messages
+        # A subclass that overrides apply (a test's recorder) sees every event.
+        loops = _SELF_LOOP if self.__class__.apply is Lifecycle.apply else {}
+        for planned in events:
+            e = planned
+            if e.seq != self.version + 1:
+                e = msgspec.structs.replace(e, seq=self.version + 1)
+            loop = loops.get(e.__class__)
+            if loop is not None:
+                msg = messages.get(e.message_id)  # type: ignore[attr-defined]
+                if msg is not None and msg.state == "open":
+                    part = msg.parts.get(e.part_id)  # type: ignore[attr-defined]
+                    if (part is not None and part.kind in loop[0]
+                            and part.state in loop[1]):
+                        self.version = e.seq
+                        append(e)
+                        continue
+            if self.apply(e):
+                append(e)
+        return accepted
 
     def replay(self, e: Event) -> None:
         """Fold a stored event without judging it (the log already accepted it)."""

@@ -156,15 +156,9 @@ class Session:
     def _commit(self, events: Sequence[Event]) -> list[Event]:
         """Check, append atomically, notify. Events need not carry seqs yet."""
         lc = self._lc
-        accepted: list[Event] = []
         lc.begin()
         try:
-            for planned in events:
-                e = planned
-                if e.seq != lc.version + 1:
-                    e = msgspec.structs.replace(e, seq=lc.version + 1)
-                if lc.apply(e):
-                    accepted.append(e)
+            accepted = lc.apply_batch(events)
             self.store.append(self.id, accepted, lc.version - len(accepted))
         except BaseException as exc:
             lc.rollback()
@@ -275,9 +269,22 @@ class Session:
         """
         # Stamped with the seqs they will get, so _commit need not copy them again.
         now = self._clock()  # one atomic batch, one commit time
-        version = self._lc.version
-        return self._commit([self._stamp(e, seq=version + i, now=now)
-                             for i, e in enumerate(events, start=1)])
+        seq = self._lc.version
+        stamped: list[Event] = []
+        append = stamped.append
+        replace = msgspec.structs.replace
+        sid, actors, started = self.id, DEFAULT_ACTOR, ev.MessageStarted
+        # What _stamp does, inlined for the common case (an adapter's fresh event: no
+        # id, time or actor yet); anything else goes through _stamp itself.
+        for e, eid in zip(events, self._ids.many(now, len(events)), strict=True):
+            seq += 1
+            cls = e.__class__
+            if e.id or e.time or e.actor or cls is started:
+                append(self._stamp(e if e.id else replace(e, id=eid), seq=seq, now=now))
+            else:
+                append(replace(e, id=eid, session_id=sid, seq=seq, time=now,
+                               actor=actors[cls]))
+        return self._commit(stamped)
 
     # ------------------------------------------------------------------ envelope helpers
 

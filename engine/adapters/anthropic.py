@@ -75,6 +75,8 @@ from engine.session import Session
 
 __all__ = ["AnthropicIngest", "ingest_anthropic"]
 
+_TextDelta = ev.TextDelta
+_ToolInputDelta = ev.ToolInputDelta
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _TOOL_KEYS = frozenset({"type", "id", "name", "input"})
 # Usage fields a message_delta sets only when present (the SDK keeps the start's otherwise).
@@ -138,11 +140,25 @@ class AnthropicIngest(StreamIngest):
             if dtype == "text_delta":
                 if block.kind != TEXT:
                     self._expect(block, TEXT, dtype)
-                self._text(block, delta["text"])
+                text = delta["text"]
+                if text and text.__class__ is str and not self.coalesce_chars:
+                    # _text's common case, inlined: one event, recorded as it came.
+                    self._queue.append(_TextDelta(message_id=self.message_id,
+                                                  part_id=block.part_id, delta=text))
+                else:
+                    self._text(block, text)
             elif dtype == "input_json_delta":
                 if block.kind != TOOL:
                     self._expect(block, TOOL, dtype)
-                self._fragment(block, delta["partial_json"])
+                fragment = delta["partial_json"]
+                if fragment and fragment.__class__ is str and block.raw is not None:
+                    # _fragment, inlined.
+                    block.raw.append(fragment)
+                    self._queue.append(_ToolInputDelta(message_id=self.message_id,
+                                                       part_id=block.part_id,
+                                                       fragment=fragment))
+                else:
+                    self._fragment(block, fragment)
             elif dtype == "thinking_delta":
                 self._expect(block, REASONING, dtype)
                 self._text(block, delta["thinking"])

@@ -273,8 +273,22 @@ class StreamIngest:
     # ------------------------------------------------------------------ public
 
     def ingest(self, events: Iterable[Any]) -> IngestResult:
-        for e in events:
-            self.feed(e)
+        # feed() for each event, inlined: one call less per provider event.
+        step = self._feed
+        for event in events:
+            if self.failed is not None:
+                raise StreamOrderError("the stream already failed",
+                                       event=None) from self.failed
+            data = event if event.__class__ is dict else as_dict(event)
+            try:
+                step(data)
+                if len(self._queue) >= self.batch:
+                    self._commit_queue()
+            except Exception as exc:
+                err = self._settle(exc, data)
+                if err is None:
+                    raise
+                raise err from exc
         return self.finish()
 
     def feed(self, event: Any) -> None:
@@ -286,24 +300,31 @@ class StreamIngest:
             self._feed(data)
             if len(self._queue) >= self.batch:
                 self._commit_queue()
-        except StreamError as exc:
+        except Exception as exc:
+            err = self._settle(exc, data)
+            if err is None:
+                raise
+            raise err from exc
+
+    def _settle(self, exc: Exception, data: JSON) -> StreamError | None:
+        """Settle the message after ``exc`` broke the event ``data``: None to re-raise
+        ``exc`` itself, or the :class:`MalformedEvent` to raise instead."""
+        if isinstance(exc, StreamError):
             if exc.event is None:
                 exc.event = data
             self._break(exc)
-            raise
-        except ConvlogError as exc:  # the engine or the store refused: settle, propagate
+            return None
+        if isinstance(exc, ConvlogError):  # the engine or the store refused: settle
             self._break(_cause(exc, data))
-            raise
-        except Exception as exc:
-            if self._recording:  # the store failed: settle, propagate the original
-                self._recording = False
-                self._break(_cause(exc, data))
-                raise
-            # Reading the event failed (a field of the wrong type, a missing one).
-            err = MalformedEvent(f"malformed event: {type(exc).__name__}: {exc}"[:500],
-                                 event=data)
-            self._break(err)
-            raise err from exc
+            return None
+        if self._recording:  # the store failed: settle, propagate the original
+            self._recording = False
+            self._break(_cause(exc, data))
+            return None
+        # Reading the event failed (a field of the wrong type, a missing one).
+        err = MalformedEvent(f"malformed event: {type(exc).__name__}: {exc}"[:500], event=data)
+        self._break(err)
+        return err
 
     def finish(self) -> IngestResult:
         """The stream ended. Raises :class:`StreamTruncated` if it ended too early."""
