@@ -113,8 +113,18 @@ class Attachment(_Value, frozen=True):
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
-            omit_defaults=True, forbid_unknown_fields=True):
+            omit_defaults=True, forbid_unknown_fields=True, gc=False):
     """Envelope shared by every event.
+
+    Events are never tracked by the garbage collector (``gc=False``, inherited by
+    every type): a log holds millions, and a collection would walk each one that
+    holds a dict. That is sound because no cycle can pass through an event: it is
+    frozen, so only a mutable value inside it could refer back to it, and its
+    values are JSON data. Decoded events are trees, and the store's door refuses an
+    event whose data holds anything else or loops back on itself (a reference
+    cycle fails the canonical encode), so no stored event holds a cycle. Only
+    code that builds an event, then puts that event inside its own dict, and
+    drops it unstored, would leak the two (``tests/engine/test_gc_free.py``).
 
     ``v`` is the schema version of the event's type. Its default stays 1 forever
     (bytes that omit it were written as version 1); a type whose schema changes

@@ -19,12 +19,15 @@ event is read with. What decoding cannot see is checked around it:
 - nesting deeper than ``MAX_DEPTH``: a count of the container bytes rules it out
   for nearly every event, a walk settles the rest.
 
-The streamed deltas, most of a log, take a shorter proof of the same verdict:
-their fields are all unconstrained ``str`` and ``int`` (read off the
-declarations), so once the encode succeeded (no lone surrogate, no integer past
-64 bits), each field being exactly a ``str`` or an ``int`` within the signed
-64-bit range is what the decode would find; anything else takes the full path,
-which decides (a property test holds the two paths to the same verdict).
+The streamed deltas, most of a log, and the simple events around them (a part
+added or ended, a tool's input ready) take a shorter proof of the same verdict:
+their fields are all unconstrained ``str``, ``int`` or ``bool``, optional ones
+of those, or JSON objects (read off the declarations), so once the encode
+succeeded (no lone surrogate, no integer past 64 bits), each field being exactly
+its type (an ``int`` within the signed 64-bit range, a JSON object of strings
+only, or None where the field is optional) is what the decode would find;
+anything else takes the full path, which decides (a property test holds the two
+paths to the same verdict).
 
 Every refusal is :class:`~engine.errors.InvalidEvent` naming the event type, the
 field path and the reason. Integers outside the signed 64-bit range are refused,
@@ -157,26 +160,68 @@ _PLAIN: frozenset[type] = frozenset(
                    msgspec.inspect.FloatType), set(), _ENVELOPE_INTS))
 
 
+def short_proof(event: Event) -> bool:
+    """True when the short proof holds for ``event``: for an event that encodes, the
+    full proof would admit it too (and decoding its bytes gives it back). False says
+    nothing: the full proof decides."""
+    fast = _FAST.get(event.__class__)
+    return fast is not None and fast(event)
+
+
+def _plain(t: msgspec.inspect.Type) -> bool:
+    return type(t) is msgspec.inspect.StrType and (t.min_length, t.max_length,
+                                                   t.pattern) == (None, None, None)
+
+
+def _term(t: msgspec.inspect.Type, value: str, name: str) -> str | None:
+    """A boolean expression true when ``value`` holds exactly what field type ``t``
+    takes, in what every store holds; None for a type the short proof does not cover."""
+    if _plain(t):
+        return f"{value}.__class__ is str"
+    if type(t) is msgspec.inspect.IntType and (t.gt, t.ge, t.lt, t.le,
+                                               t.multiple_of) == (None,) * 5:
+        low = "0" if name == "time" else "INT_MIN"
+        return f"({value}.__class__ is int and {low} <= {value} <= INT_MAX)"
+    if type(t) is msgspec.inspect.BoolType:
+        return f"{value}.__class__ is bool"
+    if (type(t) is msgspec.inspect.DictType and _plain(t.key_type)
+            and type(t.value_type) is msgspec.inspect.AnyType
+            and (t.min_length, t.max_length) == (None, None)):
+        # A JSON object of strings only (a tool's input, often): no number, no nesting.
+        return f"({value}.__class__ is dict and _strings_only({value}))"
+    if type(t) is msgspec.inspect.UnionType and len(t.types) == 2:
+        rest = [u for u in t.types if type(u) is not msgspec.inspect.NoneType]
+        if len(rest) == 1:
+            inner = _term(rest[0], value, name)
+            return None if inner is None else f"({value} is None or {inner})"
+    return None
+
+
+def _strings_only(d: dict[Any, Any]) -> bool:
+    """Every key and every value of ``d`` exactly a str (true for an empty dict)."""
+    return not d or (set(map(type, d)) == _STR and set(map(type, d.values())) == _STR)
+
+
+_STR = {str}
+
+
 def _fast_check(cls: type[Event]) -> Callable[[Event], bool] | None:
-    """For an event type whose fields are all unconstrained ``str`` or ``int``: a
-    function true when every field holds exactly that type, in the range every store
-    holds (after a successful encode, what decoding would find). None for other types."""
+    """For an event type whose fields are all unconstrained ``str``, ``int`` or
+    ``bool``, optional ones of those, or JSON objects: a function true when every
+    field holds exactly that type, in the range every store holds, and every JSON
+    object holds only strings (after a successful encode, what decoding would find).
+    None for other types."""
     terms = []
     for field in msgspec.inspect.type_info(cls).fields:  # type: ignore[attr-defined]
-        t, name = field.type, field.name
-        if type(t) is msgspec.inspect.StrType and (t.min_length, t.max_length,
-                                                   t.pattern) == (None, None, None):
-            terms.append(f"e.{name}.__class__ is str")
-        elif type(t) is msgspec.inspect.IntType and (t.gt, t.ge, t.lt, t.le,
-                                                     t.multiple_of) == (None,) * 5:
-            low = "0" if name == "time" else "INT_MIN"
-            terms += [f"e.{name}.__class__ is int", f"{low} <= e.{name} <= INT_MAX"]
-        else:
+        term = _term(field.type, f"e.{field.name}", field.name)
+        if term is None:
             return None
+        terms.append(term)
     # One boolean expression per type, compiled once from the declaration: no loop,
     # no tuple per event (this runs for every delta).
     code = f"lambda e: {' and '.join(terms)}"
-    check: Callable[[Event], bool] = eval(code, {"INT_MIN": INT_MIN, "INT_MAX": INT_MAX})
+    check: Callable[[Event], bool] = eval(
+        code, {"INT_MIN": INT_MIN, "INT_MAX": INT_MAX, "_strings_only": _strings_only})
     return check
 
 

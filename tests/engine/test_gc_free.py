@@ -1,0 +1,105 @@
+"""The write side's per-event and per-part objects stay out of the garbage collector's
+reach (``gc=False``), and no reference cycle can pass through them (an untracked
+object in a cycle would leak the cycle)."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from msgspec import inspect as mi
+
+from engine import events as ev
+from engine.adapters.anthropic import AnthropicIngest
+from engine.adapters.ingest import Block
+from engine.errors import InvalidEvent
+from engine.events import EVENT_TYPES, tag_of
+from engine.messages import PartLife
+from engine.session import Session, StepClock
+from engine.store import MemoryStore
+from engine.store.door import admit
+from tests.support.catalog import full, minimal
+
+# The field types a value of JSON data can have: nothing here can hold an event, a
+# PartLife or a Block, so a decoded event is a tree.
+_JSON_TYPES = (mi.StrType, mi.IntType, mi.FloatType, mi.BoolType, mi.NoneType, mi.AnyType,
+               mi.LiteralType, mi.ListType, mi.DictType, mi.UnionType, mi.StructType)
+
+
+def _json_shaped(t: mi.Type, seen: set[type]) -> bool:
+    if not isinstance(t, _JSON_TYPES):
+        return False
+    if isinstance(t, mi.StructType):
+        if t.cls in seen:
+            return True
+        seen.add(t.cls)
+        return all(_json_shaped(f.type, seen) for f in t.fields)
+    inner = [getattr(t, n) for n in ("item_type", "key_type", "value_type") if hasattr(t, n)]
+    inner += list(getattr(t, "types", ()))
+    return all(_json_shaped(i, seen) for i in inner)
+
+
+@pytest.mark.parametrize("cls", EVENT_TYPES, ids=tag_of)
+def test_events_are_untracked_and_hold_json_data_only(cls: type[ev.Event]) -> None:
+    assert _json_shaped(mi.type_info(cls), set()), cls
+    for event in (minimal(cls), full(cls)):
+        assert not gc.is_tracked(event)
+
+
+def test_an_event_that_loops_back_on_itself_is_refused_at_the_door() -> None:
+    """The one way to put a cycle through an untracked event is a dict inside it that
+    refers back; the door refuses it, so no stored event holds one."""
+    inner: dict[str, Any] = {}
+    event = ev.ToolAdded(message_id="m", part_id="p", call_id="c", tool="t", input=inner)
+    inner["self"] = event
+    with pytest.raises(InvalidEvent):
+        admit(event)
+    looped: dict[str, Any] = {}
+    looped["again"] = looped
+    with pytest.raises(InvalidEvent):
+        admit(msgspec.structs.replace(event, input=looped))
+    inner.clear()  # break the cycle this test built (it would leak otherwise)
+
+
+def test_partlife_and_block_fields_cannot_refer_back() -> None:
+    """PartLife holds strs, an int and an accepted event; Block holds strs, flags, lists
+    of str and provider JSON: no field can hold a PartLife or a Block."""
+    assert PartLife.__struct_config__.gc is False
+    assert Block.__struct_config__.gc is False
+    life = mi.type_info(PartLife)
+    assert _json_shaped(life, set())  # strs, an int, and an event (JSON data)
+    entered = {f.name: f.type for f in life.fields}["entered"]  # type: ignore[attr-defined]
+    assert isinstance(entered, mi.StructType)
+    assert entered.cls is ev.Event
+    block = mi.type_info(Block)
+    assert _json_shaped(block, set())  # strs, bools, ints, lists of str, JSON objects
+
+
+@settings(max_examples=30, deadline=None)
+@given(blocks=st.lists(st.sampled_from(["text", "tool"]), min_size=1, max_size=6))
+def test_a_streamed_message_leaves_no_cycle_behind(blocks: list[str]) -> None:
+    """After a whole ingest, dropping the session frees everything: nothing untracked
+    keeps a cycle alive (a collection finds no garbage the run left)."""
+    gc.collect()
+    store = MemoryStore()
+    session = Session.create(store, clock=StepClock())
+    stream: list[dict[str, Any]] = [{"type": "message_start", "message": {
+        "id": "msg", "model": "m", "usage": {"input_tokens": 1}}}]
+    for i, kind in enumerate(blocks):
+        start: dict[str, Any] = ({"type": "text", "text": ""} if kind == "text" else
+                                 {"type": "tool_use", "id": f"t{i}", "name": "x", "input": {}})
+        delta: dict[str, Any] = ({"type": "text_delta", "text": "hi"} if kind == "text" else
+                                 {"type": "input_json_delta", "partial_json": '{"a": "b"}'})
+        stream += [{"type": "content_block_start", "index": i, "content_block": start},
+                   {"type": "content_block_delta", "index": i, "delta": delta},
+                   {"type": "content_block_stop", "index": i}]
+    stream += [{"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+               {"type": "message_stop"}]
+    AnthropicIngest(session, batch=4).ingest(stream)
+    assert session.version > 0
+    del session, store
+    assert gc.collect() == 0
