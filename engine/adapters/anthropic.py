@@ -141,7 +141,7 @@ class AnthropicIngest(StreamIngest):
                 if block.kind != TEXT:
                     self._expect(block, TEXT, dtype)
                 text = delta["text"]
-                if text and text.__class__ is str and not self.coalesce_chars:
+                if self.direct_deltas and text and text.__class__ is str:
                     # _text's common case, inlined: one event, recorded as it came.
                     self._queue.append(_TextDelta(message_id=self.message_id,
                                                   part_id=block.part_id, delta=text))
@@ -151,7 +151,8 @@ class AnthropicIngest(StreamIngest):
                 if block.kind != TOOL:
                     self._expect(block, TOOL, dtype)
                 fragment = delta["partial_json"]
-                if fragment and fragment.__class__ is str and block.raw is not None:
+                if self.direct_deltas and fragment and fragment.__class__ is str \
+                        and block.raw is not None:
                     # _fragment, inlined.
                     block.raw.append(fragment)
                     self._queue.append(_ToolInputDelta(message_id=self.message_id,

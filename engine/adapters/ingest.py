@@ -256,6 +256,9 @@ class StreamIngest:
         self.agent = agent
         self.coalesce_chars = coalesce_chars
         self.batch = batch
+        # Deltas an adapter may queue directly, without _text/_fragment (the same events:
+        # tests/adapters/test_ingest_fast_path.py turns it off to compare).
+        self.direct_deltas = coalesce_chars == 0
         self.blocks: dict[Any, Block] = {}
         self.started = False
         self.stopped = False  # the provider said the message is complete
