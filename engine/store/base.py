@@ -421,7 +421,10 @@ class Store(abc.ABC):
         # the loop below only runs to name what is wrong with one that is not.
         eids = list(map(_EVENT_ID, batch))
         try:
-            fine = (_IDS_OK("\n".join(eids)) is not None and set(map(type, eids)) == _STR
+            joined = "\n".join(eids)
+            # (The count: an id holding a newline would otherwise pass as two.)
+            fine = (_IDS_OK(joined) is not None and joined.count("\n") == len(eids) - 1
+                    and set(map(type, eids)) == _STR
                     and len(set(eids)) == len(eids)
                     and set(map(_SESSION_ID, batch)) <= {"", session_id})
         except TypeError:  # an id that is not a str
