@@ -20,6 +20,7 @@ import msgspec
 
 from engine import logging as cl_logging
 from engine.cli import exits
+from engine.cli.args import store_url
 from engine.cli.exits import ExitCode
 from engine.cli.output import one_line, silence_stdout
 from engine.errors import (
@@ -90,8 +91,21 @@ def build_parser(commands: Sequence[Command]) -> argparse.ArgumentParser:
     for command in sorted(commands, key=lambda c: c.name):
         p = sub.add_parser(command.name, help=command.help, description=command.help)
         command.configure(p)
+        _store_paths(p)
         p.set_defaults(_command=command)
     return parser
+
+
+def _store_paths(parser: argparse.ArgumentParser) -> None:
+    """Every store argument, positional or ``--store``, of every command (plug-ins too)
+    takes a bare path as well as a URL: ``convlog import x.jsonl --store my.db`` means
+    what ``convlog verify my.db`` does, instead of "unsupported store URL"."""
+    for action in parser._actions:
+        if action.dest == "store" and action.type is None:
+            action.type = store_url
+        if isinstance(action, argparse._SubParsersAction):  # `convlog mailbox export`
+            for sub in action.choices.values():
+                _store_paths(sub)
 
 
 def exit_for(exc: ConvlogError) -> ExitCode:

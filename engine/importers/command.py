@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from engine.cli import EXIT_OK, EXIT_USAGE
+from engine.cli.args import STORE_HELP, store_url
 from engine.importers.base import PROGRESS, ImportInputError
 from engine.importers.detect import FORMATS, plan_path
 from engine.importers.write import write_plan
@@ -30,7 +31,8 @@ class ImportCommand:
     def configure(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("path", help="a transcript file or a directory of them")
         parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
-        parser.add_argument("--store", default=IMPORT_URL, help=f"store URL ({IMPORT_URL})")
+        parser.add_argument("--store", default=IMPORT_URL, type=store_url,
+                            help=f"{STORE_HELP} (default: {IMPORT_URL})")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
         parser.add_argument("--lenient", action="store_true",
                             help="skip bad lines (listed in the report) instead of failing")

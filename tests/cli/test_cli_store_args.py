@@ -1,0 +1,50 @@
+"""Every store argument of every command, plug-ins and nested verbs included, reads a
+bare path as ``convlog verify my.db`` does (the class of defect: ``import --store my.db``
+was "unsupported store URL" while ``verify my.db`` worked)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.cli.app import all_commands, build_parser
+from engine.cli.args import store_url
+from tests.importers.support import FIXTURES
+from tests.support.cli_run import run_cli
+
+
+def _store_actions(parser: argparse.ArgumentParser,
+                   name: str) -> Iterator[tuple[str, argparse.Action]]:
+    for action in parser._actions:
+        if action.dest == "store":
+            yield name, action
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _store_actions(sub, f"{name} {sub_name}".strip())
+
+
+STORE_ACTIONS = list(_store_actions(build_parser(all_commands()), ""))
+
+
+def test_the_walk_finds_the_store_options() -> None:
+    names = {name for name, _ in STORE_ACTIONS}
+    assert {"import", "demo", "verify", "mailbox export"} <= names
+
+
+@pytest.mark.parametrize(("name", "action"), STORE_ACTIONS, ids=[n for n, _ in STORE_ACTIONS])
+def test_every_store_argument_takes_a_bare_path(name: str, action: argparse.Action) -> None:
+    assert action.type is store_url, name
+
+
+def test_import_into_a_bare_path_then_read_it_back(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    done = run_cli(["import", str(FIXTURES / "qcli-v1.10-pairs.json"), "--store", "mine.db"])
+    done.assert_clean()
+    assert done.code == 0
+    assert (tmp_path / "mine.db").is_file()
+    listed = run_cli(["sessions", "mine.db"])
+    assert (listed.code, "from qcli" in listed.out) == (0, True)
