@@ -98,17 +98,21 @@ class _Rollout:
             s.line, s.count = number, 0
             s.time = max(ms_of(record.get("timestamp")), s.time)
             first_time = first_time or s.time
+            kind, payload = _envelope(record)
             if not s.sid:
-                s.sid = stable_uuid(s.time, FORMAT, "session", self._session_key(record))
-            payload = record.get("payload")
-            if "payload" in record and "type" in record:
+                s.sid = stable_uuid(s.time, FORMAT, "session", self._session_key(kind, payload))
+            if kind == _STATE_MARKER:
+                self.recognised += 1
+                self.report.note("a legacy {record_type: state} line: nothing to map", number)
+                continue
+            if kind is not None:
                 self.recognised += 1
             if not isinstance(payload, dict):
                 self.report.note(f"a {record.get('type')!r} line without an object payload",
                                  number)
                 continue
             try:
-                self._line(record.get("type"), payload)
+                self._line(kind, payload)
             except SHAPE_ERRORS as exc:
                 raise shape_error(str(self.path), exc, number) from exc
         if not self.recognised:
@@ -138,10 +142,8 @@ class _Rollout:
         else:
             self.report.note(f"unknown line type {kind!r}: not mapped", self.s.line)
 
-    def _session_key(self, record: dict[str, Any]) -> str:
-        payload = record.get("payload")
-        if record.get("type") == "session_meta" and isinstance(payload, dict) and payload.get(
-                "id"):
+    def _session_key(self, kind: str | None, payload: Any) -> str:
+        if kind == "session_meta" and isinstance(payload, dict) and payload.get("id"):
             return str(payload["id"])
         return self.path.name
 
@@ -430,6 +432,30 @@ class _Rollout:
                              "last turn ended: that assistant message stays open", s.line)
         for call in s.tools:
             self.report.note(f"call {call!r} has no output: left running (unfinished)", s.line)
+
+
+_STATE_MARKER: Final = "state"
+_LEGACY_ITEMS: Final = frozenset({"message", "reasoning", "function_call",
+                                  "function_call_output", "custom_tool_call",
+                                  "custom_tool_call_output", "local_shell_call",
+                                  "local_shell_call_output", "web_search_call"})
+
+
+def _envelope(record: dict[str, Any]) -> tuple[str | None, Any]:
+    """A line's kind and payload. Rollouts before the ``{timestamp, type, payload}``
+    envelope (codex-rs up to about 0.2x, still on users' disks) wrote a bare header
+    ``{id, timestamp, instructions, git}``, then each Responses item bare, with
+    ``{record_type: "state"}`` markers between turns; they read as the same kinds."""
+    kind = record.get("type")
+    if "payload" in record and isinstance(kind, str):
+        return kind, record["payload"]
+    if "record_type" in record and kind is None:
+        return _STATE_MARKER, None
+    if kind is None and "id" in record and "timestamp" in record:
+        return "session_meta", record
+    if isinstance(kind, str) and kind in _LEGACY_ITEMS:
+        return "response_item", record
+    return None, record.get("payload")
 
 
 def _visible_texts(path: Path, max_line: int) -> Iterator[str]:

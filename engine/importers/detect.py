@@ -76,6 +76,8 @@ def detect(path: Path) -> str:
             return "claude-code"
         if "projectHash" in record or "$set" in record:
             return "gemini"
+        if kind is None and "id" in record and "timestamp" in record:
+            return "codex"  # a rollout before the envelope: a bare {id, timestamp, ...} header
     if b'"conversation_id"' in head:
         return "qcli"
     if b'"projectHash"' in head:

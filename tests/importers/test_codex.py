@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from engine.importers.base import ImportInputError
 from engine.importers.codex import plan_codex
+from engine.importers.detect import detect
 from engine.importers.write import write_plan
 from projections import views as v
 from projections.render import openai_responses
@@ -151,3 +153,53 @@ def test_the_newest_generation() -> None:
     unmapped = " ".join(plan.report.unmapped)
     for item in ("image_generation_call", "thread_rolled_back", "replacement_history"):
         assert item in unmapped
+
+
+LEGACY = next((FIXTURES / "codex-legacy").glob("rollout-*.jsonl"))
+
+
+def _enveloped(path: Path, out: Path) -> Path:
+    """The same rollout as a later Codex writes it: ``{timestamp, type, payload}`` lines."""
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    header, items = lines[0], [x for x in lines[1:] if "record_type" not in x]
+    stamp = header["timestamp"]
+    wrapped = [{"timestamp": stamp, "type": "session_meta", "payload": header}]
+    wrapped += [{"timestamp": stamp, "type": "response_item", "payload": x} for x in items]
+    out.write_text("".join(json.dumps(x) + "\n" for x in wrapped))
+    return out
+
+
+def test_a_rollout_before_the_envelope_imports() -> None:
+    # Codex up to about 0.2x: a bare {id, timestamp, instructions, git} header, bare items
+    # and {record_type: state} markers. It was refused as "no Codex rollout lines".
+    assert detect(LEGACY) == "codex"
+    plan = plan_codex(LEGACY)
+    history = at(written(plan), plan.report.sessions[0].id).messages()
+    assert plan.sessions[0].original_id == "5973b6c0-94b8-487b-a530-2aeb6098ae0e"
+    assert "list the files, then count lines in a.py" in texts(history)
+    assert history[0].info.system == "Always run the tests."
+    calls = tools(history)
+    assert calls["call_1"].state.output == "a.py\nb.py\n"
+    assert calls["call_2"].state.metadata["codex"]["metadata"]["exit_code"] == 1
+    reasoning = [p for m in history for p in m.parts if isinstance(p, v.ReasoningPart)]
+    assert reasoning[0].metadata["openai"]["encrypted_content"] == "gAAAAABoLEGACY"
+    assert plan.report.unmapped["a legacy {record_type: state} line: nothing to map"].count == 6
+
+
+def test_a_legacy_rollout_reads_as_its_enveloped_twin(tmp_path: Path) -> None:
+    twin = _enveloped(LEGACY, tmp_path / LEGACY.name)
+    old, new = (plan_codex(LEGACY), plan_codex(twin))
+    a = at(written(old), old.report.sessions[0].id).messages()
+    b = at(written(new), new.report.sessions[0].id).messages()
+    assert texts(a) == texts(b)
+    assert {k: t.state for k, t in tools(a).items()} == {k: t.state for k, t in tools(b).items()}
+
+
+def test_other_json_lines_are_still_not_a_rollout(tmp_path: Path) -> None:
+    # Only a bare {id, timestamp} header or a Responses item type reads as a legacy line.
+    other = tmp_path / "s.jsonl"
+    other.write_text(json.dumps({"type": "user", "uuid": "u1", "timestamp": "2025-01-01T00:00:00Z",
+                                 "message": {"role": "user", "content": "hi"}}) + "\n"
+                     + json.dumps({"sessionId": "g", "id": "m1", "type": "gemini"}) + "\n")
+    with pytest.raises(ImportInputError, match="no Codex rollout lines"):
+        plan_codex(other)

@@ -32,6 +32,7 @@ LINE_FILES = [
     next((FIXTURES / "codex").glob("rollout-2026-01-15*.jsonl")),
     next((FIXTURES / "gemini-chats").glob("session-*.jsonl")),
     next((FIXTURES / "claude-code").glob("*/subagents/agent-*.jsonl")),
+    next((FIXTURES / "codex-legacy").glob("rollout-*.jsonl")),
 ]
 # Every fixture of every format, for the byte-level truncation test.
 ALL_FILES = [*LINE_FILES, *[
