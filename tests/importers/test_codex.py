@@ -179,10 +179,13 @@ def test_a_rollout_before_the_envelope_imports() -> None:
     assert "list the files, then count lines in a.py" in texts(history)
     assert history[0].info.system == "Always run the tests."
     calls = tools(history)
-    assert calls["call_1"].state.output == "a.py\nb.py\n"
-    assert calls["call_2"].state.metadata["codex"]["metadata"]["exit_code"] == 1
+    first, second = calls["call_1"].state, calls["call_2"].state
+    assert isinstance(first, v.ToolStateCompleted)
+    assert isinstance(second, v.ToolStateCompleted)
+    assert first.output == "a.py\nb.py\n"
+    assert second.metadata["codex"]["metadata"]["exit_code"] == 1
     reasoning = [p for m in history for p in m.parts if isinstance(p, v.ReasoningPart)]
-    assert reasoning[0].metadata["openai"]["encrypted_content"] == "gAAAAABoLEGACY"
+    assert (reasoning[0].metadata or {})["openai"]["encrypted_content"] == "gAAAAABoLEGACY"
     assert plan.report.unmapped["a legacy {record_type: state} line: nothing to map"].count == 6
 
 
