@@ -60,6 +60,8 @@ def detect(path: Path) -> str:
     text = head.lstrip()
     if text.startswith(b"# aider chat started") or path.name.endswith(".aider.chat.history.md"):
         return "aider"
+    if text.startswith(b"[") and b'"role"' in head and b'"parts"' in head:
+        return "gemini"  # an older Gemini CLI /chat save: a bare list of contents
     if not text.startswith(b"{"):
         raise ImportInputError(str(path), "not a transcript this tool knows (not JSON, "
                                "JSON lines or an aider history)", 1)
@@ -91,9 +93,20 @@ def plan_path(path: Path, fmt: str = "auto", *, lenient: bool = False) -> Plan:
     """Read ``path`` in ``fmt`` (or the detected format) into a plan; nothing is written."""
     if not path.exists():
         raise ImportInputError(str(path), "no such file or directory")
-    if fmt == "auto" and path.is_dir() and len(directory_formats(path)) > 1:
-        return plan_directory(path, lenient=lenient)
-    chosen = detect(path) if fmt == "auto" else fmt
+    if fmt == "auto" and path.is_dir():
+        found = directory_formats(path)
+        if len(found) > 1:
+            return plan_directory(path, lenient=lenient)
+        try:
+            chosen = detect(path)
+        except ImportInputError:
+            if not found:
+                raise
+            # No *.jsonl, but files of one format (Gemini's older session JSON, /chat
+            # saves, Q CLI saves): each read by its importer, as a mixed directory is.
+            return plan_directory(path, lenient=lenient)
+    else:
+        chosen = detect(path) if fmt == "auto" else fmt
     planner = _PLANNERS.get(chosen)
     if planner is None:
         raise ImportInputError(str(path), f"the {chosen} importer is not implemented yet "

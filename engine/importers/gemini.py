@@ -281,11 +281,16 @@ def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
         meta, branches = _branches(path, report, lenient, max_line)
     else:
         data = json_document(path)
-        if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
-            raise ImportInputError(str(path), "a Gemini CLI session is {sessionId, messages}")
-        meta = {k: v for k, v in data.items() if k != "messages"}
-        branches = [_Branch([m for m in data["messages"] if isinstance(m, dict)])]
-    source = str(meta.get("sessionId") or path.stem)
+        history = checkpoint_history(data)
+        if history is not None:
+            meta, branches = _checkpoint(path, data, history, report)
+        elif not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+            raise ImportInputError(str(path), "a Gemini CLI session is {sessionId, messages} "
+                                   "and a /chat save is {history} or a list of contents")
+        else:
+            meta = {k: v for k, v in data.items() if k != "messages"}
+            branches = [_Branch([m for m in data["messages"] if isinstance(m, dict)])]
+    source = str(meta.get("sessionId") or meta.get("checkpoint") or path.stem)
     created = max(ms_of(meta.get("startTime")), 1)
     planned: list[PlannedSession] = []
     for i, branch in enumerate(branches):
@@ -317,6 +322,82 @@ def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
         session.events = out.events
         planned.append(session)
     return meta, planned
+
+
+def checkpoint_history(data: Any) -> list[Any] | None:
+    """The contents of a ``/chat save`` checkpoint (``checkpoint-<tag>.json``):
+    ``{history: Content[], authType?}``, or a bare ``Content[]`` from older versions;
+    None when ``data`` is not one."""
+    history = data.get("history") if isinstance(data, dict) and "messages" not in data else data
+    if not isinstance(history, list) or not history:
+        return None
+    first = history[0]
+    return history if isinstance(first, dict) and "role" in first and "parts" in first else None
+
+
+def _checkpoint(path: Path, data: Any, history: list[Any], report: ImportReport
+                ) -> tuple[dict[str, Any], list[_Branch]]:
+    """A checkpoint holds the model's own history (``Content`` with ``text``,
+    ``thought``, ``functionCall`` and ``functionResponse`` parts) and no ids or times:
+    each content becomes a record as the JSONL would hold it, its calls settled by
+    the ``functionResponse`` that answers them (by id, else by name)."""
+    # The tag alone would make two projects' `/chat save fix` one session: the first
+    # content (Gemini's setup context: date, OS, folders) tells them apart.
+    first = hashlib.blake2b(json.dumps(history[0], sort_keys=True).encode(),
+                            digest_size=6).hexdigest()
+    meta: dict[str, Any] = {"checkpoint": f"{path.stem}-{first}"}
+    if isinstance(data, dict):
+        meta.update({k: v for k, v in data.items() if k != "history"})
+    records: list[dict[str, Any]] = []
+    open_calls: list[dict[str, Any]] = []
+    for i, content in enumerate(history):
+        rid = f"content-{i}"
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if not isinstance(parts, list):
+            report.note("a checkpoint content without parts: not mapped", f"content {i}")
+            continue
+        role = content.get("role")
+        answers = [p["functionResponse"] for p in parts
+                   if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
+        for answer in answers:
+            call = next((c for c in open_calls if answer.get("id") and c["id"] == answer["id"]),
+                        None) or next((c for c in open_calls
+                                      if c["name"] == answer.get("name")), None)
+            if call is None:
+                report.note("a functionResponse that answers no call: not mapped",
+                            f"content {i}")
+                continue
+            open_calls.remove(call)
+            response = answer.get("response")
+            failed = isinstance(response, dict) and "error" in response and (
+                "output" not in response)
+            call["result"] = [{"functionResponse": answer}]
+            call["status"] = "error" if failed else "success"
+        texts = [p for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        other = [p for p in parts if isinstance(p, dict) and not isinstance(p.get("text"), str)
+                 and "functionCall" not in p and "functionResponse" not in p]
+        for p in other:
+            report.note(f"a checkpoint part {sorted(p)}: not mapped", f"content {i}")
+        if role == "model":
+            calls = [{"id": str(fc.get("id") or f"{fc.get('name')}-{i}-{j}"),
+                      "name": fc.get("name"), "args": fc.get("args"), "status": "executing"}
+                     for j, fc in enumerate(p["functionCall"] for p in parts
+                                            if isinstance(p, dict)
+                                            and isinstance(p.get("functionCall"), dict))]
+            open_calls.extend(calls)
+            records.append({"id": rid, "type": "gemini",
+                            "content": "".join(p["text"] for p in texts if not p.get("thought")),
+                            "thoughts": [{"description": p["text"]} for p in texts
+                                         if p.get("thought")],
+                            "toolCalls": calls})
+        elif texts:  # a user turn (a content of only functionResponses is no message)
+            records.append({"id": rid, "type": "user", "content": "".join(
+                p["text"] for p in texts)})
+        elif not answers:
+            report.note(f"a checkpoint content of role {role!r} with no text: not mapped",
+                        f"content {i}")
+            continue
+    return meta, [_Branch(records)]
 
 
 def _events_of(planned: list[PlannedSession], index: int, records: int,

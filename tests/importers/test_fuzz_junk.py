@@ -38,9 +38,11 @@ LINE_FILES = [
 ALL_FILES = [*LINE_FILES, *[
     FIXTURES / "opencode" / "export-live.json", next((FIXTURES / "gemini").glob("*.json")),
     FIXTURES / "qcli-v1.10-pairs.json", FIXTURES / "qcli-v1.14-objects.json",
-    FIXTURES / "aider" / ".aider.chat.history.md"]]
+    FIXTURES / "aider" / ".aider.chat.history.md",
+    *sorted((FIXTURES / "gemini-checkpoints").glob("*.json"))]]
 DOCUMENTS = [FIXTURES / "opencode" / "export-live.json", next((FIXTURES / "gemini").glob("*.json")),
-             FIXTURES / "qcli-v1.10-pairs.json", FIXTURES / "qcli-v1.14-objects.json"]
+             FIXTURES / "qcli-v1.10-pairs.json", FIXTURES / "qcli-v1.14-objects.json",
+             *sorted((FIXTURES / "gemini-checkpoints").glob("*.json"))]
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False)
