@@ -82,8 +82,8 @@ def detect(path: Path) -> str:
             return "codex"  # a rollout before the envelope: a bare {id, timestamp, ...} header
     if b'"conversation_id"' in head:
         return "qcli"
-    if b'"projectHash"' in head:
-        return "gemini"
+    if b'"projectHash"' in head or (b'"history"' in head and b'"parts"' in head):
+        return "gemini"  # a session, or a /chat save {history: [{role, parts}], authType}
     if b'"info"' in head and b'"messages"' in head:
         return "opencode"
     raise ImportInputError(str(path), "not a transcript format this tool knows", 1)
