@@ -22,6 +22,7 @@ DAG connected and are counted in the report with their line numbers.
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
@@ -51,6 +52,7 @@ from engine.importers.base import (
 FORMAT: Final = "claude-code"
 _PERSISTED: Final = "<persisted-output>"
 _SAVED_TO: Final = re.compile(r"Full output saved to: (\S+)")
+_API_STATUS: Final = re.compile(r"^API Error: (\d{3})\b")
 _MESSAGE_TYPES: Final = frozenset({"user", "assistant"})
 _PASSIVE_TYPES: Final = frozenset({"progress", "file-history-snapshot", "queue-operation",
                                    "attachment", "last-prompt"})
@@ -95,6 +97,7 @@ class _Turn:
     last_time: int = 1
     finish: str | None = None
     tokens: ev.Tokens | None = None
+    error: ev.MessageError | None = None  # an isApiErrorMessage turn
     tools: dict[str, _Tool] = attrs.field(factory=dict)  # unsettled tools by call id
     open_tools: dict[str, set[str]] = attrs.field(factory=dict)  # message id -> call ids
     waiting: list[str] = attrs.field(factory=list)  # open messages with unsettled tools
@@ -317,7 +320,7 @@ class _Builder:
                 if isinstance(model, str) and model else None,
                 path=_path(node.record)))
             turn.assistant, turn.source_id = mid, source if isinstance(source, str) else None
-            turn.finish, turn.tokens = None, None
+            turn.finish, turn.tokens, turn.error = None, None, _api_error(node.record)
         mid = turn.assistant
         assert mid is not None
         if message.get("stop_reason") is not None:
@@ -339,6 +342,8 @@ class _Builder:
         kind = block.get("type") if isinstance(block, dict) else None
         meta: dict[str, Any] = {"claude_code": _envelope(node.record)}
         if kind == "text":
+            if block.get("citations"):  # where the Anthropic renderer looks for them
+                meta["anthropic"] = {"citations": block["citations"]}
             out.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(block.get("text") or ""),
                                  metadata=meta))
             out.add(ev.PartEnded(message_id=mid, part_id=pid))
@@ -370,6 +375,15 @@ class _Builder:
             if early is not None:  # its result came first
                 self._result(_Out(out.events, early[1], f"early:{call}"), early[1], turn, early[0],
                              first=True)
+        elif isinstance(kind, str):
+            # server_tool_use, web_search_tool_result, a newer block type: kept whole as
+            # the stream adapter keeps a block convlog does not model (an ignored part the
+            # Anthropic renderer sends back as it was).
+            out.add(ev.TextAdded(message_id=mid, part_id=pid, text="", synthetic=True,
+                                 ignored=True, metadata={**meta, "anthropic": {"block": block}}))
+            out.add(ev.PartEnded(message_id=mid, part_id=pid))
+            self.report.note(f"assistant block type {kind!r}: kept whole, not shown",
+                             node.line)
         else:
             self.report.note(f"assistant block type {kind!r}: not mapped", node.line)
 
@@ -397,12 +411,11 @@ class _Builder:
                 out.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(block.get("text", "")),
                                      synthetic=bool(node.record.get("isMeta")), metadata=meta))
                 out.add(ev.PartEnded(message_id=mid, part_id=pid))
-            elif kind == "image" and isinstance(block.get("source"), dict):
-                src = block["source"]
-                media = str(src.get("media_type") or "image/png")
-                url = (f"data:{media};base64,{src.get('data', '')}"
-                       if src.get("type") == "base64" else str(src.get("url") or ""))
-                out.add(ev.FileAdded(message_id=mid, part_id=pid, mime=media, url=url))
+            elif kind in ("image", "document") and _file_url(block) is not None:
+                media, url = _file_url(block) or ("", "")
+                title = block.get("title")
+                out.add(ev.FileAdded(message_id=mid, part_id=pid, mime=media, url=url,
+                                     filename=title if isinstance(title, str) else None))
             else:
                 self.report.note(f"user block type {kind!r}: not mapped", node.line)
         out.add(ev.MessageCompleted(message_id=mid))
@@ -423,12 +436,20 @@ class _Builder:
         persisted = None
         if text.startswith(_PERSISTED):
             text, persisted = self._persisted(text, node)
-        if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") != "text"
-                                             for b in content):
+        blocks = content if isinstance(content, list) else []
+        others = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "text")]
+        attachments = [ev.Attachment(part_id=stable_part_id(node.uuid, str(call), str(i)),
+                                     mime=found[0], url=found[1])
+                       for i, b in enumerate(others)
+                       if (found := _file_url(b) if isinstance(b, dict) else None) is not None]
+        unmapped = len(others) > len(attachments)
+        if unmapped:
             self.report.note("non-text blocks in a tool_result: kept in metadata only",
                              node.line)
+        # The blocks stay in metadata only when some are not attachments (Read of an
+        # image is one image block: its attachment is the whole of it).
         meta: dict[str, Any] = {"claude_code": {"uuid": node.uuid, "content": content}
-                                if not isinstance(content, str) else {"uuid": node.uuid}}
+                                if unmapped else {"uuid": node.uuid}}
         if persisted is not None:
             meta["claude_code"]["persisted"] = persisted
         typed = node.record.get("toolUseResult")
@@ -441,10 +462,11 @@ class _Builder:
             out.add(ev.ToolFailed(message_id=tool.message_id, part_id=tool.part_id,
                                   error=text or "error", metadata=meta))
         else:
-            if not text:
+            if not text and not attachments:
                 self.report.note(f"an empty tool result reads {_EMPTY_OUTPUT!r}", node.line)
             out.add(ev.ToolCompleted(message_id=tool.message_id, part_id=tool.part_id,
-                                     output=text or _EMPTY_OUTPUT, metadata=meta))
+                                     output=text or _EMPTY_OUTPUT, metadata=meta,
+                                     attachments=attachments))
         pending = turn.open_tools.get(tool.message_id)
         if pending is not None:
             pending.discard(str(call))
@@ -481,8 +503,8 @@ class _Builder:
         if turn.open_tools.get(mid):
             turn.waiting.append(mid)  # completes when its last tool settles
             return
-        out.add(ev.MessageCompleted(message_id=mid, finish=turn.finish, tokens=turn.tokens),
-                key=f"close:{mid}")
+        out.add(ev.MessageCompleted(message_id=mid, finish=turn.finish, tokens=turn.tokens,
+                                    error=turn.error), key=f"close:{mid}")
 
     def _end(self, planned: PlannedSession, turn: _Turn, last: _Node) -> None:
         out = _Out(planned.events, last, "end")
@@ -532,6 +554,36 @@ def _tokens(usage: dict[str, Any]) -> ev.Tokens:
     return ev.Tokens(input=n("input_tokens"), output=n("output_tokens"),
                      cache=ev.CacheTokens(read=n("cache_read_input_tokens"),
                                           write=n("cache_creation_input_tokens")))
+
+
+def _file_url(block: dict[str, Any]) -> tuple[str, str] | None:
+    """The mime type and URL of an ``image`` or ``document`` block (base64 data, a URL,
+    or a plain-text document), or None when it is something else."""
+    src = block.get("source")
+    if block.get("type") not in ("image", "document") or not isinstance(src, dict):
+        return None
+    fallback = "image/png" if block.get("type") == "image" else "application/octet-stream"
+    media = str(src.get("media_type") or fallback)
+    if src.get("type") == "base64":
+        return media, f"data:{media};base64,{src.get('data', '')}"
+    if src.get("type") == "url" and isinstance(src.get("url"), str):
+        return media, src["url"]
+    if src.get("type") == "text" and isinstance(src.get("data"), str):
+        encoded = base64.b64encode(src["data"].encode()).decode()
+        return "text/plain", f"data:text/plain;base64,{encoded}"
+    return None
+
+
+def _api_error(record: dict[str, Any]) -> ev.MessageError | None:
+    """Claude Code logs a failed request (``isApiErrorMessage``, model ``<synthetic>``)
+    as an assistant line whose text is the error: it is the API's error, not the
+    model's words, so the message ends with that error (renderers never send it)."""
+    if not record.get("isApiErrorMessage"):
+        return None
+    text = _user_text(record)
+    status = _API_STATUS.search(text)
+    return ev.MessageError(kind="api", message=text,
+                           status_code=int(status.group(1)) if status else None)
 
 
 def _result_text(content: Any) -> str:

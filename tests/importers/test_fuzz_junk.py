@@ -33,6 +33,7 @@ LINE_FILES = [
     next((FIXTURES / "gemini-chats").glob("session-*.jsonl")),
     next((FIXTURES / "claude-code").glob("*/subagents/agent-*.jsonl")),
     next((FIXTURES / "codex-legacy").glob("rollout-*.jsonl")),
+    next((FIXTURES / "claude-code-blocks").glob("*.jsonl")),
 ]
 # Every fixture of every format, for the byte-level truncation test.
 ALL_FILES = [*LINE_FILES, *[
