@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -190,7 +191,7 @@ def seal(plan: Plan) -> Plan:
             meta = {**(meta or {}), "parent_session": s.parent}
         s.events.insert(0, ev.SessionImported(
             id=stable_uuid(s.created, fmt, "session.imported", s.id), time=s.created,
-            format=fmt, source=s.source or Path(plan.report.source).name or fmt,
+            format=fmt, source=printable(s.source or Path(plan.report.source).name or fmt),
             original_id=s.original_id, tool_version=s.tool_version, metadata=meta))
     by_id = {s.id: s for s in plan.sessions}
     for s in plan.sessions:  # a fork within its parent's own shared prefix forks its owner
@@ -249,6 +250,11 @@ def json_lines(path: Path, report: ImportReport, *, lenient: bool = False,
             try:
                 value = _decode(raw)
             except msgspec.DecodeError as exc:
+                # msgspec's message varies ("truncated" when the lone half ends a string)
+                if (value := mended_line(raw)) is not None:
+                    report.note(LONE_SURROGATE, number)
+                    yield number, value
+                    continue
                 last = not raw.endswith(b"\n") and not f.peek(1)[:1]
                 why = ("a truncated final line" if last else f"invalid JSON ({exc})")
                 _bad(report, name, number, why, lenient)
@@ -274,13 +280,72 @@ def _bad(report: ImportReport, name: str, number: int, why: str, lenient: bool) 
     report.skipped.append((number, f"{name}: {why}"))
 
 
-def json_document(path: Path) -> Any:
-    """A whole-file JSON document (formats that are one document); stdlib errors name the line."""
+LONE_SURROGATE: Final = ("a lone UTF-16 surrogate (half a character, as a Node.js tool writes a "
+                         "string it cut): read as U+FFFD")
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LONE: Final = re.compile("[\ud800-\udfff]")
+
+
+def loads(data: str | bytes) -> Any:
+    """``json.loads``, with every lone surrogate escape read as U+FFFD.
+
+    JavaScript strings are UTF-16: a tool written in Node.js (Claude Code, Gemini
+    CLI, OpenCode) that cuts a string mid-character writes ``"\\ud83d"`` alone, which
+    no convlog event may hold (the store's door refuses it). Valid pairs are joined
+    by the parser, so a surrogate left in a string is a lone one."""
+    return _loads(data)[0]
+
+
+def _loads(data: str | bytes) -> tuple[Any, bool]:
+    """``loads`` and whether a lone surrogate was replaced."""
+    value = json.loads(data)
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if not _SURROGATE_ESCAPE.search(raw):
+        return value, False
+    mended = mend(value)
+    return mended, mended != value
+
+
+def printable(name: str) -> str:
+    """A file name as text an event may hold: bytes that are not UTF-8 (kept by Python
+    as lone surrogates) read as U+FFFD."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def mend(value: Any) -> Any:
+    """``value`` with each lone surrogate in its strings (keys too) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _LONE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {mend(k): mend(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mend(x) for x in value]
+    return value
+
+
+def mended_line(raw: bytes) -> Any:
+    """A JSON line msgspec refused for a lone surrogate, read by the stdlib (None when
+    it is invalid anyway)."""
+    if not _SURROGATE_ESCAPE.search(raw):
+        return None
+    try:
+        value = loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def json_document(path: Path, report: ImportReport | None = None) -> Any:
+    """A whole-file JSON document (formats that are one document); stdlib errors name the
+    line. A lone surrogate reads as U+FFFD, noted in ``report``."""
     with open_binary(path) as f:
         data = f.read()
     check_text(path, data[:4096])
     try:
-        return json.loads(data)
+        value, mended = _loads(data)
+        if mended and report is not None:
+            report.note(LONE_SURROGATE)
+        return value
     except UnicodeDecodeError as exc:
         raise ImportInputError(str(path), f"not UTF-8 text ({exc.reason})") from exc
     except json.JSONDecodeError as exc:

@@ -32,6 +32,7 @@ from engine.importers.base import (
     Plan,
     PlannedSession,
     json_lines,
+    mended_line,
     ms_of,
     open_binary,
     seal,
@@ -467,7 +468,9 @@ def _visible_texts(path: Path, max_line: int) -> Iterator[str]:
             try:
                 record = _decode(raw)
             except msgspec.DecodeError:
-                continue  # pass two reports it
+                record = mended_line(raw)  # a lone surrogate, as pass two reads it
+                if record is None:
+                    continue  # pass two reports it
             if isinstance(record, dict) and record.get("type") == "response_item":
                 try:
                     texts = _visible(record.get("payload"))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engine.cli import EXIT_OK, EXIT_USAGE
 from engine.cli.args import STORE_HELP, store_url
-from engine.importers.base import PROGRESS, ImportInputError
+from engine.importers.base import PROGRESS, ImportInputError, printable
 from engine.importers.detect import FORMATS, plan_path
 from engine.importers.write import write_plan
 from engine.store import open_store
@@ -65,10 +65,12 @@ class ImportCommand:
         except ImportInputError as exc:
             print(f"convlog import: {exc}; nothing written", file=sys.stderr)
             return EXIT_USAGE
+        # A path that is not UTF-8 (kept by Python as lone surrogates) prints as U+FFFD:
+        # a strict stdout would fail after the import was written.
         if args.json:
-            print(json.dumps(plan.report.to_json(), ensure_ascii=False, indent=2))
+            print(printable(json.dumps(plan.report.to_json(), ensure_ascii=False, indent=2)))
         else:
-            print(plan.report.render())
+            print(printable(plan.report.render()))
         return EXIT_OK
 
 

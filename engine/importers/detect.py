@@ -15,6 +15,7 @@ from engine.importers.base import (
     Plan,
     Unmapped,
     check_text,
+    loads,
     open_binary,
 )
 from engine.importers.claude_code import files_of, plan_claude_code, plan_files
@@ -69,7 +70,10 @@ def detect(path: Path) -> str:
     try:
         record = msgspec.json.decode(first)
     except msgspec.DecodeError:
-        record = None  # a multi-line JSON document
+        try:  # a lone surrogate msgspec refuses (json_lines reads it), or a document
+            record = loads(first)
+        except ValueError:
+            record = None  # a multi-line JSON document
     if isinstance(record, dict):
         if "payload" in record and "type" in record:
             return "codex"

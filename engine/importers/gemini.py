@@ -280,7 +280,7 @@ def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
     if path.suffix == ".jsonl":
         meta, branches = _branches(path, report, lenient, max_line)
     else:
-        data = json_document(path)
+        data = json_document(path, report)
         history = checkpoint_history(data)
         if history is not None:
             meta, branches = _checkpoint(path, data, history, report)

@@ -31,6 +31,7 @@ from engine.importers.base import (
     Plan,
     PlannedSession,
     json_document,
+    loads,
     seal,
     stable_uuid,
 )
@@ -372,7 +373,7 @@ def _link_children(sessions: list[PlannedSession], created: dict[str, int]) -> l
 
 def plan_export(path: Path) -> Plan:
     report = ImportReport(str(path), FORMAT)
-    data = json_document(path)
+    data = json_document(path, report)
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise ImportInputError(str(path), "an opencode export is {info, messages: [...]}")
     info = _obj(data.get("info"))
@@ -415,7 +416,7 @@ def plan_storage(root: Path) -> Plan:
 def _json_column(value: Any) -> Any:
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return loads(value)
         except json.JSONDecodeError:
             return value
     return value
@@ -460,7 +461,7 @@ def plan_db(path: Path) -> Plan:
 
 
 def _row_json(data: Any) -> dict[str, Any]:
-    value = json.loads(data)
+    value = loads(data)
     if not isinstance(value, dict):
         raise TypeError("not an object")
     return value

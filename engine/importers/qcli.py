@@ -627,7 +627,7 @@ def import_qcli(session: Session, data: Mapping[str, Any] | str | bytes) -> Impo
 def plan_qcli(path: Path) -> Plan:
     """A Q CLI ``/save`` file as one session (its id derived from the conversation id)."""
     report = ImportReport(str(path), "qcli")
-    data = json_document(path)
+    data = json_document(path, report)
     try:
         result = events_from_qcli(data)
     except QCliFormatError as exc:
