@@ -127,6 +127,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as done:  # --help, --version, or a usage error already printed
         return done.code if isinstance(done.code, int) else exits.USAGE.code
+    # A path argument that is not UTF-8 prints back as the bytes it was (as a C locale
+    # would), instead of failing a strict stdout after the work was done.
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None and getattr(sys.stdout, "errors", "") == "strict":
+        reconfigure(errors="surrogateescape")
     level = args.log_level or LOG_LEVELS[max(0, 3 - args.verbose)]
     cl_logging.configure(level, json=args.log_json)
     command: Command = args._command

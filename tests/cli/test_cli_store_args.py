@@ -5,6 +5,9 @@ was "unsupported store URL" while ``verify my.db`` worked)."""
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +29,7 @@ def _store_actions(parser: argparse.ArgumentParser,
                 yield from _store_actions(sub, f"{name} {sub_name}".strip())
 
 
+REPO = Path(__file__).resolve().parents[2]
 STORE_ACTIONS = list(_store_actions(build_parser(all_commands()), ""))
 
 
@@ -48,3 +52,15 @@ def test_import_into_a_bare_path_then_read_it_back(tmp_path: Path,
     assert (tmp_path / "mine.db").is_file()
     listed = run_cli(["sessions", "mine.db"])
     assert (listed.code, "from qcli" in listed.out) == (0, True)
+
+
+def test_a_path_that_is_not_utf8_prints_back_as_its_bytes(tmp_path: Path) -> None:
+    # With a strict UTF-8 stdout (LANG=en_US.UTF-8), printing a path Python holds as lone
+    # surrogates failed as an internal error after the work was done.
+    store = os.fsencode(tmp_path) + b"/demo-\xff.db"
+    done = subprocess.run([sys.executable, "-m", "engine", "demo", "--store", store],
+                          capture_output=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+                          cwd=REPO, check=False)
+    assert done.returncode == 0, done.stderr
+    assert b"demo-\xff.db" in done.stdout
+    assert b"Traceback" not in done.stderr
