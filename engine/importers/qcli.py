@@ -148,6 +148,10 @@ def _time_array_ms(data: Any) -> int:
     return (t - _EPOCH) // timedelta(milliseconds=1) + int(nanos) // 1_000_000
 
 
+# AssistantMessage::Response / ToolUse fields (``thinking`` in newer saves).
+_ASSISTANT_FIELDS: Final = frozenset({"message_id", "content", "tool_uses", "thinking"})
+
+
 def _variant(data: Any, what: str) -> tuple[str, dict[str, Any]]:
     if not isinstance(data, dict) or len(data) != 1:
         raise QCliFormatError(f"{what} must be an object with one variant key, not {data!r}")
@@ -492,6 +496,22 @@ class _Importer:
         mid = self._message_id()
         self.emit(ev.MessageStarted(message_id=mid, role="assistant"),
                   int(start) if start else None)
+        for key in sorted(set(body) - _ASSISTANT_FIELDS):
+            self.note(f"{where}: assistant field {key!r} is not mapped")
+        thinking = body.get("thinking")
+        if isinstance(thinking, dict):
+            # Newer saves keep the model's reasoning (ReasoningContentForHistory: text,
+            # signature, redacted_content, model_id) on the assistant message.
+            rid = self._part_id()
+            signed = {"signature": thinking["signature"]} if isinstance(
+                thinking.get("signature"), str) else {}
+            self.emit(ev.ReasoningAdded(message_id=mid, part_id=rid,
+                                        text=str(thinking.get("text") or ""),
+                                        metadata={"qcli": {"thinking": thinking},
+                                                  **({"anthropic": signed} if signed else {})}))
+            self.emit(ev.PartEnded(message_id=mid, part_id=rid))
+        elif thinking is not None:
+            self.note(f"{where}: assistant thinking that is not an object is not kept")
         pid = self._part_id()
         qcli = {"message_id": body.get("message_id"), "request_metadata": metadata}
         self.emit(ev.TextAdded(message_id=mid, part_id=pid, text=body.get("content") or "",

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import copy
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine import events as ev
 from engine.errors import ConvlogError
 from engine.importers.base import ImportInputError
 from engine.importers.qcli import QCliFormatError, events_from_qcli, import_qcli, plan_qcli
@@ -193,3 +196,49 @@ def test_a_time_out_of_datetime_range_is_a_typed_error(part: int) -> None:
     save["tangent_state"]["tangent_start_time"][part] = -739251 * 10**6
     with pytest.raises(QCliFormatError):
         events_from_qcli(save)
+
+
+
+def _assistant_bodies(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The variant bodies of every assistant message of a pairs save."""
+    return [next(iter(entry[1].values())) for entry in data["history"]]
+
+
+def test_a_newer_saves_thinking_is_a_reasoning_part(tmp_path: Path) -> None:
+    # Newer Q CLI keeps ReasoningContentForHistory on the assistant message; it was
+    # dropped without a word in the report.
+    data = load(PAIRS)
+    thinking = {"text": "Read the README first.", "signature": "sig-1",
+                "redacted_content": [], "model_id": "claude-sonnet-4"}
+    _assistant_bodies(data)[0]["thinking"] = thinking
+    path = tmp_path / "save.json"
+    path.write_text(json.dumps(data))
+    plan = plan_qcli(path)
+    events = list(written(plan).read(plan.sessions[0].id))
+    reasoning = [e for e in events if isinstance(e, ev.ReasoningAdded)]
+    assert [e.text for e in reasoning] == ["Read the README first."]
+    meta = reasoning[0].metadata or {}
+    assert meta["qcli"]["thinking"] == thinking
+    assert meta["anthropic"] == {"signature": "sig-1"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data(), st.text(min_size=1, max_size=12), st.text(min_size=1, max_size=8))
+def test_no_assistant_field_is_dropped_silently(data: st.DataObject, key: str,
+                                                value: str) -> None:
+    save = load(PAIRS)
+    body = data.draw(st.sampled_from(_assistant_bodies(save)), label="assistant")
+    if key in body:
+        return
+    marker = f"MARK-{value}"
+    body[key] = marker
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "save.json"
+        path.write_text(json.dumps(save))
+        try:
+            plan = plan_qcli(path)
+        except ImportInputError:
+            return  # refused as a whole: nothing half-imported
+    events = json.dumps([msgspec.to_builtins(e) for s in plan.sessions for e in s.events])
+    reported = any(repr(key) in item for item in plan.report.unmapped)
+    assert marker in events or reported, key
