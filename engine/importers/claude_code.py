@@ -214,6 +214,9 @@ class _Builder:
         self.child_of_prompt: dict[str, str] = {}  # sidechain root prompt -> child session
         self.child_of_agent: dict[str, str] = {}
         self.visited: set[str] = set()
+        # A Claude Code sessionId -> the main session its lines were walked into (a
+        # directory of several sessions holds the subagents of each).
+        self.main_of: dict[str, str] = {}
 
     def build(self) -> list[PlannedSession]:
         roots = self.children.get(None, [])
@@ -230,7 +233,10 @@ class _Builder:
         for root in mains + [r for r in roots if r.sidechain]:
             sid = stable_uuid(root.time, FORMAT, "session", root.uuid)
             kind = "child" if root.sidechain else "main"
-            parent = self.sessions[0].id if root.sidechain and mains else None
+            parent = None
+            if root.sidechain and mains:  # the session it ran in: its sessionId names it
+                parent = (self.main_of.get(str(root.record.get("sessionId")))
+                          or self.sessions[0].id)
             planned = PlannedSession(sid, kind, created=max(root.time, 1), parent=parent,
                                      **self._origin(root))
             self._walk(planned, root, _Turn(last_time=max(root.time, 1)))
@@ -261,6 +267,8 @@ class _Builder:
         last = start
         while node is not None:
             self.visited.add(node.uuid)
+            if planned.kind == "main" and isinstance(node.record.get("sessionId"), str):
+                self.main_of.setdefault(node.record["sessionId"], planned.id)
             try:
                 self._node(planned, node, turn)
             except SHAPE_ERRORS as exc:
