@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -82,7 +83,10 @@ def store_url(given: str) -> str:
     store", never a new empty one."""
     if "://" in given:
         return given
-    return f"jsonl:///{given}" if Path(given).is_dir() else f"sqlite:///{given}"
+    # Absolute, so messages name the file itself: the URL slash rule (three slashes
+    # relative, four absolute) is no business of someone who typed a path.
+    place = os.path.abspath(given)
+    return f"jsonl:///{place}" if Path(given).is_dir() else f"sqlite:///{place}"
 
 
 def add_store(parser: argparse.ArgumentParser) -> None:

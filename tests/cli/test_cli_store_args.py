@@ -64,3 +64,17 @@ def test_a_path_that_is_not_utf8_prints_back_as_its_bytes(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert b"demo-\xff.db" in done.stdout
     assert b"Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("typed", ["nosuch.db", "./nosuch.db", "sub/../nosuch.db"])
+def test_a_missing_bare_path_is_named_as_the_file_it_is(typed: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # It read "sqlite:///./nosuch.db is relative ...; sqlite:////./nosuch.db would be
+    # absolute": URL slash advice for someone who typed a path.
+    monkeypatch.chdir(tmp_path)
+    done = run_cli(["show", typed])
+    done.assert_clean()
+    assert done.code == 2
+    assert done.err.startswith(f"convlog show: no such store: sqlite:///{tmp_path}/nosuch.db")
+    assert "relative" not in done.err
+    assert not (tmp_path / "nosuch.db").exists()

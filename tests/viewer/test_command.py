@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -62,7 +63,7 @@ def test_serve_with_writes_prints_the_token(tmp_path: Path) -> None:
 
 
 def test_bare_paths_are_sqlite_files() -> None:
-    assert store_url("x.db") == "sqlite:///x.db"
+    assert store_url("x.db") == f"sqlite:///{os.path.abspath('x.db')}"  # the file, absolute
     assert store_url("jsonl:///tmp/d") == "jsonl:///tmp/d"
 
 
