@@ -9,6 +9,7 @@ from pathlib import Path
 
 from engine.cli import EXIT_OK, EXIT_USAGE
 from engine.cli.args import STORE_HELP, store_url
+from engine.cli.output import one_line
 from engine.importers.base import PROGRESS, ImportInputError, printable
 from engine.importers.detect import FORMATS, plan_path
 from engine.importers.write import write_plan
@@ -63,7 +64,8 @@ class ImportCommand:
             finally:
                 store.close()
         except ImportInputError as exc:
-            print(f"convlog import: {exc}; nothing written", file=sys.stderr)
+            # one_line: a path or a record's text may hold a newline or control bytes
+            print(one_line(f"convlog import: {exc}; nothing written"), file=sys.stderr)
             return EXIT_USAGE
         # A path that is not UTF-8 (kept by Python as lone surrogates) prints as U+FFFD:
         # a strict stdout would fail after the import was written.

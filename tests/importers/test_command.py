@@ -16,6 +16,7 @@ from engine.store import open_store
 from engine.store.sqlite import SQLiteStore
 from projections.verbs import imported_from
 from tests.importers.support import FIXTURES
+from tests.support.cli_run import run_cli
 
 
 @pytest.mark.parametrize(("path", "fmt"), [
@@ -163,3 +164,14 @@ def test_progress_is_shown_on_a_terminal_for_large_files(
     err = capsys.readouterr().err
     assert "reading" in err
     assert " MB" in err
+
+
+@pytest.mark.parametrize("name", ["bad\nname.jsonl", "tab\there.jsonl", "esc\x1b[31m.jsonl"])
+def test_a_refusal_is_one_printable_line_whatever_the_file_name(
+        name: str, tmp_path: Path) -> None:
+    path = tmp_path / name
+    path.write_text("{oops\n")
+    done = run_cli(["import", str(path), "--store", "memory://"])
+    done.assert_clean()  # one printable first line
+    assert done.code == 2
+    assert done.err.count("\n") == 1
