@@ -155,7 +155,9 @@ class _Events:
             return False
         output = _result_text(call.get("result"))
         if status == "success":
-            output = output or str(call.get("resultDisplay") or "")
+            shown = call.get("resultDisplay") or ""
+            # An edit's display is an object ({fileDiff, fileName, ...}): JSON, not a repr.
+            output = output or (shown if isinstance(shown, str) else json.dumps(shown))
             if not output:
                 self.report.note("an empty tool result reads '(no output)'", line)
             add(ev.ToolCompleted(**ids, output=output or "(no output)"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,22 @@ def test_a_chats_directory_set_messages_unknown_rewind_and_a_subagent(
     assert main_cli(["sessions", url]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert any("(child)" in line and line.startswith("  ") for line in lines)
+
+
+def test_an_object_result_display_is_json_not_a_python_repr(tmp_path: Path) -> None:
+    # Gemini CLI's edit tools display a diff object; with no functionResponse output the
+    # tool's output read "{'fileDiff': ...}".
+    display = {"fileDiff": "@@ -1 +1 @@\n-a\n+b\n", "fileName": "app.py"}
+    records = [
+        {"sessionId": "g9", "projectHash": "p", "startTime": "2025-10-01T09:00:00Z"},
+        {"id": "m1", "timestamp": "2025-10-01T09:00:01Z", "type": "user", "content": "edit"},
+        {"id": "m2", "timestamp": "2025-10-01T09:00:02Z", "type": "gemini", "content": "",
+         "toolCalls": [{"id": "c1", "name": "replace", "args": {}, "status": "success",
+                        "result": [], "resultDisplay": display}]},
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    plan = plan_gemini(path)
+    tool = tools(at(written(plan), plan.sessions[0].id).messages())["c1"]
+    assert isinstance(tool.state, v.ToolStateCompleted)
+    assert json.loads(tool.state.output) == display
