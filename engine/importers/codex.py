@@ -513,7 +513,11 @@ def _output_text(output: Any) -> tuple[str, dict[str, Any] | None]:
     """Every generation: a JSON string ``{output, metadata}`` (0.4x-0.5x), plain text, or
     (newer) a list of content items (``input_text`` joined; images kept in metadata)."""
     if isinstance(output, dict):
-        return str(output.get("content") or output.get("output") or ""), {"raw": output}
+        inner = output.get("content") or output.get("output") or ""
+        if isinstance(inner, list):  # content items inside an object: their text
+            inner = _output_text(inner)[0]
+        # Never a Python repr as the output: other values are JSON (the raw is kept).
+        return (inner if isinstance(inner, str) else json.dumps(inner)), {"raw": output}
     if isinstance(output, list):
         texts = [str(i.get("text") or "") for i in output
                  if isinstance(i, dict) and i.get("type") in ("input_text", "output_text")]
@@ -529,7 +533,9 @@ def _output_text(output: Any) -> tuple[str, dict[str, Any] | None]:
             parsed = None
         if isinstance(parsed, dict) and "output" in parsed:
             meta = parsed.get("metadata")
-            return str(parsed["output"]), {"metadata": meta} if meta is not None else None
+            text = parsed["output"]
+            return (text if isinstance(text, str) else json.dumps(text),
+                    {"metadata": meta} if meta is not None else None)
     return output, None
 
 
