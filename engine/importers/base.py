@@ -30,7 +30,18 @@ from engine.events import Event, JSONObject
 MAX_LINE: Final = 64 * 1024 * 1024
 _LOW48: Final = (1 << 48) - 1
 _KEEP_LINES: Final = 20  # line numbers kept per unmapped item (the count is exact)
-_decode = msgspec.json.decode
+
+
+def decode(raw: bytes) -> Any:
+    """msgspec's JSON decode. JSON nested deeper than the interpreter can follow is
+    invalid input (a DecodeError naming the line), not a crash."""
+    try:
+        return msgspec.json.decode(raw)
+    except RecursionError:
+        raise msgspec.DecodeError("JSON nested too deeply") from None
+
+
+_decode = decode
 _PROGRESS_EVERY: Final = 1 << 14  # lines between two progress reports
 
 # Set by the CLI to show progress on large files: called with (path, bytes read, size).
@@ -298,7 +309,10 @@ def loads(data: str | bytes) -> Any:
 
 def _loads(data: str | bytes) -> tuple[Any, bool]:
     """``loads`` and whether a lone surrogate was replaced."""
-    value = json.loads(data)
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if not _SURROGATE_ESCAPE.search(raw):
         return value, False
@@ -350,6 +364,8 @@ def json_document(path: Path, report: ImportReport | None = None) -> Any:
         raise ImportInputError(str(path), f"not UTF-8 text ({exc.reason})") from exc
     except json.JSONDecodeError as exc:
         raise ImportInputError(str(path), f"invalid JSON ({exc.msg})", exc.lineno) from exc
+    except ValueError as exc:  # nested too deeply
+        raise ImportInputError(str(path), f"invalid JSON ({exc})") from exc
 
 
 def ms_of(stamp: Any) -> int:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,6 +41,7 @@ from engine.importers.base import (
     Plan,
     PlannedSession,
     json_lines,
+    loads,
     ms_of,
     seal,
     shape_error,
@@ -128,7 +128,7 @@ class _Reader:
         else:  # agent-<id>.meta.json: the subagent's type, description, model, depth
             meta = path.with_name(path.stem + ".meta.json")
             try:
-                found = json.loads(meta.read_text()) if meta.is_file() else None
+                found = loads(meta.read_text()) if meta.is_file() else None
             except (OSError, ValueError):
                 found = None
                 self.report.note("a subagent .meta.json that is not JSON: not mapped",

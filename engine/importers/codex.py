@@ -31,7 +31,9 @@ from engine.importers.base import (
     ImportReport,
     Plan,
     PlannedSession,
+    decode,
     json_lines,
+    loads,
     mended_line,
     ms_of,
     open_binary,
@@ -50,7 +52,6 @@ _DUPLICATED: Final = frozenset({"user_message", "agent_message", "agent_reasonin
 _TURN_STARTED: Final = frozenset({"task_started", "turn_started"})
 _TURN_COMPLETE: Final = frozenset({"task_complete", "turn_complete"})
 _EMPTY_OUTPUT: Final = "(no output)"
-_decode = msgspec.json.decode
 
 
 def _digest(text: str) -> bytes:
@@ -315,7 +316,7 @@ class _Rollout:
         if kind == "function_call":
             name, raw = str(p.get("name") or ""), str(p.get("arguments") or "")
             try:
-                parsed = json.loads(raw) if raw else {}
+                parsed = loads(raw) if raw else {}
             except ValueError:
                 parsed = None
             if not isinstance(parsed, dict):
@@ -466,7 +467,7 @@ def _visible_texts(path: Path, max_line: int) -> Iterator[str]:
             if b"response_item" not in raw:
                 continue
             try:
-                record = _decode(raw)
+                record = decode(raw)
             except msgspec.DecodeError:
                 record = mended_line(raw)  # a lone surrogate, as pass two reads it
                 if record is None:
@@ -528,7 +529,7 @@ def _output_text(output: Any) -> tuple[str, dict[str, Any] | None]:
         return "", None
     if output.startswith("{"):
         try:
-            parsed = json.loads(output)
+            parsed = loads(output)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict) and "output" in parsed:

@@ -15,6 +15,7 @@ from engine.importers.base import (
     Plan,
     Unmapped,
     check_text,
+    decode,
     loads,
     open_binary,
 )
@@ -68,7 +69,7 @@ def detect(path: Path) -> str:
                                "JSON lines or an aider history)", 1)
     first = text.split(b"\n", 1)[0]
     try:
-        record = msgspec.json.decode(first)
+        record = decode(first)
     except msgspec.DecodeError:
         try:  # a lone surrogate msgspec refuses (json_lines reads it), or a document
             record = loads(first)

@@ -35,6 +35,7 @@ from engine.importers.base import (
     Plan,
     PlannedSession,
     json_document,
+    loads,
     seal,
     stable_part_id,
     stable_uuid,
@@ -635,7 +636,7 @@ def _with_ids(events: Sequence[Event], *key: str) -> list[Event]:
 def import_qcli(session: Session, data: Mapping[str, Any] | str | bytes) -> ImportResult:
     """Append a saved Q CLI conversation to ``session`` as one atomic batch (idempotent)."""
     try:
-        parsed = json.loads(data) if isinstance(data, str | bytes) else data
+        parsed = loads(data) if isinstance(data, str | bytes) else data
     except ValueError as exc:
         raise QCliFormatError(f"not JSON: {exc}") from exc
     result = events_from_qcli(parsed)
