@@ -266,22 +266,17 @@ class _Builder:
         node: _Node | None = start
         last = start
         while node is not None:
-            self.visited.add(node.uuid)
-            if planned.kind == "main" and isinstance(node.record.get("sessionId"), str):
-                self.main_of.setdefault(node.record["sessionId"], planned.id)
-            try:
-                self._node(planned, node, turn)
-            except SHAPE_ERRORS as exc:
-                if isinstance(node.line, str):  # "file:line" of a directory import
-                    name, _, number = node.line.rpartition(":")
-                    raise shape_error(str(Path(self.report.source) / name), exc,
-                                      int(number)) from exc
-                raise shape_error(self.report.source, exc, node.line) from exc
-            title = self.reader.titles.get(node.uuid)
-            if title:
-                planned.title = title
+            self._step(planned, node, turn)
             last = node
             kids = self.children.get(node.uuid, [])
+            # Parallel tool calls make a tree, not a rewind: the second tool_use line and
+            # the first call's result are both children of the first tool_use line. A
+            # sibling of that kind with nothing after it belongs to this same turn.
+            if len(kids) > 1:
+                beside = [k for k in kids if not self.children.get(k.uuid) and _beside(node, k)]
+                for side in beside:
+                    self._step(planned, side, turn)
+                kids = [k for k in kids if k not in beside]
             for later in kids[1:]:  # a rewind: the later branch forks here
                 fork = PlannedSession(
                     stable_uuid(later.time, FORMAT, "fork", later.uuid), "fork",
@@ -289,6 +284,23 @@ class _Builder:
                 self._walk(fork, later, copy.deepcopy(turn))
             node = kids[0] if kids else None
         self._end(planned, turn, last)
+
+    def _step(self, planned: PlannedSession, node: _Node, turn: _Turn) -> None:
+        """One node's events into ``planned`` (a record of the wrong shape names its line)."""
+        self.visited.add(node.uuid)
+        if planned.kind == "main" and isinstance(node.record.get("sessionId"), str):
+            self.main_of.setdefault(node.record["sessionId"], planned.id)
+        try:
+            self._node(planned, node, turn)
+        except SHAPE_ERRORS as exc:
+            if isinstance(node.line, str):  # "file:line" of a directory import
+                name, _, number = node.line.rpartition(":")
+                raise shape_error(str(Path(self.report.source) / name), exc,
+                                  int(number)) from exc
+            raise shape_error(self.report.source, exc, node.line) from exc
+        title = self.reader.titles.get(node.uuid)
+        if title:
+            planned.title = title
 
     def _shared(self, planned: PlannedSession) -> int:
         """A fork's seq in its parent: the parent's own events plus what it shares."""
@@ -543,6 +555,20 @@ class _Out:
         self.events.append(msgspec.structs.replace(e, id=eid, time=self.time))
 
 
+
+
+def _beside(parent: _Node, kid: _Node) -> bool:
+    """``kid`` continues ``parent``'s turn rather than rewinding it: a line of the same
+    assistant message, or a user line that only carries tool results."""
+    if kid.kind == "assistant":
+        mid = (kid.record.get("message") or {}).get("id")
+        return (parent.kind == "assistant" and mid is not None
+                and mid == (parent.record.get("message") or {}).get("id"))
+    if kid.kind != "user":
+        return False
+    content = (kid.record.get("message") or {}).get("content")
+    return isinstance(content, list) and bool(content) and all(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
 
 
 def _envelope(record: dict[str, Any]) -> dict[str, Any]:
