@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import pq
 
 from engine.codec import encode_msgpack
 from engine.errors import BadBatch, ConcurrencyError, SessionExists, StoreError, UnknownSession
@@ -67,11 +68,11 @@ from engine.store.pg_notify import CHANNEL, Listener
 from engine.store.pg_wire import bytea_array, int4_array, int8_array, use_binary
 from engine.store.sql import POSTGRES, SQLRecorder, Statements
 
-# 2: sealed blocks of format 3 (engine.store.blocks). A schema 1 store is marked 2
-# on open (its blocks stay readable as they are); an older client then refuses it
-# rather than misread the new blocks.
-SCHEMA_VERSION = 2
+# 3: positions are placed after the commit (convlog_pending, convlog_place_v2) and the
+# id index names (sid, seq) instead of a position. A schema 2 store is migrated on open.
+SCHEMA_VERSION = 3
 _MIGRATION_LOCK = 0x636F6E766C6F67  # "convlog": serializes schema creation across clients
+_PLACE_LOCK = 0x636F6E766C7071  # serializes placements: held from stamping to commit
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS convlog_meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -85,41 +86,64 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS convlog_log (
         position bigint PRIMARY KEY, sid bigint NOT NULL, seq integer NOT NULL)""",
     """CREATE INDEX IF NOT EXISTS convlog_log_sid ON convlog_log (sid, seq)""",
-    "CREATE TABLE IF NOT EXISTS convlog_ids (id bytea PRIMARY KEY, position bigint NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS convlog_ids (
+        id bytea PRIMARY KEY, sid bigint NOT NULL, seq integer NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS convlog_snapshots (
         sid bigint NOT NULL, name text NOT NULL, seq integer NOT NULL, body bytea NOT NULL,
         PRIMARY KEY (sid, name, seq))""",
     """CREATE TABLE IF NOT EXISTS convlog_position (
         one boolean PRIMARY KEY DEFAULT true CHECK (one), last bigint NOT NULL)""",
     "INSERT INTO convlog_position VALUES (true, 0) ON CONFLICT DO NOTHING",
+    # Committed appends waiting for positions: a row per append, in insertion order.
+    """CREATE TABLE IF NOT EXISTS convlog_pending (
+        qid bigserial PRIMARY KEY, sid bigint NOT NULL, first_seq integer NOT NULL,
+        n integer NOT NULL)""",
 ]
 
-# The whole append in one call, so one round trip (an explicit transaction with a
-# statement per step took nine and held the position counter across five of them).
-# Measured against the alternatives (docs/performance.md): psycopg pipeline mode
-# still sends and runs nine statements (about 3x the CPU), and needs a failing
-# statement to abort on a moved head; one statement of data-modifying CTEs only
-# matches this function with plan_cache_mode = force_generic_plan for the whole
-# connection (else it is planned anew per call), returns no head on a miss and
-# leaves the order of a merge's DELETE and INSERT to the executor.
-# It uses the tables only, so no schema version bump: older clients keep working
-# beside it. The name carries its contract's version: a changed body gets a new
-# name, never a replacement under clients that expect the old one. The NOTIFY
-# payload is not part of that contract: a body from before it named the range
-# sends the last position only, which subscribers read the same way (pg_notify).
-# Blocks, seqs and hashes come from the client, prepared against (p_version,
-# p_head, p_sealed). The guarded UPDATE of the session row is the lock (taken
-# first, as before, then the counter) and the check in one statement; when the
-# row no longer matches, nothing is written and o_last is NULL, with the current
-# head in the other columns (all NULL: no such session).
-_APPEND_FN = "convlog_append_v1"
-_APPEND_SIGNATURE = (f"{_APPEND_FN}(text, integer, bytea, integer, integer, bytea, bytea[], "
-                     "integer[], integer[], bigint[], bytea[])")
-_APPEND_SQL = f"""CREATE OR REPLACE FUNCTION {_APPEND_FN}(
-    p_id text, p_version integer, p_head bytea, p_sealed integer, p_new_sealed integer,
-    p_new_head bytea, p_keys bytea[], p_first integer[], p_last integer[], p_tmax bigint[],
-    p_body bytea[], OUT o_last bigint, OUT o_sid bigint, OUT o_version integer,
-    OUT o_fork_seq integer, OUT o_sealed integer, OUT o_head bytea)
+# Schema 2 -> 3, under the migration lock, in the transaction that marks it 3: the id
+# index learns each event's (sid, seq) from the log, and the schema 2 function (which
+# took positions at commit) goes, so a client that still has it open fails instead of
+# writing the old way.
+_MIGRATE_2_TO_3 = [
+    "ALTER TABLE convlog_ids ADD COLUMN sid bigint, ADD COLUMN seq integer",
+    "UPDATE convlog_ids i SET sid = l.sid, seq = l.seq FROM convlog_log l "
+    "WHERE l.position = i.position",
+    "ALTER TABLE convlog_ids ALTER COLUMN sid SET NOT NULL, ALTER COLUMN seq SET NOT NULL, "
+    "DROP COLUMN position",
+    "DROP FUNCTION IF EXISTS convlog_append_v1(text, integer, bytea, integer, integer, bytea, "
+    "bytea[], integer[], integer[], bigint[], bytea[])",
+]
+
+# An append is two transactions in one call of the procedure convlog_append_v2:
+#
+# 1. convlog_write_v2: the session row is checked and locked by a guarded UPDATE, the
+#    blocks, ids and one convlog_pending row go in; COMMIT. Nothing shared by two
+#    sessions is locked, so concurrent commits are flushed together (group commit).
+# 2. convlog_place_v2: under one advisory lock, every committed pending row (this
+#    append's and any other's) is moved into convlog_log at the next positions and the
+#    counter advanced; COMMIT, and the lock is released only after that commit is
+#    visible. A caller that finds its row already placed by another writes nothing
+#    (so its commit flushes nothing) and reads its positions.
+#
+# Readers read convlog_log only: a position exists once its placement commits, and
+# placements commit one after the other, each after every smaller position's.
+# The function names carry their contracts' version: a changed body gets a new name.
+# Blocks, seqs and hashes come from the client, prepared against (p_version, p_head,
+# p_sealed). When the row no longer matches, nothing is written and o_seq is NULL, with
+# the current head in the other columns (all NULL: no such session).
+_WRITE_FN = "convlog_write_v2"
+_PLACE_FN = "convlog_place_v2"
+_APPEND_PROC = "convlog_append_v2"
+_PARAMS = ("p_id text, p_version integer, p_head bytea, p_sealed integer, "
+           "p_new_sealed integer, p_new_head bytea, p_keys bytea[], p_first integer[], "
+           "p_last integer[], p_tmax bigint[], p_body bytea[]")
+_ARGS = ("p_id, p_version, p_head, p_sealed, p_new_sealed, p_new_head, p_keys, p_first, "
+         "p_last, p_tmax, p_body")
+_SIGNATURE_TYPES = ("text, integer, bytea, integer, integer, bytea, bytea[], integer[], "
+                    "integer[], bigint[], bytea[]")
+_WRITE_SQL = f"""CREATE OR REPLACE FUNCTION {_WRITE_FN}({_PARAMS},
+    OUT o_seq integer, OUT o_sid bigint, OUT o_version integer, OUT o_fork_seq integer,
+    OUT o_sealed integer, OUT o_head bytea)
 LANGUAGE plpgsql AS $$
 DECLARE
     n integer := cardinality(p_keys);
@@ -136,39 +160,76 @@ BEGIN
           FROM convlog_sessions WHERE id = p_id;
         RETURN;
     END IF;
+    o_seq := actual + 1;
     IF p_new_sealed <> p_sealed THEN  -- a merge: the blocks replace the uncompressed tail
         DELETE FROM convlog_blocks WHERE sid = o_sid AND last_seq > p_sealed;
     END IF;
     -- Single rows go through VALUES: set-returning functions materialize their
     -- output, which cost a single-event append about 45 us of server CPU (measured).
-    IF cardinality(p_body) = 1 THEN
+    IF n = 1 THEN
         INSERT INTO convlog_blocks (sid, last_seq, first_seq, t_max, body)
             VALUES (o_sid, p_last[1], p_first[1], p_tmax[1], p_body[1]);
+        INSERT INTO convlog_ids (id, sid, seq) VALUES (p_keys[1], o_sid, o_seq);
     ELSE
         INSERT INTO convlog_blocks (sid, last_seq, first_seq, t_max, body)
             SELECT o_sid, l, f, t, b FROM unnest(p_last, p_first, p_tmax, p_body) AS u(l, f, t, b);
+        INSERT INTO convlog_ids (id, sid, seq)
+            SELECT k, o_sid, actual + i FROM unnest(p_keys) WITH ORDINALITY AS u(k, i);
     END IF;
-    -- Last: the counter row lock, held until commit (see the module doc).
-    UPDATE convlog_position SET last = last + n RETURNING last INTO o_last;
-    IF n = 1 THEN
-        INSERT INTO convlog_ids (id, position) VALUES (p_keys[1], o_last);
-        INSERT INTO convlog_log (position, sid, seq) VALUES (o_last, o_sid, actual + 1);
-    ELSE
-        INSERT INTO convlog_ids (id, position)
-            SELECT k, o_last - n + i FROM unnest(p_keys) WITH ORDINALITY AS u(k, i);
-        INSERT INTO convlog_log (position, sid, seq)
-            SELECT o_last - n + i, o_sid, actual + i FROM generate_series(1, n) AS i;
-    END IF;
-    -- "first last sid": subscribers skip what they read already or do not follow
-    PERFORM pg_notify('{CHANNEL}', (o_last - n + 1) || ' ' || o_last || ' ' || o_sid);
+    INSERT INTO convlog_pending (sid, first_seq, n) VALUES (o_sid, o_seq, n);
 END $$"""
+# Pending rows go in qid order. Two appends of one session are serialized by its row
+# lock, the second taking its qid after the first committed, so a session's rows are
+# placed in seq order. One NOTIFY per session placed: "first last sid".
+_PLACE_SQL = f"""CREATE OR REPLACE FUNCTION {_PLACE_FN}() RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    before bigint;
+    placed bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock({_PLACE_LOCK});
+    SELECT last INTO before FROM convlog_position;
+    WITH moved AS (DELETE FROM convlog_pending RETURNING qid, sid, first_seq, n),
+         ranked AS (SELECT sid, first_seq, n, sum(n) OVER (ORDER BY qid) - n AS below
+                      FROM moved)
+    INSERT INTO convlog_log (position, sid, seq)
+        SELECT before + below + i, sid, first_seq + i - 1
+          FROM ranked, generate_series(1, n) AS i;
+    GET DIAGNOSTICS placed = ROW_COUNT;
+    IF placed > 0 THEN
+        UPDATE convlog_position SET last = before + placed;
+        PERFORM pg_notify('{CHANNEL}', min(position) || ' ' || max(position) || ' ' || sid)
+           FROM convlog_log WHERE position > before GROUP BY sid;
+    END IF;
+    RETURN placed;
+END $$"""
+_APPEND_SQL = f"""CREATE OR REPLACE PROCEDURE {_APPEND_PROC}({_PARAMS},
+    INOUT o_first bigint, INOUT o_sid bigint, INOUT o_version integer,
+    INOUT o_fork_seq integer, INOUT o_sealed integer, INOUT o_head bytea)
+LANGUAGE plpgsql AS $$
+DECLARE
+    wrote integer;
+BEGIN
+    SELECT * INTO wrote, o_sid, o_version, o_fork_seq, o_sealed, o_head
+      FROM {_WRITE_FN}({_ARGS});
+    IF wrote IS NULL THEN
+        RETURN;
+    END IF;
+    COMMIT;
+    PERFORM {_PLACE_FN}();
+    SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = wrote;
+END $$"""
+_FUNCTIONS = ((f"{_WRITE_FN}({_SIGNATURE_TYPES})", _WRITE_SQL),
+              (f"{_PLACE_FN}()", _PLACE_SQL),
+              (f"{_APPEND_PROC}({_SIGNATURE_TYPES}, bigint, bigint, integer, integer, "
+               "integer, bytea)", _APPEND_SQL))
 # Arrays go in PostgreSQL's binary array format (engine.store.pg_wire): bodies are
 # never hex text, and packing them once is cheaper than psycopg's generic list
 # adaptation (about 11 us per list per call, measured).
-# psycopg prepares the call after its fifth execution (prepare_threshold) and plpgsql
-# caches the plans of the function's statements, so an append neither parses nor plans.
-_APPEND_CALL = (f"SELECT * FROM {_APPEND_FN}(%s, %s::integer, %b, %s::integer, %s::integer, %b, "
-                "%b, %b, %b, %b, %b)")
+_APPEND_CALL = (f"CALL {_APPEND_PROC}(%s, %s::integer, %b, %s::integer, %s::integer, %b, "
+                "%b, %b, %b, %b, %b, NULL, NULL, NULL, NULL, NULL, NULL)")
+_WRITE_CALL = (f"SELECT * FROM {_WRITE_FN}(%s, %s::integer, %b, %s::integer, %s::integer, "
+               "%b, %b, %b, %b, %b, %b)")
 
 
 # The blocks behind a page of the log (subscriptions): each session's seq range in
@@ -253,26 +314,33 @@ class PostgresStore(SQLRecorder):
     def _migrate(self) -> str | None:
         # The DDL below locks tables even when they exist (deadlocking with running
         # appends), so a store that is already current skips it.
-        row = self._db.execute("SELECT to_regclass('convlog_meta'), to_regprocedure(%s)",
-                               (_APPEND_SIGNATURE,)).fetchone()
+        row = self._db.execute("SELECT to_regclass('convlog_meta')").fetchone()
         if row is not None and row[0] is not None:
             meta: dict[str, str] = dict(
                 self._db.execute("SELECT key, value FROM convlog_meta").fetchall())
             if meta.get("schema") == str(SCHEMA_VERSION) and "chain" in meta:
-                if row[1] is None:  # a store from before the append function
+                if self._missing_functions():
                     with self._db.transaction():
                         self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                        self._create_append_fn()
+                        self._create_functions()
+                self._place_leftovers()
                 return check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
         with self._db.transaction():
             self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            for statement in _SCHEMA:
-                self._db.execute(statement)
-            self._create_append_fn()
-            meta = dict(self._db.execute("SELECT key, value FROM convlog_meta").fetchall())
+            meta = (dict(self._db.execute("SELECT key, value FROM convlog_meta").fetchall())
+                    if self._exists("convlog_meta") else {})
             old = int(meta.get("schema", SCHEMA_VERSION))
             if old > SCHEMA_VERSION:
                 raise StoreError(f"{self.url} has schema {old}, newer than {SCHEMA_VERSION}")
+            if self._ids_have_positions():  # schema 1 or 2: before the DDL below
+                self._db.execute("""CREATE TABLE IF NOT EXISTS convlog_pending (
+                    qid bigserial PRIMARY KEY, sid bigint NOT NULL, first_seq integer NOT NULL,
+                    n integer NOT NULL)""")
+                for statement in _MIGRATE_2_TO_3:
+                    self._db.execute(statement)
+            for statement in _SCHEMA:
+                self._db.execute(statement)
+            self._create_functions()
             if "chain" not in meta:
                 meta = {"schema": str(SCHEMA_VERSION), "chain": self.chain.algorithm,
                         "key": self.chain.fingerprint()}
@@ -283,12 +351,31 @@ class PostgresStore(SQLRecorder):
                                  (str(SCHEMA_VERSION),))
         return check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
 
-    def _create_append_fn(self) -> None:
-        """Under the migration lock: create the function unless another opener did.
+    def _exists(self, table: str) -> bool:
+        row = self._db.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+        return row is not None and row[0] is not None
+
+    def _ids_have_positions(self) -> bool:
+        return self._db.execute(
+            "SELECT EXISTS (SELECT FROM information_schema.columns WHERE table_name = "
+            "'convlog_ids' AND column_name = 'position' AND table_schema = current_schema())"
+        ).fetchone() == (True,)
+
+    def _missing_functions(self) -> list[str]:
+        return [sql for signature, sql in _FUNCTIONS
+                if (row := self._db.execute("SELECT to_regprocedure(%s)",
+                                            (signature,)).fetchone()) is None or row[0] is None]
+
+    def _create_functions(self) -> None:
+        """Under the migration lock: create the functions unless another opener did.
         Only when missing, since replacing a function takes its owner's role."""
-        row = self._db.execute("SELECT to_regprocedure(%s)", (_APPEND_SIGNATURE,)).fetchone()
-        if row is None or row[0] is None:
-            self._db.execute(_APPEND_SQL)
+        for sql in self._missing_functions():
+            self._db.execute(sql)
+
+    def _place_leftovers(self) -> None:
+        """Give positions to appends committed but never placed (their placement was
+        lost with a server crash between the procedure's two commits)."""
+        self._db.execute(f"SELECT {_PLACE_FN}() WHERE EXISTS (SELECT FROM convlog_pending)")
 
     def close(self) -> None:
         with self._lock:
@@ -344,13 +431,19 @@ class PostgresStore(SQLRecorder):
 
     def _stored_ids(self, session_id: str, events: Sequence[Event]
                     ) -> dict[str, tuple[str, int, int]]:
-        keys = [blocks.id_key(e.id) for e in events]
+        keys = bytea_array([blocks.id_key(e.id) for e in events])
         by_key = {blocks.id_key(e.id): e.id for e in events}
         with self._lock:
-            rows = self._db.execute(
-                "SELECT i.id, l.sid, l.seq, l.position FROM convlog_ids i JOIN convlog_log l "
-                "ON l.position = i.position WHERE i.id = ANY(%b)", (bytea_array(keys),),
-                binary=True).fetchall()
+            for _ in range(2):
+                rows = self._db.execute(
+                    "SELECT i.id, i.sid, i.seq, l.position FROM convlog_ids i LEFT JOIN "
+                    "convlog_log l ON l.sid = i.sid AND l.seq = i.seq WHERE i.id = ANY(%b)",
+                    (keys,), binary=True).fetchall()
+                if all(p is not None for *_, p in rows):
+                    break
+                # Committed but not placed yet (its writer is between its two commits):
+                # placing is what that writer is about to do, so do it here.
+                self._db.execute(f"SELECT {_PLACE_FN}()")
         return {by_key[bytes(k)]: (self._name(int(s)), int(q), int(p)) for k, s, q, p in rows}
 
     def _record(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
@@ -425,25 +518,34 @@ class PostgresStore(SQLRecorder):
                                       canon=canon + body, hashes=hashes + batch.hashes,
                                       times=times + [e.time for e in events], maxv=maxv)
             lasts, firsts, t_maxes, bodies = (list(c) for c in zip(*rows, strict=True))
+        arrays = (session_id, head.version, head.head, head.sealed, sealed, batch.head,
+                  bytea_array([blocks.id_key(e.id) for e in events]), int4_array(firsts),
+                  int4_array(lasts), int8_array(t_maxes), bytea_array(bodies))
         try:
-            row = self._db.execute(_APPEND_CALL, (
-                session_id, head.version, head.head, head.sealed, sealed, batch.head,
-                bytea_array([blocks.id_key(e.id) for e in events]), int4_array(firsts),
-                int4_array(lasts), int8_array(t_maxes), bytea_array(bodies)),
-                binary=True).fetchone()
+            if self._db.info.transaction_status == pq.TransactionStatus.IDLE:
+                row = self._db.execute(_APPEND_CALL, arrays, binary=True).fetchone()
+            else:  # the locked path's transaction: write, then place in it
+                row = self._db.execute(_WRITE_CALL, arrays, binary=True).fetchone()
+                if row is not None and row[0] is not None:
+                    self._db.execute(f"SELECT {_PLACE_FN}()")
+                    first = self._db.execute(
+                        "SELECT position FROM convlog_log WHERE sid=%s AND seq=%s",
+                        (row[1], row[0])).fetchone()
+                    assert first is not None
+                    row = (first[0], *row[1:])
         except pg_errors.UniqueViolation:
             raise IdTaken from None  # its transaction is gone; the cached head still holds
         assert row is not None
-        last, sid, version, fork_seq, now_sealed, now_head = row
+        first, sid, version, fork_seq, now_sealed, now_head = row
         if sid is None:
             self._heads.pop(session_id, None)
             raise UnknownSession(session_id)
-        if last is None:
+        if first is None:
             self._remember(session_id, _Head(int(sid), int(version), int(fork_seq or 0),
                                              int(now_sealed), bytes(now_head)))
             return None
         self._remember(session_id, _Head(head.sid, actual + n, head.fork_seq, sealed, batch.head))
-        return int(last) - n + 1
+        return int(first)
 
     def _tail(self, head: _Head, actual: int) -> tuple[list[bytes], list[bytes], list[int]] | None:
         """(msgpack, hash, time bound) of the events in uncompressed blocks, read without
@@ -474,6 +576,30 @@ class PostgresStore(SQLRecorder):
         return (None if row[0] is None else int(row[0])), int(row[1] or 0), str(row[2])
 
     # ------------------------------------------------------------------ reading
+
+    def find_event(self, event_id: str) -> tuple[str, int] | None:
+        rows = self._rows("SELECT sid, seq FROM convlog_ids WHERE id = %s",
+                          (blocks.id_key(event_id),))
+        return None if not rows else (self._name(int(rows[0][0])), int(rows[0][1]))
+
+    def last_position(self) -> int:
+        """The placement counter: it moves in the transaction that adds the log rows,
+        so it equals their last position (verify checks that it does)."""
+        rows = self._rows("SELECT last FROM convlog_position", ())
+        return int(rows[0][0]) if rows else 0
+
+    def _verify_ids(self, ids: dict[int, str]) -> str | None:
+        seen = 0
+        for key, position in self._rows(
+                "SELECT i.id, l.position FROM convlog_ids i LEFT JOIN convlog_log l "
+                "ON l.sid = i.sid AND l.seq = i.seq", ()):
+            given = None if position is None else ids.get(int(position))
+            if given is None or blocks.id_key(given) != bytes(key):
+                return (f"the row for id {bytes(key).hex()} does not name an event stored at "
+                        f"a position (position {position})")
+            seen += 1
+        return None if seen == len(ids) else f"{len(ids) - seen} event(s) are not indexed"
+
 
     # ------------------------------------------------------------------ live
 
