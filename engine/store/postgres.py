@@ -176,32 +176,47 @@ BEGIN
         INSERT INTO convlog_ids (id, sid, seq)
             SELECT k, o_sid, actual + i FROM unnest(p_keys) WITH ORDINALITY AS u(k, i);
     END IF;
-    INSERT INTO convlog_pending (sid, first_seq, n) VALUES (o_sid, o_seq, n);
 END $$"""
-# Pending rows go in qid order. Two appends of one session are serialized by its row
-# lock, the second taking its qid after the first committed, so a session's rows are
-# placed in seq order. One NOTIFY per session placed: "first last sid".
-_PLACE_SQL = f"""CREATE OR REPLACE FUNCTION {_PLACE_FN}() RETURNS bigint
+# Under the placement lock: the committed pending rows, in qid order, then the
+# caller's own p_n events (p_sid, from seq p_first; written in this transaction) get
+# the next positions; returns the first of the caller's. Two appends of one session
+# are serialized by its row lock, the second taking its qid after the first
+# committed, so a session's events are placed in seq order. A NOTIFY per append
+# placed: "first last sid".
+_PLACE_SQL = f"""CREATE OR REPLACE FUNCTION {_PLACE_FN}(p_sid bigint, p_first integer,
+    p_n integer) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     before bigint;
     placed bigint;
+    mine bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock({_PLACE_LOCK});
     SELECT last INTO before FROM convlog_position;
     WITH moved AS (DELETE FROM convlog_pending RETURNING qid, sid, first_seq, n),
-         ranked AS (SELECT sid, first_seq, n, sum(n) OVER (ORDER BY qid) - n AS below
-                      FROM moved)
-    INSERT INTO convlog_log (position, sid, seq)
-        SELECT before + below + i, sid, first_seq + i - 1
-          FROM ranked, generate_series(1, n) AS i;
-    GET DIAGNOSTICS placed = ROW_COUNT;
+         ranked AS (SELECT sid, first_seq, n, before + sum(n) OVER (ORDER BY qid) - n AS below
+                      FROM moved),
+         put AS (INSERT INTO convlog_log (position, sid, seq)
+                 SELECT below + i, sid, first_seq + i - 1
+                   FROM ranked, generate_series(1, n) AS i)
+    SELECT coalesce(sum(n), 0) INTO placed FROM (
+        SELECT n, pg_notify('{CHANNEL}', (below + 1) || ' ' || (below + n) || ' ' || sid)
+          FROM ranked) AS noted;
+    IF p_n > 0 THEN
+        mine := before + placed + 1;
+        IF p_n = 1 THEN
+            INSERT INTO convlog_log (position, sid, seq) VALUES (mine, p_sid, p_first);
+        ELSE
+            INSERT INTO convlog_log (position, sid, seq)
+                SELECT mine + i - 1, p_sid, p_first + i - 1 FROM generate_series(1, p_n) AS i;
+        END IF;
+        PERFORM pg_notify('{CHANNEL}', mine || ' ' || (mine + p_n - 1) || ' ' || p_sid);
+        placed := placed + p_n;
+    END IF;
     IF placed > 0 THEN
         UPDATE convlog_position SET last = before + placed;
-        PERFORM pg_notify('{CHANNEL}', min(position) || ' ' || max(position) || ' ' || sid)
-           FROM convlog_log WHERE position > before GROUP BY sid;
     END IF;
-    RETURN placed;
+    RETURN mine;
 END $$"""
 _APPEND_SQL = f"""CREATE OR REPLACE PROCEDURE {_APPEND_PROC}({_PARAMS},
     INOUT o_first bigint, INOUT o_sid bigint, INOUT o_version integer,
@@ -215,12 +230,28 @@ BEGIN
     IF wrote IS NULL THEN
         RETURN;
     END IF;
-    COMMIT;
-    PERFORM {_PLACE_FN}();
+    IF pg_try_advisory_xact_lock({_PLACE_LOCK}) THEN
+        -- No placement under way: place in this transaction (one commit, one flush).
+        o_first := {_PLACE_FN}(o_sid, wrote, cardinality(p_keys));
+        RETURN;
+    END IF;
+    INSERT INTO convlog_pending (sid, first_seq, n) VALUES (o_sid, wrote, cardinality(p_keys));
+    COMMIT;  -- beside the placement under way: commits flush together
+    IF NOT pg_try_advisory_xact_lock({_PLACE_LOCK}) THEN
+        -- Wait for that placement's commit beside the other waiters (shared), then
+        -- look: only a row it did not see needs another placement.
+        PERFORM pg_advisory_xact_lock_shared({_PLACE_LOCK});
+        SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = wrote;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        COMMIT;  -- releases the shared lock (nothing was written: nothing to flush)
+    END IF;
+    PERFORM {_PLACE_FN}(NULL, NULL, 0);
     SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = wrote;
 END $$"""
 _FUNCTIONS = ((f"{_WRITE_FN}({_SIGNATURE_TYPES})", _WRITE_SQL),
-              (f"{_PLACE_FN}()", _PLACE_SQL),
+              (f"{_PLACE_FN}(bigint, integer, integer)", _PLACE_SQL),
               (f"{_APPEND_PROC}({_SIGNATURE_TYPES}, bigint, bigint, integer, integer, "
                "integer, bytea)", _APPEND_SQL))
 # Arrays go in PostgreSQL's binary array format (engine.store.pg_wire): bodies are
@@ -228,6 +259,7 @@ _FUNCTIONS = ((f"{_WRITE_FN}({_SIGNATURE_TYPES})", _WRITE_SQL),
 # adaptation (about 11 us per list per call, measured).
 _APPEND_CALL = (f"CALL {_APPEND_PROC}(%s, %s::integer, %b, %s::integer, %s::integer, %b, "
                 "%b, %b, %b, %b, %b, NULL, NULL, NULL, NULL, NULL, NULL)")
+_PLACE_PENDING = f"SELECT {_PLACE_FN}(NULL, NULL, 0)"
 _WRITE_CALL = (f"SELECT * FROM {_WRITE_FN}(%s, %s::integer, %b, %s::integer, %s::integer, "
                "%b, %b, %b, %b, %b, %b)")
 
@@ -375,7 +407,7 @@ class PostgresStore(SQLRecorder):
     def _place_leftovers(self) -> None:
         """Give positions to appends committed but never placed (their placement was
         lost with a server crash between the procedure's two commits)."""
-        self._db.execute(f"SELECT {_PLACE_FN}() WHERE EXISTS (SELECT FROM convlog_pending)")
+        self._db.execute(_PLACE_PENDING + " WHERE EXISTS (SELECT FROM convlog_pending)")
 
     def close(self) -> None:
         with self._lock:
@@ -443,7 +475,7 @@ class PostgresStore(SQLRecorder):
                     break
                 # Committed but not placed yet (its writer is between its two commits):
                 # placing is what that writer is about to do, so do it here.
-                self._db.execute(f"SELECT {_PLACE_FN}()")
+                self._db.execute(_PLACE_PENDING)
         return {by_key[bytes(k)]: (self._name(int(s)), int(q), int(p)) for k, s, q, p in rows}
 
     def _record(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
@@ -527,10 +559,8 @@ class PostgresStore(SQLRecorder):
             else:  # the locked path's transaction: write, then place in it
                 row = self._db.execute(_WRITE_CALL, arrays, binary=True).fetchone()
                 if row is not None and row[0] is not None:
-                    self._db.execute(f"SELECT {_PLACE_FN}()")
-                    first = self._db.execute(
-                        "SELECT position FROM convlog_log WHERE sid=%s AND seq=%s",
-                        (row[1], row[0])).fetchone()
+                    first = self._db.execute(f"SELECT {_PLACE_FN}(%s, %s, %s)",
+                                             (row[1], row[0], n)).fetchone()
                     assert first is not None
                     row = (first[0], *row[1:])
         except pg_errors.UniqueViolation:
