@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing as mp
+import threading
 from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine import events as ev
 from engine.session import Session
@@ -91,5 +95,118 @@ def test_concurrent_writers_keep_positions_gapless_and_chains_valid(pg_url: str)
         # The writers really overlapped: positions of different writers interleave.
         owners = [int(_text(r.event).split("-")[0][1:]) for r in records]
         assert sum(a != b for a, b in itertools.pairwise(owners)) > WRITERS
+    finally:
+        store.close()
+
+
+# --------------------------------------------------------------------------- readers
+# Positions are placed after the commit, by whichever writer holds the placement
+# lock: a reader must still never see position p + 1 before p (it would read past p
+# and skip it for good), and a subscriber must receive every position once, in
+# order. Writers on threads (one connection each: the server runs them
+# concurrently) with batch sizes drawn by hypothesis; readers poll read_all after
+# what they last saw, and a subscriber follows, all while the writers run.
+
+STRESS_WRITERS = 4
+
+
+def _stress_writer(url: str, w: int, sizes: list[int], go: threading.Event,
+                   acked: dict[int, list[int]], errors: list[str]) -> None:
+    try:
+        store = open_store(url)
+        try:
+            go.wait()
+            i = 0
+            for size in sizes:
+                got = store.append(_sid(w), [_note(w, i + j) for j in range(size)])
+                acked[w] += got.positions
+                i += size
+        finally:
+            store.close()
+    except Exception as exc:  # noqa: BLE001 - reported by the test thread
+        errors.append(f"writer {w}: {exc!r}")
+
+
+def _poller(url: str, done: threading.Event, seen: list[int], errors: list[str]) -> None:
+    store = open_store(url)
+    try:
+        while True:
+            finished = done.is_set()  # before the read: a last pass after the writers
+            for record in store.read_all(after=seen[-1] if seen else 0):
+                expected = (seen[-1] if seen else 0) + 1
+                if record.position != expected:
+                    errors.append(f"read position {record.position} after {expected - 1}")
+                    return
+                seen.append(record.position)
+            if finished:
+                return
+    finally:
+        store.close()
+
+
+@settings(max_examples=6, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.lists(st.integers(1, 4), min_size=20, max_size=60),
+                      min_size=STRESS_WRITERS, max_size=STRESS_WRITERS),
+       durability=st.sampled_from(["sync", "batched"]))
+def test_readers_never_see_a_position_before_a_smaller_one(
+        pg_url: str, sizes: list[list[int]], durability: str) -> None:
+    import psycopg  # noqa: PLC0415 - optional extra
+
+    with psycopg.connect(pg_url, autocommit=True) as db:  # each example: an empty store
+        db.execute("DROP TABLE IF EXISTS convlog_meta, convlog_sessions, convlog_blocks, "
+                   "convlog_log, convlog_ids, convlog_snapshots, convlog_position, "
+                   "convlog_pending")
+    url = f"{pg_url}&durability={durability}"
+    store = open_store(url)
+    for w in range(STRESS_WRITERS):
+        Session.create(store, _sid(w)).create_conversation()  # positions 1..STRESS_WRITERS
+    go, done = threading.Event(), threading.Event()
+    errors: list[str] = []
+    acked: dict[int, list[int]] = {w: [] for w in range(STRESS_WRITERS)}
+    seen: list[list[int]] = [[], []]
+    subscribed: list[int] = []
+
+    def subscriber() -> None:
+        follower = open_store(url)
+        try:
+            for record in follower.subscribe(0, idle_timeout=5.0, poll=0.5,
+                                             stop=lambda: done.is_set() and bool(
+                                                 subscribed and subscribed[-1] >= total)):
+                subscribed.append(record.position)
+                if subscribed[-1] >= total:
+                    return
+        finally:
+            follower.close()
+
+    total = STRESS_WRITERS + sum(map(sum, sizes))
+    threads = [threading.Thread(target=_stress_writer, args=(url, w, sizes[w], go, acked,
+                                                             errors))
+               for w in range(STRESS_WRITERS)]
+    readers = [threading.Thread(target=_poller, args=(url, done, seen[k], errors))
+               for k in range(2)] + [threading.Thread(target=subscriber)]
+    for t in threads + readers:
+        t.start()
+    go.set()
+    for t in threads:
+        t.join(timeout=120)
+    done.set()
+    for t in readers:
+        t.join(timeout=60)
+    try:
+        assert not errors, errors
+        assert all(not t.is_alive() for t in threads + readers)
+        everything = list(range(1, total + 1))
+        assert seen[0] == everything and seen[1] == everything
+        assert subscribed == everything
+        assert sorted(p for w in acked for p in acked[w]) == everything[STRESS_WRITERS:]
+        records = list(store.read_all())
+        where = {r.position: r.event for r in records}
+        for w in range(STRESS_WRITERS):  # each writer's events at its acked positions
+            assert acked[w] == sorted(acked[w])
+            assert [_text(where[p]) for p in acked[w]] == [
+                f"w{w}-{i}" for i in range(sum(sizes[w]))]
+        assert store.last_position() == total
+        assert verify(store).ok
     finally:
         store.close()
