@@ -72,7 +72,7 @@ from engine.store.sql import POSTGRES, SQLRecorder, Statements
 # id index names (sid, seq) instead of a position. A schema 2 store is migrated on open.
 SCHEMA_VERSION = 3
 _MIGRATION_LOCK = 0x636F6E766C6F67  # "convlog": serializes schema creation across clients
-_PLACE_LOCK = 0x636F6E766C7071  # serializes placements: held from stamping to commit
+PLACE_LOCK = 0x636F6E766C7071  # serializes placements: held from stamping to commit
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS convlog_meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -96,8 +96,8 @@ _SCHEMA = [
     "INSERT INTO convlog_position VALUES (true, 0) ON CONFLICT DO NOTHING",
     # Committed appends waiting for positions: a row per append, in insertion order.
     """CREATE TABLE IF NOT EXISTS convlog_pending (
-        qid bigserial PRIMARY KEY, sid bigint NOT NULL, first_seq integer NOT NULL,
-        n integer NOT NULL)""",
+        qid bigserial, sid bigint NOT NULL, first_seq integer NOT NULL,
+        events integer NOT NULL)""",
 ]
 
 # Schema 2 -> 3, under the migration lock, in the transaction that marks it 3: the id
@@ -133,7 +133,8 @@ _MIGRATE_2_TO_3 = [
 # the current head in the other columns (all NULL: no such session).
 _WRITE_FN = "convlog_write_v2"
 _PLACE_FN = "convlog_place_v2"
-_APPEND_PROC = "convlog_append_v2"
+_APPEND_FN = "convlog_append_v2"
+_SETTLE_FN = "convlog_settle_v2"
 _PARAMS = ("p_id text, p_version integer, p_head bytea, p_sealed integer, "
            "p_new_sealed integer, p_new_head bytea, p_keys bytea[], p_first integer[], "
            "p_last integer[], p_tmax bigint[], p_body bytea[]")
@@ -141,14 +142,12 @@ _ARGS = ("p_id, p_version, p_head, p_sealed, p_new_sealed, p_new_head, p_keys, p
          "p_last, p_tmax, p_body")
 _SIGNATURE_TYPES = ("text, integer, bytea, integer, integer, bytea, bytea[], integer[], "
                     "integer[], bigint[], bytea[]")
-_WRITE_SQL = f"""CREATE OR REPLACE FUNCTION {_WRITE_FN}({_PARAMS},
-    OUT o_seq integer, OUT o_sid bigint, OUT o_version integer, OUT o_fork_seq integer,
-    OUT o_sealed integer, OUT o_head bytea)
-LANGUAGE plpgsql AS $$
-DECLARE
-    n integer := cardinality(p_keys);
-    actual integer;
-BEGIN
+# The write, shared by convlog_write_v2 (the locked path's transaction) and
+# convlog_append_v2: the guarded UPDATE of the session row is the lock (held to
+# commit: a session's appends queue) and the head check in one statement. When the
+# row no longer matches, nothing is written and o_seq stays NULL, with the current
+# head in the other columns (all NULL: no such session).
+_WRITE_BODY = """
     UPDATE convlog_sessions
        SET version = greatest(version, coalesce(fork_seq, 0)) + n, head = p_new_head,
            sealed = p_new_sealed
@@ -176,89 +175,102 @@ BEGIN
         INSERT INTO convlog_ids (id, sid, seq)
             SELECT k, o_sid, actual + i FROM unnest(p_keys) WITH ORDINALITY AS u(k, i);
     END IF;
-END $$"""
-# Under the placement lock: the committed pending rows, in qid order, then the
-# caller's own p_n events (p_sid, from seq p_first; written in this transaction) get
-# the next positions; returns the first of the caller's. Two appends of one session
-# are serialized by its row lock, the second taking its qid after the first
-# committed, so a session's events are placed in seq order. A NOTIFY per append
-# placed: "first last sid".
-_PLACE_SQL = f"""CREATE OR REPLACE FUNCTION {_PLACE_FN}(p_sid bigint, p_first integer,
-    p_n integer) RETURNS bigint
+"""
+# The placement, under the placement lock (held to commit: placements commit one
+# after the other): the committed pending rows, in qid order, then this
+# transaction's own n events (session o_sid from seq o_seq; n = 0: none) get the
+# next positions; o_first is the first of its own. Two appends of one session are
+# serialized by its row lock, the second taking its qid after the first committed,
+# so a session's events are placed in seq order. A NOTIFY per append placed:
+# "first last sid".
+_PLACE_BODY = f"""
+    IF EXISTS (SELECT FROM convlog_pending) THEN
+        SELECT last INTO before FROM convlog_position;
+        WITH moved AS (DELETE FROM convlog_pending RETURNING qid, sid, first_seq, events),
+             ranked AS (SELECT sid, first_seq, events,
+                               before + sum(events) OVER (ORDER BY qid) - events AS below
+                          FROM moved),
+             put AS (INSERT INTO convlog_log (position, sid, seq)
+                     SELECT below + i, sid, first_seq + i - 1
+                       FROM ranked, generate_series(1, events) AS i)
+        SELECT coalesce(sum(events), 0) INTO placed FROM (
+            SELECT events, pg_notify('{CHANNEL}', (below + 1) || ' ' || (below + events) || ' '
+                                                 || sid) FROM ranked) AS noted;
+        IF placed > 0 THEN
+            UPDATE convlog_position SET last = before + placed;
+        END IF;
+    END IF;
+    IF n > 0 THEN
+        UPDATE convlog_position SET last = last + n RETURNING last - n + 1 INTO o_first;
+        IF n = 1 THEN
+            INSERT INTO convlog_log (position, sid, seq) VALUES (o_first, o_sid, o_seq);
+        ELSE
+            INSERT INTO convlog_log (position, sid, seq)
+                SELECT o_first + i - 1, o_sid, o_seq + i - 1 FROM generate_series(1, n) AS i;
+        END IF;
+        PERFORM pg_notify('{CHANNEL}', o_first || ' ' || (o_first + n - 1) || ' ' || o_sid);
+    END IF;
+"""
+_OUTS = ("OUT o_sid bigint, OUT o_version integer, OUT o_fork_seq integer, "
+         "OUT o_sealed integer, OUT o_head bytea, OUT o_seq integer")
+_WRITE_SQL = f"""CREATE OR REPLACE FUNCTION {_WRITE_FN}({_PARAMS}, {_OUTS})
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer := cardinality(p_keys);
+    actual integer;
+BEGIN{_WRITE_BODY}END $$"""
+_PLACE_SQL = f"""CREATE OR REPLACE FUNCTION {_PLACE_FN}(o_sid bigint, o_seq integer,
+    n integer, OUT o_first bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     before bigint;
     placed bigint;
-    mine bigint;
 BEGIN
-    PERFORM pg_advisory_xact_lock({_PLACE_LOCK});
-    SELECT last INTO before FROM convlog_position;
-    WITH moved AS (DELETE FROM convlog_pending RETURNING qid, sid, first_seq, n),
-         ranked AS (SELECT sid, first_seq, n, before + sum(n) OVER (ORDER BY qid) - n AS below
-                      FROM moved),
-         put AS (INSERT INTO convlog_log (position, sid, seq)
-                 SELECT below + i, sid, first_seq + i - 1
-                   FROM ranked, generate_series(1, n) AS i)
-    SELECT coalesce(sum(n), 0) INTO placed FROM (
-        SELECT n, pg_notify('{CHANNEL}', (below + 1) || ' ' || (below + n) || ' ' || sid)
-          FROM ranked) AS noted;
-    IF p_n > 0 THEN
-        mine := before + placed + 1;
-        IF p_n = 1 THEN
-            INSERT INTO convlog_log (position, sid, seq) VALUES (mine, p_sid, p_first);
-        ELSE
-            INSERT INTO convlog_log (position, sid, seq)
-                SELECT mine + i - 1, p_sid, p_first + i - 1 FROM generate_series(1, p_n) AS i;
-        END IF;
-        PERFORM pg_notify('{CHANNEL}', mine || ' ' || (mine + p_n - 1) || ' ' || p_sid);
-        placed := placed + p_n;
-    END IF;
-    IF placed > 0 THEN
-        UPDATE convlog_position SET last = before + placed;
-    END IF;
-    RETURN mine;
-END $$"""
-_APPEND_SQL = f"""CREATE OR REPLACE PROCEDURE {_APPEND_PROC}({_PARAMS},
-    INOUT o_first bigint, INOUT o_sid bigint, INOUT o_version integer,
-    INOUT o_fork_seq integer, INOUT o_sealed integer, INOUT o_head bytea)
+    PERFORM pg_advisory_xact_lock({PLACE_LOCK});{_PLACE_BODY}END $$"""
+# Uncontended (the placement lock is free), an append writes and places in one
+# transaction: one commit, one WAL flush. Else it commits a pending row beside the
+# placement under way (commits of different sessions flush together) and the
+# client settles it (convlog_settle_v2).
+_APPEND_SQL = f"""CREATE OR REPLACE FUNCTION {_APPEND_FN}({_PARAMS},
+    OUT o_first bigint, {_OUTS})
 LANGUAGE plpgsql AS $$
 DECLARE
-    wrote integer;
+    n integer := cardinality(p_keys);
+    actual integer;
+    before bigint;
+    placed bigint;
+BEGIN{_WRITE_BODY}
+    IF NOT pg_try_advisory_xact_lock({PLACE_LOCK}) THEN
+        INSERT INTO convlog_pending (sid, first_seq, events) VALUES (o_sid, o_seq, n);
+        RETURN;
+    END IF;{_PLACE_BODY}END $$"""
+# After a pending commit: the first position of (p_sid, p_seq), placing what is
+# pending when no placement is under way, else waiting for that one's commit beside
+# the other waiters (shared) and looking. NULL: that placement began before the row
+# was committed; the next call's placement (or the one it waits for) began after.
+_SETTLE_SQL = f"""CREATE OR REPLACE FUNCTION {_SETTLE_FN}(p_sid bigint, p_seq integer)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    o_first bigint;
 BEGIN
-    SELECT * INTO wrote, o_sid, o_version, o_fork_seq, o_sealed, o_head
-      FROM {_WRITE_FN}({_ARGS});
-    IF wrote IS NULL THEN
-        RETURN;
+    IF pg_try_advisory_xact_lock({PLACE_LOCK}) THEN
+        PERFORM {_PLACE_FN}(NULL, NULL, 0);
+    ELSE
+        PERFORM pg_advisory_xact_lock_shared({PLACE_LOCK});
     END IF;
-    IF pg_try_advisory_xact_lock({_PLACE_LOCK}) THEN
-        -- No placement under way: place in this transaction (one commit, one flush).
-        o_first := {_PLACE_FN}(o_sid, wrote, cardinality(p_keys));
-        RETURN;
-    END IF;
-    INSERT INTO convlog_pending (sid, first_seq, n) VALUES (o_sid, wrote, cardinality(p_keys));
-    COMMIT;  -- beside the placement under way: commits flush together
-    IF NOT pg_try_advisory_xact_lock({_PLACE_LOCK}) THEN
-        -- Wait for that placement's commit beside the other waiters (shared), then
-        -- look: only a row it did not see needs another placement.
-        PERFORM pg_advisory_xact_lock_shared({_PLACE_LOCK});
-        SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = wrote;
-        IF FOUND THEN
-            RETURN;
-        END IF;
-        COMMIT;  -- releases the shared lock (nothing was written: nothing to flush)
-    END IF;
-    PERFORM {_PLACE_FN}(NULL, NULL, 0);
-    SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = wrote;
+    SELECT position INTO o_first FROM convlog_log WHERE sid = p_sid AND seq = p_seq;
+    RETURN o_first;
 END $$"""
 _FUNCTIONS = ((f"{_WRITE_FN}({_SIGNATURE_TYPES})", _WRITE_SQL),
               (f"{_PLACE_FN}(bigint, integer, integer)", _PLACE_SQL),
-              (f"{_APPEND_PROC}({_SIGNATURE_TYPES}, bigint, bigint, integer, integer, "
-               "integer, bytea)", _APPEND_SQL))
+              (f"{_APPEND_FN}({_SIGNATURE_TYPES})", _APPEND_SQL),
+              (f"{_SETTLE_FN}(bigint, integer)", _SETTLE_SQL))
 # Arrays go in PostgreSQL's binary array format (engine.store.pg_wire): bodies are
 # never hex text, and packing them once is cheaper than psycopg's generic list
 # adaptation (about 11 us per list per call, measured).
-_APPEND_CALL = (f"CALL {_APPEND_PROC}(%s, %s::integer, %b, %s::integer, %s::integer, %b, "
-                "%b, %b, %b, %b, %b, NULL, NULL, NULL, NULL, NULL, NULL)")
+_APPEND_CALL = (f"SELECT * FROM {_APPEND_FN}(%s, %s::integer, %b, %s::integer, %s::integer, "
+                "%b, %b, %b, %b, %b, %b)")
+_SETTLE_CALL = f"SELECT {_SETTLE_FN}(%s, %s::integer)"
 _PLACE_PENDING = f"SELECT {_PLACE_FN}(NULL, NULL, 0)"
 _WRITE_CALL = (f"SELECT * FROM {_WRITE_FN}(%s, %s::integer, %b, %s::integer, %s::integer, "
                "%b, %b, %b, %b, %b, %b)")
@@ -366,8 +378,8 @@ class PostgresStore(SQLRecorder):
                 raise StoreError(f"{self.url} has schema {old}, newer than {SCHEMA_VERSION}")
             if self._ids_have_positions():  # schema 1 or 2: before the DDL below
                 self._db.execute("""CREATE TABLE IF NOT EXISTS convlog_pending (
-                    qid bigserial PRIMARY KEY, sid bigint NOT NULL, first_seq integer NOT NULL,
-                    n integer NOT NULL)""")
+                    qid bigserial, sid bigint NOT NULL, first_seq integer NOT NULL,
+                    events integer NOT NULL)""")
                 for statement in _MIGRATE_2_TO_3:
                     self._db.execute(statement)
             for statement in _SCHEMA:
@@ -556,17 +568,18 @@ class PostgresStore(SQLRecorder):
         try:
             if self._db.info.transaction_status == pq.TransactionStatus.IDLE:
                 row = self._db.execute(_APPEND_CALL, arrays, binary=True).fetchone()
+                if row is not None and row[0] is None and row[6] is not None:
+                    row = (self._settle(int(row[1]), int(row[6])), *row[1:6])
             else:  # the locked path's transaction: write, then place in it
                 row = self._db.execute(_WRITE_CALL, arrays, binary=True).fetchone()
-                if row is not None and row[0] is not None:
-                    first = self._db.execute(f"SELECT {_PLACE_FN}(%s, %s, %s)",
-                                             (row[1], row[0], n)).fetchone()
-                    assert first is not None
-                    row = (first[0], *row[1:])
+                if row is not None:
+                    first = None if row[5] is None else self._db.execute(
+                        f"SELECT {_PLACE_FN}(%s, %s, %s)", (row[0], row[5], n)).fetchone()
+                    row = (None if first is None else first[0], *row[:5])
         except pg_errors.UniqueViolation:
             raise IdTaken from None  # its transaction is gone; the cached head still holds
         assert row is not None
-        first, sid, version, fork_seq, now_sealed, now_head = row
+        first, sid, version, fork_seq, now_sealed, now_head = row[:6]
         if sid is None:
             self._heads.pop(session_id, None)
             raise UnknownSession(session_id)
@@ -576,6 +589,14 @@ class PostgresStore(SQLRecorder):
             return None
         self._remember(session_id, _Head(head.sid, actual + n, head.fork_seq, sealed, batch.head))
         return int(first)
+
+    def _settle(self, sid: int, seq: int) -> int:
+        """The first position of a committed append whose placement was under way
+        (contended): at most three calls (see _SETTLE_SQL)."""
+        while True:
+            row = self._db.execute(_SETTLE_CALL, (sid, seq)).fetchone()
+            if row is not None and row[0] is not None:
+                return int(row[0])
 
     def _tail(self, head: _Head, actual: int) -> tuple[list[bytes], list[bytes], list[int]] | None:
         """(msgpack, hash, time bound) of the events in uncompressed blocks, read without

@@ -105,7 +105,9 @@ def test_concurrent_writers_keep_positions_gapless_and_chains_valid(pg_url: str)
 # and skip it for good), and a subscriber must receive every position once, in
 # order. Writers on threads (one connection each: the server runs them
 # concurrently) with batch sizes drawn by hypothesis; readers poll read_all after
-# what they last saw, and a subscriber follows, all while the writers run.
+# what they last saw, and a subscriber follows, all while the writers run; a staller
+# holds the placement lock for drawn pauses, so that appends take both paths
+# (placed in their own transaction, or pending and settled after their commit).
 
 STRESS_WRITERS = 4
 
@@ -125,6 +127,21 @@ def _stress_writer(url: str, w: int, sizes: list[int], go: threading.Event,
             store.close()
     except Exception as exc:  # noqa: BLE001 - reported by the test thread
         errors.append(f"writer {w}: {exc!r}")
+
+
+def _staller(url: str, done: threading.Event, pauses: list[float]) -> None:
+    """Holds the placement lock now and then, as a placement under way does: the
+    writers that meet it commit pending rows and settle them afterwards."""
+    import psycopg  # noqa: PLC0415 - optional extra
+
+    from engine.store.postgres import PLACE_LOCK  # noqa: PLC0415 - needs psycopg
+
+    with psycopg.connect(url.split("&durability")[0], autocommit=True) as db:
+        for pause in itertools.cycle(pauses):
+            if done.is_set():
+                return
+            with db.transaction():
+                db.execute("SELECT pg_advisory_xact_lock(%s), pg_sleep(%s)", (PLACE_LOCK, pause))
 
 
 def _poller(url: str, done: threading.Event, seen: list[int], errors: list[str]) -> None:
@@ -148,9 +165,10 @@ def _poller(url: str, done: threading.Event, seen: list[int], errors: list[str])
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.lists(st.integers(1, 4), min_size=20, max_size=60),
                       min_size=STRESS_WRITERS, max_size=STRESS_WRITERS),
-       durability=st.sampled_from(["sync", "batched"]))
+       durability=st.sampled_from(["sync", "batched"]),
+       pauses=st.lists(st.sampled_from([0.0, 0.0005, 0.002, 0.01]), min_size=1, max_size=6))
 def test_readers_never_see_a_position_before_a_smaller_one(
-        pg_url: str, sizes: list[list[int]], durability: str) -> None:
+        pg_url: str, sizes: list[list[int]], durability: str, pauses: list[float]) -> None:
     import psycopg  # noqa: PLC0415 - optional extra
 
     with psycopg.connect(pg_url, autocommit=True) as db:  # each example: an empty store
@@ -184,7 +202,8 @@ def test_readers_never_see_a_position_before_a_smaller_one(
                                                              errors))
                for w in range(STRESS_WRITERS)]
     readers = [threading.Thread(target=_poller, args=(url, done, seen[k], errors))
-               for k in range(2)] + [threading.Thread(target=subscriber)]
+               for k in range(2)] + [threading.Thread(target=subscriber),
+                                     threading.Thread(target=_staller, args=(url, done, pauses))]
     for t in threads + readers:
         t.start()
     go.set()
