@@ -1,38 +1,42 @@
 """``postgresql://user@host:port/db``: many processes and machines on one database (psycopg 3).
 
 Same tables and block format as SQLite (prefixed ``convlog_``), created or
-migrated on open under an advisory lock. An append is one transaction that
-locks the session row (writers of one session queue, and the head the batch was
-prepared against is checked exactly), writes the blocks, then takes the next
-positions from the one-row ``convlog_position`` counter. That row stays locked
-until commit, so positions become visible in order and without gaps: a reader
-of ``position > p`` never sees ``p + 2`` before ``p + 1``. The price is that
-commits of different sessions serialize on that row (the append itself does
-not). Each commit sends ``NOTIFY convlog`` naming its position range and
-session, which ``subscribe`` waits on (LISTEN) instead of polling
-(:mod:`engine.store.pg_notify`). Bodies and arrays travel in binary
-(:mod:`engine.store.pg_wire`).
+migrated on open under an advisory lock. An append is one call of the server-side
+function ``convlog_append_v2``: it locks the session row (writers of one session
+queue, and the head the batch was prepared against is checked exactly) and
+writes the blocks and ids. Global positions are *placed* under one advisory lock
+(``PLACE_LOCK``) that is held until the placing transaction's commit is visible:
+uncontended, the append places its own events in its transaction; when another
+placement is under way, it commits a ``convlog_pending`` row instead, without
+waiting (so durable commits of different sessions share a WAL flush), and the
+client settles it after the commit (``convlog_settle_v2``: wait for the
+placement under way, or place every pending row at once). Readers read the
+position log only, so positions stay gapless and a reader of ``position > p``
+never sees ``p + 2`` before ``p + 1``; an event can be read from its session
+(``read``) a little before it has a position. Each placement sends ``NOTIFY
+convlog`` naming each placed range and its session, which ``subscribe`` waits on
+(LISTEN) instead of polling (:mod:`engine.store.pg_notify`). Bodies and arrays
+travel in binary (:mod:`engine.store.pg_wire`).
 
-That transaction is one call of the server-side function ``convlog_append_v1``
-(created at open): one round trip per append instead of nine. Seqs and hashes
-are computed client-side from the session head this store object last saw,
-cached per session (after its own appends, ``create_session`` and reads of the
-version). The function writes nothing when the locked row no longer has that
-head and returns the current one; the client prepares again, once. A batch that
-cannot be decided against a cached head (a version conflict or a seq out of
-order, either possibly stale) or that loses twice goes through an explicit
-transaction that locks the row before preparing (the shared loop,
-``Store._record``, over this recorder's hooks). There is
-no client-side group commit for ``batched``: an acknowledged append must outlive
-the client (below), and a window would hold the counter row, stalling every
-writer of the store, for up to ``batch_ms``.
+Seqs and hashes are computed client-side from the session head this store object
+last saw, cached per session (after its own appends, ``create_session`` and
+reads of the version). The function writes nothing when the locked row no longer
+has that head and returns the current one; the client prepares again, once. A
+batch that cannot be decided against a cached head (a version conflict or a seq
+out of order, either possibly stale) or that loses twice goes through an
+explicit transaction that locks the row before preparing (the shared loop,
+``Store._record``, over this recorder's hooks), and places in that transaction.
+There is no client-side group commit for ``batched``: an acknowledged append
+must outlive the client (below).
 
-Durability: ``sync`` returns after the commit is flushed to the WAL.
-``batched`` sets ``synchronous_commit = off``: the server acknowledges before
-the WAL flush and its WAL writer flushes every ``wal_writer_delay``; a server
-crash can lose the last ``3 x wal_writer_delay`` (600 ms by default) of
-commits, never part of one and never a commit before a kept one. A client that
-dies loses nothing it was told is committed.
+Durability: ``sync`` returns after the commits are flushed to the WAL (the
+events' and their placement's). ``batched`` sets ``synchronous_commit = off``:
+the server acknowledges before the WAL flush and its WAL writer flushes every
+``wal_writer_delay``; a server crash can lose the last ``3 x wal_writer_delay``
+(600 ms by default) of commits, never part of one and never a commit before a
+kept one. A crash between a pending commit and its placement leaves events
+without positions; the next open, append or id lookup places them. A client
+that dies loses nothing it was told is committed.
 """
 
 from __future__ import annotations
@@ -114,23 +118,23 @@ _MIGRATE_2_TO_3 = [
     "bytea[], integer[], integer[], bigint[], bytea[])",
 ]
 
-# An append is two transactions in one call of the procedure convlog_append_v2:
+# Positions are placed, not taken at commit. Placing takes the advisory lock
+# PLACE_LOCK, held until its transaction's commit is visible, so placements commit
+# one after the other, each after every smaller position's; readers read
+# convlog_log only. An append is one call of convlog_append_v2, which writes (the
+# session row checked and locked, blocks, ids) and then:
 #
-# 1. convlog_write_v2: the session row is checked and locked by a guarded UPDATE, the
-#    blocks, ids and one convlog_pending row go in; COMMIT. Nothing shared by two
-#    sessions is locked, so concurrent commits are flushed together (group commit).
-# 2. convlog_place_v2: under one advisory lock, every committed pending row (this
-#    append's and any other's) is moved into convlog_log at the next positions and the
-#    counter advanced; COMMIT, and the lock is released only after that commit is
-#    visible. A caller that finds its row already placed by another writes nothing
-#    (so its commit flushes nothing) and reads its positions.
+# - the lock is free (no placement under way): it places its own events, plus any
+#   pending ones, in the same transaction: one commit, one WAL flush, as before;
+# - else: it adds a convlog_pending row and commits without waiting for the lock,
+#   so commits of different sessions flush together (group commit); the client
+#   then calls convlog_settle_v2, which waits for the placement under way beside
+#   the other waiters (a shared lock) and returns the position it gave, or places
+#   every pending row itself (one flush for all of them).
 #
-# Readers read convlog_log only: a position exists once its placement commits, and
-# placements commit one after the other, each after every smaller position's.
-# The function names carry their contracts' version: a changed body gets a new name.
-# Blocks, seqs and hashes come from the client, prepared against (p_version, p_head,
-# p_sealed). When the row no longer matches, nothing is written and o_seq is NULL, with
-# the current head in the other columns (all NULL: no such session).
+# The names carry their contracts' version: a changed body gets a new name. Blocks,
+# seqs and hashes come from the client, prepared against (p_version, p_head,
+# p_sealed).
 _WRITE_FN = "convlog_write_v2"
 _PLACE_FN = "convlog_place_v2"
 _APPEND_FN = "convlog_append_v2"
@@ -244,16 +248,19 @@ BEGIN{_WRITE_BODY}
         INSERT INTO convlog_pending (sid, first_seq, events) VALUES (o_sid, o_seq, n);
         RETURN;
     END IF;{_PLACE_BODY}END $$"""
-# After a pending commit: the first position of (p_sid, p_seq), placing what is
-# pending when no placement is under way, else waiting for that one's commit beside
-# the other waiters (shared) and looking. NULL: that placement began before the row
-# was committed; the next call's placement (or the one it waits for) began after.
-_SETTLE_SQL = f"""CREATE OR REPLACE FUNCTION {_SETTLE_FN}(p_sid bigint, p_seq integer)
-RETURNS bigint LANGUAGE plpgsql AS $$
+# After a pending commit: the first position of (p_sid, p_seq). With p_place false:
+# place what is pending when no placement is under way, else wait for that one's
+# commit beside the other waiters (shared) and look; NULL when it began before the
+# row was committed. Then with p_place true: wait for the lock and place (every
+# placement from then on began after the row was committed, so it is found).
+# (Retrying the first form instead can spin: waiters holding the shared lock keep
+# each other from taking it exclusively, and nobody places.)
+_SETTLE_SQL = f"""CREATE OR REPLACE FUNCTION {_SETTLE_FN}(p_sid bigint, p_seq integer,
+    p_place boolean) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     o_first bigint;
 BEGIN
-    IF pg_try_advisory_xact_lock({PLACE_LOCK}) THEN
+    IF p_place OR pg_try_advisory_xact_lock({PLACE_LOCK}) THEN
         PERFORM {_PLACE_FN}(NULL, NULL, 0);
     ELSE
         PERFORM pg_advisory_xact_lock_shared({PLACE_LOCK});
@@ -264,13 +271,13 @@ END $$"""
 _FUNCTIONS = ((f"{_WRITE_FN}({_SIGNATURE_TYPES})", _WRITE_SQL),
               (f"{_PLACE_FN}(bigint, integer, integer)", _PLACE_SQL),
               (f"{_APPEND_FN}({_SIGNATURE_TYPES})", _APPEND_SQL),
-              (f"{_SETTLE_FN}(bigint, integer)", _SETTLE_SQL))
+              (f"{_SETTLE_FN}(bigint, integer, boolean)", _SETTLE_SQL))
 # Arrays go in PostgreSQL's binary array format (engine.store.pg_wire): bodies are
 # never hex text, and packing them once is cheaper than psycopg's generic list
 # adaptation (about 11 us per list per call, measured).
 _APPEND_CALL = (f"SELECT * FROM {_APPEND_FN}(%s, %s::integer, %b, %s::integer, %s::integer, "
                 "%b, %b, %b, %b, %b, %b)")
-_SETTLE_CALL = f"SELECT {_SETTLE_FN}(%s, %s::integer)"
+_SETTLE_CALL = f"SELECT {_SETTLE_FN}(%s, %s::integer, %s)"
 _PLACE_PENDING = f"SELECT {_PLACE_FN}(NULL, NULL, 0)"
 _WRITE_CALL = (f"SELECT * FROM {_WRITE_FN}(%s, %s::integer, %b, %s::integer, %s::integer, "
                "%b, %b, %b, %b, %b, %b)")
@@ -592,11 +599,12 @@ class PostgresStore(SQLRecorder):
 
     def _settle(self, sid: int, seq: int) -> int:
         """The first position of a committed append whose placement was under way
-        (contended): at most three calls (see _SETTLE_SQL)."""
-        while True:
-            row = self._db.execute(_SETTLE_CALL, (sid, seq)).fetchone()
+        (contended): one call, or two (see _SETTLE_SQL)."""
+        for place in (False, True):
+            row = self._db.execute(_SETTLE_CALL, (sid, seq, place)).fetchone()
             if row is not None and row[0] is not None:
                 return int(row[0])
+        raise StoreError(f"events of session key {sid} from seq {seq} were not placed")
 
     def _tail(self, head: _Head, actual: int) -> tuple[list[bytes], list[bytes], list[int]] | None:
         """(msgpack, hash, time bound) of the events in uncompressed blocks, read without

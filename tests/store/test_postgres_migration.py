@@ -31,15 +31,17 @@ def _facts(url: str) -> tuple[int, dict[str, int], list[tuple[bytes, int]]]:
 
     with psycopg.connect(url) as db:
         (last,) = db.execute("SELECT last FROM convlog_position").fetchone() or (0,)
-        versions = dict(db.execute("SELECT id, greatest(version, coalesce(fork_seq, 0)) "
-                                   "FROM convlog_sessions").fetchall())
+        versions: dict[str, int] = dict(db.execute(
+            "SELECT id, greatest(version, coalesce(fork_seq, 0)) FROM convlog_sessions"
+        ).fetchall())
         ids = db.execute("SELECT id, position FROM convlog_ids ORDER BY position").fetchall()
     return int(last), versions, [(bytes(k), int(p)) for k, p in ids]
 
 
 def test_a_schema_2_store_migrates_and_keeps_positions_ids_and_chains(old: str) -> None:
     last, versions, ids = _facts(old)
-    assert last > 300 and len(ids) == last
+    assert last > 300
+    assert len(ids) == last
     store = open_store(old)
     try:
         report = verify(store)
@@ -62,7 +64,8 @@ def test_a_schema_2_store_migrates_and_keeps_positions_ids_and_chains(old: str) 
         s.user_message("after the migration")
         now = store.last_position()
         added = list(store.read_all(after=last))
-        assert [r.position for r in added] == list(range(last + 1, now + 1)) and now > last
+        assert [r.position for r in added] == list(range(last + 1, now + 1))
+        assert now > last
         assert {r.event.session_id for r in added} == {OTHER}
         retried = store.append(OTHER, [r.event for r in added])
         assert retried.positions == tuple(range(last + 1, now + 1))
@@ -86,7 +89,8 @@ def test_the_migration_runs_once_under_concurrent_openers(old: str) -> None:
     it current and neither damages it."""
     first, second = open_store(old), open_store(old)
     try:
-        assert verify(first).ok and verify(second).ok
+        assert verify(first).ok
+        assert verify(second).ok
     finally:
         first.close()
         second.close()

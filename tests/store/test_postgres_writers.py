@@ -112,7 +112,7 @@ def test_concurrent_writers_keep_positions_gapless_and_chains_valid(pg_url: str)
 STRESS_WRITERS = 4
 
 
-def _stress_writer(url: str, w: int, sizes: list[int], go: threading.Event,
+def _stress_writer(url: str, w: int, sizes: list[int], *, go: threading.Event,
                    acked: dict[int, list[int]], errors: list[str]) -> None:
     try:
         store = open_store(url)
@@ -125,7 +125,7 @@ def _stress_writer(url: str, w: int, sizes: list[int], go: threading.Event,
                 i += size
         finally:
             store.close()
-    except Exception as exc:  # noqa: BLE001 - reported by the test thread
+    except Exception as exc:
         errors.append(f"writer {w}: {exc!r}")
 
 
@@ -136,7 +136,7 @@ def _staller(url: str, done: threading.Event, pauses: list[float]) -> None:
 
     from engine.store.postgres import PLACE_LOCK  # noqa: PLC0415 - needs psycopg
 
-    with psycopg.connect(url.split("&durability")[0], autocommit=True) as db:
+    with psycopg.connect(url.split("&durability", maxsplit=1)[0], autocommit=True) as db:
         for pause in itertools.cycle(pauses):
             if done.is_set():
                 return
@@ -198,8 +198,8 @@ def test_readers_never_see_a_position_before_a_smaller_one(
             follower.close()
 
     total = STRESS_WRITERS + sum(map(sum, sizes))
-    threads = [threading.Thread(target=_stress_writer, args=(url, w, sizes[w], go, acked,
-                                                             errors))
+    threads = [threading.Thread(target=_stress_writer, args=(url, w, sizes[w]),
+                                kwargs={"go": go, "acked": acked, "errors": errors})
                for w in range(STRESS_WRITERS)]
     readers = [threading.Thread(target=_poller, args=(url, done, seen[k], errors))
                for k in range(2)] + [threading.Thread(target=subscriber),
@@ -216,7 +216,8 @@ def test_readers_never_see_a_position_before_a_smaller_one(
         assert not errors, errors
         assert all(not t.is_alive() for t in threads + readers)
         everything = list(range(1, total + 1))
-        assert seen[0] == everything and seen[1] == everything
+        assert seen[0] == everything
+        assert seen[1] == everything
         assert subscribed == everything
         assert sorted(p for w in acked for p in acked[w]) == everything[STRESS_WRITERS:]
         records = list(store.read_all())

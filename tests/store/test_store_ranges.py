@@ -241,7 +241,7 @@ def test_a_postgresql_store_of_schema_1_is_marked_current_and_keeps_working(
     change of tables is migrated by tests/store/test_postgres_migration.py.)"""
     import psycopg  # noqa: PLC0415 - optional extra
 
-    from engine.store.postgres import SCHEMA_VERSION as pg_schema  # noqa: PLC0415
+    from engine.store.postgres import SCHEMA_VERSION  # noqa: PLC0415
 
     store = open_store(pg_url)
     sid, _ = streamed(store, 200)
@@ -255,4 +255,4 @@ def test_a_postgresql_store_of_schema_1_is_marked_current_and_keeps_working(
     store.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
         row = conn.execute("SELECT value FROM convlog_meta WHERE key='schema'").fetchone()
-    assert row == (str(pg_schema),)
+    assert row == (str(SCHEMA_VERSION),)
