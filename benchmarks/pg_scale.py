@@ -14,8 +14,10 @@ an existing scratch database instead) and measures, in one run:
    1-writer events/s of the same run and durability. Beside it, where the time
    went: client CPU and server (backend) CPU per append, the machine's idle CPU,
    and the wait events of the appending backends sampled from
-   ``pg_stat_activity`` (a lock on the position counter shows as
-   ``Lock:transactionid``, the WAL flush as ``IO:WALSync``).
+   ``pg_stat_activity`` (waiting for a placement under way shows as
+   ``Lock:advisory``, a flush shared with other commits as ``LWLock:WALWrite``,
+   the WAL flush itself as ``IO:WALSync``; before schema 3, the position
+   counter's row lock showed as ``Lock:transactionid``).
 2. **Subscribers**: ``--sessions`` sessions x ``--per-session`` events written
    by ``--writers`` processes (one event per append, the sessions interleaved)
    while ``--subscribers`` processes each ``subscribe()`` to everything. Lag is

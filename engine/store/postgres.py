@@ -98,10 +98,16 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS convlog_position (
         one boolean PRIMARY KEY DEFAULT true CHECK (one), last bigint NOT NULL)""",
     "INSERT INTO convlog_position VALUES (true, 0) ON CONFLICT DO NOTHING",
-    # Committed appends waiting for positions: a row per append, in insertion order.
+    # Committed appends waiting for positions: 128 slots, a connection's by its backend
+    # pid (it has one append at a time), pending while qid > placed. Slots are
+    # updated in place, not inserted and deleted, so the table stays small: a churned
+    # queue table fills with dead rows that every placement scans, which slowed a
+    # run of 8 writers tenfold (measured).
+    "CREATE SEQUENCE IF NOT EXISTS convlog_pending_qid",
     """CREATE TABLE IF NOT EXISTS convlog_pending (
-        qid bigserial, sid bigint NOT NULL, first_seq integer NOT NULL,
-        events integer NOT NULL)""",
+        slot integer PRIMARY KEY, qid bigint NOT NULL, placed bigint NOT NULL,
+        sid bigint NOT NULL, first_seq integer NOT NULL, events integer NOT NULL)
+        WITH (fillfactor = 20)""",
 ]
 
 # Schema 2 -> 3, under the migration lock, in the transaction that marks it 3: the id
@@ -188,20 +194,21 @@ _WRITE_BODY = """
 # so a session's events are placed in seq order. A NOTIFY per append placed:
 # "first last sid".
 _PLACE_BODY = f"""
-    IF EXISTS (SELECT FROM convlog_pending) THEN
+    IF EXISTS (SELECT FROM convlog_pending WHERE qid > placed) THEN
         SELECT last INTO before FROM convlog_position;
-        WITH moved AS (DELETE FROM convlog_pending RETURNING qid, sid, first_seq, events),
+        WITH moved AS (UPDATE convlog_pending SET placed = qid WHERE qid > placed
+                       RETURNING qid, sid, first_seq, events),
              ranked AS (SELECT sid, first_seq, events,
                                before + sum(events) OVER (ORDER BY qid) - events AS below
                           FROM moved),
              put AS (INSERT INTO convlog_log (position, sid, seq)
                      SELECT below + i, sid, first_seq + i - 1
                        FROM ranked, generate_series(1, events) AS i)
-        SELECT coalesce(sum(events), 0) INTO placed FROM (
+        SELECT coalesce(sum(events), 0) INTO n_placed FROM (
             SELECT events, pg_notify('{CHANNEL}', (below + 1) || ' ' || (below + events) || ' '
                                                  || sid) FROM ranked) AS noted;
-        IF placed > 0 THEN
-            UPDATE convlog_position SET last = before + placed;
+        IF n_placed > 0 THEN
+            UPDATE convlog_position SET last = before + n_placed;
         END IF;
     END IF;
     IF n > 0 THEN
@@ -228,7 +235,7 @@ _PLACE_SQL = f"""CREATE OR REPLACE FUNCTION {_PLACE_FN}(o_sid bigint, o_seq inte
 LANGUAGE plpgsql AS $$
 DECLARE
     before bigint;
-    placed bigint;
+    n_placed bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock({PLACE_LOCK});{_PLACE_BODY}END $$"""
 # Uncontended (the placement lock is free), an append writes and places in one
@@ -242,11 +249,21 @@ DECLARE
     n integer := cardinality(p_keys);
     actual integer;
     before bigint;
-    placed bigint;
+    n_placed bigint;
 BEGIN{_WRITE_BODY}
     IF NOT pg_try_advisory_xact_lock({PLACE_LOCK}) THEN
-        INSERT INTO convlog_pending (sid, first_seq, events) VALUES (o_sid, o_seq, n);
-        RETURN;
+        INSERT INTO convlog_pending AS p
+            VALUES (pg_backend_pid() % 128, nextval('convlog_pending_qid'), 0, o_sid, o_seq, n)
+            ON CONFLICT (slot) DO UPDATE
+            SET qid = excluded.qid, sid = excluded.sid, first_seq = excluded.first_seq,
+                events = excluded.events WHERE p.qid = p.placed;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        -- The slot holds an append not placed yet (another connection's with the
+        -- same slot, or one of this connection's never settled): wait and place
+        -- in this transaction.
+        PERFORM pg_advisory_xact_lock({PLACE_LOCK});
     END IF;{_PLACE_BODY}END $$"""
 # After a pending commit: the first position of (p_sid, p_seq). With p_place false:
 # place what is pending when no placement is under way, else wait for that one's
@@ -384,9 +401,6 @@ class PostgresStore(SQLRecorder):
             if old > SCHEMA_VERSION:
                 raise StoreError(f"{self.url} has schema {old}, newer than {SCHEMA_VERSION}")
             if self._ids_have_positions():  # schema 1 or 2: before the DDL below
-                self._db.execute("""CREATE TABLE IF NOT EXISTS convlog_pending (
-                    qid bigserial, sid bigint NOT NULL, first_seq integer NOT NULL,
-                    events integer NOT NULL)""")
                 for statement in _MIGRATE_2_TO_3:
                     self._db.execute(statement)
             for statement in _SCHEMA:
@@ -426,7 +440,8 @@ class PostgresStore(SQLRecorder):
     def _place_leftovers(self) -> None:
         """Give positions to appends committed but never placed (their placement was
         lost with a server crash between the procedure's two commits)."""
-        self._db.execute(_PLACE_PENDING + " WHERE EXISTS (SELECT FROM convlog_pending)")
+        self._db.execute(_PLACE_PENDING + " WHERE EXISTS (SELECT FROM convlog_pending "
+                                          "WHERE qid > placed)")
 
     def close(self) -> None:
         with self._lock:
