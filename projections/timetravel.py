@@ -24,6 +24,7 @@ import msgspec
 from engine.events import Event
 from engine.store.base import Store
 from projections import views as v
+from projections.bulk import read_bulk
 from projections.withparts import (
     FrozenState,
     WithPartsProjection,
@@ -249,7 +250,7 @@ def at(store: Store, session_id: str, seq: int | None = None, *,
     if proj is None:
         proj = WithPartsProjection(session_id)
     if proj.seq < seq:
-        proj.apply_all(store.read(session_id, proj.seq + 1, seq))
+        proj.apply_all(read_bulk(store, session_id, proj.seq + 1, seq))
     return proj
 
 
@@ -321,7 +322,7 @@ class Timeline:
         state = self._frozen[min(seq // self.every, len(self._frozen) - 1)]
         proj = WithPartsProjection.thaw(self.session_id, state)
         if state.seq < seq:
-            proj.apply_all(self.store.read(self.session_id, state.seq + 1, seq))
+            proj.apply_all(read_bulk(self.store, self.session_id, state.seq + 1, seq))
         return proj
 
     def seq_at_time(self, time_ms: int) -> int:

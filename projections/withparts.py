@@ -9,7 +9,7 @@ the original would.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 import attrs
@@ -17,7 +17,10 @@ import msgspec
 
 from engine import events as ev
 from engine.events import Event
+from engine.store.base import Store
+from engine.store.runs import Run
 from projections import views as v
+from projections.bulk import read_bulk
 from projections.dispatch import bind, event_fold, fold_all, handles, unhandled
 from projections.json import converter
 
@@ -222,7 +225,8 @@ class WithPartsProjection:
         # live, so the cached record cannot go stale.
         self._last_key: PartKey = ("", "")
         self._last_part: Any = None
-        self._fold: dict[type[Event], Callable[[Any], None]] = bind(self)
+        # Runs (engine.store.runs) fold like the deltas they stand for: see replay().
+        self._fold: dict[type[Any], Callable[[Any], None]] = {**bind(self), Run: self._run}
 
     # ------------------------------------------------------------------ lazy thawing
 
@@ -264,11 +268,20 @@ class WithPartsProjection:
             raise
         self.seq = e.seq
 
-    def apply_all(self, events: Any) -> WithPartsProjection:
-        last = fold_all(self, self._fold, events)
+    def apply_all(self, events: Iterable[Event | Run]) -> WithPartsProjection:
+        """Fold events in order; a :class:`~engine.store.runs.Run` among them folds as
+        the deltas it joins (so ``apply_all(store.read_runs(...))`` is a replay)."""
+        last = fold_all(self, self._fold, events)  # type: ignore[arg-type]
         if last is not None:
             self.seq = last.seq
         return self
+
+    @classmethod
+    def replay(cls, store: Store, session_id: str, last: int | None = None
+               ) -> WithPartsProjection:
+        """The projection of the stored session's events 1..last (all when None), by a
+        bulk read where the store offers one (:func:`projections.bulk.read_bulk`)."""
+        return cls(session_id).apply_all(read_bulk(store, session_id, 1, last))
 
     __call__ = apply  # usable directly as a Session subscriber
 
@@ -333,6 +346,21 @@ class WithPartsProjection:
             part = self._part(e.message_id, e.part_id)
             self._last_key, self._last_part = (e.message_id, e.part_id), part
         part.chunks.append(e.delta)
+        part.view = None
+        part.msg.view = None
+
+    def _run(self, r: Run) -> None:
+        """Consecutive deltas to one part (a bulk read): one append of their text."""
+        last = self._last_key
+        if r.part_id == last[1] and r.message_id == last[0]:
+            part = self._last_part
+        else:
+            part = self._part(r.message_id, r.part_id)
+            self._last_key, self._last_part = (r.message_id, r.part_id), part
+        if r.kind is ev.ToolInputDelta:
+            part.raw.append(r.text)
+        else:
+            part.chunks.append(r.text)
         part.view = None
         part.msg.view = None
 

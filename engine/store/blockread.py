@@ -12,14 +12,17 @@ row), PostgreSQL still stores a row per event and hands them over as ranges of 1
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterator
-from typing import ClassVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import ClassVar, TypeVar
 
 from engine.errors import StoreError, UnknownSession
 from engine.events import AnyEvent
 from engine.store import blocks
 from engine.store.base import Record, Span, Store, Stored
 from engine.store.chain import GENESIS
+from engine.store.runs import Run
+
+T = TypeVar("T")
 
 # (position, sid, seq, count): ``count`` events at consecutive positions and seqs.
 Range = tuple[int, int, int, int]
@@ -81,12 +84,32 @@ class BlockReader(Store):
             yield first_seq, body
 
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
+        return self._own_blocks(session_id, first, last, blocks.decode)
+
+    def read_runs(self, session_id: str, first: int = 1,
+                  last: int | None = None) -> Iterator[AnyEvent | Run]:
+        """:meth:`read`, for a bulk replay: in each packed block read whole, every
+        stretch of deltas to one part comes as one :class:`Run` (``engine.store.runs``)
+        instead of its events. A block cut by ``first`` or ``last`` comes as events,
+        so no run goes past ``last``."""
+        start = first
+        end = last if last is not None else 1 << 62
+        for sid, limit in self.lineage(session_id):
+            stop = end if limit is None else min(limit, end)
+            if start <= stop:
+                yield from self._own_blocks(sid, start, stop, blocks.decode_runs)
+            if limit is not None:
+                start = max(start, limit + 1)
+
+    def _own_blocks(self, session_id: str, first: int, last: int,
+                    whole: Callable[[bytes, str], Sequence[T]]) -> Iterator[T | AnyEvent]:
+        """Events first..last; ``whole`` decodes each block read whole."""
         last = min(last, self.SEQ_MAX)
         for first_seq, last_seq, body in self._block_rows(self._sid(session_id), first, last):
             if last_seq < first:
                 continue  # already read, before a merge replaced its block
             if first <= first_seq and last_seq <= last:
-                yield from blocks.decode(body, session_id)  # whole blocks: one call each
+                yield from whole(body, session_id)  # whole blocks: one call each
             else:  # decode only the events asked for
                 yield from blocks.decode_range(body, first - first_seq, last - first_seq + 1,
                                                session_id)

@@ -39,6 +39,7 @@ from engine.errors import EventDecodeError
 from engine.events import SCHEMA_VERSION, AnyEvent, Event
 from engine.store import packed
 from engine.store.chain import HASH_BYTES
+from engine.store.runs import Run
 
 SEAL_AT = 128  # uncompressed tail events that trigger a merge into compressed blocks
 BLOCK_MAX = 1024  # events per sealed block (see _write_blocks in sqlite.py for the measure)
@@ -188,14 +189,17 @@ def _sealed_events(body: bytes, session_id: str) -> list[AnyEvent] | None:
     head = sealed_head(body)
     if head.kind != KIND_PACKED:
         return None
-    try:
-        data = zlib.decompress(memoryview(body)[_PAYLOAD_AT:])
-    except zlib.error as exc:
-        raise EventDecodeError(f"unreadable block: {exc}") from None
-    events = packed.unpack(data, session_id, head.first)
+    events = packed.unpack(_payload(body), session_id, head.first)
     if len(events) != head.n:
         raise EventDecodeError(f"the block holds {len(events)} events, its header {head.n}")
     return events
+
+
+def _payload(body: bytes) -> bytes:
+    try:
+        return zlib.decompress(memoryview(body)[_PAYLOAD_AT:])
+    except zlib.error as exc:
+        raise EventDecodeError(f"unreadable block: {exc}") from None
 
 
 def _packed_for_reading(body: bytes, session_id: str) -> list[AnyEvent] | None:
@@ -275,6 +279,26 @@ def decode(body: bytes, session_id: str = "") -> list[AnyEvent]:
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise EventDecodeError(f"undecodable event in block: {exc}") from None
     return _decode_evolving(events)
+
+
+def decode_runs(body: bytes, session_id: str = "") -> list[AnyEvent | Run]:
+    """The block's events as :func:`decode` gives them, except that in a packed sealed
+    block each stretch of deltas to one part is one :class:`Run` (a bulk replay:
+    ``BlockReader.read_runs``). Every other block format, or an upcasting catalog,
+    gives events only."""
+    if body[:1] == _SEALED and not upcasting_active():
+        try:
+            head = sealed_head(body)
+        except ValueError as exc:
+            raise EventDecodeError(f"unreadable block: {exc}") from None
+        if head.kind == KIND_PACKED:
+            items = packed.unpack_runs(_payload(body), session_id, head.first)
+            end = items[-1].seq if items else head.first - 1
+            if end != head.first + head.n - 1:
+                raise EventDecodeError(f"the block holds {end - head.first + 1} events, "
+                                       f"its header {head.n}")
+            return items
+    return list(decode(body, session_id))
 
 
 def _decode_evolving(events: bytes | memoryview) -> list[AnyEvent]:

@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from itertools import islice
 from typing import Any, Final
 
 import msgspec
 
 from engine.errors import EventDecodeError
 from engine.events import EVENT_BY_TAG, EVENT_TYPES, AnyEvent, Event, tag_of
+from engine.store.runs import RUN_KINDS, Run
 
 FORMAT: Final = 1
 
@@ -380,15 +382,37 @@ def _cached(raw: bytes, session_id: str, first_seq: int, *, json: bool) -> list[
             and hit[3] == json:
         return hit[4]
     block = _open_json(raw) if json else _open(raw)
+    out: list[AnyEvent] = _decoded(block, session_id, first_seq, runs=False)
+    _last[:] = [(raw, session_id, first_seq, json, out)]
+    return out
+
+
+def unpack_runs(data: bytes | bytearray | memoryview, session_id: str,
+                first_seq: int) -> list[AnyEvent | Run]:
+    """The events of a :func:`pack` payload, numbered from ``first_seq``, with each
+    stretch of consecutive deltas of one kind to one part (``engine.store.runs``)
+    given as one :class:`Run`: no event object, no id text, one string join. Every
+    other event is exactly what :func:`unpack` gives."""
+    raw = bytes(data)
+    try:
+        return _decoded(_open(raw), session_id, first_seq, runs=True)
+    except _NotRuns:  # a delta body that is not a string, or huge time jumps: event by event
+        return _decoded(_open(raw), session_id, first_seq, runs=False)
+
+
+class _NotRuns(Exception):
+    """The payload cannot be read in runs (its events still can, one by one)."""
+
+
+def _decoded(block: _Block, session_id: str, first_seq: int, *, runs: bool) -> list[Any]:
     table = _kind_table(block)
     try:
-        out = _rows(block, table, session_id, first_seq)
-    except EventDecodeError:
+        spans = _run_spans(block, table) if runs else []
+        return _rows(block, table, session_id, first_seq, spans)
+    except (EventDecodeError, _NotRuns):
         raise
     except _DAMAGE as exc:
         raise EventDecodeError(f"packed block: {type(exc).__name__}: {exc}") from None
-    _last[:] = [(raw, session_id, first_seq, json, out)]
-    return out
 
 
 def _unpack(raw: bytes, session_id: str, first_seq: int) -> list[AnyEvent]:
@@ -528,8 +552,76 @@ def _builtin_rows(block: _Block, session_id: str, first_seq: int) -> list[dict[s
     return out
 
 
+_BREAK: Final = re.compile(rb"[^\x00]\x00*")  # an event that starts a stretch, and the stretch
+_RUN_START: Final = MSG_NEW | PART_NEW  # the flags a run's first event may carry
+
+
+def _run_spans(block: _Block, table: list[_Entry]) -> list[tuple[int, int]]:
+    """(index, count) of the runs of a payload, in order: consecutive events of one
+    run kind (``RUN_KINDS``) whose flags are all 0 but for the first, which may name
+    a new message and part.
+
+    Found without a loop per event: a byte per event, 0 where the event continues
+    its predecessor's run (the same run kind, no flag), is made with big-integer
+    arithmetic over the columns, then one regex match per stretch."""
+    codes, flags = block.codes, block.flags
+    n = len(codes)
+    run_codes = bytes(i for i, (make, shape, _, kind) in enumerate(table)
+                      if kind.cls in RUN_KINDS and make is not None and shape == 2)
+    if not n or not run_codes:
+        return []
+    # Not a run kind: 1; a run kind: 0 (codes index ``table``; others fail later, in _rows).
+    other = codes.translate(bytes(0 if i in run_codes else 1 for i in range(256)))
+    big = int.from_bytes
+    changed = big(codes, "big") ^ big(bytes((codes[0] ^ 1,)) + codes[:-1], "big")
+    breaks = (changed | big(flags, "big") | big(other, "big")).to_bytes(n, "big")
+    spans: list[tuple[int, int]] = []
+    for m in _BREAK.finditer(breaks):
+        a, b = m.span()
+        if other[a] or flags[a] & ~_RUN_START:
+            a += 1  # read as an event; what follows it (if anything) is a run
+        if b > a:
+            spans.append((a, b - a))
+    return spans
+
+
+def _advance_ids(state: tuple[int, int, int, int], t: int,
+                 dts: list[int]) -> tuple[int, int, int, int, bool]:
+    """The id generator's ``state`` (ms, cnt, lo, hi) after events with time steps
+    ``dts`` from time ``t``, and whether hi moved: what the per-event loop of
+    :func:`_rows` computes, without formatting an id."""
+    ms, cnt, lo, hi = state
+    n = len(dts)
+    if ms == t and cnt + n <= 0xFFF and lo + n <= _LOW48 and min(dts) >= 0:
+        # No borrow, no wrap: ms follows the time; cnt counts events since it last rose.
+        k = n - 1
+        while k >= 0 and not dts[k]:
+            k -= 1
+        if k < 0:
+            return ms, cnt + n, lo + n, hi, False
+        return t + sum(dts), n - 1 - k, lo + n, hi, False
+    moved = False
+    for dt in dts:
+        t += dt
+        if t > ms:
+            ms = t
+            cnt = 0
+        else:
+            cnt += 1
+            if cnt > 0xFFF:
+                ms += 1
+                cnt = 0
+        lo = (lo + 1) & _LOW48
+        if not lo:
+            hi = (hi + 1) & 0x3FFF
+            moved = True
+    return ms, cnt, lo, hi, moved
+
+
 def _rows(block: _Block, table: list[_Entry], session_id: str,
-          first_seq: int) -> list[AnyEvent]:
+          first_seq: int, spans: list[tuple[int, int]]) -> list[Any]:
+    """The payload's events; the stretches named by ``spans`` (see :func:`_run_spans`)
+    as one :class:`Run` each."""
     refs = block.refs
     ids = iter(block.ids)
     actors = iter(block.actors)
@@ -550,10 +642,45 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,
     msg = part = ""
     have_msg = have_part = False
     have = 0  # 2: a message and a part id to repeat, 1: a message id, 0: neither
-    for code, f, dt in zip(block.codes, block.flags, block.times, strict=True):
+    times = block.times
+    # Each run as (its first seq, count), then one that is never reached.
+    next_run = iter([*((first_seq + i, n) for i, n in spans), (-1, 0)]).__next__
+    run_at, run_len = next_run()
+    events = zip(block.codes, block.flags, times, strict=True)
+    for code, f, dt in events:
         make, shape, default_actor, kind = table[code]
-        t += dt
         seq += 1
+        if seq == run_at:
+            # A run: its first event may name a new message and part; the rest repeat them.
+            if f & MSG_NEW:
+                msg = refs[next(refidx)]
+                have_msg = True
+            if f & PART_NEW:
+                part = refs[next(refidx)]
+                have_part = True
+            have = 2 if have_msg and have_part else 1 if have_msg else 0
+            if have < 2:
+                _check_refs(kind, f, have_msg, have_part, seq)
+            chunk = list(islice(bodies, run_len))
+            if len(chunk) < run_len:
+                raise EventDecodeError("packed block: fewer bodies than events")
+            try:
+                text = "".join(chunk)
+            except TypeError:
+                raise _NotRuns from None
+            i = seq - first_seq
+            dts = times[i:i + run_len]
+            ms, cnt, lo, hi, moved = _advance_ids((ms, cnt, lo, hi), t, dts)
+            if moved:
+                tail_key = -1
+            t += sum(dts)
+            next(islice(events, run_len - 1, run_len - 1), None)  # skip the run's rest
+            last = seq + run_len - 1
+            append(Run(kind.cls, msg, part, text, seq, last, t))
+            seq = last
+            run_at, run_len = next_run()
+            continue
+        t += dt
         if f:
             if f & TIME_ABS:
                 t = dt
@@ -618,8 +745,9 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,
     for rest in (ids, actors, refidx, vs, bodies):
         if next(rest, _END) is not _END:
             raise EventDecodeError("packed block: more column values than events")
-    times = block.times
     if times and (len(times) + 1) * max(*times, -min(times)) >= 1 << 63:
+        if spans:
+            raise _NotRuns  # a run keeps only its last time: check each event's
         _check_times(out)  # big jumps: some sum may leave what msgpack can hold
     return out
 
@@ -648,22 +776,25 @@ _END: Final = object()
 
 def _generic(kind: _Kind, body: Any, *, event_id: str, session_id: str,
              seq: int, t: int, actor: str, v: int, msg: str, part: str) -> AnyEvent:
-    """Any other kind: its fields through msgspec's typed conversion (validated)."""
+    """Any other kind: its fields through msgspec's typed conversion (validated). The
+    body's dict is filled in place: each read decodes its payload afresh."""
     if body is None:
         obj: dict[str, Any] = {}
-    elif isinstance(body, dict):
-        obj = dict(body)
+    elif type(body) is dict:
+        obj = body
     else:
         raise EventDecodeError(f"packed block: a {kind.tag} body is a {type(body).__name__}")
-    if _ENVELOPE.intersection(obj):
-        raise EventDecodeError(f"packed block: envelope field in a {kind.tag} body")
-    obj.update(type=kind.tag, id=event_id, session_id=session_id, seq=seq, time=t, actor=actor)
-    if v != 1:
-        obj["v"] = v
+    n = len(obj)
+    if kind.shape < 2 and ("part_id" in obj or "message_id" in obj):
+        n = -1  # the envelope ids this kind lacks are never in its body either
+    obj.update(type=kind.tag, id=event_id, session_id=session_id, seq=seq, time=t, actor=actor,
+               v=v)
     if kind.has_msg:
         obj["message_id"] = msg
     if kind.has_part:
         obj["part_id"] = part
+    if len(obj) != n + 7 + kind.shape:  # a key of the body was an envelope field
+        raise EventDecodeError(f"packed block: envelope field in a {kind.tag} body")
     try:
         event: AnyEvent = msgspec.convert(obj, kind.cls, strict=True)  # type: ignore[assignment]
     except msgspec.ValidationError as exc:

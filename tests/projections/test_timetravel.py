@@ -309,17 +309,20 @@ def test_timeline_states_are_independent(any_store: Store) -> None:
 
 
 class CountingReads:
-    """Wraps store.read to record which ranges are read."""
+    """Wraps store.read (and the bulk store.read_runs, which at() uses where a store
+    has it) to record which ranges are read."""
 
     def __init__(self, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[tuple[str, int, int | None]] = []
-        original = store.read
+        for name in ("read", "read_runs"):
+            if hasattr(store, name):
+                monkeypatch.setattr(store, name, self._counting(getattr(store, name)))
 
+    def _counting(self, original: Any) -> Any:
         def read(session_id: str, first: int = 1, last: int | None = None) -> Iterator[Any]:
             self.calls.append((session_id, first, last))
             return original(session_id, first, last)
-
-        monkeypatch.setattr(store, "read", read)
+        return read
 
 
 def test_snapshotter_writes_every_k_and_at_uses_them(
