@@ -321,7 +321,8 @@ class CountingReads:
     def _counting(self, original: Any) -> Any:
         def read(session_id: str, first: int = 1, last: int | None = None) -> Iterator[Any]:
             self.calls.append((session_id, first, last))
-            return original(session_id, first, last)
+            events: Iterator[Any] = original(session_id, first, last)
+            return events
         return read
 
 

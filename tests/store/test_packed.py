@@ -18,9 +18,11 @@ from engine import codec
 from engine import events as ev
 from engine.errors import EventDecodeError
 from engine.events import Event, tag_of
+from engine.ids import EventIds
 from engine.session import Session, StepClock
 from engine.store import MemoryStore, packed
-from tests.support.event_strategies import body_strategy, runs
+from tests.support.event_strategies import ANY_BODY, body_strategy, runs
+from tests.support.runs_check import assert_runs_join
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "packed-v1"
 SETTINGS = settings(max_examples=60, deadline=None,
@@ -54,6 +56,88 @@ def _round_trip(session_id: str, first: int, events: Sequence[Event]) -> bytes:
 @given(run=runs())
 def test_any_run_round_trips_exactly(run: tuple[str, int, list[Event]]) -> None:
     _round_trip(*run)
+
+
+_DELTAS = st.one_of(*(body_strategy(c) for c in (ev.TextDelta, ev.ReasoningDelta,
+                                                   ev.ToolInputDelta)))
+
+
+_RUN_FIELD = {ev.TextDelta: "delta", ev.ReasoningDelta: "delta", ev.ToolInputDelta: "fragment"}
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> tuple[str, int, list[Event]]:
+    """Stretches of deltas to one part, stamped as the engine stamps a stream (ids
+    from its generator, default actors, v 1), between other events; now and then a
+    stamp the engine would not write (a foreign id, another actor, v 2), and times
+    that repeat, step back or jump."""
+    session_id = draw(st.sampled_from(["019b76da-a801-7005-8c2c-d958d8744d16", "s é"]))
+    first = draw(st.sampled_from([1, 513]))
+    t = draw(st.sampled_from([1_767_225_600_000, 0, 2**47 - 3]))
+    gen = EventIds()
+    out: list[Event] = []
+    step = st.sampled_from([0, 0, 0, 1, 1, 7, -1, 2**20])
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from([*_RUN_FIELD, None]))
+        msg, part = draw(st.sampled_from(["m1", "m2"])), draw(st.sampled_from(["p1", "p2"]))
+        bodies: list[Event] = (
+            [draw(ANY_BODY)] if kind is None else
+            [msgspec.convert({"message_id": msg, "part_id": part,
+                              _RUN_FIELD[kind]: draw(st.text(max_size=6))}, kind)
+             for _ in range(draw(st.integers(1, 25)))])
+        for e in bodies:
+            t += draw(step)
+            odd = draw(st.integers(0, 19))
+            out.append(msgspec.structs.replace(
+                e, id=gen(t) if odd != 1 else "foreign", session_id=session_id,
+                seq=first + len(out), time=t,
+                actor=type(e).default_actor if odd != 2 else "someone", v=2 if odd == 3 else 1))
+    return session_id, first, out
+
+
+@settings(max_examples=300, deadline=None)
+@given(state=st.tuples(st.integers(-5, 2**48), st.integers(0, 0xFFF),
+                       st.integers(0, 2**48 - 1), st.integers(0, 0x3FFF)),
+       back=st.integers(0, 3),
+       dts=st.lists(st.sampled_from([0, 0, 1, 3, -1]), min_size=1, max_size=40))
+def test_advancing_the_id_generator_over_a_run_is_stepping_it(
+        state: tuple[int, int, int, int], back: int, dts: list[int]) -> None:
+    """The shortcut over a run's times (no id formatted) ends where the generator,
+    stepped event by event, does: through repeats, borrows and counter wraps."""
+    ms, cnt, lo, hi = state
+    t = ms - back  # the previous event's time; ms is ahead of it after a borrow
+    guess = packed._IdGuess()
+    guess.ms, guess.cnt, guess.lo, guess.hi = ms, cnt, lo, hi
+    now = t
+    for dt in dts:
+        now += dt
+        guess.next(now)
+    got = packed._advance_ids((ms, cnt, lo, hi), t, dts)
+    assert got[:4] == (guess.ms, guess.cnt, guess.lo, guess.hi)
+
+
+@SETTINGS
+@given(run=streams())
+def test_runs_join_exactly_the_events_they_stand_for(run: tuple[str, int, list[Event]]) -> None:
+    """unpack_runs == unpack, with each Run standing for the deltas it joins: over
+    times that repeat, step back and jump (the id generator's slow path), stored
+    ids, other actors and versions (which end a run)."""
+    session_id, first, events = run
+    data = packed.pack(events, session_id, first)
+    assert_runs_join(packed.unpack_runs(data, session_id, first), events)
+
+
+def test_the_workload_reads_in_runs() -> None:
+    store = MemoryStore()
+    s = Session.create(store, clock=StepClock(START_MS))
+    Workload(s, seed=5).run(3000)
+    events = list(store.read(s.id))
+    for i in range(0, len(events), 1024):
+        block = events[i:i + 1024]
+        items = packed.unpack_runs(packed.pack(block, s.id, i + 1), s.id, i + 1)
+        assert_runs_join(items, block)
+        # Most of a streamed session is deltas: far fewer items than events.
+        assert len(items) < len(block) / 4
 
 
 @pytest.mark.parametrize("cls", ev.EVENT_TYPES, ids=[tag_of(c) for c in ev.EVENT_TYPES])
@@ -137,6 +221,15 @@ def _decodes_or_refuses(data: bytes) -> None:
                 codec.canonical(e)
         with contextlib.suppress(EventDecodeError):
             packed.unpack_builtins(data, "s", 1, json=json)
+    # The bulk read refuses exactly what the event-by-event read refuses.
+    packed._last.clear()
+    try:
+        events = packed.unpack(data, "s", 1)
+    except EventDecodeError:
+        with pytest.raises(EventDecodeError):
+            packed.unpack_runs(data, "s", 1)
+    else:
+        assert_runs_join(packed.unpack_runs(data, "s", 1), events)
 
 
 @settings(max_examples=300, deadline=None)

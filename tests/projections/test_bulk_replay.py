@@ -1,0 +1,85 @@
+"""Bulk replay (projections.bulk, BlockReader.read_runs): the WithParts state it
+folds equals, byte for byte in its JSON, the state of the per-event replay and of
+the projection kept live while recording, for whole stores, for reads cut at any
+seq, for stores holding only a prefix, and through a fork."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import msgspec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from benchmarks.workload import START_MS, Workload
+from engine.session import Session, StepClock
+from engine.store import MemoryStore, SQLiteStore
+from engine.store.runs import Run
+from projections.bulk import read_bulk
+from projections.timetravel import Timeline, at
+from projections.withparts import WithPartsProjection
+
+SETTINGS = settings(max_examples=12, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def state(proj: WithPartsProjection) -> tuple[int, bytes]:
+    return proj.seq, msgspec.json.encode(proj.to_json())
+
+
+def per_event(store: SQLiteStore, session_id: str, last: int | None = None) -> tuple[int, bytes]:
+    return state(WithPartsProjection(session_id).apply_all(store.read(session_id, 1, last)))
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(200, 2500),
+       cuts=st.lists(st.integers(0, 10**9), min_size=4, max_size=8),
+       batch=st.integers(1, 700), fork_at=st.integers(0, 10**9))
+def test_bulk_replay_is_the_per_event_replay_and_the_live_state(
+        seed: int, size: int, cuts: list[int], batch: int, fork_at: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteStore(str(Path(tmp) / "s.db"))
+        session = Session.create(store, clock=StepClock(START_MS))
+        live = WithPartsProjection(session.id)
+        session.subscribe(live)
+        Workload(session, seed=seed).run(size)
+        sid, n = session.id, session.version
+        assert any(type(x) is Run for x in store.read_runs(sid))  # the bulk path ran
+
+        whole = state(WithPartsProjection.replay(store, sid))
+        assert whole == per_event(store, sid) == state(live)
+
+        # Reads cut at any seq: a run never goes past the cut.
+        timeline = Timeline(store, sid, every=97)
+        for cut in (c % (n + 1) for c in cuts):
+            want = per_event(store, sid, cut)
+            assert state(WithPartsProjection.replay(store, sid, cut)) == want
+            assert state(at(store, sid, cut, use_snapshots=False)) == want
+            assert state(timeline.at(cut)) == want
+
+        # A store that holds only a prefix (its own block layout: appended in batches).
+        cut = cuts[0] % (n + 1)
+        events = list(store.read(sid, 1, cut))
+        prefix = SQLiteStore(str(Path(tmp) / "prefix.db"))
+        prefix.create_session(sid, created=session.info.created)
+        for i in range(0, len(events), batch):
+            prefix.append(sid, events[i:i + batch], i)
+        assert state(WithPartsProjection.replay(prefix, sid)) == per_event(store, sid, cut)
+        prefix.close()
+
+        # A fork reads its parent's blocks up to the fork point, then its own.
+        fork = session.fork(at=fork_at % (n + 1))
+        fork.user_message("and now for something else")
+        assert state(WithPartsProjection.replay(store, fork.id)) == per_event(store, fork.id)
+        store.close()
+
+
+def test_a_store_without_bulk_reads_gives_events() -> None:
+    store = MemoryStore()
+    session = Session.create(store, clock=StepClock(START_MS))
+    Workload(session, seed=1).run(500)
+    items = list(read_bulk(store, session.id))
+    assert items == list(store.read(session.id))
+    assert state(WithPartsProjection.replay(store, session.id)) == state(
+        WithPartsProjection(session.id).apply_all(items))
