@@ -631,6 +631,7 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,
     guess = _IdGuess()  # the loop inlines guess.next; the object serves stored ids
     hex3 = _HEX3
     low48 = _LOW48
+    convert = msgspec.convert
     out: list[Any] = []
     append = out.append
     t = 0
@@ -695,7 +696,8 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,
             body = None if f & NO_BODY else next(bodies)
             if f & (MSG_NEW | PART_NEW):
                 have = 2 if have_msg and have_part else 1 if have_msg else 0
-                _check_refs(kind, f, have_msg, have_part, seq)
+                if shape > have or (f & PART_NEW and shape < 2) or (f & MSG_NEW and not shape):
+                    _check_refs(kind, f, have_msg, have_part, seq)
             elif shape > have:
                 _check_refs(kind, f, have_msg, have_part, seq)
         else:
@@ -740,8 +742,27 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,
             else:
                 append(make(event_id, session_id, seq, t, actor, v, body))
             continue
-        append(_generic(kind, body, event_id=event_id, session_id=session_id, seq=seq, t=t,
-                        actor=actor, v=v, msg=msg, part=part))
+        if type(body) is not dict:
+            body = _body_map(kind, body)
+        # Any other kind: its fields and the envelope through msgspec's typed
+        # conversion (validated). The body's dict is filled in place: each read
+        # decodes its payload afresh. A body never holds an envelope field: the size
+        # check finds one (an id the kind lacks is looked for first).
+        size = len(body)
+        if shape < 2 and ("part_id" in body or "message_id" in body):
+            size = -1
+        body.update(type=kind.tag, id=event_id, session_id=session_id, seq=seq, time=t,
+                    actor=actor, v=v)
+        if shape:
+            body["message_id"] = msg
+            if shape == 2:
+                body["part_id"] = part
+        if len(body) != size + 7 + shape:
+            raise EventDecodeError(f"packed block: envelope field in a {kind.tag} body")
+        try:
+            append(convert(body, kind.cls, strict=True))
+        except msgspec.ValidationError as exc:
+            raise EventDecodeError(f"packed block: {exc}") from None
     for rest in (ids, actors, refidx, vs, bodies):
         if next(rest, _END) is not _END:
             raise EventDecodeError("packed block: more column values than events")
@@ -774,30 +795,8 @@ def _check_refs(kind: _Kind, f: int, have_msg: bool, have_part: bool, seq: int) 
 _END: Final = object()
 
 
-def _generic(kind: _Kind, body: Any, *, event_id: str, session_id: str,
-             seq: int, t: int, actor: str, v: int, msg: str, part: str) -> AnyEvent:
-    """Any other kind: its fields through msgspec's typed conversion (validated). The
-    body's dict is filled in place: each read decodes its payload afresh."""
+def _body_map(kind: _Kind, body: Any) -> dict[str, Any]:
+    """The fields of an event stored as a map (None: all defaults)."""
     if body is None:
-        obj: dict[str, Any] = {}
-    elif type(body) is dict:
-        obj = body
-    else:
-        raise EventDecodeError(f"packed block: a {kind.tag} body is a {type(body).__name__}")
-    n = len(obj)
-    if kind.shape < 2 and ("part_id" in obj or "message_id" in obj):
-        n = -1  # the envelope ids this kind lacks are never in its body either
-    obj.update(type=kind.tag, id=event_id, session_id=session_id, seq=seq, time=t, actor=actor,
-               v=v)
-    if kind.has_msg:
-        obj["message_id"] = msg
-    if kind.has_part:
-        obj["part_id"] = part
-    if len(obj) != n + 7 + kind.shape:  # a key of the body was an envelope field
-        raise EventDecodeError(f"packed block: envelope field in a {kind.tag} body")
-    try:
-        event: AnyEvent = msgspec.convert(obj, kind.cls, strict=True)  # type: ignore[assignment]
-    except msgspec.ValidationError as exc:
-        raise EventDecodeError(f"packed block: {exc}") from None
-    return event
-
+        return {}
+    raise EventDecodeError(f"packed block: a {kind.tag} body is a {type(body).__name__}")
