@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import ClassVar, TypeVar
 
 from engine.errors import StoreError, UnknownSession
@@ -84,7 +85,7 @@ class BlockReader(Store):
             yield first_seq, body
 
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
-        return self._own_blocks(session_id, first, last, blocks.decode)
+        return chain.from_iterable(self._own_blocks(session_id, first, last, blocks.decode))
 
     def read_runs(self, session_id: str, first: int = 1,
                   last: int | None = None) -> Iterator[AnyEvent | Run]:
@@ -92,6 +93,10 @@ class BlockReader(Store):
         stretch of deltas to one part comes as one :class:`Run` (``engine.store.runs``)
         instead of its events. A block cut by ``first`` or ``last`` comes as events,
         so no run goes past ``last``."""
+        return chain.from_iterable(self._lineage_runs(session_id, first, last))
+
+    def _lineage_runs(self, session_id: str, first: int, last: int | None
+                      ) -> Iterator[Sequence[AnyEvent | Run]]:
         start = first
         end = last if last is not None else 1 << 62
         for sid, limit in self.lineage(session_id):
@@ -102,17 +107,19 @@ class BlockReader(Store):
                 start = max(start, limit + 1)
 
     def _own_blocks(self, session_id: str, first: int, last: int,
-                    whole: Callable[[bytes, str], Sequence[T]]) -> Iterator[T | AnyEvent]:
-        """Events first..last; ``whole`` decodes each block read whole."""
+                    whole: Callable[[bytes, str], Sequence[T]]
+                    ) -> Iterator[Sequence[T | AnyEvent]]:
+        """The events first..last, a block's at a time (a reader chains them: no
+        generator step per event); ``whole`` decodes each block read whole."""
         last = min(last, self.SEQ_MAX)
         for first_seq, last_seq, body in self._block_rows(self._sid(session_id), first, last):
             if last_seq < first:
                 continue  # already read, before a merge replaced its block
             if first <= first_seq and last_seq <= last:
-                yield from whole(body, session_id)  # whole blocks: one call each
+                yield whole(body, session_id)  # whole blocks: one call each
             else:  # decode only the events asked for
-                yield from blocks.decode_range(body, first - first_seq, last - first_seq + 1,
-                                               session_id)
+                yield blocks.decode_range(body, first - first_seq, last - first_seq + 1,
+                                          session_id)
             # A merge committed between two page queries returns a block that overlaps
             # the ones already read: go on after the last seq yielded.
             first = last_seq + 1
