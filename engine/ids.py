@@ -123,29 +123,35 @@ class EventIds:
         return self._prefix + _HEX3[self._seq] + self._middle + self._upper + _HEX3[low]
 
     def many(self, now_ms: int, n: int) -> list[str]:
-        """``n`` ids, as ``n`` calls would give them, in one loop (a batch's events)."""
+        """``n`` ids, as ``n`` calls would give them (a batch's events): runs of ids
+        that share the prefix, middle and upper bits are one comprehension each."""
         if n < 8:
             return [self(now_ms) for _ in range(n)]
         out: list[str] = []
-        append = out.append
         hex3 = _HEX3
         if now_ms > self._last_ms:
             self._set_ms(now_ms)
             self._seq -= 1  # the first id of the loop below takes sequence 0
-        for _ in range(n):
+        while n:
             seq = self._seq + 1
-            if seq > 0xFFF:
+            if seq > 0xFFF:  # 4096 ids in one ms: borrow the next millisecond
                 self._set_ms(self._last_ms + 1)
                 seq = 0
-            self._seq = seq
-            lo = self._lo = (self._lo + 1) & _LOW48
+            lo = (self._lo + 1) & _LOW48
             low = lo & 0xFFF
-            if not low:
+            if not low:  # a carry past the last 12 bits: format the rest again
                 self._upper = f"{lo >> 12:09x}"
                 if not lo:
                     self._hi = (self._hi + 1) & 0x3FFF
                     self._middle = f"-{self._hi | 0x8000:04x}-"
-            append(self._prefix + hex3[seq] + self._middle + self._upper + hex3[low])
+            # The run until the sequence or the low 12 bits would wrap.
+            k = min(n, 0x1000 - seq, 0x1000 - low)
+            prefix, mid = self._prefix, self._middle + self._upper
+            out += [f"{prefix}{s}{mid}{c}" for s, c in zip(hex3[seq:seq + k],
+                                                          hex3[low:low + k], strict=True)]
+            self._seq = seq + k - 1
+            self._lo = lo + k - 1  # no carry: low + k - 1 <= 0xFFF
+            n -= k
         return out
 
     def _set_ms(self, ms: int) -> None:

@@ -102,3 +102,23 @@ def test_event_ids_spell_their_counting_bits(start: int, count: int) -> None:
         text = ids(MS)
         assert int(text[-12:], 16) == (start + i) & ((1 << 48) - 1)
         assert uuid.UUID(text).variant == uuid.RFC_4122
+
+
+@given(st.integers(0, (1 << 48) - 1), st.integers(0, 0xFFF),
+       st.lists(st.tuples(st.integers(0, 2), st.sampled_from([1, 7, 8, 64, 300, 5000])),
+                min_size=1, max_size=5))
+def test_many_ids_are_the_ids_one_call_each_gives(lo: int, seq: int,
+                                                  batches: list[tuple[int, int]]) -> None:
+    """``EventIds.many`` (runs formatted together) against ``n`` single calls, from any
+    counter state: carries of the low 12 bits, of all 48, and past 4096 ids in one ms."""
+    one = EventIds()
+    one._lo, one._upper = lo, f"{lo >> 12:09x}"
+    one(MS)
+    one._seq = seq
+    bulk = EventIds()
+    for name in EventIds.__slots__:
+        setattr(bulk, name, getattr(one, name))
+    now = MS
+    for step, n in batches:
+        now += step
+        assert bulk.many(now, n) == [one(now) for _ in range(n)]
