@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Iterator, Sequence
-from itertools import repeat
 from operator import attrgetter
 
 import msgspec
@@ -31,7 +30,7 @@ _ID = attrgetter("id")
 class _Own:
     """One session's own events with their hashes and positions."""
 
-    __slots__ = ("base", "events", "genesis", "hashes", "info", "positions")
+    __slots__ = ("base", "events", "genesis", "hashes", "info", "run_index", "run_pos")
 
     def __init__(self, info: SessionInfo, genesis: bytes) -> None:
         self.info = info
@@ -39,7 +38,16 @@ class _Own:
         self.genesis = genesis
         self.events: list[AnyEvent] = []
         self.hashes: list[bytes] = []
-        self.positions: list[int] = []
+        # Runs of own events at consecutive global positions (a session appended alone
+        # is one run): each run's first index in ``events`` and its position.
+        self.run_index: list[int] = []
+        self.run_pos: list[int] = []
+
+    def positions(self) -> Iterator[int]:
+        """The global position of each own event, in order."""
+        ends = [*self.run_index[1:], len(self.events)] if self.run_index else []
+        for first, pos, end in zip(self.run_index, self.run_pos, ends, strict=True):
+            yield from range(pos, pos + end - first)
 
 
 class MemoryStore(Store):
@@ -55,8 +63,14 @@ class MemoryStore(Store):
         # Plain ints and strs only, no tuple per event: the garbage collector never
         # has to look at them (a streamed session holds millions).
         self._ids: dict[str, int] = {}  # event id -> position
-        self._log_sid: list[str] = []  # position - 1 -> session
-        self._log_index: list[int] = []  # position - 1 -> index in the session's own list
+        self._count = 0  # events stored: the last position
+        # The global log as runs, not a record per event: a run is one session's
+        # consecutive own events at consecutive positions (batches of one session in a
+        # row extend the same run). Per run: its first position (ascending), session,
+        # and the index of its first event in that session's own list.
+        self._run_pos: list[int] = []
+        self._run_sid: list[str] = []
+        self._run_index: list[int] = []
         self._snapshots: dict[tuple[str, str], list[tuple[int, bytes]]] = {}
 
     def _create_session(self, info: SessionInfo, genesis: bytes) -> None:
@@ -96,8 +110,9 @@ class MemoryStore(Store):
 
     def _where(self, pos: int) -> tuple[str, int, int]:
         """(session, seq, position) of the event stored at ``pos``."""
-        sid = self._log_sid[pos - 1]
-        return sid, self._own[sid].events[self._log_index[pos - 1]].seq, pos
+        r = bisect.bisect_right(self._run_pos, pos) - 1
+        sid = self._run_sid[r]
+        return sid, self._own[sid].events[self._run_index[r] + pos - self._run_pos[r]].seq, pos
 
     def _stored_ids(self, session_id: str, events: Sequence[Event]
                     ) -> dict[str, tuple[str, int, int]]:
@@ -115,20 +130,25 @@ class MemoryStore(Store):
         own = self._own[session_id]
         stored, ids = own.events, self._ids
         first_index = len(stored)
-        pos0 = len(self._log_sid) + 1
+        pos0 = self._count + 1
         stored.extend(batch.events)  # type: ignore[arg-type]
         own.hashes.extend(batch.hashes)
         n = len(batch.events)
+        self._count += n
         if n == 1:  # the common case (a command, a streamed delta)
-            own.positions.append(pos0)
             ids[batch.events[0].id] = pos0
-            self._log_sid.append(session_id)
-            self._log_index.append(first_index)
-            return pos0
-        ids.update(zip(map(_ID, batch.events), range(pos0, pos0 + n), strict=True))
-        own.positions.extend(range(pos0, pos0 + n))
-        self._log_sid.extend(repeat(session_id, n))
-        self._log_index.extend(range(first_index, first_index + n))
+        else:
+            ids.update(zip(map(_ID, batch.events), range(pos0, pos0 + n), strict=True))
+        # A new run unless the batch continues the last one (no other session between).
+        run_sid = self._run_sid
+        if not (run_sid and run_sid[-1] == session_id
+                and self._run_index[-1] + pos0 - self._run_pos[-1] == first_index):
+            self._run_pos.append(pos0)
+            run_sid.append(session_id)
+            self._run_index.append(first_index)
+        if not (own.run_pos and own.run_pos[-1] + first_index - own.run_index[-1] == pos0):
+            own.run_pos.append(pos0)
+            own.run_index.append(first_index)
         return pos0
 
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
@@ -148,24 +168,31 @@ class MemoryStore(Store):
                  limit: int | None = None) -> Iterator[Record]:
         if session_id is not None:
             self.session_info(session_id)
-        end = len(self._log_sid)
+        end = self._count  # what is stored now; later appends are not read
         count = 0
-        for pos in range(after + 1, end + 1):
-            sid, index = self._log_sid[pos - 1], self._log_index[pos - 1]
-            if session_id is not None and sid != session_id:
-                continue
-            yield Record(pos, self._own[sid].events[index])
-            count += 1
-            if limit is not None and count >= limit:
-                return
+        pos = max(after + 1, 1)
+        starts, sids, firsts = self._run_pos, self._run_sid, self._run_index
+        r = bisect.bisect_right(starts, pos) - 1
+        while pos <= end:
+            last = min(starts[r + 1] - 1, end) if r + 1 < len(starts) else end
+            sid = sids[r]
+            if session_id is None or sid == session_id:
+                events, shift = self._own[sid].events, firsts[r] - starts[r]
+                for p in range(pos, last + 1):
+                    yield Record(p, events[shift + p])
+                    count += 1
+                    if limit is not None and count >= limit:
+                        return
+            pos = last + 1
+            r += 1
 
     def last_position(self) -> int:
-        return len(self._log_sid)
+        return self._count
 
     def _own_stored(self, session_id: str) -> Iterator[Stored]:
         self.session_info(session_id)
         own = self._own[session_id]
-        for e, h, pos in zip(own.events, own.hashes, own.positions, strict=True):
+        for e, h, pos in zip(own.events, own.hashes, own.positions(), strict=True):
             obj = msgspec.to_builtins(e)
             yield Stored(e.seq, h, obj, None, pos)
 
