@@ -9,7 +9,6 @@ it was.
 from __future__ import annotations
 
 import time as _time
-import types
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
@@ -33,9 +32,6 @@ from engine.ids import EventIds, is_uuid, part_id, uuid7
 from engine.lifecycle import Lifecycle
 from engine.store.base import SessionInfo, Store
 
-# Callables whose call needs no __call__ lookup; anything else is bound once per batch.
-_PLAIN_CALLABLES = frozenset({types.FunctionType, types.MethodType,
-                              types.BuiltinFunctionType})
 # Runs an iterator to its end, keeping nothing.
 _drain: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
 
@@ -185,12 +181,8 @@ class Session:
         # the first failure is re-raised afterwards so the caller still learns of it.
         failure: BaseException | None = None
         for fn in list(self._subscribers):
-            # An object's __call__ bound once (not looked up per event), and the events
-            # fed by a C-level loop: a streamed batch has dozens.
-            call: Callable[[Event], object] = (
-                fn if fn.__class__ in _PLAIN_CALLABLES else fn.__call__)  # type: ignore[operator]
             try:
-                _drain(map(call, accepted))
+                _drain(map(fn, accepted))  # a C-level loop: a streamed batch has dozens
             except Exception as exc:
                 log.error("subscriber_failed", session_id=self.id, subscriber=repr(fn),
                           error=repr(exc))
