@@ -161,7 +161,9 @@ class Lifecycle:
         loops = _SELF_LOOP if self.__class__.apply is Lifecycle.apply else {}
         # The last delta's (rule, message, part) that passed: a delta changes no state,
         # so the next of the same rule on the very same part objects passes too.
-        passed: tuple[object, object, object] | None = None
+        passed_loop: object = None
+        passed_mid: object = None
+        passed_pid: object = None
         for planned in events:
             e = planned
             if e.seq != self.version + 1:
@@ -169,8 +171,7 @@ class Lifecycle:
             loop = loops.get(e.__class__)
             if loop is not None:
                 mid, pid = e.message_id, e.part_id  # type: ignore[attr-defined]
-                if passed is not None and passed[2] is pid and passed[1] is mid \
-                        and passed[0] is loop:
+                if pid is passed_pid and mid is passed_mid and loop is passed_loop:
                     self.version = e.seq
                     append(e)
                     continue
@@ -181,9 +182,9 @@ class Lifecycle:
                             and part.state in loop[1]):
                         self.version = e.seq
                         append(e)
-                        passed = (loop, mid, pid)
+                        passed_loop, passed_mid, passed_pid = loop, mid, pid
                         continue
-            passed = None  # anything else may change what a delta needs
+            passed_loop = None  # anything else may change what a delta needs
             if self.apply(e):
                 append(e)
         return accepted

@@ -182,7 +182,10 @@ class Session:
         failure: BaseException | None = None
         for fn in list(self._subscribers):
             try:
-                _drain(map(fn, accepted))  # a C-level loop: a streamed batch has dozens
+                if len(accepted) == 1:
+                    fn(accepted[0])
+                else:
+                    _drain(map(fn, accepted))  # a C-level loop: a streamed batch has dozens
             except Exception as exc:
                 log.error("subscriber_failed", session_id=self.id, subscriber=repr(fn),
                           error=repr(exc))
