@@ -430,3 +430,21 @@ def test_the_short_proof_covers_the_streamed_deltas() -> None:
     for cls in door._FAST:
         for field in mi.type_info(cls).fields:  # type: ignore[attr-defined]
             assert covered(field.type), (cls, field.name)
+
+
+@FUZZ
+@given(keys=st.lists(st.text(max_size=300), min_size=1, max_size=400),
+       bad=st.sampled_from([2 ** 70, float("nan"), "half \ud83d"]))
+def test_a_refusal_is_one_short_line_whatever_the_path(store: Store, keys: list[str],
+                                                       bad: object) -> None:
+    # Keys are the caller's data: newlines, control characters, 300-character names,
+    # 400 levels. The message is one line a terminal can show; the path stays whole.
+    value: object = bad
+    for key in reversed(keys):
+        value = {key: value}
+    err = refused(store, with_value(full(ev.ToolInputReady), ("input",), value))
+    line = str(err)
+    assert line.isprintable(), line
+    assert len(line) <= 400, line
+    assert err.path.count(".") >= len(keys)  # $.input and one step per key at least
+    assert_sound(store)
