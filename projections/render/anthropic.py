@@ -3,14 +3,16 @@
 Request rules beyond :mod:`projections.render.common`: roles alternate (adjacent
 turns of one role merge; a tool turn is a user message of ``tool_result``
 blocks, placed before any text); thinking is sent only with its Anthropic
-signature (reasoning from other providers cannot be verified and is dropped);
-redacted thinking, text citations, a tool block's other fields (``caller``,
-...), server tool calls and their result blocks are sent back verbatim. A
-server tool call is sent only together with its result block, after it in the
-same assistant message, and never gets a ``tool_result``; a server call without
-its result (a ``pause_turn``, an aborted stream) and a result without its call
-are left out. Cannot carry: non-Anthropic reasoning, files other than images,
-PDFs and plain text (sent as a note), part timing and metadata.
+signature (reasoning from other providers cannot be verified and is dropped),
+as it was received, even when its text is empty (the API wants it back
+unchanged in a tool-use loop); redacted thinking, text citations, a tool
+block's other fields (``caller``, ...), server tool calls and their result
+blocks are sent back verbatim. A server tool call is sent only together with
+its result block, after it in the same assistant message, and never gets a
+``tool_result``; a server call without its result (a ``pause_turn``, an aborted
+stream) and a result without its call are left out. Cannot carry:
+non-Anthropic reasoning, files other than images, PDFs and plain text (sent as
+a note), part timing and metadata.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def _assistant_block(item: c.Item) -> JSON | None:
         data = item.provider("anthropic")
         if "redacted" in data:
             return {"type": "redacted_thinking", "data": data["redacted"]}
-        if data.get("signature") and item.text:
+        if data.get("signature"):  # sent back unchanged, even with no text (a redacted log)
             return {"type": "thinking", "thinking": item.text, "signature": data["signature"]}
         return None
     if isinstance(item, c.ToolCall):

@@ -14,6 +14,7 @@ from projections import views as v
 from projections.render import anthropic, common, common_format, gemini, llama, openai_chat
 from projections.render import openai_responses as responses
 from projections.withparts import WithPartsProjection
+from tests.support.anthropic_stream import as_anthropic_stream
 from tests.support.render_sessions import sessions
 
 JSON = dict[str, Any]
@@ -207,36 +208,6 @@ def test_step_snapshot_patch_agent_retry_parts_are_not_sent() -> None:
         assert "answer" in blob
 
 
-def _as_anthropic_stream(content: list[JSON]) -> list[JSON]:
-    events: list[JSON] = [{"type": "message_start", "message": {
-        "id": "m", "model": "x", "content": [], "usage": {"input_tokens": 1}}}]
-    for i, block in enumerate(content):
-        kind = block["type"]
-        start = {"text": {"type": "text", "text": ""},
-                 "thinking": {"type": "thinking", "thinking": "", "signature": ""},
-                 "tool_use": {**block, "input": {}},
-                 "server_tool_use": {**block, "input": {}}}.get(kind, block)
-        events.append({"type": "content_block_start", "index": i, "content_block": start})
-        if kind == "text":
-            events += [{"type": "content_block_delta", "index": i, "delta": {
-                "type": "citations_delta", "citation": c}} for c in block.get("citations", [])]
-            delta: JSON = {"type": "text_delta", "text": block["text"]}
-        elif kind == "thinking":
-            events.append({"type": "content_block_delta", "index": i, "delta": {
-                "type": "thinking_delta", "thinking": block["thinking"]}})
-            delta = {"type": "signature_delta", "signature": block["signature"]}
-        elif kind in ("tool_use", "server_tool_use"):
-            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-        else:
-            delta = {}
-        if delta:
-            events.append({"type": "content_block_delta", "index": i, "delta": delta})
-        events.append({"type": "content_block_stop", "index": i})
-    events += [{"type": "message_delta", "delta": {"stop_reason": "end_turn"},
-                "usage": {"output_tokens": 1}}, {"type": "message_stop"}]
-    return events
-
-
 @SETTINGS
 @given(sessions())
 def test_anthropic_round_trip_ingest_of_rendered_assistant_turns(
@@ -250,6 +221,6 @@ def test_anthropic_round_trip_ingest_of_rendered_assistant_turns(
         session = Session.create(MemoryStore())
         proj = WithPartsProjection(session.id)
         session.subscribe(proj)
-        result = AnthropicIngest(session).ingest(_as_anthropic_stream(m["content"]))
+        result = AnthropicIngest(session).ingest(as_anthropic_stream(m["content"]))
         again = anthropic.response(proj.message(result.message_id))["content"]
         assert again == m["content"]
