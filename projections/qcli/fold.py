@@ -10,7 +10,9 @@ request = one :class:`HistoryEntry`):
 - A completed **assistant message** pairs the next message (the user side) with
   a ``Response``, or a ``ToolUse`` when it has tool parts (``id`` = callID,
   ``name`` = tool, ``orig_name`` / ``orig_args`` from the tool part's metadata
-  when given). Its text parts joined with ``\\n`` are the content. Request
+  when given). Its text parts joined with ``\\n`` are the content; a newer
+  save's ``thinking`` comes from a reasoning part's ``metadata.qcli.thinking``
+  (other reasoning has no place in Q CLI's history). Request
   metadata is built from the message (times, sizes, tool ids, model, cost,
   tokens).
 - The tool parts' outcomes become the **next** user side: ``ToolUseResults``
@@ -114,7 +116,7 @@ class _Tool:
 
 
 class _Message:
-    __slots__ = ("images", "model_id", "parts", "role", "start")
+    __slots__ = ("images", "model_id", "parts", "role", "start", "thinking")
 
     def __init__(self, e: ev.MessageStarted) -> None:
         self.role = e.role
@@ -122,6 +124,7 @@ class _Message:
         self.model_id = e.model.model_id if e.model is not None else None
         self.parts: dict[str, _Text | _Tool] = {}
         self.images: list[dict[str, Any]] = []
+        self.thinking: dict[str, Any] | None = None  # a Q CLI save's, kept whole
 
     def texts(self) -> list[_Text]:
         return [p for p in self.parts.values() if isinstance(p, _Text) and not p.ignored]
@@ -178,11 +181,11 @@ class CompactionMark:
 class ConversationFold:
     """Folds events into a :class:`ConversationState`, one event at a time."""
 
-    # Parts Q CLI's history has no place for: the seed history carries no reasoning,
+    # Parts Q CLI's history has no place for: the seed history carries no reasoning
+    # (a newer save's assistant ``thinking`` is read from reasoning.added's metadata),
     # steps, approvals or OpenCode's extra part kinds; raw argument fragments are
     # superseded by tool.input_ready.
     IGNORES: ClassVar[frozenset[type[Event]]] = frozenset[type[Event]]({
-        ev.ReasoningAdded,
         ev.ReasoningDelta,
         ev.ToolInputDelta,
         ev.ToolApprovalRequested,
@@ -315,6 +318,16 @@ class ConversationFold:
     def _text_added(self, e: ev.TextAdded) -> None:
         self._messages[e.message_id].parts[e.part_id] = _Text(e)
 
+    @handles(ev.ReasoningAdded)
+    def _reasoning_added(self, e: ev.ReasoningAdded) -> None:
+        # Only a Q CLI save's own thinking has a place in its history: other
+        # reasoning (a provider's, streamed) is not part of Q CLI's format.
+        qcli = (e.metadata or {}).get("qcli")
+        thinking = qcli.get("thinking") if isinstance(qcli, dict) else None
+        msg = self._messages.get(e.message_id)
+        if msg is not None and isinstance(thinking, dict):
+            msg.thinking = thinking
+
     @handles(ev.TextDelta)
     def _text_delta(self, e: ev.TextDelta) -> None:
         part = self._messages[e.message_id].parts[e.part_id]
@@ -436,8 +449,8 @@ class ConversationFold:
         tools = msg.tools()
         message_id = over.get("message_id", e.message_id)
         assistant: m.AssistantMessage = (
-            m.ToolUse(message_id, content, tuple(t.tool_use() for t in tools)) if tools
-            else m.Response(message_id, content)
+            m.ToolUse(message_id, content, tuple(t.tool_use() for t in tools), msg.thinking)
+            if tools else m.Response(message_id, content, msg.thinking)
         )
         user = self.next_message or m.UserMessage("", self._env(), m.Prompt(""))
         if "request_metadata" in over:  # given as is, even null

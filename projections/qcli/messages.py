@@ -135,6 +135,9 @@ class AssistantToolUse:
 class Response:
     message_id: str | None
     content: str
+    # Newer saves' ReasoningContentForHistory (text, signature, redacted_content,
+    # model_id), kept whole as read; absent (None) in older saves.
+    thinking: JSON | None = None
 
 
 @attrs.frozen
@@ -142,6 +145,7 @@ class ToolUse:
     message_id: str | None
     content: str
     tool_uses: tuple[AssistantToolUse, ...]
+    thinking: JSON | None = None  # as on Response
 
 
 AssistantMessage = Response | ToolUse

@@ -130,21 +130,27 @@ def make_converter() -> cattrs.Converter:
         return {"id": u.id, "name": u.name, "orig_name": u.orig_name, "args": u.args,
                 "orig_args": u.orig_args}
 
+    def thinking(a: m.AssistantMessage) -> dict[str, Any]:
+        """``thinking`` only when the save had it: older saves have no such field."""
+        return {} if a.thinking is None else {"thinking": a.thinking}
+
     conv.register_unstructure_hook(m.Response, lambda a: _tagged(
-        "Response", {"message_id": a.message_id, "content": a.content}))
+        "Response", {"message_id": a.message_id, "content": a.content, **thinking(a)}))
     conv.register_unstructure_hook(m.ToolUse, lambda a: _tagged(
         "ToolUse", {"message_id": a.message_id, "content": a.content,
-                    "tool_uses": [tool_use(u) for u in a.tool_uses]}))
+                    "tool_uses": [tool_use(u) for u in a.tool_uses], **thinking(a)}))
 
     def structure_assistant(data: Any, _: Any) -> m.AssistantMessage:
         kind, body = _one_key(data, "AssistantMessage")
+        read = body.get("thinking")
+        thought = read if isinstance(read, dict) else None
         if kind == "Response":
-            return m.Response(body.get("message_id"), body.get("content", ""))
+            return m.Response(body.get("message_id"), body.get("content", ""), thought)
         if kind == "ToolUse":
             uses = tuple(m.AssistantToolUse(
                 u["id"], u["name"], u.get("orig_name") or u["name"], u.get("args"),
                 u.get("orig_args", u.get("args"))) for u in body.get("tool_uses", []))
-            return m.ToolUse(body.get("message_id"), body.get("content", ""), uses)
+            return m.ToolUse(body.get("message_id"), body.get("content", ""), uses, thought)
         raise ValueError(f"unknown assistant message {kind!r}")
 
     conv.register_structure_hook_func(lambda t: t == m.AssistantMessage, structure_assistant)
