@@ -237,6 +237,11 @@ class StoreUnreadable(StoreError):
     """A store whose files cannot be read at all (not a database, unreadable format file)."""
 
 
+class ReadOnlyStore(StoreError):
+    """A write to a store this process may only read (its files or directory are not
+    writable): refused before anything is written."""
+
+
 class KeyRequired(StoreError):
     """A keyed (HMAC) store checked without its key: its hashes cannot be recomputed, which
     says nothing about tampering."""

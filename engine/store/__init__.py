@@ -22,6 +22,7 @@ import msgspec
 from engine.errors import (
     ConcurrencyError,
     CorruptLog,
+    ReadOnlyStore,
     StoreError,
     StoreNotFound,
     StoreUnreadable,
@@ -127,7 +128,11 @@ def open_store(url: str, *, key: bytes | None = None, key_file: str | None = Non
             return SQLiteStore(path, url=url, durability=mode, batch_ms=window_ms,
                                batch_events=window_events, key=key, max_event_bytes=limit)
         except StoreError as exc:
-            if isinstance(exc.__context__, sqlite3.DatabaseError):
+            # A file that is there but fails as a database is unreadable; one that could
+            # not be made (a read-only directory) or written keeps its own message.
+            if (isinstance(exc.__context__, sqlite3.DatabaseError)
+                    and not isinstance(exc, (ReadOnlyStore, StoreUnreadable))
+                    and Path(path).exists()):
                 raise StoreUnreadable(f"{url}: the database cannot be read: "
                                       f"{exc.__context__}") from None
             raise

@@ -37,6 +37,7 @@ become format 2 at the first seal this release writes into them.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import heapq
@@ -54,8 +55,10 @@ from engine.codec import canonical, decode_json, from_stored, upcasting_active, 
 from engine.errors import (
     CorruptLog,
     EventDecodeError,
+    ReadOnlyStore,
     SessionExists,
     StoreError,
+    StoreUnreadable,
     UnknownSession,
 )
 from engine.events import AnyEvent, Event
@@ -221,6 +224,7 @@ class _FileLock:
 
     def __enter__(self) -> None:
         store = self.store
+        store._refuse_read_only()  # every write takes this lock first
         store._lock.acquire()
         if store._flocked:
             self.owned.append(False)
@@ -280,15 +284,18 @@ class JSONLStore(Store):
         self._pending: dict[str, list[bytes]] = {}  # batched window: lines not yet written
         self._pending_heads: dict[str, tuple[int, bytes, int]] = {}
         self._window_old = 0
+        self.read_only = False
         try:
-            self.root.mkdir(exist_ok=True)
-            self._sessions_dir.mkdir(exist_ok=True)
-            self._lock_fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-            with self._file_lock():
-                self._refuse = self._init_format()
-                self._recover()
+            self.read_only = self._open_lock_file()
+            if self.read_only:
+                self._open_read_only()
+            else:
+                with self._file_lock():
+                    self._refuse = self._init_format()
+                    self._recover()
         except OSError as exc:
-            raise StoreError(f"cannot open {self.url}: {exc}") from None
+            verb = "open" if (self.root / "convlog.json").is_file() else "create"
+            raise StoreError(f"cannot {verb} {self.url}: {exc}") from None
         # Reads never write: a damaged last line is reported by reads and verify, and
         # moved aside only by an explicit repair() or before this store's first append.
         self._tails_checked = False
@@ -297,6 +304,56 @@ class JSONLStore(Store):
                        if durability == BATCHED else None)
 
     # ------------------------------------------------------------------ locking and recovery
+
+    def _open_lock_file(self) -> bool:
+        """Make the store's directories and open its lock file for writing. True when
+        the store exists but this process may not write it: then it is only read, and
+        the lock file (if any) is opened read-only, for a shared lock."""
+        places = (self.root, self._sessions_dir)
+        if (self.root / "convlog.json").is_file() and not all(
+                os.access(p, os.W_OK | os.X_OK) for p in places if p.is_dir()):
+            self._open_lock_read_only()
+            return True
+        try:
+            self.root.mkdir(exist_ok=True)
+            self._sessions_dir.mkdir(exist_ok=True)
+            self._lock_fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if (exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS)
+                    or not (self.root / "convlog.json").is_file()):
+                raise
+            self._open_lock_read_only()
+            return True
+        return False
+
+    def _open_lock_read_only(self) -> None:
+        try:
+            self._lock_fd = os.open(self.root / "lock", os.O_RDONLY)
+        except FileNotFoundError:
+            self._lock_fd = -1  # never written through a lock: nobody is writing
+
+    def _open_read_only(self) -> None:
+        """Open without writing anything. The shared lock waits out a write in
+        progress; an interrupted one cannot be finished or undone without write
+        access, so such a store cannot be read consistently and is refused."""
+        if self._lock_fd >= 0:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+        try:
+            self._refuse = self._init_format()
+            txn = self._read_txn()
+        finally:
+            if self._lock_fd >= 0:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        if txn is not None and not txn.done:
+            raise StoreUnreadable(
+                f"{self.url}: its last write was interrupted; finishing or undoing it "
+                f"needs write access to {self.root}, which this process does not have")
+        self._last = 0 if txn is None else txn.new
+
+    def _refuse_read_only(self) -> None:
+        if self.read_only:
+            raise ReadOnlyStore(f"cannot write {self.url}: the store is read-only "
+                                f"(no write access to {self.root})")
 
     def _file_lock(self) -> AbstractContextManager[object]:
         """The cross-process writer lock; re-entrant within this store object."""
@@ -1193,6 +1250,7 @@ class JSONLStore(Store):
     # ------------------------------------------------------------------ snapshots
 
     def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
+        self._refuse_read_only()
         self.session_info(session_id)
         folder = self._snap_dir / session_id / snapshot_file_name(name)
         folder.mkdir(parents=True, exist_ok=True)

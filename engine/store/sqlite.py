@@ -33,16 +33,20 @@ for a window (:mod:`engine.store.batching`) and commits it whole.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from engine.codec import encode_msgpack
 from engine.errors import (
+    ReadOnlyStore,
     SessionExists,
     StoreError,
+    StoreUnreadable,
     UnknownSession,
 )
 from engine.events import Event
@@ -275,8 +279,12 @@ class SQLiteStore(SQLRecorder):
             if not parent.is_dir():
                 raise StoreError(f"cannot open {self.url}: directory {parent} does not exist")
         self._lock = threading.RLock()
+        # A file this process may not write (or whose directory it may not write, so
+        # no journal can be made) is opened read-only: reads work, writes are refused.
+        self.read_only = path != ":memory:" and not _writable(Path(path))
         try:
-            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db = (_connect_read_only(path, self.url) if self.read_only else
+                        sqlite3.connect(path, isolation_level=None, check_same_thread=False))
             self._db.execute("PRAGMA busy_timeout=30000")
             # FULL: the WAL is fsynced at every commit, so an acknowledged append survives
             # power loss. ``synchronous`` overrides it (benchmarks measure NORMAL/OFF).
@@ -284,6 +292,8 @@ class SQLiteStore(SQLRecorder):
             self._stale_schema = False
             self._open_schema()
         except sqlite3.DatabaseError as exc:
+            if path != ":memory:" and not os.path.exists(path):
+                raise StoreError(f"cannot create {self.url}: {exc}") from None
             raise StoreError(f"cannot open {self.url}: {exc}") from None
         self._sids: dict[str, int] = {}
         self._names: dict[int, str] = {}
@@ -331,11 +341,19 @@ class SQLiteStore(SQLRecorder):
         if (old == SCHEMA_VERSION or self._stale_schema) and "chain" in meta:
             self._refuse = check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
             return
+        self._refuse_read_only()
         self._migrate()
+
+    def _refuse_read_only(self) -> None:
+        if self.read_only:
+            raise ReadOnlyStore(f"cannot write {self.url}: the store is read-only "
+                                f"(no write access to {self.path} or its directory)")
 
     def _current_schema(self) -> None:
         """Before the first write of a store opened at schema 2: migrate it (the
-        in-memory range indexes give way to the stored ones)."""
+        in-memory range indexes give way to the stored ones). Every write passes here:
+        a read-only store refuses it before any transaction begins."""
+        self._refuse_read_only()
         if not self._stale_schema:
             return
         for name in ("log", "ids", "names"):
@@ -859,3 +877,45 @@ def _ranges_from_v2(db: sqlite3.Connection, log_v2: str, ids_v2: str, into: str 
                        f"(SELECT COUNT(*) FROM {ids_v2})").fetchone()
     assert sum(r[3] for r in log) == moved[0]
     assert sum(r[1] for r in kept) + len(exact) == moved[1]
+
+
+def _writable(path: Path) -> bool:
+    """Whether a read-write open can work: a new file needs a writable directory, an
+    existing one write access to it and to its directory (the WAL and its index are
+    made beside it) unless both already exist writable."""
+    parent = path.parent
+    if not path.exists():
+        return True  # to be created: a failure says "cannot create"
+    if not os.access(path, os.W_OK):
+        return False
+    if os.access(parent, os.W_OK | os.X_OK):
+        return True
+    return all(os.access(f"{path}{end}", os.W_OK) for end in ("-wal", "-shm"))
+
+
+def _connect_read_only(path: str, url: str) -> sqlite3.Connection:
+    """A read-only connection (``mode=ro``: SQLite itself refuses any write).
+
+    A WAL database needs its ``-shm`` index, which a read-only directory cannot
+    hold: SQLite then fails to open. When there is no ``-wal`` either, every
+    committed row is in the main file (the last writer checkpointed it at close),
+    so ``immutable=1`` reads it without the index and without locks. With a
+    ``-wal`` present and no ``-shm``, committed rows live in the WAL, which cannot
+    be read without the index: refused rather than read stale.
+    """
+    uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
+    db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError as exc:
+        db.close()
+        if os.path.exists(f"{path}-wal"):
+            raise StoreUnreadable(
+                f"{url}: cannot read the read-only database: {path}-wal holds committed "
+                f"rows but its index {path}-shm is missing and cannot be created "
+                f"({exc}); read it where its directory is writable") from None
+    db = sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None,
+                         check_same_thread=False)
+    db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    return db
