@@ -65,10 +65,11 @@ def state(place: Path) -> dict[str, tuple[bytes, int, int]]:
     return found
 
 
-def as_reader(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+def as_reader(code: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     """Run Python ``code`` (``sys.argv[1:]`` = ``args``) as the unprivileged reader."""
-    return subprocess.run([*READER, sys.executable, "-c", code, *args], capture_output=True,
-                          text=True, timeout=300, cwd="/", check=False, **OTHER_USER)
+    return subprocess.run([*READER, sys.executable, "-c", code, *args], input=stdin,
+                          capture_output=True, text=True, timeout=300, cwd="/", check=False,
+                          **OTHER_USER)
 
 
 CLI = "import sys; from engine.cli import main; sys.exit(main(sys.argv[1:]))"
