@@ -281,5 +281,20 @@ class InvalidEvent(BadBatch):
         self.event_id = event_id
         self.path = path
         self.reason = reason
-        ConvlogError.__init__(self, f"invalid {event_type} event {event_id or '(no id)'} "
-                                    f"at {path}: {reason}")
+        # The id and path are the caller's data (a key may hold a newline, a path be
+        # 400 levels deep): the message shows them as one short line; the attributes
+        # keep them whole.
+        ConvlogError.__init__(self, f"invalid {event_type} event "
+                                    f"{_one_line(event_id, 80) or '(no id)'} "
+                                    f"at {_one_line(path, 120)}: {reason}")
+
+
+def _one_line(text: str, limit: int) -> str:
+    """``text`` as it may stand in a one-line message: control characters escaped and
+    the middle of a long text cut."""
+    if not text.isprintable():
+        text = text.encode("unicode_escape").decode("ascii")
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]}...({len(text) - 2 * keep} characters)...{text[-keep:]}"

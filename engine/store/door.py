@@ -233,21 +233,8 @@ def _refuse(event: Event, path: str, reason: str) -> InvalidEvent:
     tag = getattr(type(event).__struct_config__, "tag", None)
     if not isinstance(tag, str):
         tag = type(event).__name__
-    event_id = event.id if isinstance(event.id, str) else repr(event.id)
-    error = InvalidEvent(tag, _one_line(event_id, 80), _one_line(path, 120), reason)
-    error.path = path  # the whole path stays on the error for callers; the message is cut
-    return error
-
-
-def _one_line(text: str, limit: int) -> str:
-    """Text as it may appear in a one-line message: control characters escaped (a key
-    may hold a newline) and the middle of a long text (a path 10,000 levels deep) cut."""
-    if not text.isprintable():
-        text = text.encode("unicode_escape").decode("ascii")
-    if len(text) <= limit:
-        return text
-    keep = limit // 2
-    return f"{text[:keep]}...({len(text) - 2 * keep} characters)...{text[-keep:]}"
+    return InvalidEvent(tag, event.id if isinstance(event.id, str) else repr(event.id),
+                        path, reason)
 
 
 def _children(value: Any, path: str) -> Iterator[tuple[Any, str]]:
