@@ -73,15 +73,13 @@ BATCHED = "batched"
 
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]*")
 MAX_ID_LENGTH = 200
+# One id of at most MAX_ID_LENGTH characters (check_id's shape, its length bound folded in).
+_ID_CHARS = rf"[A-Za-z0-9][A-Za-z0-9._:@+=-]{{0,{MAX_ID_LENGTH - 1}}}"
 # All of check_id's rules in one C-level match, for the per-event hot path.
-_ID_PATTERN = rf"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._:@+=-]{{0,{MAX_ID_LENGTH - 1}}}"
-_ID_OK = re.compile(_ID_PATTERN).fullmatch
-
-
+_ID_OK = re.compile(rf"(?!.*\.\.){_ID_CHARS}").fullmatch
 # _ID_OK over many ids joined by newlines (which no id can hold), for a batch, without
 # the ".." lookahead (a backtracking scan of every id): the caller tests the joined
 # ids for ".." once instead (a newline between two ids cannot make one).
-_ID_CHARS = rf"[A-Za-z0-9][A-Za-z0-9._:@+=-]{{0,{MAX_ID_LENGTH - 1}}}"
 _IDS_OK = re.compile(rf"(?:{_ID_CHARS}\n)*{_ID_CHARS}").fullmatch
 _EVENT_ID = attrgetter("id")
 _SESSION_ID = attrgetter("session_id")
