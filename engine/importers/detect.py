@@ -21,7 +21,7 @@ from engine.importers.base import (
 )
 from engine.importers.claude_code import files_of, plan_claude_code, plan_files
 from engine.importers.codex import plan_codex
-from engine.importers.gemini import plan_gemini
+from engine.importers.gemini import LOGS, plan_gemini, plan_gemini_files
 from engine.importers.opencode import plan_opencode
 from engine.importers.qcli import plan_qcli
 
@@ -64,6 +64,9 @@ def detect(path: Path) -> str:
         return "aider"
     if text.startswith(b"[") and b'"role"' in head and b'"parts"' in head:
         return "gemini"  # an older Gemini CLI /chat save: a bare list of contents
+    if path.name == LOGS or (text.startswith(b"[") and b'"messageId"' in head
+                             and b'"sessionId"' in head):
+        return "gemini"  # Gemini CLI's logs.json: the prompts of every session
     if not text.startswith(b"{"):
         raise ImportInputError(str(path), "not a transcript this tool knows (not JSON, "
                                "JSON lines or an aider history)", 1)
@@ -76,9 +79,12 @@ def detect(path: Path) -> str:
         except ValueError:
             record = None  # a multi-line JSON document
     if isinstance(record, dict):
+        kind = record.get("type")
+        if kind in ("console", "network") and "sessionId" in record:
+            raise ImportInputError(str(path), "a Gemini CLI activity log (console and "
+                                   "network events), not a conversation", 1)
         if "payload" in record and "type" in record:
             return "codex"
-        kind = record.get("type")
         if (isinstance(kind, str) and kind in _CLAUDE_TYPES) or "parentUuid" in record:
             return "claude-code"
         if "projectHash" in record or "$set" in record:
@@ -141,6 +147,7 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
     if (path / "opencode.db").exists() or (path / "storage" / "session").is_dir():
         plans.append(plan_opencode(path))
     claude: list[Path] = []
+    gemini: list[Path] = []
     for f in _candidates(path):
         if f.name == "opencode.db" and plans:
             continue
@@ -151,8 +158,12 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
             continue
         if chosen == "claude-code":  # read together: a resumed file shares its uuids
             claude.extend(files_of(f))
+        elif chosen == "gemini":  # read together: subagents and logs.json find their sessions
+            gemini.append(f)
         else:
             plans.append(_PLANNERS[chosen](f, lenient))
+    if gemini:
+        plans.append(plan_gemini_files(gemini, path, lenient=lenient))
     if claude:
         plans.insert(0, plan_files(claude, str(path), lenient=lenient))
     if not plans:

@@ -37,6 +37,7 @@ from engine.importers.base import (
     json_document,
     json_lines,
     ms_of,
+    open_binary,
     seal,
     shape_error,
     stable_part_id,
@@ -247,34 +248,127 @@ def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
 
 
 def plan_gemini(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) -> Plan:
-    """A session file (``.json`` or ``.jsonl``), or a ``chats/`` directory: its
-    ``session-*`` files, and each subagent's ``<parent sessionId>/<id>.jsonl`` as a
-    child session of the session it ran in."""
-    report = ImportReport(str(path), FORMAT)
+    """A session file (``.json`` or ``.jsonl``), a ``logs.json``, a ``/chat save``
+    checkpoint, or a directory (``~/.gemini/tmp/<project>/`` or its ``chats/``): its
+    session files, ``logs.json`` and checkpoints, and each subagent's
+    ``<parent sessionId>/<id>.jsonl`` as a child session of the session it ran in."""
     if not path.is_dir():
-        return seal(Plan(report, _plan_file(path, report, lenient, max_line)[1]))
-    files = sorted(f for f in path.rglob("*.json*") if f.suffix in (".json", ".jsonl")
-                   and (f.name.startswith("session-") or f.parent != path))
+        return plan_gemini_files([path], path, lenient=lenient, max_line=max_line)
+    # Sessions are chats/session-*; a subagent's is chats/<parent sessionId>/<id>.jsonl.
+    # Other JSON under the project directory is no conversation: the /restore snapshots
+    # in checkpoints/, the activity logs logs/session-<id>.jsonl.
+    def chats(d: Path) -> bool:
+        return d == path or d.name == "chats"
+
+    files = sorted(f for f in path.rglob("*.json*") if f.suffix in (".json", ".jsonl") and (
+        (f.name.startswith("session-") and chats(f.parent))
+        or (f.name.startswith("checkpoint-") or f.name == LOGS) and f.parent.name != "chats"
+        or (f.suffix == ".jsonl" and f.parent != path and chats(f.parent.parent))))
+    plan = plan_gemini_files(files, path, lenient=lenient, max_line=max_line)
+    if not plan.sessions and not any(f.name == LOGS for f in files):
+        raise ImportInputError(str(path), "no Gemini CLI session file in this directory")
+    return plan
+
+
+def plan_gemini_files(files: list[Path], root: Path, *, lenient: bool = False,
+                      max_line: int = MAX_LINE) -> Plan:
+    """Gemini CLI files read together: a subagent's session finds the session it ran
+    in, and a ``logs.json`` session whose chat recording is among them is not
+    imported twice (the recording holds the same prompts and the replies)."""
+    report = ImportReport(str(root), FORMAT)
     by_original: dict[str, str] = {}
     planned: list[tuple[Path, dict[str, Any], list[PlannedSession]]] = []
-    for f in files:
+    logs: list[tuple[Path, list[PlannedSession]]] = []
+    for f in sorted(files, key=lambda f: f.name == LOGS):  # recordings first
+        if f.name == LOGS or _looks_like_logs(f):
+            logs.append((f, _plan_logs(f, report)))
+            continue
         meta, sessions = _plan_file(f, report, lenient, max_line)
         planned.append((f, meta, sessions))
         if sessions and meta.get("kind") != "subagent":
             by_original.setdefault(str(meta.get("sessionId") or ""), sessions[0].id)
     out: list[PlannedSession] = []
+    for f, sessions in logs:
+        for session in sessions:
+            if session.original_id in by_original:
+                report.note("a logs.json session whose chat recording is imported too: "
+                            "the recording is kept (it has the replies)", f.name)
+            else:
+                out.append(session)
     for f, meta, sessions in planned:
-        parent = by_original.get(f.parent.name) if f.parent != path else None
+        parent = by_original.get(f.parent.name) if f.parent.name != "chats" else None
         if meta.get("kind") == "subagent" and sessions:
             sessions[0].kind, sessions[0].parent = "child", parent
             if parent is None:
                 report.note("a subagent session whose parent session is not in the import",
                             f.name)
         out.extend(sessions)
-    if not out:
-        raise ImportInputError(str(path), "no Gemini CLI session file in this directory")
     # Parents before their children: the lineage needs them first.
     return seal(Plan(report, sorted(out, key=lambda s: s.kind == "child")))
+
+
+LOGS: Final = "logs.json"
+_LOG_FIELDS: Final = (("sessionId", (str, int)), ("messageId", (int,)), ("timestamp", (str,)),
+                      ("type", (str,)), ("message", (str,)))
+
+
+def _looks_like_logs(path: Path) -> bool:
+    if path.suffix != ".json":
+        return False
+    with open_binary(path) as f:
+        head = f.read(4096).lstrip()
+    return head.startswith(b"[") and b'"messageId"' in head
+
+
+def is_logs(data: Any) -> bool:
+    """Whether ``data`` is the content of a ``logs.json``: a list of
+    ``{sessionId, messageId, timestamp, type, message}``."""
+    return isinstance(data, list) and all(
+        isinstance(e, dict) and "sessionId" in e and "messageId" in e for e in data[:1])
+
+
+def _plan_logs(path: Path, report: ImportReport) -> list[PlannedSession]:
+    """``<project temp dir>/logs.json``: what Gemini CLI's ``Logger`` keeps for the
+    up-arrow history, every session of the project in one JSON array of
+    ``{sessionId, messageId, timestamp, type: "user", message}`` (``sessionId`` a
+    number in the first versions). It holds the user's prompts only, no replies:
+    each session becomes one session of user messages. Entries Gemini CLI itself
+    would skip (a field missing or of another type) are reported, never guessed."""
+    data = json_document(path, report)
+    if not is_logs(data) and data != []:
+        raise ImportInputError(str(path), "a Gemini CLI logs.json is a JSON array of "
+                               "{sessionId, messageId, timestamp, type, message}")
+    if not data:
+        report.note("an empty logs.json: nothing to import", path.name)
+    sessions: dict[str, list[dict[str, Any]]] = {}
+    for i, entry in enumerate(data):
+        where = f"{path.name} entry {i}"
+        bad = [k for k, kinds in _LOG_FIELDS if not isinstance(entry, dict)
+               or type(entry.get(k)) not in kinds]
+        if bad:
+            report.note(f"a logs.json entry without a valid {bad[0]!r}: not mapped", where)
+            continue
+        if entry["type"] != "user":
+            report.note(f"a logs.json entry of type {entry['type']!r}: not mapped", where)
+            continue
+        records = sessions.setdefault(str(entry["sessionId"]), [])
+        rid = f"log-{entry['messageId']}"
+        if any(r["id"] == rid and r["content"] == entry["message"] for r in records):
+            report.note("a repeated logs.json entry: imported once", where)
+            continue
+        records.append({"id": rid, "timestamp": entry["timestamp"], "type": "user",
+                        "content": entry["message"]})
+    out: list[PlannedSession] = []
+    for original, records in sessions.items():
+        created = max(min(ms_of(r["timestamp"]) for r in records), 1)
+        sid = stable_uuid(created, FORMAT, "logs", original)
+        events = _Events(sid, report)
+        for r in records:
+            events.record(r, None)
+        out.append(PlannedSession(sid, "main", events.events, created=created,
+                                  source=path.name, original_id=original,
+                                  metadata={"file": LOGS, "prompts_only": True}))
+    return out
 
 
 def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
@@ -284,6 +378,12 @@ def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
     else:
         data = json_document(path, report)
         history = checkpoint_history(data)
+        if isinstance(data, dict) and "toolCall" in data and "messages" not in data:
+            # checkpoints/<time>-<file>-<tool>.json: the state /restore rolls back to before
+            # a file-changing tool call, a copy of a conversation recorded elsewhere.
+            report.note("a /restore snapshot (checkpoints/): not a session, not imported",
+                        path.name)
+            return {}, []
         if history is not None:
             meta, branches = _checkpoint(path, data, history, report)
         elif not isinstance(data, dict) or not isinstance(data.get("messages"), list):

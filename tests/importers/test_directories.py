@@ -55,7 +55,9 @@ def test_a_directory_of_json_files_only_imports(tmp_path: Path) -> None:
     (tmp_path / "logs.json").write_text('[{"sessionId": "s", "messageId": 0, "type": "user", '
                                         '"message": "hi", "timestamp": "2025-01-01T00:00:00Z"}]')
     plan = plan_path(tmp_path)
-    assert len(plan.sessions) == 2
-    assert plan.report.unmapped["a file no importer recognises: not imported"].lines == [
-        "logs.json"]
+    # logs.json was "a file no importer recognises"; it is now the prompts of session "s"
+    # (no chat recording of "s" is in the directory).
+    assert len(plan.sessions) == 3
+    assert "a file no importer recognises: not imported" not in plan.report.unmapped
+    assert [s.source for s in plan.sessions if s.original_id == "s"] == ["logs.json"]
     written(plan)
