@@ -262,7 +262,7 @@ def plan_gemini(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) 
 
     files = sorted(f for f in path.rglob("*.json*") if f.suffix in (".json", ".jsonl") and (
         (f.name.startswith("session-") and chats(f.parent))
-        or (f.name.startswith("checkpoint-") or f.name == LOGS) and f.parent.name != "chats"
+        or ((f.name.startswith("checkpoint-") or f.name == LOGS) and f.parent.name != "chats")
         or (f.suffix == ".jsonl" and f.parent != path and chats(f.parent.parent))))
     plan = plan_gemini_files(files, path, lenient=lenient, max_line=max_line)
     if not plan.sessions and not any(f.name == LOGS for f in files):

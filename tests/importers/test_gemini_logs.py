@@ -107,7 +107,8 @@ _entry = st.fixed_dictionaries({}, optional={
     "message": st.one_of(st.text(max_size=8), _value)})
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(entries=st.lists(st.one_of(_entry, _value), max_size=6))
 def test_junk_entries_never_crash_and_lose_no_valid_prompt(tmp_path: Path,
                                                            entries: list[object]) -> None:
