@@ -75,6 +75,7 @@ class _State:
     tools: dict[str, tuple[str, str]] = attrs.field(factory=dict)  # call id -> (msg, part)
     tokens: ev.Tokens | None = None
     tasks: bool = False  # the rollout writes task_started/task_complete
+    search: str | None = None  # the last tool_search_call (an output may omit its call_id)
 
 
 class _Rollout:
@@ -136,6 +137,10 @@ class _Rollout:
             self._item(payload)
         elif kind == "event_msg":
             self._event(payload)
+        elif kind == "inter_agent_communication":
+            self._inter_agent(payload)
+        elif kind in _NOT_CONVERSATION:
+            self.report.note(f"{kind} line: not mapped ({_NOT_CONVERSATION[kind]})", self.s.line)
         elif kind == "compacted":
             if payload.get("replacement_history") is not None:
                 self.report.note("compacted replacement_history: not mapped (the items it "
@@ -207,7 +212,10 @@ class _Rollout:
         self.add(ev.MessageStarted(message_id=mid, role="user", system=s.instructions))
         for i, (kind, value) in enumerate(blocks):
             pid = stable_part_id(s.sid, str(s.line), "user", str(i))
-            if kind == "text":
+            if kind in ("unknown", "refusal"):
+                self.report.note(f"user content {value if kind == 'unknown' else kind!r}: "
+                                 "not mapped", s.line)
+            elif kind == "text":
                 self.add(ev.TextAdded(message_id=mid, part_id=pid, text=value,
                                       synthetic=synthetic or value.lstrip().startswith(_ENV),
                                       metadata=self._part_meta(raw)))
@@ -215,7 +223,7 @@ class _Rollout:
             else:
                 url = str(value)
                 mime = url[5:url.index(";")] if url.startswith("data:") and ";" in url else (
-                    "image/png")
+                    "image/png" if kind == "image" else "application/octet-stream")
                 self.add(ev.FileAdded(message_id=mid, part_id=pid, mime=mime, url=url))
         self.add(ev.MessageCompleted(message_id=mid))
         s.last_user = mid
@@ -251,6 +259,9 @@ class _Rollout:
             if role == "assistant":
                 mid = self._assistant()
                 for i, (k, text) in enumerate(blocks):
+                    if k == "unknown":
+                        self.report.note(f"assistant content {text!r}: not mapped", s.line)
+                        continue
                     pid = stable_part_id(s.sid, str(s.line), "text", str(i))
                     extra = {"openai": {"item_id": p["id"]}} if p.get("id") else {}
                     phase: dict[str, Any] = {k: p[k] for k in ("phase", "end_turn") if k in p}
@@ -284,8 +295,21 @@ class _Rollout:
                                           snapshot=snap))
             else:
                 self.report.note("ghost_snapshot without a commit id: not mapped", s.line)
-        elif kind in ("compaction", "compaction_summary"):  # the second: an older name
-            self._compaction("", p)
+        elif kind in ("compaction", "compaction_summary", "context_compaction"):
+            self._compaction("", p)  # compaction_summary: an older name
+        elif kind == "image_generation_call":
+            self._image(p)
+        elif kind == "tool_search_call":
+            self._call(kind, p)
+        elif kind == "tool_search_output":
+            self._search_output(p)
+        elif kind == "agent_message":
+            texts = [str(c.get("text") or "") for c in p.get("content") or []
+                     if isinstance(c, dict) and c.get("type") == "input_text"]
+            if len(texts) != len(p.get("content") or []):
+                self.report.note("an agent_message's encrypted_content: not kept", s.line)
+            self._inter_agent({k: p[k] for k in ("id", "author", "recipient") if k in p}
+                              | {"content": "\n".join(texts)})
         else:
             self.report.note(f"response_item type {kind!r}: not mapped", s.line)
 
@@ -327,6 +351,10 @@ class _Rollout:
         elif kind == "custom_tool_call":
             name, raw = str(p.get("name") or ""), str(p.get("input") or "")
             args = {"input": raw}
+        elif kind == "tool_search_call":  # arguments: a JSON value, not a string
+            name, value = "tool_search", p.get("arguments")
+            args = value if isinstance(value, dict) else {"arguments": value}
+            s.search = call
         elif kind == "local_shell_call":
             name, action = "local_shell", p.get("action")
             args = action if isinstance(action, dict) else {}
@@ -341,7 +369,8 @@ class _Rollout:
             return
         mid = self._assistant()
         pid = stable_part_id(s.sid, str(s.line), "call")
-        extra = {k: v for k, v in p.items() if k in ("status", "id", "type", "namespace")}
+        extra = {k: v for k, v in p.items()
+                 if k in ("status", "id", "type", "namespace", "execution")}
         self.add(ev.ToolAdded(message_id=mid, part_id=pid, call_id=call, tool=name, input=args,
                               raw=raw, metadata=self._part_meta(extra)))
         self.add(ev.ToolStarted(message_id=mid, part_id=pid))
@@ -350,6 +379,61 @@ class _Rollout:
             self.report.note("web_search_call has no output in a rollout: the tool reads "
                              "its status", s.line)
             self._settle(call, f"web search {p.get('status') or 'completed'}", None)
+
+    def _search_output(self, p: dict[str, Any]) -> None:
+        """``tool_search_output {call_id?, status, execution, tools}``: the tools found,
+        as JSON; a missing ``call_id`` answers the last search."""
+        call = p.get("call_id") or self.s.search
+        if not isinstance(call, str) or call not in self.s.tools:
+            self.report.note("a tool_search_output for an unknown call: not mapped", self.s.line)
+            return
+        tools = p.get("tools")
+        meta: dict[str, Any] = {k: p[k] for k in ("status", "execution") if k in p}
+        self._settle(call, json.dumps(tools if isinstance(tools, list) else []), meta or None)
+
+    def _image(self, p: dict[str, Any]) -> None:
+        """``image_generation_call {id, status, revised_prompt?, result}``: a hosted tool
+        whose result is the image (base64 PNG): a completed tool part with the image as
+        its attachment, or failed, or still running while ``generating``."""
+        s = self.s
+        call = str(p.get("id") or f"image_generation_call_{s.line}")
+        prompt = p.get("revised_prompt")
+        status = p.get("status")
+        if call in s.tools:
+            self.report.note(f"call id {call!r} repeats: the repeat is not mapped", s.line)
+            return
+        mid = self._assistant()
+        pid = stable_part_id(s.sid, str(s.line), "call")
+        self.add(ev.ToolAdded(message_id=mid, part_id=pid, call_id=call, tool="image_generation",
+                              input={"revised_prompt": prompt} if isinstance(prompt, str) else {},
+                              metadata=self._part_meta({"type": "image_generation_call",
+                                                        "status": status})))
+        self.add(ev.ToolStarted(message_id=mid, part_id=pid))
+        result = p.get("result")
+        if status == "failed":
+            self.add(ev.ToolFailed(message_id=mid, part_id=pid, error="image generation failed"))
+        elif status == "completed" and isinstance(result, str) and result:
+            url = result if result.startswith("data:") else f"data:image/png;base64,{result}"
+            self.add(ev.ToolCompleted(
+                message_id=mid, part_id=pid, output=prompt if isinstance(prompt, str) and prompt
+                else "image generated", attachments=[ev.Attachment(
+                    part_id=stable_part_id(s.sid, str(s.line), "image"), mime="image/png",
+                    url=url)]))
+        else:
+            s.tools[call] = (mid, pid)
+            self.report.note(f"image_generation_call with status {status!r} and no image: "
+                             "left running", s.line)
+
+    def _inter_agent(self, p: dict[str, Any]) -> None:
+        """A message between agents (``inter_agent_communication`` line, or an
+        ``agent_message`` item): it reaches this thread as input, so a user message whose
+        text is synthetic (no person typed it), author and recipient in its metadata."""
+        if p.get("encrypted_content"):
+            self.report.note("an inter-agent message's encrypted_content: not kept", self.s.line)
+        who = {k: p[k] for k in ("id", "author", "recipient", "other_recipients",
+                                 "trigger_turn") if k in p}
+        self._user([("text", str(p.get("content") or ""))], synthetic=True,
+                   raw={"inter_agent": who})
 
     def _output(self, p: dict[str, Any]) -> None:
         call = p.get("call_id")
@@ -417,8 +501,37 @@ class _Rollout:
             self._close()
         elif kind == "context_compacted":
             pass  # the compacted line or compaction item carries it
+        elif kind == "item_completed":
+            self._turn_item(p.get("item"))
+        elif kind == "thread_rolled_back":
+            self.report.note(f"thread_rolled_back ({p.get('num_turns')!r} turns): not applied, "
+                             "the log keeps the turns it undid", s.line)
         else:
             self.report.note(f"event_msg type {kind!r}: not mapped", s.line)
+
+    def _turn_item(self, item: Any) -> None:
+        """``event_msg item_completed {item: TurnItem}`` (``"type"``: the variant name).
+        Newer ("paginated") rollouts write one per item; most repeat a ``response_item``
+        and are skipped when they do. Text a response item does not carry comes in."""
+        s = self.s
+        kind = item.get("type") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or kind not in _TURN_ITEM_TEXT:
+            self.report.note(f"event_msg item_completed {kind!r}: not mapped (a response_item "
+                             "carries what it shows)", s.line)
+            return
+        text = "\n".join(_turn_item_texts(item))
+        if not text or _digest(text) in self.seen:
+            return  # empty, or the response_item already carries it
+        if kind == "UserMessage":
+            self._user([("text", text)])
+        elif kind == "Reasoning":
+            self._reasoning({"summary": [{"type": "summary_text", "text": text}]})
+        else:  # AgentMessage, Plan
+            mid = self._assistant()
+            pid = stable_part_id(s.sid, str(s.line), "turn_item")
+            self.add(ev.TextAdded(message_id=mid, part_id=pid, text=text,
+                                  metadata=self._part_meta({"turn_item": kind})))
+            self.add(ev.PartEnded(message_id=mid, part_id=pid))
 
     def _end(self) -> None:
         s = self.s
@@ -434,6 +547,24 @@ class _Rollout:
                              "last turn ended: that assistant message stays open", s.line)
         for call in s.tools:
             self.report.note(f"call {call!r} has no output: left running (unfinished)", s.line)
+
+
+# Line kinds that carry no conversation, with what they are.
+_NOT_CONVERSATION: Final = {
+    "inter_agent_communication_metadata": "whether a message between agents starts a turn",
+    "world_state": "the AGENTS.md and environment baseline the model was given",
+}
+_TURN_ITEM_TEXT: Final = frozenset({"UserMessage", "AgentMessage", "Reasoning", "Plan"})
+
+
+def _turn_item_texts(item: dict[str, Any]) -> list[str]:
+    kind = item.get("type")
+    if kind == "Plan":
+        return [str(item.get("text") or "")]
+    if kind == "Reasoning":
+        return [str(t) for t in item.get("summary_text") or [] if isinstance(t, str)]
+    return [str(c.get("text") or "") for c in item.get("content") or []
+            if isinstance(c, dict) and c.get("type") in ("text", "Text")]
 
 
 _STATE_MARKER: Final = "state"
@@ -496,6 +627,10 @@ def _blocks(content: Any) -> list[tuple[str, Any]]:
             out.append(("image", block.get("image_url") or ""))
         elif kind == "refusal":
             out.append(("refusal", str(block.get("refusal") or "")))
+        elif kind == "input_audio":
+            out.append(("audio", block.get("audio_url") or ""))
+        else:
+            out.append(("unknown", str(kind)))
     return out
 
 

@@ -151,8 +151,14 @@ def test_the_newest_generation() -> None:
     assert sum(isinstance(p, v.TextPart) for p in turn.parts) == 1  # agent_message deduped
     assert any(isinstance(p, v.CompactionPart) for m in messages for p in m.parts)
     unmapped = " ".join(plan.report.unmapped)
-    for item in ("image_generation_call", "thread_rolled_back", "replacement_history"):
+    for item in ("thread_rolled_back", "replacement_history"):
         assert item in unmapped
+    # image_generation_call was only reported; it is a hosted tool whose result is the image.
+    assert "image_generation_call" not in unmapped
+    generated = tools["image_generation"].state
+    assert isinstance(generated, v.ToolStateCompleted)
+    assert [(a.mime, a.url) for a in generated.attachments or []] == [
+        ("image/png", "data:image/png;base64,BASE64")]
 
 
 LEGACY = next((FIXTURES / "codex-legacy").glob("rollout-*.jsonl"))
