@@ -54,6 +54,8 @@ _PERSISTED: Final = "<persisted-output>"
 _SAVED_TO: Final = re.compile(r"Full output saved to: (\S+)")
 _API_STATUS: Final = re.compile(r"^API Error: (\d{3})\b")
 _MESSAGE_TYPES: Final = frozenset({"user", "assistant"})
+# The session's name: a /rename beats a generated title, which beats a summary.
+_TITLE_TYPES: Final = {"custom-title": "customTitle", "ai-title": "aiTitle"}
 _PASSIVE_TYPES: Final = frozenset({"progress", "file-history-snapshot", "queue-operation",
                                    "attachment", "last-prompt"})
 # Envelope fields the importer reads; every other one rides in part metadata.
@@ -114,11 +116,18 @@ class _Reader:
         self.links: dict[str, str | None] = {}  # any uuid -> its parentUuid (for passive lines)
         self.order: list[str] = []  # message nodes in file order
         self.titles: dict[str, str] = {}  # leafUuid -> summary
+        self.named: dict[str, dict[str, str]] = {}  # sessionId -> custom-title / ai-title
         self.last_file = ""  # the name of the file read last (the only one, usually)
         self.agent_meta: dict[str, dict[str, Any]] = {}  # agent id -> its .meta.json
         self.dirs: list[Path] = []  # where the transcripts are (tool-results/ is beside them)
 
     def read(self, path: Path, *, several: bool = False) -> None:
+        if path.name == "journal.jsonl" and "workflows" in path.parts:
+            # A workflow's {type: started|result, key, agentId} log: which agents ran and
+            # what they returned, which their own transcripts hold.
+            self.report.note("a workflow journal: not a transcript, not imported (its "
+                             "agents' transcripts are)", path.name)
+            return
         agent = path.stem.removeprefix("agent-") if path.stem.startswith("agent-") else None
         label = path.name
         if path.parent not in self.dirs:
@@ -135,7 +144,7 @@ class _Reader:
                                  meta.name)
             if isinstance(found, dict):
                 self.agent_meta[agent] = found
-        if path.is_relative_to(self.report.source):
+        if path.is_relative_to(self.report.source) and str(path) != self.report.source:
             label = str(path.relative_to(self.report.source))  # subagents/agent-x.jsonl
         for number, record in json_lines(path, self.report, lenient=self.lenient,
                                           max_line=self.max_line):
@@ -154,6 +163,17 @@ class _Reader:
             if isinstance(leaf, str) and isinstance(record.get("summary"), str):
                 self.titles[leaf] = record["summary"]
             self.report.note("summary record: kept as the session title only", line)
+            return
+        if kind in _TITLE_TYPES:  # /rename and the generated title: {type, <field>, sessionId}
+            title = record.get(_TITLE_TYPES[kind])
+            if isinstance(title, str) and title:
+                self.named.setdefault(str(record.get("sessionId") or ""), {})[kind] = title
+                self.report.note(f"{kind} record: kept as the session title", line)
+            else:
+                self.report.note(f"{kind} record without a title: not mapped", line)
+            return
+        if kind == "agent-name":
+            self.report.note("agent-name record (the agent's display name): not mapped", line)
             return
         if not isinstance(uuid, str) or not uuid:
             self.report.note(f"record type {kind!r} without a uuid: not placed", line)
@@ -235,11 +255,21 @@ class _Builder:
             kind = "child" if root.sidechain else "main"
             parent = None
             if root.sidechain and mains:  # the session it ran in: its sessionId names it
-                parent = (self.main_of.get(str(root.record.get("sessionId")))
-                          or self.sessions[0].id)
+                # A workflow agent's sessionId reads "<session>#agent-<id>".
+                main = str(root.record.get("sessionId")).split("#", 1)[0]
+                parent = self.main_of.get(main) or self.sessions[0].id
             planned = PlannedSession(sid, kind, created=max(root.time, 1), parent=parent,
                                      **self._origin(root))
             self._walk(planned, root, _Turn(last_time=max(root.time, 1)))
+        by_id = {s.id: s for s in self.sessions}
+        for original, planned_id in self.main_of.items():
+            names = self.reader.named.get(original, {})
+            title = names.get("custom-title") or names.get("ai-title")
+            if title and planned_id in by_id:
+                by_id[planned_id].title = title
+        if "" in self.reader.named and len(self.sessions) == 1:  # a title line without its id
+            names = self.reader.named[""]
+            self.sessions[0].title = names.get("custom-title") or names["ai-title"]
         for uuid in self.reader.order:
             if uuid not in self.visited:  # only a parentUuid cycle hides a line from every root
                 self.report.note("a line on a parentUuid cycle: not reachable, not imported",
@@ -641,7 +671,8 @@ def files_of(path: Path) -> list[Path]:
     beside it, as Claude Code 2.1+ writes them), or every ``*.jsonl`` under a directory."""
     if path.is_dir():
         return sorted(p for p in path.rglob("*.jsonl") if p.is_file())
-    return [path, *sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl"))]
+    # Workflow agents (2.1.x) sit deeper: subagents/workflows/<run id>/agent-<id>.jsonl.
+    return [path, *sorted((path.parent / path.stem / "subagents").rglob("agent-*.jsonl"))]
 
 
 def plan_claude_code(path: Path, *, lenient: bool = False) -> Plan:

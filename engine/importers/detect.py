@@ -38,7 +38,7 @@ _PLANNERS: Final[dict[str, Planner]] = {
 }
 _CLAUDE_TYPES: Final = frozenset({"user", "assistant", "summary", "system", "progress",
                                   "file-history-snapshot", "queue-operation", "attachment",
-                                  "last-prompt"})
+                                  "last-prompt", "custom-title", "ai-title", "agent-name"})
 _HEAD: Final = 64 * 1024
 
 
