@@ -35,6 +35,7 @@ from engine.importers.base import (
     seal,
     stable_uuid,
 )
+from engine.importers.opencode_v2 import v2_messages
 
 FORMAT: Final = "opencode"
 # OpenCode's error names and convlog's MessageError kinds, both ways.
@@ -436,6 +437,7 @@ def plan_db(path: Path) -> Plan:
                                   "ORDER BY session_id, time_created, id").fetchall()
             parts = db.execute("SELECT id, message_id, session_id, data FROM part "
                                "ORDER BY message_id, id").fetchall()
+            v2_rows = _session_message_rows(db)
         finally:
             db.close()
     except sqlite3.DatabaseError as exc:
@@ -452,12 +454,50 @@ def plan_db(path: Path) -> Plan:
     except (json.JSONDecodeError, TypeError) as exc:
         raise ImportInputError(str(path), f"a message or part whose data is not a JSON "
                                f"object ({exc})") from exc
+    v2: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
+    for mid, sid, kind, data in v2_rows:
+        try:
+            v2.setdefault(sid, []).append((mid, str(kind), _row_json(data)))
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise ImportInputError(str(path), f"a session_message {mid!r} whose data is not a "
+                                   f"JSON object ({exc})") from exc
     sessions, created = [], {}
     for row in session_rows:
         info = session_info(row)
+        extra = {k: v for k, v in row.items() if k not in _SESSION_COLUMNS and v is not None}
         created[info["id"]] = _int(info["time"].get("created")) or 1
-        sessions.append(plan_messages(report, info, by_session.get(info["id"], [])))
+        messages = by_session.get(info["id"], [])
+        if info["id"] in v2:
+            if messages:  # a backfilled copy of these (or a mix the backfill refused)
+                known = {str(m[0]["id"]) for m in messages}
+                if any(mid not in known for mid, _, _ in v2[info["id"]]):
+                    report.note("a session with messages in both message and session_message: "
+                                "the message table's are imported")
+            else:
+                messages = v2_messages(v2[info["id"]], report)
+        session = plan_messages(report, info, messages)
+        if extra:  # a newer version's columns (cost, tokens_*, agent, model, goal, ...)
+            session.metadata = {**(session.metadata or {}), "columns": extra}
+        sessions.append(session)
     return seal(Plan(report, _link_children(sessions, created)))
+
+
+_SESSION_COLUMNS: Final = frozenset({
+    "id", "slug", "project_id", "workspace_id", "directory", "parent_id", "title", "version",
+    "summary_additions", "summary_deletions", "summary_files", "summary_diffs", "share_url",
+    "revert", "permission", "time_created", "time_updated", "time_compacting",
+    "time_archived"})
+
+
+def _session_message_rows(db: sqlite3.Connection) -> list[tuple[Any, Any, Any, Any]]:
+    """The ``session_message`` rows, in each session's order (``seq`` where the table has
+    it); none when this database is older than the table."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(session_message)")}
+    if not columns:
+        return []
+    order = "seq, time_created, id" if "seq" in columns else "time_created, id"
+    return db.execute(f"SELECT id, session_id, type, data FROM session_message "
+                      f"ORDER BY session_id, {order}").fetchall()
 
 
 def _row_json(data: Any) -> dict[str, Any]:

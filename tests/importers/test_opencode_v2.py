@@ -1,0 +1,129 @@
+"""The newest opencode.db: sessions recorded in session_message (OpenCode's newer message
+table), a backfilled 1.2 session, and the session table's newer columns."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.importers.base import ImportInputError
+from engine.importers.detect import detect, plan_path
+from engine.importers.opencode import plan_opencode
+from projections import views as v
+from projections.timetravel import at
+from tests.importers.support import FIXTURES, written
+
+ROWS = FIXTURES / "opencode-db-v2" / "rows.json"
+_DDL = """
+    CREATE TABLE project (id TEXT PRIMARY KEY);
+    CREATE TABLE session (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, workspace_id TEXT,
+        parent_id TEXT, slug TEXT NOT NULL, directory TEXT NOT NULL, path TEXT,
+        title TEXT NOT NULL, version TEXT NOT NULL, share_url TEXT, summary_additions INTEGER,
+        summary_deletions INTEGER, summary_files INTEGER, summary_diffs TEXT,
+        cost REAL NOT NULL DEFAULT 0, tokens_input INTEGER NOT NULL DEFAULT 0,
+        tokens_output INTEGER NOT NULL DEFAULT 0, tokens_reasoning INTEGER NOT NULL DEFAULT 0,
+        tokens_cache_read INTEGER NOT NULL DEFAULT 0,
+        tokens_cache_write INTEGER NOT NULL DEFAULT 0, revert TEXT, permission TEXT, goal TEXT,
+        agent TEXT, model TEXT, time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL,
+        time_compacting INTEGER, time_archived INTEGER);
+    CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+        time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+    CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT NOT NULL, session_id TEXT NOT NULL,
+        time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+    CREATE TABLE session_message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+        type TEXT NOT NULL, seq INTEGER NOT NULL, time_created INTEGER NOT NULL,
+        time_updated INTEGER, data TEXT NOT NULL);
+"""
+
+
+def build(path: Path, rows: dict[str, list[dict[str, Any]]] | None = None) -> Path:
+    tables = rows or json.loads(ROWS.read_text())
+    db = sqlite3.connect(path)
+    db.executescript(_DDL)
+    for table, items in tables.items():
+        for row in items:
+            cols = list(row)
+            values = [json.dumps(x) if isinstance(x, dict) else x for x in row.values()]
+            db.execute(f"INSERT INTO {table} ({', '.join(cols)}) "
+                       f"VALUES ({', '.join('?' * len(cols))})", values)
+    db.commit()
+    db.close()
+    return path
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    build(tmp_path / "opencode.db")
+    return tmp_path
+
+
+def sessions(plan: Any) -> dict[str, Any]:
+    return {s.original_id: s for s in plan.sessions}
+
+
+def test_a_session_only_session_message_holds_is_imported(data_dir: Path) -> None:
+    assert detect(data_dir) == "opencode"
+    plan = plan_path(data_dir)
+    store = written(plan)
+    msgs = at(store, sessions(plan)["ses_v2only0001"].id).messages()
+    assert [m.info.role for m in msgs] == ["user", "assistant", "user", "user"]
+    user, turn, shell, compaction = msgs
+    assert [p.text for p in user.parts if isinstance(p, v.TextPart)] == ["add a /health route"]
+    assert [(f.mime, f.filename) for f in user.parts if isinstance(f, v.FilePart)] == [
+        ("image/png", "sketch.png")]
+    info = turn.info
+    assert isinstance(info, v.AssistantInfo)
+    assert (info.model_id, info.provider_id, info.finish) == ("claude-sonnet-4-6", "anthropic",
+                                                              "stop")
+    assert (info.tokens.input, info.tokens.reasoning, info.tokens.cache.read) == (1500, 30, 200)
+    reasoning = next(p for p in turn.parts if isinstance(p, v.ReasoningPart))
+    assert (reasoning.metadata or {})["anthropic"]["signature"] == "sig-1"
+    tools = {p.call_id: p for p in turn.parts if isinstance(p, v.ToolPart)}
+    edit, failed = tools["toolu_01"].state, tools["toolu_02"].state
+    assert isinstance(edit, v.ToolStateCompleted)
+    assert edit.output == "Edited app.py"
+    assert (edit.metadata or {})["structured"] == {"diff": "+@app.get('/health')"}
+    assert isinstance(failed, v.ToolStateError)
+    assert failed.error == "exit 1"
+    assert [p.text for p in turn.parts if isinstance(p, v.TextPart)] == [
+        "Added /health; one test fails."]
+    bash = next(p for p in shell.parts if isinstance(p, v.ToolPart))
+    assert (bash.tool, bash.call_id, bash.state.input) == ("bash", "call_sh1",
+                                                           {"command": "git status"})
+    assert any(isinstance(p, v.CompactionPart) for p in compaction.parts)
+
+
+def test_what_has_no_message_is_reported(data_dir: Path) -> None:
+    report = plan_path(data_dir).report.unmapped
+    assert "a session_message model-switched (model changed): not imported" in report
+    assert "a session_message of type 'future-kind': not imported" in report
+
+
+def test_a_backfilled_session_is_read_once_from_its_original_rows(data_dir: Path) -> None:
+    plan = plan_opencode(data_dir / "opencode.db")
+    store = written(plan)
+    legacy = sessions(plan)["ses_legacy0002"]
+    msgs = at(store, legacy.id).messages()
+    assert [[p.text for p in m.parts if isinstance(p, v.TextPart)] for m in msgs] == [
+        ["hello from 1.2"]]
+    assert not any("both message and session_message" in k for k in plan.report.unmapped)
+
+
+def test_the_session_tables_newer_columns_are_kept(data_dir: Path) -> None:
+    plan = plan_opencode(data_dir / "opencode.db")
+    meta = sessions(plan)["ses_v2only0001"].metadata
+    assert meta["columns"]["agent"] == "build"
+    assert meta["columns"]["tokens_input"] == 1500
+    assert meta["info"]["title"] == "add a health check"
+
+
+def test_a_session_message_that_is_not_json_is_one_clear_error(tmp_path: Path) -> None:
+    rows = json.loads(ROWS.read_text())
+    rows["session_message"][0]["data"] = "[1, 2"
+    build(tmp_path / "opencode.db", rows)
+    with pytest.raises(ImportInputError, match="smg_0001"):
+        plan_opencode(tmp_path / "opencode.db")
