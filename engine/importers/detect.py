@@ -24,6 +24,7 @@ from engine.importers.codex import plan_codex
 from engine.importers.gemini import LOGS, plan_gemini, plan_gemini_files
 from engine.importers.opencode import plan_opencode
 from engine.importers.qcli import plan_qcli
+from engine.importers.qcli_db import DB_NAME, is_qcli_db, is_sqlite, plan_qcli_db
 
 Planner = Callable[[Path, bool], Plan]
 
@@ -31,7 +32,7 @@ FORMATS: Final = ("claude-code", "codex", "opencode", "gemini", "qcli", "aider")
 _PLANNERS: Final[dict[str, Planner]] = {
     "claude-code": lambda p, lenient: plan_claude_code(p, lenient=lenient),
     "codex": lambda p, lenient: plan_codex(p, lenient=lenient),
-    "qcli": lambda p, _lenient: plan_qcli(p),
+    "qcli": lambda p, _lenient: plan_qcli_db(p) if p.is_dir() or is_sqlite(p) else plan_qcli(p),
     "opencode": lambda p, _lenient: plan_opencode(p),
     "gemini": lambda p, lenient: plan_gemini(p, lenient=lenient),
     "aider": lambda p, _lenient: plan_aider(p),
@@ -48,12 +49,18 @@ def detect(path: Path) -> str:
         if ((path / "opencode.db").exists() or (path / "storage" / "session").is_dir()
                 or ((path / "session").is_dir() and (path / "message").is_dir())):
             return "opencode"
+        if is_qcli_db(path / DB_NAME):
+            return "qcli"  # Q CLI's data directory (~/.local/share/amazon-q)
         if any(path.glob("*.aider.chat.history.md")) or (
                 path / ".aider.chat.history.md").exists():
             return "aider"
         for child in sorted(path.rglob("*.jsonl")):
             return detect(child)
         raise ImportInputError(str(path), "no transcript found in this directory")
+    if is_sqlite(path):
+        if is_qcli_db(path):
+            return "qcli"  # data.sqlite3: the conversations Q CLI saves by itself
+        return "opencode"
     if path.name.endswith(".db"):
         return "opencode"
     with open_binary(path) as f:
@@ -133,7 +140,8 @@ def _candidates(root: Path) -> list[Path]:
         rel = f.relative_to(root).parts
         if not f.is_file() or "subagents" in rel or "storage" in rel or "tool-results" in rel:
             continue
-        if f.suffix in (".jsonl", ".json", ".db") or f.name.endswith(".aider.chat.history.md"):
+        if f.suffix in (".jsonl", ".json", ".db") or f.name == DB_NAME or f.name.endswith(
+                ".aider.chat.history.md"):
             out.append(f)
     return out
 

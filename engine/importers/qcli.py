@@ -646,18 +646,25 @@ def import_qcli(session: Session, data: Mapping[str, Any] | str | bytes) -> Impo
 
 
 def plan_qcli(path: Path) -> Plan:
-    """A Q CLI ``/save`` file as one session (its id derived from the conversation id)."""
+    """A Q CLI ``/save`` file as one session (its id derived from the conversation id);
+    ``engine.importers.qcli_db`` reads the conversations Q CLI saves by itself."""
     report = ImportReport(str(path), "qcli")
     data = json_document(path, report)
+    return seal(Plan(report, [plan_conversation(data, report, path.name, str(path))]))
+
+
+def plan_conversation(data: Any, report: ImportReport, source: str, where: str
+                      ) -> PlannedSession:
+    """One parsed ``ConversationState`` as a planned session; ``where`` names it in an
+    error."""
     try:
         result = events_from_qcli(data)
     except QCliFormatError as exc:
-        raise ImportInputError(str(path), str(exc)) from exc
+        raise ImportInputError(where, str(exc)) from exc
     for note in result.unmapped:
         report.note(note)
     first = result.events[0].time if result.events else 1
     sid = stable_uuid(first, "qcli", str(data["conversation_id"]), "session")
     events = _with_ids(result.events, sid, str(data["conversation_id"]))
-    return seal(Plan(report, [PlannedSession(
-        sid, "main", events, created=first, title=str(data["conversation_id"]),
-        source=path.name, original_id=str(data["conversation_id"]))]))
+    return PlannedSession(sid, "main", events, created=first, title=str(data["conversation_id"]),
+                          source=source, original_id=str(data["conversation_id"]))
