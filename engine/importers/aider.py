@@ -54,6 +54,10 @@ _SECRETS: Final = (
     re.compile(r"(Bearer\s+)([A-Za-z0-9._~+/-]{16,}=*)"),
 )
 REDACTED: Final = "[REDACTED]"
+# aider's own reasoning tag (thinking-content-<32 hex>), or a model's (<think>, <thinking>,
+# <reasoning>): a closed pair, or an open tag that runs to the end.
+_REASONING: Final = re.compile(
+    r"<(thinking-content-[0-9a-f]{32}|think|thinking|reasoning)>(.*?)(?:</\1>|\Z)", re.S)
 
 
 def redact(text: str) -> tuple[str, int]:
@@ -81,7 +85,8 @@ def _lines(path: Path, report: ImportReport, max_line: int) -> Iterator[tuple[in
             if len(raw) > max_line and not raw.endswith(b"\n"):
                 raise ImportInputError(str(path), f"a line over {max_line} bytes", number)
             try:
-                yield number, raw.decode().rstrip("\n")
+                # aider writes in text mode: CRLF line ends on Windows.
+                yield number, raw.decode().removesuffix("\n").removesuffix("\r")
             except UnicodeDecodeError as exc:
                 raise ImportInputError(str(path), f"not UTF-8 text ({exc.reason})",
                                        number) from exc
@@ -113,6 +118,10 @@ class _Run:
             version = _VERSION.match(text)
             if version and not self.session.tool_version:  # aider's startup banner
                 self.session.tool_version = version.group(1)
+        elif self.kind == "quote" and line.strip():
+            # aider quotes only the first line of a multi-line tool_output: the lines right
+            # after a quote, before a blank line, are the rest of it (a reply starts after one).
+            kind, text = "quote", line.rstrip()
         else:
             kind, text = "reply", line
         if kind != self.kind:
@@ -148,12 +157,36 @@ class _Run:
             self.assistant = stable_uuid(self.time, FORMAT, self.sid, "message", str(self.line))
             self.add(ev.MessageStarted(message_id=self.assistant, role="assistant",
                                        parent_id=self.last_user))
-        self._text(self.assistant, text, synthetic=kind == "quote")
+        if kind == "reply":
+            self._reply(self.assistant, text)
+        else:
+            self._text(self.assistant, text, synthetic=True)
         if kind == "quote" and "^C" in text:
             self.close(aborted=True)
 
-    def _text(self, mid: str, text: str, *, synthetic: bool) -> None:
-        pid = stable_part_id(self.sid, str(self.line))
+    def _reply(self, mid: str, text: str) -> None:
+        """A reply's text, its reasoning (aider 0.76+ logs it between ``<thinking-content-…>``
+        tags, or the model's own ``<think>`` tags) as reasoning parts; an unclosed tag (a
+        ``^C`` while the model was thinking) runs to the end of the block."""
+        at, n = 0, 0
+        for found in _REASONING.finditer(text):
+            before = text[at:found.start()].strip("\n")
+            if before.strip():
+                self._text(mid, before, synthetic=False, index=n)
+                n += 1
+            pid = stable_part_id(self.sid, str(self.line), "reasoning", str(n))
+            self.add(ev.ReasoningAdded(message_id=mid, part_id=pid,
+                                       text=found.group(2).strip("\n"),
+                                       metadata={"aider": {"tag": found.group(1)}}))
+            self.add(ev.PartEnded(message_id=mid, part_id=pid))
+            n += 1
+            at = found.end()
+        rest = text[at:].strip("\n")
+        if rest.strip():
+            self._text(mid, rest, synthetic=False, index=n)
+
+    def _text(self, mid: str, text: str, *, synthetic: bool, index: int = 0) -> None:
+        pid = stable_part_id(self.sid, str(self.line), *([str(index)] if index else []))
         self.add(ev.TextAdded(message_id=mid, part_id=pid, text=text, synthetic=synthetic))
         self.add(ev.PartEnded(message_id=mid, part_id=pid))
 
