@@ -81,6 +81,7 @@ def test_a_history_as_aider_writes_it(tmp_path: Path, newline: str) -> None:
     ]
     cut = msgs[-1].info
     assert isinstance(cut, v.AssistantInfo)
-    assert cut.error is not None and cut.error.kind == "aborted"
+    assert cut.error is not None
+    assert cut.error.kind == "aborted"
     quoted = [p for p in msgs[2].parts if isinstance(p, v.TextPart)][-1]
     assert quoted.synthetic
