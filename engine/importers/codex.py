@@ -86,12 +86,22 @@ class _Rollout:
         self.max_line = max_line
         self.seen: set[bytes] = set()
         self.recognised = 0  # lines shaped like a rollout's
-        self.events: list[Event] = []
+        self.events: list[Event] = []  # the own events of the session being written
         self.s = _State()
+        # A thread_rolled_back turns what follows into a fork: the sessions so far, and
+        # where each user turn starts (its seq in the lineage, the user message before it).
+        self.forks: list[PlannedSession] = []
+        self.current: PlannedSession | None = None  # the fork being written (None: main)
+        self.turns: list[tuple[int, str | None]] = []
 
     # ------------------------------------------------------------------ passes
 
-    def run(self) -> PlannedSession:
+    def _seq(self) -> int:
+        """The seq (without session.imported) the next event gets in the lineage."""
+        return (self.current.fork_seq or 0) + len(self.events) if self.current else len(
+            self.events)
+
+    def run(self) -> list[PlannedSession]:
         for text in _visible_texts(self.path, self.max_line):
             self.seen.add(_digest(text))
         first_time = 0
@@ -123,10 +133,41 @@ class _Rollout:
                                    "payload}) in this file", 1)
         self._end()
         meta = self.s.first_meta or {}
-        return PlannedSession(
-            self.s.sid, "main", self.events, created=max(first_time, 1), source=self.path.name,
-            original_id=str(meta.get("id") or ""), tool_version=str(meta.get("cli_version") or ""),
-            metadata={"session_meta": meta} if meta else None)
+        main = self.forks[0] if self.forks else None
+        if main is None:
+            main = PlannedSession(self.s.sid, "main", self.events)
+        else:
+            assert self.current is not None
+            self.current.events = self.events
+        main.created, main.source = max(first_time, 1), self.path.name
+        main.original_id = str(meta.get("id") or "")
+        main.tool_version = str(meta.get("cli_version") or "")
+        main.metadata = {"session_meta": meta} if meta else None
+        return [main, *self.forks[1:], *([self.current] if self.current else [])]
+
+    def _rollback(self, p: dict[str, Any]) -> None:
+        """``thread_rolled_back {num_turns}``: Codex drops the last turns from the thread
+        and goes on from there. The log keeps them: what follows becomes a fork at the
+        start of the first dropped turn, as a rewind does elsewhere."""
+        s = self.s
+        n = p.get("num_turns")
+        if type(n) is not int or not 0 < n <= len(self.turns):
+            self.report.note(f"thread_rolled_back of {n!r} turns ({len(self.turns)} recorded): "
+                             "not applied", s.line)
+            return
+        at, before = self.turns[-n]
+        del self.turns[-n:]
+        if self.current is None:  # the main session ends here
+            self.forks.append(PlannedSession(s.sid, "main", self.events))
+        else:
+            self.current.events = self.events
+            self.forks.append(self.current)
+        parent = self.forks[-1]
+        self.current = PlannedSession(
+            stable_uuid(s.time, FORMAT, "fork", s.sid, str(s.line)), "fork", parent=parent.id,
+            fork_seq=at, created=s.time)
+        self.events = []
+        s.assistant, s.tools, s.last_user, s.tokens = None, {}, before, None
 
     def _line(self, kind: Any, payload: dict[str, Any]) -> None:
         if kind == "session_meta":
@@ -208,6 +249,8 @@ class _Rollout:
               raw: dict[str, Any] | None = None) -> None:
         self._close()
         s = self.s
+        if not synthetic:
+            self.turns.append((self._seq(), s.last_user))
         mid, _ = self._ids("user")
         self.add(ev.MessageStarted(message_id=mid, role="user", system=s.instructions))
         for i, (kind, value) in enumerate(blocks):
@@ -504,8 +547,7 @@ class _Rollout:
         elif kind == "item_completed":
             self._turn_item(p.get("item"))
         elif kind == "thread_rolled_back":
-            self.report.note(f"thread_rolled_back ({p.get('num_turns')!r} turns): not applied, "
-                             "the log keeps the turns it undid", s.line)
+            self._rollback(p)
         else:
             self.report.note(f"event_msg type {kind!r}: not mapped", s.line)
 
@@ -689,5 +731,5 @@ def plan_codex(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) -
     """One rollout file, or every ``rollout-*.jsonl`` under a directory."""
     report = ImportReport(str(path), FORMAT)
     files = sorted(path.rglob("rollout-*.jsonl")) if path.is_dir() else [path]
-    sessions = [_Rollout(f, report, lenient, max_line).run() for f in files]
+    sessions = [s for f in files for s in _Rollout(f, report, lenient, max_line).run()]
     return seal(Plan(report, sessions))

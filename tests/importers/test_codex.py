@@ -149,10 +149,16 @@ def test_the_newest_generation() -> None:
     assert text.metadata is not None
     assert text.metadata["codex"]["phase"] == "final_answer"
     assert sum(isinstance(p, v.TextPart) for p in turn.parts) == 1  # agent_message deduped
-    assert any(isinstance(p, v.CompactionPart) for m in messages for p in m.parts)
+    # thread_rolled_back (was reported only) drops the turn: what follows is a fork at the
+    # turn's start, sharing session.imported and nothing else; the main session keeps it.
+    main, fork = plan.sessions
+    assert (fork.kind, fork.parent, fork.fork_seq) == ("fork", main.id, 1)
+    after = at(store, fork.id).messages()
+    assert all(m.info.role == "user" for m in after)
+    assert any(isinstance(p, v.CompactionPart) for m in after for p in m.parts)
     unmapped = " ".join(plan.report.unmapped)
-    for item in ("thread_rolled_back", "replacement_history"):
-        assert item in unmapped
+    assert "replacement_history" in unmapped
+    assert "thread_rolled_back" not in unmapped
     # image_generation_call was only reported; it is a hosted tool whose result is the image.
     assert "image_generation_call" not in unmapped
     generated = tools["image_generation"].state
