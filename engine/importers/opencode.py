@@ -474,7 +474,11 @@ def plan_db(path: Path) -> Plan:
                     report.note("a session with messages in both message and session_message: "
                                 "the message table's are imported")
             else:
-                messages = v2_messages(v2[info["id"]], report)
+                try:
+                    messages = v2_messages(v2[info["id"]], report)
+                except SHAPE_ERRORS as exc:
+                    raise ImportInputError(str(path), f"session {info['id']!r}: a "
+                                           f"session_message of the wrong shape ({exc})") from exc
         session = plan_messages(report, info, messages)
         if extra:  # a newer version's columns (cost, tokens_*, agent, model, goal, ...)
             session.metadata = {**(session.metadata or {}), "columns": extra}

@@ -24,6 +24,14 @@ Message = tuple[dict[str, Any], list[dict[str, Any]]]
 _SWITCHES: Final = {"agent-switched": "agent", "model-switched": "model"}
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _ms(value: Any) -> int:
     return value if type(value) is int and value > 0 else 0  # not a bool
 
@@ -64,7 +72,7 @@ def _tool_state(state: Any, start: int, end: int) -> dict[str, Any]:
     if status == "completed":
         return {"status": "completed", "input": args, "output": _text_of(state.get("content")),
                 "title": "", "metadata": meta, "time": times,
-                "attachments": [a for a in state.get("attachments") or []
+                "attachments": [a for a in _list(state.get("attachments"))
                                 if isinstance(a, dict)]}
     if status == "error":
         return {"status": "error", "input": args, "error": _error_text(state.get("error")),
@@ -74,9 +82,9 @@ def _tool_state(state: Any, start: int, end: int) -> dict[str, Any]:
 
 def _assistant(mid: str, data: dict[str, Any], created: int, report: ImportReport
                ) -> list[dict[str, Any]]:
-    completed = _ms((data.get("time") or {}).get("completed"))
+    completed = _ms(_obj(data.get("time")).get("completed"))
     parts: list[dict[str, Any]] = []
-    for i, block in enumerate(data.get("content") or []):
+    for i, block in enumerate(_list(data.get("content"))):
         pid = f"{mid}-{i:04d}"
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text":
@@ -94,7 +102,7 @@ def _assistant(mid: str, data: dict[str, Any], created: int, report: ImportRepor
                 part["metadata"] = block["providerMetadata"]
             parts.append(part)
         elif kind == "tool":
-            times = block.get("time") if isinstance(block.get("time"), dict) else {}
+            times = _obj(block.get("time"))
             start = _ms(times.get("ran")) or _ms(times.get("created")) or created
             state = _tool_state(block.get("state"), start, _ms(times.get("completed")))
             if _ms(times.get("pruned")):
@@ -115,7 +123,7 @@ def v2_messages(rows: list[tuple[str, str, dict[str, Any]]], report: ImportRepor
     out: list[Message] = []
     last_user = ""
     for mid, kind, data in rows:
-        created = _ms((data.get("time") or {}).get("created")) or 1
+        created = _ms(_obj(data.get("time")).get("created")) or 1
         info: dict[str, Any] = {"id": mid, "time": {"created": created}}
         parts: list[dict[str, Any]] = []
         if kind in _SWITCHES:
@@ -125,13 +133,14 @@ def v2_messages(rows: list[tuple[str, str, dict[str, Any]]], report: ImportRepor
             info["role"] = "user"
             parts.append({"id": f"{mid}-0000", "type": "text", "text": str(data.get("text") or ""),
                           **({"synthetic": True} if kind != "user" else {})})
-            for i, f in enumerate(data.get("files") or []):
+            for i, f in enumerate(_list(data.get("files"))):
                 if isinstance(f, dict) and (f.get("url") or f.get("uri")):
                     parts.append({"id": f"{mid}-{i + 1:04d}", "type": "file",
                                   "mime": str(f.get("mime") or f.get("mediaType")
                                               or "application/octet-stream"),
                                   "url": str(f.get("url") or f.get("uri")),
-                                  "filename": f.get("filename") or f.get("name")})
+                                  "filename": next((str(f[k]) for k in ("filename", "name")
+                                                    if isinstance(f.get(k), str)), None)})
                 else:
                     report.note("a session_message user file without a url: not imported")
             for key in ("agents", "references"):
@@ -141,7 +150,7 @@ def v2_messages(rows: list[tuple[str, str, dict[str, Any]]], report: ImportRepor
                 last_user = mid
         elif kind == "shell":  # the user's own shell command (! in the prompt) and its output
             info["role"] = "user"
-            end = _ms((data.get("time") or {}).get("completed"))
+            end = _ms(_obj(data.get("time")).get("completed"))
             parts.append({"id": f"{mid}-0000", "type": "tool",
                           "callID": str(data.get("callID") or mid), "tool": "bash",
                           "state": {"status": "completed" if end else "running",
@@ -162,7 +171,7 @@ def v2_messages(rows: list[tuple[str, str, dict[str, Any]]], report: ImportRepor
         elif kind == "assistant":
             found = data.get("model")
             model: dict[str, Any] = found if isinstance(found, dict) else {}
-            completed = _ms((data.get("time") or {}).get("completed"))
+            completed = _ms(_obj(data.get("time")).get("completed"))
             info |= {"role": "assistant", "agent": str(data.get("agent") or ""),
                      "modelID": model.get("id") or model.get("modelID"),
                      "providerID": model.get("providerID"), "parentID": last_user or None}

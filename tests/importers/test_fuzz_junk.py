@@ -34,16 +34,24 @@ LINE_FILES = [
     next((FIXTURES / "claude-code").glob("*/subagents/agent-*.jsonl")),
     next((FIXTURES / "codex-legacy").glob("rollout-*.jsonl")),
     next((FIXTURES / "claude-code-blocks").glob("*.jsonl")),
+    # The newest layouts: a paginated Codex rollout, Claude Code 2.1 with title records and
+    # a workflow agent.
+    next((FIXTURES / "codex-home").rglob("rollout-*.jsonl")),
+    next((FIXTURES / "claude-projects").rglob("3c2b1a00-*.jsonl")),
+    next((FIXTURES / "claude-projects").rglob("agent-w1.jsonl")),
 ]
 # Every fixture of every format, for the byte-level truncation test.
 ALL_FILES = [*LINE_FILES, *[
     FIXTURES / "opencode" / "export-live.json", next((FIXTURES / "gemini").glob("*.json")),
     FIXTURES / "qcli-v1.10-pairs.json", FIXTURES / "qcli-v1.14-objects.json",
     FIXTURES / "aider" / ".aider.chat.history.md",
-    *sorted((FIXTURES / "gemini-checkpoints").glob("*.json"))]]
+    *sorted((FIXTURES / "gemini-checkpoints").glob("*.json")),
+    FIXTURES / "gemini-tmp" / "logs.json", FIXTURES / "gemini-logs-v0" / "logs.json"]]
 DOCUMENTS = [FIXTURES / "opencode" / "export-live.json", next((FIXTURES / "gemini").glob("*.json")),
              FIXTURES / "qcli-v1.10-pairs.json", FIXTURES / "qcli-v1.14-objects.json",
-             *sorted((FIXTURES / "gemini-checkpoints").glob("*.json"))]
+             *sorted((FIXTURES / "gemini-checkpoints").glob("*.json")),
+             FIXTURES / "gemini-tmp" / "logs.json", FIXTURES / "gemini-logs-v0" / "logs.json",
+             next((FIXTURES / "gemini-tmp" / "chats").glob("session-*.json"))]
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False)

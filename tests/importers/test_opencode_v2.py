@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.importers.base import ImportInputError
 from engine.importers.detect import detect, plan_path
@@ -16,6 +18,7 @@ from engine.importers.opencode import plan_opencode
 from projections import views as v
 from projections.timetravel import at
 from tests.importers.support import FIXTURES, written
+from tests.importers.test_fuzz_junk import JSON, import_or_refuse, paths, put
 
 ROWS = FIXTURES / "opencode-db-v2" / "rows.json"
 _DDL = """
@@ -47,7 +50,9 @@ def build(path: Path, rows: dict[str, list[dict[str, Any]]] | None = None) -> Pa
     for table, items in tables.items():
         for row in items:
             cols = list(row)
-            values = [json.dumps(x) if isinstance(x, dict) else x for x in row.values()]
+            # data (and JSON columns) as JSON text; a string stands as it is (damaged data)
+            values = [json.dumps(x) if isinstance(x, dict | list) or (
+                k == "data" and not isinstance(x, str)) else x for k, x in row.items()]
             db.execute(f"INSERT INTO {table} ({', '.join(cols)}) "
                        f"VALUES ({', '.join('?' * len(cols))})", values)
     db.commit()
@@ -127,3 +132,17 @@ def test_a_session_message_that_is_not_json_is_one_clear_error(tmp_path: Path) -
     build(tmp_path / "opencode.db", rows)
     with pytest.raises(ImportInputError, match="smg_0001"):
         plan_opencode(tmp_path / "opencode.db")
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data(), junk=JSON)
+def test_junk_anywhere_in_a_session_message_is_refused_or_imports(
+        tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, junk: Any) -> None:
+    rows = json.loads(ROWS.read_text())
+    row = data.draw(st.sampled_from(rows["session_message"]), label="row")
+    where = data.draw(st.sampled_from(paths(row["data"])), label="path")
+    row["data"] = put(row["data"], where, junk)
+    root = tmp_path_factory.mktemp("db")
+    build(root / "opencode.db", rows)
+    import_or_refuse(root / "opencode.db")
