@@ -90,17 +90,29 @@ class _Events:
             return
         mid = stable_uuid(time, FORMAT, "message", self.sid, rid)
         meta = {"gemini": {k: r[k] for k in ("id", "displayContent") if k in r}}
-        content = r.get("content")
-        for part in content if isinstance(content, list) else ():
-            if not (isinstance(part, dict) and isinstance(part.get("text"), str)):
+        files: list[tuple[int, str, str]] = []  # (index, mime, url) of inlineData / fileData
+        for i, part in enumerate(_parts(r.get("content"))):
+            found = _file(part)
+            if found is not None:
+                files.append((i, *found))
+            elif not isinstance(part, str) and not (
+                    isinstance(part, dict) and isinstance(part.get("text"), str)):
                 keys = sorted(part) if isinstance(part, dict) else [type(part).__name__]
-                self.report.note(f"a content part {keys}: not mapped (text only)", line)
+                self.report.note(f"a content part {keys}: not mapped (text and files only)",
+                                 line)
+
+        def add_files() -> None:
+            for i, mime, url in files:
+                add(ev.FileAdded(message_id=mid, part_id=stable_part_id(rid, "file", str(i)),
+                                 mime=mime, url=url))
+
         if kind == "user":
             add(ev.MessageStarted(message_id=mid, role="user"))
             pid = stable_part_id(rid, "text")
             add(ev.TextAdded(message_id=mid, part_id=pid, text=_text(r.get("content")),
                              metadata=meta))
             add(ev.PartEnded(message_id=mid, part_id=pid))
+            add_files()
             add(ev.MessageCompleted(message_id=mid))
             self.last_user = mid
             return
@@ -122,6 +134,7 @@ class _Events:
             pid = stable_part_id(rid, "text")
             add(ev.TextAdded(message_id=mid, part_id=pid, text=text, metadata=meta))
             add(ev.PartEnded(message_id=mid, part_id=pid))
+        add_files()
         settled = all([self._call(mid, rid, i, call, add=add, line=line)
                        for i, call in enumerate(r.get("toolCalls") or [])])
         if settled:
@@ -170,22 +183,46 @@ class _Events:
         return True
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
+def _parts(content: Any) -> list[Any]:
+    """A ``PartListUnion`` as a list: a string, one part, or a list of parts and strings."""
     if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
+        return content
+    return [] if content is None else [content]
+
+
+def _text(content: Any) -> str:
+    return "".join(p if isinstance(p, str) else p["text"] for p in _parts(content)
+                   if isinstance(p, str) or (isinstance(p, dict)
+                                             and isinstance(p.get("text"), str)))
+
+
+def _file(part: Any) -> tuple[str, str] | None:
+    """The mime type and URL of an ``inlineData {mimeType, data}`` (base64) or ``fileData
+    {mimeType, fileUri}`` part."""
+    if not isinstance(part, dict):
+        return None
+    inline, ref = part.get("inlineData"), part.get("fileData")
+    if isinstance(inline, dict) and isinstance(inline.get("data"), str):
+        mime = str(inline.get("mimeType") or "application/octet-stream")
+        return mime, f"data:{mime};base64,{inline['data']}"
+    if isinstance(ref, dict) and isinstance(ref.get("fileUri"), str):
+        return str(ref.get("mimeType") or "application/octet-stream"), str(ref["fileUri"])
+    return None
 
 
 def _result_text(result: Any) -> str:
+    """A tool result (``PartListUnion``): each ``functionResponse``'s output (or error), and
+    any text part beside them."""
     texts = []
-    for item in result if isinstance(result, list) else []:
+    for item in _parts(result):
         response = (item.get("functionResponse") or {}).get("response") if isinstance(
             item, dict) else None
         if isinstance(response, dict):
             value = response.get("output", response.get("error", response))
             texts.append(value if isinstance(value, str) else json.dumps(value))
+        elif isinstance(item, str) or (isinstance(item, dict)
+                                       and isinstance(item.get("text"), str)):
+            texts.append(item if isinstance(item, str) else item["text"])
     return "\n".join(texts)
 
 

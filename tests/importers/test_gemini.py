@@ -124,7 +124,11 @@ def test_a_chats_directory_set_messages_unknown_rewind_and_a_subagent(
     assert original.state.output == "README: a parser"
     assert [m.parts[0].text for m in at(store, cleared.id).messages()  # type: ignore[union-attr]
             ] == ["start over"]
-    assert any("inlineData" in k for k in plan.report.unmapped)
+    # An inlineData part (was reported only) is a file part of its message.
+    assert not any("inlineData" in k for k in plan.report.unmapped)
+    files = [(p.mime, p.url) for m in at(store, main.id).messages() for p in m.parts
+             if isinstance(p, v.FilePart)]
+    assert files == [("image/png", "data:image/png;base64,AAAA")]
     url = f"sqlite:///{tmp_path / 'g.db'}"
     assert main_cli(["import", str(CHATS), "--store", url]) == 0
     capsys.readouterr()
