@@ -17,6 +17,7 @@ from engine.importers.detect import detect, plan_path
 from engine.importers.opencode import plan_opencode
 from projections import views as v
 from projections.timetravel import at
+from projections.verbs import opencode_export
 from tests.importers.support import FIXTURES, written
 from tests.importers.test_fuzz_junk import JSON, import_or_refuse, paths, put
 
@@ -146,3 +147,21 @@ def test_junk_anywhere_in_a_session_message_is_refused_or_imports(
     root = tmp_path_factory.mktemp("db")
     build(root / "opencode.db", rows)
     import_or_refuse(root / "opencode.db")
+
+
+def test_a_session_message_session_round_trips_through_the_opencode_export(
+        data_dir: Path, tmp_path: Path) -> None:
+    """import (session_message) -> export --as opencode -> import: the same conversation,
+    and the second export is the first."""
+    plan = plan_opencode(data_dir / "opencode.db")
+    store = written(plan)
+    sid = sessions(plan)["ses_v2only0001"].id
+    first = opencode_export(store, sid, store.version(sid))
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(first))
+    again = plan_opencode(path)
+    store2 = written(again)
+    sid2 = again.sessions[0].id
+    assert sid2 == sid
+    assert at(store2, sid2).messages() == at(store, sid).messages()
+    assert opencode_export(store2, sid2, store2.version(sid2)) == first

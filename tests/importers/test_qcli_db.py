@@ -3,6 +3,7 @@ ConversationState JSON per working directory), beside credentials it must not to
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from engine.cli import main as main_cli
 from engine.importers.base import ImportInputError
 from engine.importers.detect import detect, plan_path
 from engine.importers.qcli import plan_qcli
+from projections.qcli import export_qcli
+from projections.qcli.timetravel import conversation_at
 from tests.importers.support import FIXTURES, written
 
 SAVES = [FIXTURES / "qcli-v1.10-pairs.json", FIXTURES / "qcli-v1.14-objects.json"]
@@ -73,3 +76,21 @@ def test_an_empty_conversations_table_imports_nothing_and_says_so(tmp_path: Path
     plan = plan_path(tmp_path / "data.sqlite3")
     assert plan.sessions == []
     assert "a data.sqlite3 without saved conversations: nothing to import" in plan.report.unmapped
+
+
+def test_db_import_export_import_is_the_same_conversation(tmp_path: Path) -> None:
+    """data.sqlite3 -> export --as qcli -> import as a /save: the same state, and an
+    export of that is the first export."""
+    data_dir(tmp_path)
+    plan = plan_path(tmp_path)
+    store = written(plan)
+    for planned in plan.sessions:
+        state = conversation_at(store, planned.id).state()
+        first = export_qcli(state)
+        save = tmp_path / f"{planned.id}.json"
+        save.write_text(json.dumps(first))
+        again = plan_qcli(save)
+        store2 = written(again)
+        assert again.sessions[0].id == planned.id
+        assert conversation_at(store2, planned.id).state() == state
+        assert export_qcli(conversation_at(store2, planned.id).state()) == first
