@@ -22,7 +22,7 @@ from engine.importers.base import (
 from engine.importers.claude_code import files_of, plan_claude_code, plan_files
 from engine.importers.codex import plan_codex
 from engine.importers.gemini import LOGS, plan_gemini, plan_gemini_files
-from engine.importers.opencode import plan_opencode
+from engine.importers.opencode import is_opencode_dir, plan_opencode
 from engine.importers.qcli import plan_qcli
 from engine.importers.qcli_db import DB_NAME, is_qcli_db, is_sqlite, plan_qcli_db
 
@@ -46,8 +46,7 @@ _HEAD: Final = 64 * 1024
 def detect(path: Path) -> str:
     """The format of ``path`` (a file, or a directory of transcripts)."""
     if path.is_dir():
-        if ((path / "opencode.db").exists() or (path / "storage" / "session").is_dir()
-                or ((path / "session").is_dir() and (path / "message").is_dir())):
+        if is_opencode_dir(path):
             return "opencode"
         if is_qcli_db(path / DB_NAME):
             return "qcli"  # Q CLI's data directory (~/.local/share/amazon-q)
@@ -152,7 +151,7 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
     is still all or nothing."""
     plans: list[Plan] = []
     unknown: list[str] = []
-    if (path / "opencode.db").exists() or (path / "storage" / "session").is_dir():
+    if is_opencode_dir(path):
         plans.append(plan_opencode(path))
     claude: list[Path] = []
     gemini: list[Path] = []
@@ -200,7 +199,7 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
 def directory_formats(path: Path) -> set[str]:
     """The formats of the files directly readable in ``path`` (for ``--format auto``)."""
     found = set()
-    if (path / "opencode.db").exists() or (path / "storage" / "session").is_dir():
+    if is_opencode_dir(path):
         found.add("opencode")
     for f in _candidates(path):
         try:

@@ -35,6 +35,7 @@ from engine.importers.base import (
     seal,
     stable_uuid,
 )
+from engine.importers.opencode_v1 import is_v1, v1_message
 from engine.importers.opencode_v2 import v2_messages
 
 FORMAT: Final = "opencode"
@@ -126,6 +127,9 @@ class _Session:
         self.events.append(msgspec.structs.replace(e, id=eid, time=self.time))
 
     def message(self, info: dict[str, Any], parts: list[dict[str, Any]]) -> None:
+        if is_v1(info):  # OpenCode's first format: parts inside the message
+            info, inner = v1_message(info, self.report)
+            parts = inner + parts
         source_id = str(info.get("id") or "")
         if not source_id:
             self.report.note("a message without an id: not imported")
@@ -346,8 +350,11 @@ def plan_messages(report: ImportReport, info: dict[str, Any],
     builder = _Session(report, source_id)
     builder.parents = {}
     builder.time = created
-    ordered = sorted(messages, key=lambda m: (_int(_obj(m[0].get("time")).get("created")),
-                                              str(m[0].get("id", ""))))
+    def created_of(info: dict[str, Any]) -> int:  # a first-format message: in metadata
+        holder = _obj(info.get("metadata")) if is_v1(info) else info
+        return _int(_obj(holder.get("time")).get("created"))
+
+    ordered = sorted(messages, key=lambda m: (created_of(m[0]), str(m[0].get("id", ""))))
     for message_info, parts in ordered:
         try:
             builder.message(message_info, parts)
@@ -393,24 +400,69 @@ def _document(path: Path) -> dict[str, Any]:
 
 
 def plan_storage(root: Path) -> Plan:
-    """The pre-1.2 tree: ``session/<projectID>/<ses>.json``, ``message/<ses>/<msg>.json``,
-    ``part/<msg>/<prt>.json`` (a file's name is its id when the JSON leaves it out)."""
+    """A ``storage/`` tree of either layout (see :func:`storage_sessions`)."""
     report = ImportReport(str(root), FORMAT)
+    sessions, created = storage_sessions(root, report)
+    if not sessions:
+        raise ImportInputError(str(root), "no session/<projectID>/<ses_id>.json in this tree")
+    return seal(Plan(report, _link_children(sessions, created)))
+
+
+def storage_sessions(root: Path, report: ImportReport
+                     ) -> tuple[list[PlannedSession], dict[str, int]]:
+    """The sessions of a ``storage/`` tree. Up to 1.1.x: ``session/<projectID>/<ses>.json``,
+    ``message/<ses>/<msg>.json``, ``part/<msg>/<prt>.json``. Before that (0.x, still on disks
+    where OpenCode's first storage migration skipped a project: the ``global`` one, or one
+    whose worktree was gone): ``project/<dir>/storage/session/info/<ses>.json``,
+    ``session/message/<ses>/<msg>.json``, ``session/part/<ses>/<msg>/<prt>.json``. A file's
+    name is its id when the JSON leaves it out."""
+    old = (root / "session" / "info").is_dir() and not (root / "message").is_dir()
+    infos = sorted((root / "session" / "info").glob("*.json")) if old else sorted(
+        (root / "session").glob("*/*.json"))
     sessions, created = [], {}
-    for sf in sorted((root / "session").glob("*/*.json")):
+    for sf in infos:
         info = {"id": sf.stem, **_document(sf)}
         sid = str(info["id"])
         created[sid] = _int(_obj(info.get("time")).get("created")) or 1
         messages = []
-        for mf in sorted((root / "message" / sid).glob("*.json")):
+        msg_dir = root / "session" / "message" / sid if old else root / "message" / sid
+        for mf in sorted(msg_dir.glob("*.json")):
             minfo = {"id": mf.stem, "sessionID": sid, **_document(mf)}
+            part_dir = (root / "session" / "part" / sid / str(minfo["id"]) if old
+                        else root / "part" / str(minfo["id"]))
             parts = [{"id": pf.stem, "sessionID": sid, "messageID": minfo["id"],
                       **_document(pf)}
-                     for pf in sorted((root / "part" / str(minfo["id"])).glob("*.json"))]
+                     for pf in sorted(part_dir.glob("*.json"))]
             messages.append((minfo, parts))
         sessions.append(plan_messages(report, info, messages))
-    if not sessions:
-        raise ImportInputError(str(root), "no session/<projectID>/<ses_id>.json in this tree")
+    return sessions, created
+
+
+def plan_data_dir(path: Path) -> Plan:
+    """OpenCode's data directory (``~/.local/share/opencode``) whole: ``opencode.db`` (1.2+),
+    the ``storage/`` tree it was migrated from, and the 0.x trees under
+    ``project/*/storage`` OpenCode's own migration skipped. A session found in more than
+    one place is read from the newest (the database, then ``storage/``)."""
+    report = ImportReport(str(path), FORMAT)
+    sessions: list[PlannedSession] = []
+    created: dict[str, int] = {}
+    sources: list[tuple[str, list[PlannedSession], dict[str, int]]] = []
+    if (path / "opencode.db").exists():
+        sources.append(("opencode.db", *db_sessions(path / "opencode.db", report)))
+    trees = [path / "storage"] if (path / "storage" / "session").is_dir() else []
+    trees += sorted(d for d in path.glob("project/*/storage") if (d / "session").is_dir())
+    for tree in trees:
+        sources.append((str(tree.relative_to(path)), *storage_sessions(tree, report)))
+    for where, found, when in sources:
+        for session in found:
+            if session.original_id in created:
+                report.note("a session kept in more than one place: its newest copy is "
+                            "imported", f"{where}: {session.original_id}")
+                continue
+            created[session.original_id] = when[session.original_id]
+            sessions.append(session)
+    if not sources:
+        raise ImportInputError(str(path), "no opencode.db or storage/ tree here")
     return seal(Plan(report, _link_children(sessions, created)))
 
 
@@ -424,9 +476,17 @@ def _json_column(value: Any) -> Any:
 
 
 def plan_db(path: Path) -> Plan:
-    """The 1.2+ SQLite database (tables ``session``, ``message``, ``part``; the JSON ``data``
-    of a message leaves out ``id`` and ``sessionID``, a part's also ``messageID``)."""
+    """The 1.2+ SQLite database (see :func:`db_sessions`)."""
     report = ImportReport(str(path), FORMAT)
+    sessions, created = db_sessions(path, report)
+    return seal(Plan(report, _link_children(sessions, created)))
+
+
+def db_sessions(path: Path, report: ImportReport
+                ) -> tuple[list[PlannedSession], dict[str, int]]:
+    """The sessions of an ``opencode.db`` (tables ``session``, ``message``, ``part``; the
+    JSON ``data`` of a message leaves out ``id`` and ``sessionID``, a part's also
+    ``messageID``; newer versions' ``session_message``)."""
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
@@ -483,7 +543,7 @@ def plan_db(path: Path) -> Plan:
         if extra:  # a newer version's columns (cost, tokens_*, agent, model, goal, ...)
             session.metadata = {**(session.metadata or {}), "columns": extra}
         sessions.append(session)
-    return seal(Plan(report, _link_children(sessions, created)))
+    return sessions, created
 
 
 _SESSION_COLUMNS: Final = frozenset({
@@ -534,15 +594,19 @@ def session_info(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in info.items() if v is not None}
 
 
+def is_opencode_dir(path: Path) -> bool:
+    """OpenCode's data directory, or one of its storage trees (any layout)."""
+    return ((path / "opencode.db").exists() or (path / "storage" / "session").is_dir()
+            or any(path.glob("project/*/storage/session"))
+            or ((path / "session").is_dir() and (path / "message").is_dir())
+            or (path / "session" / "info").is_dir())
+
+
 def plan_opencode(path: Path) -> Plan:
     if path.is_dir():
-        if (path / "opencode.db").exists():
-            return plan_db(path / "opencode.db")
-        if (path / "storage" / "session").is_dir():
-            return plan_storage(path / "storage")
         if (path / "session").is_dir():
             return plan_storage(path)
-        raise ImportInputError(str(path), "no opencode.db or storage/ tree here")
+        return plan_data_dir(path)
     if path.suffix == ".db":
         return plan_db(path)
     return plan_export(path)
