@@ -732,4 +732,31 @@ def plan_codex(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) -
     report = ImportReport(str(path), FORMAT)
     files = sorted(path.rglob("rollout-*.jsonl")) if path.is_dir() else [path]
     sessions = [s for f in files for s in _Rollout(f, report, lenient, max_line).run()]
-    return seal(Plan(report, sessions))
+    _link_subagents(sessions, report)
+    return seal(Plan(report, sorted(sessions, key=lambda s: s.kind == "child")))
+
+
+def _parent_thread(meta: dict[str, Any]) -> str | None:
+    """The thread that spawned this one: ``source: {subagent: {thread_spawn:
+    {parent_thread_id, depth, agent_path, agent_nickname, agent_role}}}``."""
+    source = meta.get("source")
+    sub = source.get("subagent") if isinstance(source, dict) else None
+    spawn = sub.get("thread_spawn") if isinstance(sub, dict) else None
+    parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
+    return parent if isinstance(parent, str) and parent else None
+
+
+def _link_subagents(sessions: list[PlannedSession], report: ImportReport) -> None:
+    """A spawned agent's rollout is a child session of its parent thread's, when that
+    rollout is in the import too."""
+    mains = {s.original_id: s.id for s in sessions if s.kind == "main" and s.original_id}
+    for s in sessions:
+        meta = (s.metadata or {}).get("session_meta")
+        parent = _parent_thread(meta) if isinstance(meta, dict) and s.kind == "main" else None
+        if parent is None:
+            continue
+        if parent in mains:
+            s.kind, s.parent = "child", mains[parent]
+        else:
+            report.note("a spawned agent's rollout whose parent thread is not in the import: "
+                        "imported as its own session", s.source)

@@ -17,7 +17,7 @@ from projections.timetravel import at
 from tests.importers.support import FIXTURES, written
 
 HOME = FIXTURES / "codex-home"
-ROLLOUT = next((HOME / "sessions").rglob("rollout-*.jsonl"))
+ROLLOUT = sorted((HOME / "sessions").rglob("rollout-*.jsonl"))[0]
 
 
 def messages() -> list[v.WithParts]:
@@ -33,8 +33,21 @@ def test_the_sessions_tree_is_detected_and_imported() -> None:
     assert detect(HOME) == "codex"
     assert detect(HOME / "sessions" / "2026") == "codex"
     plan = plan_path(HOME)
-    assert [s.original_id for s in plan.sessions] == ["019dc0a1-4444-7555-8666-777788889999"]
+    assert [s.original_id for s in plan.sessions] == ["019dc0a1-4444-7555-8666-777788889999",
+                                                      "019dc0a1-5555-7666-8777-88889999aaaa"]
     assert plan.sessions[0].tool_version == "0.130.0"
+
+
+def test_a_spawned_agents_rollout_is_a_child_of_its_parent_thread() -> None:
+    plan = plan_path(HOME)
+    store = written(plan)
+    parent, child = plan.sessions
+    assert (child.kind, child.parent) == ("child", parent.id)
+    assert [p.text for m in at(store, child.id).messages() for p in m.parts
+            if isinstance(p, v.TextPart)] == ["count the API endpoints", "3 endpoints."]
+    alone = plan_codex(sorted((HOME / "sessions").rglob("rollout-*.jsonl"))[1])
+    assert alone.sessions[0].kind == "main"  # its parent is not in that import
+    assert any("parent thread is not in the import" in k for k in alone.report.unmapped)
 
 
 def test_tool_search_calls_keep_their_ids_and_results() -> None:

@@ -36,7 +36,7 @@ LINE_FILES = [
     next((FIXTURES / "claude-code-blocks").glob("*.jsonl")),
     # The newest layouts: a paginated Codex rollout, Claude Code 2.1 with title records and
     # a workflow agent.
-    next((FIXTURES / "codex-home").rglob("rollout-*.jsonl")),
+    sorted((FIXTURES / "codex-home").rglob("rollout-*.jsonl"))[0],
     next((FIXTURES / "claude-projects").rglob("3c2b1a00-*.jsonl")),
     next((FIXTURES / "claude-projects").rglob("agent-w1.jsonl")),
 ]
