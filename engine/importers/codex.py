@@ -729,8 +729,14 @@ def _tokens(usage: dict[str, Any]) -> ev.Tokens:
 
 def plan_codex(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) -> Plan:
     """One rollout file, or every ``rollout-*.jsonl`` under a directory."""
-    report = ImportReport(str(path), FORMAT)
     files = sorted(path.rglob("rollout-*.jsonl")) if path.is_dir() else [path]
+    return plan_codex_files(files, path, lenient=lenient, max_line=max_line)
+
+
+def plan_codex_files(files: list[Path], root: Path, *, lenient: bool = False,
+                     max_line: int = MAX_LINE) -> Plan:
+    """Rollouts read together, so a spawned agent's thread finds its parent's."""
+    report = ImportReport(str(root), FORMAT)
     sessions = [s for f in files for s in _Rollout(f, report, lenient, max_line).run()]
     _link_subagents(sessions, report)
     return seal(Plan(report, sorted(sessions, key=lambda s: s.kind == "child")))

@@ -20,7 +20,7 @@ from engine.importers.base import (
     open_binary,
 )
 from engine.importers.claude_code import files_of, plan_claude_code, plan_files
-from engine.importers.codex import plan_codex
+from engine.importers.codex import plan_codex, plan_codex_files
 from engine.importers.gemini import LOGS, plan_gemini, plan_gemini_files
 from engine.importers.opencode import is_opencode_dir, plan_opencode
 from engine.importers.qcli import plan_qcli
@@ -151,13 +151,14 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
     is still all or nothing."""
     plans: list[Plan] = []
     unknown: list[str] = []
-    if is_opencode_dir(path):
-        plans.append(plan_opencode(path))
+    roots = _opencode_roots(path)
+    plans.extend(plan_opencode(r) for r in roots)
     claude: list[Path] = []
     gemini: list[Path] = []
+    codex: list[Path] = []
     for f in _candidates(path):
-        if f.name == "opencode.db" and plans:
-            continue
+        if any(f.is_relative_to(r) for r in roots):
+            continue  # read with its OpenCode data directory
         try:
             chosen = detect(f)
         except ImportInputError:
@@ -167,10 +168,14 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
             claude.extend(files_of(f))
         elif chosen == "gemini":  # read together: subagents and logs.json find their sessions
             gemini.append(f)
+        elif chosen == "codex" and not is_sqlite(f):  # together: a spawned agent finds its parent
+            codex.append(f)
         else:
             plans.append(_PLANNERS[chosen](f, lenient))
     if gemini:
         plans.append(plan_gemini_files(gemini, path, lenient=lenient))
+    if codex:
+        plans.append(plan_codex_files(codex, path, lenient=lenient))
     if claude:
         plans.insert(0, plan_files(claude, str(path), lenient=lenient))
     if not plans:
@@ -196,10 +201,24 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
     return plan
 
 
+def _opencode_roots(path: Path) -> list[Path]:
+    """OpenCode data directories (or storage trees) anywhere under ``path``: each is read
+    whole by the OpenCode importer, its files by no other."""
+    if is_opencode_dir(path):
+        return [path]
+    found = {f.parent for f in path.rglob("opencode.db")}
+    found |= {d.parent for d in path.rglob("storage") if (d / "session").is_dir()}
+    # A 0.x tree project/<dir>/storage belongs to the data directory above project/.
+    found = {r.parent.parent if r.parent.name == "project" and is_opencode_dir(
+        r.parent.parent) else r for r in found}
+    roots = sorted(r for r in found if is_opencode_dir(r))
+    return [r for r in roots if not any(r != o and r.is_relative_to(o) for o in roots)]
+
+
 def directory_formats(path: Path) -> set[str]:
     """The formats of the files directly readable in ``path`` (for ``--format auto``)."""
     found = set()
-    if is_opencode_dir(path):
+    if _opencode_roots(path):
         found.add("opencode")
     for f in _candidates(path):
         try:
