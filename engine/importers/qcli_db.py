@@ -51,6 +51,7 @@ def plan_qcli_db(path: Path) -> Plan:
     report = ImportReport(str(path), "qcli")
     try:
         db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        db.text_factory = bytes  # a row that is not UTF-8 is that row's error, not the table's
         try:
             rows = db.execute("SELECT rowid, value FROM conversations ORDER BY rowid").fetchall()
         finally:
@@ -63,6 +64,8 @@ def plan_qcli_db(path: Path) -> Plan:
         where = f"{db_path}: conversations row {rowid}"
         try:
             data = loads(value) if isinstance(value, str | bytes) else None
+        except UnicodeDecodeError as exc:
+            raise ImportInputError(where, f"not UTF-8 text ({exc.reason})") from exc
         except ValueError as exc:
             raise ImportInputError(where, f"invalid JSON ({exc})") from exc
         if not isinstance(data, dict) or "conversation_id" not in data:

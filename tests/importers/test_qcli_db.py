@@ -94,3 +94,19 @@ def test_db_import_export_import_is_the_same_conversation(tmp_path: Path) -> Non
         assert again.sessions[0].id == planned.id
         assert conversation_at(store2, planned.id).state() == state
         assert export_qcli(conversation_at(store2, planned.id).state()) == first
+
+
+def test_a_row_that_is_not_utf8_or_too_deep_is_one_error_naming_it(tmp_path: Path) -> None:
+    root = data_dir(tmp_path, [SAVES[0].read_text()])
+    db = sqlite3.connect(root / "data.sqlite3")
+    db.execute("INSERT INTO conversations VALUES ('/p2', CAST(? AS TEXT))",
+               (b'{"conversation_id": "\xff"}',))
+    db.commit()
+    db.close()
+    with pytest.raises(ImportInputError, match="conversations row 2: not UTF-8"):
+        plan_path(root)
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    data_dir(deep, ["[" * 100_000 + "]" * 100_000])
+    with pytest.raises(ImportInputError, match="conversations row 1"):
+        plan_path(deep)
