@@ -7,7 +7,8 @@ message.ts``; ``data`` leaves out ``id`` and ``type``) and backfill older sessio
 ``message``/``part`` once. A row's ``type`` is one of ``user {text, files, agents,
 references}``, ``synthetic {text}``, ``system {text}``, ``shell {callID, command, output}``,
 ``assistant {agent, model, content: [text | reasoning | tool], finish, cost, tokens, error}``,
-``compaction {reason, summary, recent}``, ``agent-switched``, ``model-switched``. Each becomes
+``compaction {status?, reason, summary, recent}``, ``skill {skill, name, text}``, ``idle``
+(a turn's end), ``agent-switched``, ``model-switched``, ``location-switched``. Each becomes
 the message OpenCode's older tables would hold for it (part ids ``<row id>-<n>`` keep the
 content's order); what has no such message (a switch of agent or model, a prompt's agent
 mentions and references) is reported.
@@ -21,7 +22,18 @@ from typing import Any, Final
 from engine.importers.base import ImportReport
 
 Message = tuple[dict[str, Any], list[dict[str, Any]]]
-_SWITCHES: Final = {"agent-switched": "agent", "model-switched": "model"}
+_SWITCHES: Final = {"agent-switched": "agent", "model-switched": "model",
+                    "location-switched": "location"}
+
+
+def _native(block: dict[str, Any]) -> dict[str, Any] | None:
+    """A part's provider state: ``native`` (newest), ``providerMetadata`` or ``state``
+    (the names rows written before the rename carry)."""
+    for key in ("native", "providerMetadata", "providerState", "state"):
+        if isinstance(block.get(key), dict):
+            found: dict[str, Any] = block[key]
+            return found
+    return None
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -45,6 +57,18 @@ def _text_of(content: Any) -> str:
                      if isinstance(c, dict) and isinstance(c.get("text"), str))
 
 
+def _shell_output(output: Any) -> str:
+    """A shell row's output: a string, or (newer) an object whose text field is taken when
+    it has one, its JSON otherwise (never a repr)."""
+    if isinstance(output, str):
+        return output
+    if isinstance(output, dict):
+        for key in ("text", "output", "stdout"):
+            if isinstance(output.get(key), str):
+                return str(output[key])
+    return _text_of(output) or ("" if output is None else json.dumps(output))
+
+
 def _error_text(error: Any) -> str:
     if isinstance(error, dict):
         for key in ("message", "name", "type"):
@@ -63,7 +87,9 @@ def _tool_state(state: Any, start: int, end: int) -> dict[str, Any]:
     times = {"start": start} | ({"end": end} if end else {})
     meta = {k: state[k] for k in ("structured", "result", "outputPaths")
             if state.get(k) is not None}
-    if status == "pending":
+    if isinstance(state.get("metadata"), dict):
+        meta |= state["metadata"]
+    if status in ("pending", "streaming"):  # the arguments still streaming (a JSON string)
         return {"status": "pending", "input": {},
                 "raw": raw_input if isinstance(raw_input, str) else ""}
     if status == "running":
@@ -98,8 +124,9 @@ def _assistant(mid: str, data: dict[str, Any], created: int, report: ImportRepor
         elif kind == "reasoning":
             part = {"id": pid, "type": "reasoning", "text": str(block.get("text") or ""),
                     "time": {"start": created} | ({"end": completed} if completed else {})}
-            if isinstance(block.get("providerMetadata"), dict):
-                part["metadata"] = block["providerMetadata"]
+            native = _native(block)
+            if native is not None:  # the provider's state: a thinking block's signature
+                part["metadata"] = native
             parts.append(part)
         elif kind == "tool":
             times = _obj(block.get("time"))
@@ -109,8 +136,11 @@ def _assistant(mid: str, data: dict[str, Any], created: int, report: ImportRepor
                 state.setdefault("time", {})["compacted"] = _ms(times["pruned"])
             part = {"id": pid, "type": "tool", "callID": str(block.get("id") or pid),
                     "tool": str(block.get("name") or "unknown"), "state": state}
-            if isinstance(block.get("provider"), dict):
-                part["metadata"] = {"provider": block["provider"]}
+            provider = {k: block[k] for k in ("provider", "executed", "native",
+                                              "providerResultState", "providerState")
+                        if block.get(k) is not None}
+            if provider:
+                part["metadata"] = provider
             parts.append(part)
         else:
             report.note(f"a session_message assistant content {kind!r}: not imported")
@@ -129,10 +159,19 @@ def v2_messages(rows: list[tuple[str, str, dict[str, Any]]], report: ImportRepor
         if kind in _SWITCHES:
             report.note(f"a session_message {kind} ({_SWITCHES[kind]} changed): not imported")
             continue
-        if kind in ("user", "synthetic", "system"):
+        if kind == "idle":  # a turn's end marker: no content
+            report.note("a session_message idle (the end of a turn): nothing to import")
+            continue
+        if kind in ("user", "synthetic", "system", "skill"):
             info["role"] = "user"
-            parts.append({"id": f"{mid}-0000", "type": "text", "text": str(data.get("text") or ""),
-                          **({"synthetic": True} if kind != "user" else {})})
+            text: dict[str, Any] = {"id": f"{mid}-0000", "type": "text",
+                                    "text": str(data.get("text") or "")}
+            if kind != "user":
+                text["synthetic"] = True
+            extra = {k: data[k] for k in ("description", "skill", "name") if k in data}
+            if extra:
+                text["metadata"] = {"opencode": {"type": kind, **extra}}
+            parts.append(text)
             for i, f in enumerate(_list(data.get("files"))):
                 if isinstance(f, dict) and (f.get("url") or f.get("uri")):
                     parts.append({"id": f"{mid}-{i + 1:04d}", "type": "file",
@@ -143,7 +182,7 @@ def v2_messages(rows: list[tuple[str, str, dict[str, Any]]], report: ImportRepor
                                                     if isinstance(f.get(k), str)), None)})
                 else:
                     report.note("a session_message user file without a url: not imported")
-            for key in ("agents", "references"):
+            for key in ("agents", "references", "skills"):
                 if data.get(key):
                     report.note(f"a session_message user {key}: not imported")
             if kind == "user":
@@ -151,12 +190,16 @@ def v2_messages(rows: list[tuple[str, str, dict[str, Any]]], report: ImportRepor
         elif kind == "shell":  # the user's own shell command (! in the prompt) and its output
             info["role"] = "user"
             end = _ms(_obj(data.get("time")).get("completed"))
+            output = data.get("output")
             parts.append({"id": f"{mid}-0000", "type": "tool",
-                          "callID": str(data.get("callID") or mid), "tool": "bash",
+                          "callID": str(data.get("callID") or data.get("shellID") or mid),
+                          "tool": "bash",
                           "state": {"status": "completed" if end else "running",
                                     "input": {"command": str(data.get("command") or "")},
-                                    "output": str(data.get("output") or ""), "title": "",
-                                    "metadata": {},
+                                    "output": _shell_output(output),
+                                    "title": "",
+                                    "metadata": {k: data[k] for k in ("exit", "status")
+                                                 if k in data},
                                     "time": {"start": created} | ({"end": end} if end else {})}})
             if not end:
                 report.note("a session_message shell command without an end: left running")
@@ -164,6 +207,9 @@ def v2_messages(rows: list[tuple[str, str, dict[str, Any]]], report: ImportRepor
             info["role"] = "user"
             parts.append({"id": f"{mid}-0000", "type": "compaction",
                           "auto": data.get("reason") == "auto"})
+            if data.get("status") == "failed":
+                report.note("a session_message compaction that failed: kept as a compaction "
+                            f"({_error_text(data.get('error'))})")
             for i, key in enumerate(("summary", "recent")):
                 if data.get(key):
                     parts.append({"id": f"{mid}-{i + 1:04d}", "type": "text", "synthetic": True,

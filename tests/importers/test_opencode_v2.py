@@ -165,3 +165,39 @@ def test_a_session_message_session_round_trips_through_the_opencode_export(
     assert sid2 == sid
     assert at(store2, sid2).messages() == at(store, sid).messages()
     assert opencode_export(store2, sid2, store2.version(sid2)) == first
+
+
+NEWEST = FIXTURES / "opencode-db-v2" / "rows-newest.json"
+
+
+def test_the_newest_session_message_schema(tmp_path: Path) -> None:
+    build(tmp_path / "opencode.db", json.loads(NEWEST.read_text()))
+    plan = plan_opencode(tmp_path / "opencode.db")
+    store = written(plan)
+    msgs = at(store, plan.sessions[0].id).messages()
+    skill, user, turn, shell, compaction = msgs
+    assert [p.text for p in user.parts if isinstance(p, v.TextPart)] == ["draft the notes"]
+    first = skill.parts[0]
+    assert isinstance(first, v.TextPart)
+    assert first.synthetic
+    assert (first.metadata or {})["opencode"]["name"] == "release-notes"
+    reasoning = next(p for p in turn.parts if isinstance(p, v.ReasoningPart))
+    assert (reasoning.metadata or {})["anthropic"]["signature"] == "sig-n"
+    tools = {p.call_id: p for p in turn.parts if isinstance(p, v.ToolPart)}
+    done = tools["toolu_n1"].state
+    assert isinstance(done, v.ToolStateCompleted)
+    assert done.output == "a1 fix\nb2 feat"
+    assert (done.metadata or {})["exit"] == 0
+    assert isinstance(tools["toolu_n2"].state, v.ToolStatePending)  # still streaming
+    assert turn.info.time.completed is None  # no completion recorded: stays open
+    bash = next(p for p in shell.parts if isinstance(p, v.ToolPart))
+    assert bash.call_id == "sh_1"
+    assert isinstance(bash.state, v.ToolStateCompleted)
+    assert bash.state.output == "NOTES.md"
+    assert any(isinstance(p, v.CompactionPart) for p in compaction.parts)
+    report = plan.report.unmapped
+    for note in ("a session_message location-switched (location changed): not imported",
+                 "a session_message idle (the end of a turn): nothing to import",
+                 "a session_message user skills: not imported"):
+        assert note in report
+    assert any(k.startswith("a session_message compaction that failed") for k in report)
