@@ -515,8 +515,10 @@ def _checkpoint(path: Path, data: Any, history: list[Any], report: ImportReport
         texts = [p for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
         other = [p for p in parts if isinstance(p, dict) and not isinstance(p.get("text"), str)
                  and "functionCall" not in p and "functionResponse" not in p]
+        files = [p for p in other if _file(p) is not None]  # inlineData, fileData
         for p in other:
-            report.note(f"a checkpoint part {sorted(p)}: not mapped", f"content {i}")
+            if _file(p) is None:
+                report.note(f"a checkpoint part {sorted(p)}: not mapped", f"content {i}")
         if role == "model":
             calls = [{"id": str(fc.get("id") or f"{fc.get('name')}-{i}-{j}"),
                       "name": fc.get("name"), "args": fc.get("args"), "status": "executing"}
@@ -525,13 +527,14 @@ def _checkpoint(path: Path, data: Any, history: list[Any], report: ImportReport
                                             and isinstance(p.get("functionCall"), dict))]
             open_calls.extend(calls)
             records.append({"id": rid, "type": "gemini",
-                            "content": "".join(p["text"] for p in texts if not p.get("thought")),
+                            "content": [{"text": "".join(p["text"] for p in texts
+                                                         if not p.get("thought"))}, *files],
                             "thoughts": [{"description": p["text"]} for p in texts
                                          if p.get("thought")],
                             "toolCalls": calls})
-        elif texts:  # a user turn (a content of only functionResponses is no message)
-            records.append({"id": rid, "type": "user", "content": "".join(
-                p["text"] for p in texts)})
+        elif texts or files:  # a user turn (a content of only functionResponses is none)
+            records.append({"id": rid, "type": "user", "content": [
+                {"text": "".join(p["text"] for p in texts)}, *files]})
         elif not answers:
             report.note(f"a checkpoint content of role {role!r} with no text: not mapped",
                         f"content {i}")

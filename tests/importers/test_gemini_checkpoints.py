@@ -51,7 +51,11 @@ def test_an_old_checkpoint_keeps_errors_and_leaves_an_unanswered_call_running() 
     unanswered = next(p for p in history[4].parts if isinstance(p, v.ToolPart))
     assert isinstance(unanswered.state, v.ToolStateRunning)  # saved mid-turn: not invented
     assert history[4].info.time.completed is None
-    assert "a checkpoint part ['inlineData']: not mapped" in plan.report.unmapped
+    # The image beside the prompt (was reported only) is a file part of that message.
+    assert "a checkpoint part ['inlineData']: not mapped" not in plan.report.unmapped
+    files = [p for p in history[2].parts if isinstance(p, v.FilePart)]
+    assert len(files) == 1
+    assert files[0].url.startswith(f"data:{files[0].mime};base64,")
 
 
 def test_the_same_tag_in_two_projects_is_two_sessions(tmp_path: Path) -> None:
