@@ -29,10 +29,13 @@ def _tables(path: Path) -> set[str]:
 
 
 def is_sqlite(path: Path) -> bool:
-    if not path.is_file():
+    """Whether ``path`` is a SQLite file (an unreadable one is not: reading it again names
+    the error)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(len(_MAGIC)) == _MAGIC
+    except OSError:
         return False
-    with path.open("rb") as f:
-        return f.read(len(_MAGIC)) == _MAGIC
 
 
 def is_qcli_db(path: Path) -> bool:
