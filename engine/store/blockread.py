@@ -102,15 +102,18 @@ class BlockReader(Store):
         for sid, limit in self.lineage(session_id):
             stop = end if limit is None else min(limit, end)
             if start <= stop:
-                yield from self._own_blocks(sid, start, stop, blocks.decode_runs)
+                yield from self._own_blocks(sid, start, stop, blocks.decode_runs,
+                                            blocks.decode_runs_range)
             if limit is not None:
                 start = max(start, limit + 1)
 
     def _own_blocks(self, session_id: str, first: int, last: int,
-                    whole: Callable[[bytes, str], Sequence[T]]
-                    ) -> Iterator[Sequence[T | AnyEvent]]:
+                    whole: Callable[[bytes, str], Sequence[T]],
+                    part: Callable[[bytes, int, int, str], Sequence[T | AnyEvent]]
+                    = blocks.decode_range) -> Iterator[Sequence[T | AnyEvent]]:
         """The events first..last, a block's at a time (a reader chains them: no
-        generator step per event); ``whole`` decodes each block read whole."""
+        generator step per event); ``whole`` decodes each block read whole, ``part``
+        the events of a block cut by ``first`` or ``last``."""
         last = min(last, self.SEQ_MAX)
         for first_seq, last_seq, body in self._block_rows(self._sid(session_id), first, last):
             if last_seq < first:
@@ -118,8 +121,7 @@ class BlockReader(Store):
             if first <= first_seq and last_seq <= last:
                 yield whole(body, session_id)  # whole blocks: one call each
             else:  # decode only the events asked for
-                yield blocks.decode_range(body, first - first_seq, last - first_seq + 1,
-                                          session_id)
+                yield part(body, first - first_seq, last - first_seq + 1, session_id)
             # A merge committed between two page queries returns a block that overlaps
             # the ones already read: go on after the last seq yielded.
             first = last_seq + 1

@@ -301,6 +301,28 @@ def decode_runs(body: bytes, session_id: str = "") -> list[AnyEvent | Run]:
     return list(decode(body, session_id))
 
 
+def decode_runs_range(body: bytes, lo: int, hi: int, session_id: str = "") -> list[AnyEvent | Run]:
+    """Events with index lo..hi-1 of the block as :func:`decode_runs` gives them, runs
+    cut at both ends; a packed block is decoded only up to ``hi`` (``at(seq)`` reads
+    the start of a block after its snapshot). Other formats: :func:`decode_range`."""
+    if body[:1] == _SEALED and not upcasting_active():
+        try:
+            head = sealed_head(body)
+        except ValueError as exc:
+            raise EventDecodeError(f"unreadable block: {exc}") from None
+        if head.kind == KIND_PACKED:
+            lo, hi = max(lo, 0), min(hi, head.n)
+            if lo >= hi:
+                return []
+            items = packed.unpack_runs_range(_payload(body), session_id, head.first,
+                                             head.first + lo, head.first + hi - 1)
+            if not items or items[-1].seq != head.first + hi - 1:
+                raise EventDecodeError(f"the block holds fewer events than its header's "
+                                       f"{head.n}")
+            return items
+    return list(decode_range(body, lo, hi, session_id))
+
+
 def _decode_evolving(events: bytes | memoryview) -> list[AnyEvent]:
     try:
         typed = _typed_dec.decode(events)

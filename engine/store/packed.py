@@ -400,15 +400,47 @@ def unpack_runs(data: bytes | bytearray | memoryview, session_id: str,
         return _decoded(_open(raw), session_id, first_seq, runs=False)
 
 
+def unpack_runs_range(data: bytes | bytearray | memoryview, session_id: str,
+                      first_seq: int, lo: int, hi: int) -> list[AnyEvent | Run]:
+    """Seqs ``lo..hi`` (inclusive) of a payload as :func:`unpack_runs` gives them, for a
+    partial read (``at(seq)``'s tail): runs are cut at ``lo`` and ``hi``. The events
+    before ``lo`` are walked, not built (ids are predicted from the payload's start),
+    and those after ``hi`` are not looked at."""
+    raw = bytes(data)
+    cut = (max(lo - first_seq, 0), max(hi - first_seq + 1, 0))
+    try:
+        return _decoded(_open(raw), session_id, first_seq, runs=True, cut=cut)
+    except _NotRuns:
+        return _decoded(_open(raw), session_id, first_seq, runs=False, cut=cut)
+
+
 class _NotRuns(Exception):
     """The payload cannot be read in runs (its events still can, one by one)."""
 
 
-def _decoded(block: _Block, session_id: str, first_seq: int, *, runs: bool) -> list[Any]:
+def _cut_spans(spans: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    """``spans`` split at index ``lo`` and ending before index ``hi``: a stretch of a
+    run is a run."""
+    out: list[tuple[int, int]] = []
+    for i, n in spans:
+        end = min(i + n, hi)
+        if i >= end:
+            break
+        if i < lo < end:
+            out.append((i, lo - i))
+            i = lo
+        out.append((i, end - i))
+    return out
+
+
+def _decoded(block: _Block, session_id: str, first_seq: int, *, runs: bool,
+             cut: tuple[int, int] | None = None) -> list[Any]:
     table = _kind_table(block)
     try:
-        spans = _run_spans(block, table) if runs else []
-        return _rows(block, table, session_id, first_seq, spans)
+        spans = _run_spans(block, table, None if cut is None else cut[1]) if runs else []
+        if cut is not None:
+            spans = _cut_spans(spans, *cut)
+        return _rows(block, table, session_id, first_seq, spans, cut)
     except (EventDecodeError, _NotRuns):
         raise
     except _DAMAGE as exc:
@@ -556,7 +588,8 @@ _BREAK: Final = re.compile(rb"[^\x00]\x00*")  # an event that starts a stretch, 
 _RUN_START: Final = MSG_NEW | PART_NEW  # the flags a run's first event may carry
 
 
-def _run_spans(block: _Block, table: list[_Entry]) -> list[tuple[int, int]]:
+def _run_spans(block: _Block, table: list[_Entry], stop: int | None = None
+               ) -> list[tuple[int, int]]:
     """(index, count) of the runs of a payload, in order: consecutive events of one
     run kind (``RUN_KINDS``) whose flags are all 0 but for the first, which may name
     a new message and part.
@@ -564,7 +597,7 @@ def _run_spans(block: _Block, table: list[_Entry]) -> list[tuple[int, int]]:
     Found without a loop per event: a byte per event, 0 where the event continues
     its predecessor's run (the same run kind, no flag), is made with big-integer
     arithmetic over the columns, then one regex match per stretch."""
-    codes, flags = block.codes, block.flags
+    codes, flags = block.codes[:stop], block.flags[:stop]  # (the first ``stop`` events)
     n = len(codes)
     run_codes = bytes(i for i, (make, shape, _, kind) in enumerate(table)
                       if kind.cls in RUN_KINDS and make is not None and shape == 2)
@@ -618,10 +651,11 @@ def _advance_ids(state: tuple[int, int, int, int], t: int,
     return ms, cnt, lo, hi, moved
 
 
-def _rows(block: _Block, table: list[_Entry], session_id: str,
-          first_seq: int, spans: list[tuple[int, int]]) -> list[Any]:
-    """The payload's events; the stretches named by ``spans`` (see :func:`_run_spans`)
-    as one :class:`Run` each. Fills the block's body maps in place: once per decode."""
+def _rows(block: _Block, table: list[_Entry], session_id: str, first_seq: int,
+          spans: list[tuple[int, int]], cut: tuple[int, int] | None = None) -> list[Any]:
+    """The payload's events (those with index ``cut[0]..cut[1]-1`` when given); the
+    stretches named by ``spans`` (see :func:`_run_spans`) as one :class:`Run` each.
+    Fills the block's body maps in place: once per decode."""
     refs = block.refs
     ids = iter(block.ids)
     actors = iter(block.actors)
@@ -647,7 +681,13 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,
     # Each run as (its first seq, count), then one that is never reached.
     next_run = iter([*((first_seq + i, n) for i, n in spans), (-1, 0)]).__next__
     run_at, run_len = next_run()
-    events = zip(block.codes, block.flags, times, strict=True)
+    codes, flags = block.codes, block.flags
+    keep, stop = (0, len(codes)) if cut is None else cut
+    keep += first_seq
+    whole = stop >= len(codes)
+    if not whole:  # the columns' lengths agree (_checked)
+        codes, flags = codes[:stop], flags[:stop]
+    events = zip(codes, flags, times if whole else times[:stop], strict=True)
     for code, f, dt in events:
         make, shape, default_actor, kind = table[code]
         seq += 1
@@ -677,7 +717,8 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,
             t += sum(dts)
             next(islice(events, run_len - 1, run_len - 1), None)  # skip the run's rest
             last = seq + run_len - 1
-            append(Run(kind.cls, msg, part, text, seq, last, t))
+            if seq >= keep:
+                append(Run(kind.cls, msg, part, text, seq, last, t))
             seq = last
             run_at, run_len = next_run()
             continue
@@ -734,6 +775,8 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,
                 tail_key = lo >> 12
                 tail = _tail(hi, lo)
             event_id = f"{head}{hex3[tm & 0xFFF]}-7{hex3[cnt]}{tail}{hex3[lo & 0xFFF]}"
+        if seq < keep:
+            continue  # before a partial read's first seq: the state moves on, nothing is built
         if make is not None and type(body) is str:
             if shape == 2:
                 append(make(event_id, session_id, seq, t, actor, v, msg, part, body))
@@ -763,7 +806,7 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,
             append(convert(body, kind.cls, strict=True))
         except msgspec.ValidationError as exc:
             raise EventDecodeError(f"packed block: {exc}") from None
-    for rest in (ids, actors, refidx, vs, bodies):
+    for rest in (ids, actors, refidx, vs, bodies) if whole else ():
         if next(rest, _END) is not _END:
             raise EventDecodeError("packed block: more column values than events")
     if times and (len(times) + 1) * max(*times, -min(times)) >= 1 << 63:
