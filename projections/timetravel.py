@@ -25,12 +25,8 @@ from engine.events import Event
 from engine.store.base import Store
 from projections import views as v
 from projections.bulk import read_bulk
-from projections.withparts import (
-    FrozenState,
-    WithPartsProjection,
-    decode_message,
-    encode_message,
-)
+from projections.snapshot_codec import StaleChunk, decode_chunk, encode_chunk, is_chunk
+from projections.withparts import FrozenState, WithPartsProjection, decode_message
 
 DEFAULT_EVERY = 1000
 
@@ -158,7 +154,7 @@ class SnapshotWriter:
             mid = message.info.id
             known = self._written.get(mid)
             if known is None or known[0] is not message:  # views are cached until changed
-                data = _pack(encode_message(message))
+                data = _pack(encode_chunk(message))
                 self.store.put_snapshot(self.session_id, message_snapshot_name(mid), seq, data)
                 known = self._written[mid] = (message, seq, _digest(data))
             refs.append((mid, known[1], known[2]))
@@ -221,10 +217,16 @@ def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProject
         if found is not None and found[0] == version and (
                 not digest or _digest(found[1]) == digest):
             try:
-                raw = decode_message(_unpack(found[1]), rename)
-                if raw["info"]["id"] == mid:
-                    return raw
-            except (msgspec.DecodeError, zlib.error, LookupError, TypeError):
+                data = _unpack(found[1])
+                if is_chunk(data):  # format 3: the view itself
+                    view = decode_chunk(data, rename)
+                    if view.info.id == mid:
+                        return view
+                else:  # format 2 (the previous release): the JSON view as a map
+                    raw = decode_message(data, rename)
+                    if raw["info"]["id"] == mid:
+                        return raw
+            except (msgspec.DecodeError, zlib.error, LookupError, TypeError, StaleChunk):
                 pass
         if not digest:  # a version 1 index cannot tell a stale chunk from a good one
             raise LookupError(f"snapshot chunk {mid}@{version} is missing from {owner}")

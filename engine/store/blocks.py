@@ -37,7 +37,7 @@ import msgspec
 from engine.codec import canonical, from_stored, upcasting_active, upgrade
 from engine.errors import EventDecodeError
 from engine.events import SCHEMA_VERSION, AnyEvent, Event
-from engine.store import packed
+from engine.store import packed, packed_range
 from engine.store.chain import HASH_BYTES
 from engine.store.runs import Run
 
@@ -314,8 +314,8 @@ def decode_runs_range(body: bytes, lo: int, hi: int, session_id: str = "") -> li
             lo, hi = max(lo, 0), min(hi, head.n)
             if lo >= hi:
                 return []
-            items = packed.unpack_runs_range(_payload(body), session_id, head.first,
-                                             head.first + lo, head.first + hi - 1)
+            items = packed_range.unpack_runs_range(_payload(body), session_id, head.first,
+                                                   head.first + lo, head.first + hi - 1)
             if not items or items[-1].seq != head.first + hi - 1:
                 raise EventDecodeError(f"the block holds fewer events than its header's "
                                        f"{head.n}")

@@ -400,47 +400,18 @@ def unpack_runs(data: bytes | bytearray | memoryview, session_id: str,
         return _decoded(_open(raw), session_id, first_seq, runs=False)
 
 
-def unpack_runs_range(data: bytes | bytearray | memoryview, session_id: str,
-                      first_seq: int, lo: int, hi: int) -> list[AnyEvent | Run]:
-    """Seqs ``lo..hi`` (inclusive) of a payload as :func:`unpack_runs` gives them, for a
-    partial read (``at(seq)``'s tail): runs are cut at ``lo`` and ``hi``. The events
-    before ``lo`` are walked, not built (ids are predicted from the payload's start),
-    and those after ``hi`` are not looked at."""
-    raw = bytes(data)
-    cut = (max(lo - first_seq, 0), max(hi - first_seq + 1, 0))
-    try:
-        return _decoded(_open(raw), session_id, first_seq, runs=True, cut=cut)
-    except _NotRuns:
-        return _decoded(_open(raw), session_id, first_seq, runs=False, cut=cut)
-
-
 class _NotRuns(Exception):
     """The payload cannot be read in runs (its events still can, one by one)."""
 
 
-def _cut_spans(spans: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
-    """``spans`` split at index ``lo`` and ending before index ``hi``: a stretch of a
-    run is a run."""
-    out: list[tuple[int, int]] = []
-    for i, n in spans:
-        end = min(i + n, hi)
-        if i >= end:
-            break
-        if i < lo < end:
-            out.append((i, lo - i))
-            i = lo
-        out.append((i, end - i))
-    return out
-
-
 def _decoded(block: _Block, session_id: str, first_seq: int, *, runs: bool,
-             cut: tuple[int, int] | None = None) -> list[Any]:
+             cut: tuple[int, int] | None = None, start: _State | None = None) -> list[Any]:
     table = _kind_table(block)
     try:
         spans = _run_spans(block, table, None if cut is None else cut[1]) if runs else []
         if cut is not None:
-            spans = _cut_spans(spans, *cut)
-        return _rows(block, table, session_id, first_seq, spans, cut)
+            spans = cut_spans(spans, *cut)
+        return _rows(block, table, session_id, first_seq, spans, cut, start)
     except (EventDecodeError, _NotRuns):
         raise
     except _DAMAGE as exc:
@@ -651,11 +622,35 @@ def _advance_ids(state: tuple[int, int, int, int], t: int,
     return ms, cnt, lo, hi, moved
 
 
-def _rows(block: _Block, table: list[_Entry], session_id: str, first_seq: int,
-          spans: list[tuple[int, int]], cut: tuple[int, int] | None = None) -> list[Any]:
+def cut_spans(spans: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    """``spans`` split at index ``lo`` and ending before index ``hi``: a stretch of a
+    run is a run."""
+    out: list[tuple[int, int]] = []
+    for i, n in spans:
+        end = min(i + n, hi)
+        if i >= end:
+            break
+        if i < lo < end:
+            out += [(i, lo - i), (lo, end - lo)]
+        else:
+            out.append((i, end - i))
+    return out
+
+
+# What the row loop carries from one event to the next: time, the id generator's
+# (ms, cnt, lo, hi), the message and part ids in force and whether each was named.
+_State = tuple[int, int, int, int, int, str, str, bool, bool]
+_COLD: Final[_State] = (0, -1, 0, 0, 0, "", "", False, False)
+
+
+def _rows(block: _Block, table: list[_Entry], session_id: str,  # noqa: PLR0917
+          first_seq: int, spans: list[tuple[int, int]], cut: tuple[int, int] | None = None,
+          start: _State | None = None) -> list[Any]:
     """The payload's events (those with index ``cut[0]..cut[1]-1`` when given); the
     stretches named by ``spans`` (see :func:`_run_spans`) as one :class:`Run` each.
-    Fills the block's body maps in place: once per decode."""
+    ``start``: the state before the first event, when the payload is the rest of a
+    longer one (``engine.store.packed_range``). Fills the block's body maps in place:
+    once per decode."""
     refs = block.refs
     ids = iter(block.ids)
     actors = iter(block.actors)
@@ -668,15 +663,11 @@ def _rows(block: _Block, table: list[_Entry], session_id: str, first_seq: int,
     convert = msgspec.convert
     out: list[Any] = []
     append = out.append
-    t = 0
-    ms = -1
-    cnt = lo = hi = 0
+    t, ms, cnt, lo, hi, msg, part, have_msg, have_part = start or _COLD
     head_key = tail_key = -1
     head = tail = ""
     seq = first_seq - 1
-    msg = part = ""
-    have_msg = have_part = False
-    have = 0  # 2: a message and a part id to repeat, 1: a message id, 0: neither
+    have = 2 if have_msg and have_part else 1 if have_msg else 0  # ids to repeat
     times = block.times
     # Each run as (its first seq, count), then one that is never reached.
     next_run = iter([*((first_seq + i, n) for i, n in spans), (-1, 0)]).__next__
