@@ -22,6 +22,7 @@ import attrs
 import msgspec
 
 from engine.events import Event
+from engine.store import blocks
 from engine.store.base import Store
 from projections import views as v
 from projections.bulk import read_bulk
@@ -282,13 +283,21 @@ class Snapshotter:
 
 
 def write_snapshots(store: Store, session_id: str, *, every: int = DEFAULT_EVERY) -> int:
-    """Fold a stored session and snapshot it every K events. Returns how many were written."""
+    """Fold a stored session and snapshot it every K events; below the block size
+    (``engine.store.blocks.BLOCK_MAX``) also at the end of each sealed block, where
+    the store has them. Returns how many were written.
+
+    An ``at(seq)`` decodes each sealed block its tail touches; with a snapshot at
+    every block's end, no tail crosses into a second one."""
     proj = WithPartsProjection(session_id)
     writer = SnapshotWriter(store, session_id)
+    sealed_ends = getattr(store, "sealed_ends", None)
+    ends = (set(sealed_ends(session_id))
+            if sealed_ends is not None and every < blocks.BLOCK_MAX else set())
     written = 0
     for e in store.read(session_id):
         proj.apply(e)
-        if e.seq % every == 0:
+        if e.seq % every == 0 or e.seq in ends:
             writer.write(proj)
             written += 1
     return written

@@ -87,6 +87,17 @@ class BlockReader(Store):
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
         return chain.from_iterable(self._own_blocks(session_id, first, last, blocks.decode))
 
+    def sealed_ends(self, session_id: str) -> list[int]:
+        """The last seq of each sealed block that reads of the session decode (through
+        its fork lineage), in order: a read of a range decodes each sealed block it
+        touches, so a range that does not cross one of these costs one block."""
+        ends: list[int] = []
+        for sid, limit in self.lineage(session_id):
+            top = self.SEQ_MAX if limit is None else limit
+            ends += [last for _, last, body in self._block_rows(self._sid(sid), 1, top)
+                     if last <= top and blocks.is_sealed(body)]
+        return ends
+
     def read_runs(self, session_id: str, first: int = 1,
                   last: int | None = None) -> Iterator[AnyEvent | Run]:
         """:meth:`read`, for a bulk replay: in each packed block read whole, every

@@ -33,6 +33,7 @@ flavour (:func:`pack_json`) is one JSON object with the same columns, named.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from itertools import islice
@@ -559,6 +560,13 @@ _BREAK: Final = re.compile(rb"[^\x00]\x00*")  # an event that starts a stretch, 
 _RUN_START: Final = MSG_NEW | PART_NEW  # the flags a run's first event may carry
 
 
+@functools.lru_cache(maxsize=64)
+def _not_run_table(run_codes: bytes) -> bytes:
+    """A translation of codes to 0 for the run kinds' codes, 1 for any other (a payload's
+    kind table rarely differs from the last ones': built once per table, not per block)."""
+    return bytes(0 if i in run_codes else 1 for i in range(256))
+
+
 def _run_spans(block: _Block, table: list[_Entry], stop: int | None = None
                ) -> list[tuple[int, int]]:
     """(index, count) of the runs of a payload, in order: consecutive events of one
@@ -575,7 +583,7 @@ def _run_spans(block: _Block, table: list[_Entry], stop: int | None = None
     if not n or not run_codes:
         return []
     # Not a run kind: 1; a run kind: 0 (codes index ``table``; others fail later, in _rows).
-    other = codes.translate(bytes(0 if i in run_codes else 1 for i in range(256)))
+    other = codes.translate(_not_run_table(run_codes))
     big = int.from_bytes
     changed = big(codes, "big") ^ big(bytes((codes[0] ^ 1,)) + codes[:-1], "big")
     breaks = (changed | big(flags, "big") | big(other, "big")).to_bytes(n, "big")
