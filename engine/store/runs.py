@@ -9,8 +9,9 @@ delta, and reaches the same state; one that does not reads events
 (``Store.read``).
 
 A run never spans stored blocks, so it is never longer than ``BLOCK_MAX``. A
-read that ends inside a block decodes that block event by event, so a run
-never goes past the last seq asked for (``at(seq)`` stays exact).
+read that starts or ends inside a block cuts its runs there
+(``engine.store.packed_range``), so a run never goes past the seqs asked for
+(``at(seq)`` stays exact).
 """
 
 from __future__ import annotations
