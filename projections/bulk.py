@@ -16,11 +16,13 @@ from engine.store.runs import Run
 
 
 def read_bulk(store: Store, session_id: str, first: int = 1,
-              last: int | None = None) -> Iterator[Event | Run]:
+              last: int | None = None, *, ids: bool = True) -> Iterator[Event | Run]:
     """Events ``first..last`` of the session (through its fork lineage), with runs of
-    deltas as :class:`Run` where the store reads them in bulk."""
+    deltas as :class:`Run` where the store reads them in bulk. ``ids=False``: the
+    fold never reads an event's id, so the store may leave them out (``""``)."""
     read_runs = getattr(store, "read_runs", None)
     if read_runs is None:
         return iter(store.read(session_id, first, last))
-    runs: Iterator[Event | Run] = read_runs(session_id, first, last)
+    runs: Iterator[Event | Run] = (read_runs(session_id, first, last) if ids
+                                   else read_runs(session_id, first, last, ids=False))
     return runs

@@ -280,8 +280,9 @@ class WithPartsProjection:
     def replay(cls, store: Store, session_id: str, last: int | None = None
                ) -> WithPartsProjection:
         """The projection of the stored session's events 1..last (all when None), by a
-        bulk read where the store offers one (:func:`projections.bulk.read_bulk`)."""
-        return cls(session_id).apply_all(read_bulk(store, session_id, 1, last))
+        bulk read where the store offers one (:func:`projections.bulk.read_bulk`). The
+        fold reads no event id, so the store need not make them."""
+        return cls(session_id).apply_all(read_bulk(store, session_id, 1, last, ids=False))
 
     __call__ = apply  # usable directly as a Session subscriber
 

@@ -98,22 +98,25 @@ class BlockReader(Store):
                      if last <= top and blocks.is_sealed(body)]
         return ends
 
-    def read_runs(self, session_id: str, first: int = 1,
-                  last: int | None = None) -> Iterator[AnyEvent | Run]:
+    def read_runs(self, session_id: str, first: int = 1, last: int | None = None, *,
+                  ids: bool = True) -> Iterator[AnyEvent | Run]:
         """:meth:`read`, for a bulk replay: in each packed block read whole, every
         stretch of deltas to one part comes as one :class:`Run` (``engine.store.runs``)
-        instead of its events. A block cut by ``first`` or ``last`` comes as events,
-        so no run goes past ``last``."""
-        return chain.from_iterable(self._lineage_runs(session_id, first, last))
+        instead of its events. A block cut by ``first`` or ``last`` is read in runs too,
+        cut at both ends, so no run goes past ``last``. ``ids=False`` is for a fold that never reads an
+        event's id: events of a packed block read whole then come with ``id == ""``
+        (no id is predicted or formatted)."""
+        return chain.from_iterable(self._lineage_runs(session_id, first, last, ids))
 
-    def _lineage_runs(self, session_id: str, first: int, last: int | None
+    def _lineage_runs(self, session_id: str, first: int, last: int | None, ids: bool
                       ) -> Iterator[Sequence[AnyEvent | Run]]:
         start = first
         end = last if last is not None else 1 << 62
+        whole = blocks.decode_runs if ids else _decode_runs_without_ids
         for sid, limit in self.lineage(session_id):
             stop = end if limit is None else min(limit, end)
             if start <= stop:
-                yield from self._own_blocks(sid, start, stop, blocks.decode_runs,
+                yield from self._own_blocks(sid, start, stop, whole,
                                             blocks.decode_runs_range)
             if limit is not None:
                 start = max(start, limit + 1)
@@ -235,6 +238,10 @@ class BlockReader(Store):
         if found is None:
             raise StoreError(f"seq {seq - 1} of session {session_id} is not stored")
         return found
+
+
+def _decode_runs_without_ids(body: bytes, session_id: str) -> list[AnyEvent | Run]:
+    return blocks.decode_runs(body, session_id, ids=False)
 
 
 def _stored(first: int, canon: list[bytes], hashes: list[bytes] | None) -> Iterator[Stored]:

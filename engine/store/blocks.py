@@ -281,10 +281,12 @@ def decode(body: bytes, session_id: str = "") -> list[AnyEvent]:
     return _decode_evolving(events)
 
 
-def decode_runs(body: bytes, session_id: str = "") -> list[AnyEvent | Run]:
+def decode_runs(body: bytes, session_id: str = "", *, ids: bool = True
+                ) -> list[AnyEvent | Run]:
     """The block's events as :func:`decode` gives them, except that in a packed sealed
     block each stretch of deltas to one part is one :class:`Run` (a bulk replay:
-    ``BlockReader.read_runs``). Every other block format, or an upcasting catalog,
+    ``BlockReader.read_runs``); with ``ids=False`` its events may come without their
+    ids (``packed.unpack_runs``). Every other block format, or an upcasting catalog,
     gives events only."""
     if body[:1] == _SEALED and not upcasting_active():
         try:
@@ -292,7 +294,7 @@ def decode_runs(body: bytes, session_id: str = "") -> list[AnyEvent | Run]:
         except ValueError as exc:
             raise EventDecodeError(f"unreadable block: {exc}") from None
         if head.kind == KIND_PACKED:
-            items = packed.unpack_runs(_payload(body), session_id, head.first)
+            items = packed.unpack_runs(_payload(body), session_id, head.first, ids=ids)
             end = items[-1].seq if items else head.first - 1
             if end != head.first + head.n - 1:
                 raise EventDecodeError(f"the block holds {end - head.first + 1} events, "

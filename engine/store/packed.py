@@ -389,13 +389,18 @@ def _cached(raw: bytes, session_id: str, first_seq: int, *, json: bool) -> list[
 
 
 def unpack_runs(data: bytes | bytearray | memoryview, session_id: str,
-                first_seq: int) -> list[AnyEvent | Run]:
+                first_seq: int, *, ids: bool = True) -> list[AnyEvent | Run]:
     """The events of a :func:`pack` payload, numbered from ``first_seq``, with each
     stretch of consecutive deltas of one kind to one part (``engine.store.runs``)
     given as one :class:`Run`: no event object, no id text, one string join. Every
-    other event is exactly what :func:`unpack` gives."""
+    other event is exactly what :func:`unpack` gives, but that with ``ids=False``
+    (for a fold that never reads an event's id) an event may come without its id
+    (``""``): none is predicted or formatted, a stored one is only checked. Either
+    way it refuses exactly what :func:`unpack` refuses."""
     raw = bytes(data)
     try:
+        if not ids:
+            return _bulk(_open(raw), session_id, first_seq)
         return _decoded(_open(raw), session_id, first_seq, runs=True)
     except _NotRuns:  # a delta body that is not a string, or huge time jumps: event by event
         return _decoded(_open(raw), session_id, first_seq, runs=False)
@@ -455,7 +460,7 @@ def _open_json(raw: bytes) -> _Block:
 def _checked(block: _Block) -> _Block:
     if len(block.codes) != len(block.flags) or len(block.codes) != len(block.times):
         raise EventDecodeError("packed block: columns of different lengths")
-    if block.flags and max(block.flags) > _ALL_FLAGS:
+    if not block.flags.isascii():  # _ALL_FLAGS is 127: a flag byte of 128 or more is not one
         raise EventDecodeError(f"packed block: unknown flags {max(block.flags):#x}")
     return block
 
@@ -560,41 +565,58 @@ _BREAK: Final = re.compile(rb"[^\x00]\x00*")  # an event that starts a stretch, 
 _RUN_START: Final = MSG_NEW | PART_NEW  # the flags a run's first event may carry
 
 
-@functools.lru_cache(maxsize=64)
-def _not_run_table(run_codes: bytes) -> bytes:
-    """A translation of codes to 0 for the run kinds' codes, 1 for any other (a payload's
+def _run_spans(block: _Block, table: list[_Entry], stop: int | None = None
+               ) -> list[tuple[int, int]]:
+    """(index, count) of the runs of a payload's first ``stop`` events (all of them by
+    default), in order: consecutive events of one run kind (``RUN_KINDS``) whose flags
+    are all 0 but for the first, which may name a new message and part. See
+    :func:`_stretches`."""
+    codes, flags = block.codes[:stop], block.flags[:stop]
+    run_codes = _run_codes(table)
+    if not codes or not run_codes:
+        return []
+    other = codes.translate(_other_table(run_codes))
+    spans: list[tuple[int, int]] = []
+    a = 0
+    for size in _stretches(codes, flags, run_codes):
+        b = a + size
+        head = a
+        if other[a] or flags[a] & ~_RUN_START:
+            head += 1  # read as an event; what follows it (if anything) is a run
+        if b > head:
+            spans.append((head, b - head))
+        a = b
+    return spans
+
+
+def _run_codes(table: list[_Entry]) -> bytes:
+    """The local codes of a payload's kinds whose consecutive events form runs."""
+    return bytes(i for i, (make, shape, _, kind) in enumerate(table)
+                 if kind.cls in RUN_KINDS and make is not None and shape == 2)
+
+
+@functools.lru_cache(maxsize=256)
+def _other_table(run_codes: bytes) -> bytes:
+    """A ``bytes.translate`` table: 0 for a run code, 1 for any other byte (a payload's
     kind table rarely differs from the last ones': built once per table, not per block)."""
     return bytes(0 if i in run_codes else 1 for i in range(256))
 
 
-def _run_spans(block: _Block, table: list[_Entry], stop: int | None = None
-               ) -> list[tuple[int, int]]:
-    """(index, count) of the runs of a payload, in order: consecutive events of one
-    run kind (``RUN_KINDS``) whose flags are all 0 but for the first, which may name
-    a new message and part.
+def _stretches(codes: bytes, flags: bytes, run_codes: bytes) -> list[int]:
+    """The lengths of a payload's stretches, in order (they add up to its events).
 
+    A stretch is an event that starts one, then the events that continue its run:
+    of the same run kind (``run_codes``), with no flag. So an event of any other
+    kind is a stretch of 1, and a stretch's events after its first are a run.
     Found without a loop per event: a byte per event, 0 where the event continues
-    its predecessor's run (the same run kind, no flag), is made with big-integer
-    arithmetic over the columns, then one regex match per stretch."""
-    codes, flags = block.codes[:stop], block.flags[:stop]  # (the first ``stop`` events)
+    its predecessor's run, is made with big-integer arithmetic over the columns;
+    a regex splits it at each other byte (``codes`` must not be empty)."""
     n = len(codes)
-    run_codes = bytes(i for i, (make, shape, _, kind) in enumerate(table)
-                      if kind.cls in RUN_KINDS and make is not None and shape == 2)
-    if not n or not run_codes:
-        return []
-    # Not a run kind: 1; a run kind: 0 (codes index ``table``; others fail later, in _rows).
-    other = codes.translate(_not_run_table(run_codes))
+    other = codes.translate(_other_table(run_codes))
     big = int.from_bytes
     changed = big(codes, "big") ^ big(bytes((codes[0] ^ 1,)) + codes[:-1], "big")
     breaks = (changed | big(flags, "big") | big(other, "big")).to_bytes(n, "big")
-    spans: list[tuple[int, int]] = []
-    for m in _BREAK.finditer(breaks):
-        a, b = m.span()
-        if other[a] or flags[a] & ~_RUN_START:
-            a += 1  # read as an event; what follows it (if anything) is a run
-        if b > a:
-            spans.append((a, b - a))
-    return spans
+    return list(map(len, _BREAK.findall(breaks)))
 
 
 def _advance_ids(state: tuple[int, int, int, int], t: int,
@@ -808,11 +830,182 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,  # noqa: PLR0917
     for rest in (ids, actors, refidx, vs, bodies) if whole else ():
         if next(rest, _END) is not _END:
             raise EventDecodeError("packed block: more column values than events")
-    if times and (len(times) + 1) * max(*times, -min(times)) >= 1 << 63:
+    if times and _far(times):
         if spans:
             raise _NotRuns  # a run keeps only its last time: check each event's
         _check_times(out)  # big jumps: some sum may leave what msgpack can hold
     return out
+
+
+def _far(times: list[int]) -> bool:
+    """Whether some sum of the time steps may leave a signed 64-bit int."""
+    hi, lo = max(times), min(times)
+    return (len(times) + 1) * max(hi, -lo) >= 1 << 63
+
+
+def _bulk(block: _Block, session_id: str, first_seq: int) -> list[Any]:
+    """:func:`_rows` over :func:`_run_spans` for a reader that needs no event ids: the
+    same items and the same refusals, but a loop per stretch (:func:`_stretches`)
+    instead of per event, and no id generator at all. The columns are indexed, not
+    iterated, so a run takes its bodies as one slice."""
+    try:
+        table = _kind_table(block)
+        codes, flags, times = block.codes, block.flags, block.times
+        if not codes:
+            _all_read(block, 0, 0, 0, 0, 0)
+            return []
+        if _far(times):
+            raise _NotRuns  # a run keeps only its last time: check each event's
+        run_codes = _run_codes(table)
+        joins = [i in run_codes for i in range(len(table))]
+        return _bulk_rows(block, table, joins, _stretches(codes, flags, run_codes),
+                          session_id, first_seq)
+    except (EventDecodeError, _NotRuns):
+        raise
+    except _DAMAGE as exc:
+        raise EventDecodeError(f"packed block: {type(exc).__name__}: {exc}") from None
+
+
+def _bulk_rows(block: _Block, table: list[_Entry], joins: list[bool],  # noqa: PLR0917
+               stretches: list[int], session_id: str, first_seq: int) -> list[Any]:
+    """The loop of :func:`_bulk`: each check of :func:`_rows`, in the same terms (the
+    tests hold the two to the same items and the same refusals)."""
+    codes, flags, times, refs = block.codes, block.flags, block.times, block.refs
+    ids, actors, refidx, vs, bodies = block.ids, block.actors, block.refidx, block.vs, \
+        block.bodies
+    ii = ai = ri = vi = bi = 0  # the next unread value of each column
+    envelope = _ENVELOPE
+    convert = msgspec.convert
+    join = "".join
+    out: list[Any] = []
+    append = out.append
+    t = 0
+    i = 0  # the index of the stretch's first event
+    seq = first_seq  # its seq
+    msg = part = ""
+    have_msg = have_part = False
+    have = 0  # 2: a message and a part id to repeat, 1: a message id, 0: neither
+    for stretch in stretches:
+        size = stretch
+        code = codes[i]
+        f = flags[i]
+        make, shape, default_actor, kind = table[code]
+        if f & ~_RUN_START or not joins[code]:
+            # -- one event (a stretch's first that cannot start a run)
+            dt = times[i]
+            t = dt if f & TIME_ABS else t + dt
+            if f:
+                if f & ACTOR_STORED:
+                    actor = actors[ai]
+                    ai += 1
+                else:
+                    actor = default_actor
+                if f & MSG_NEW:
+                    msg = refs[refidx[ri]]
+                    ri += 1
+                    have_msg = True
+                if f & PART_NEW:
+                    part = refs[refidx[ri]]
+                    ri += 1
+                    have_part = True
+                if f & V_STORED:
+                    v = vs[vi]
+                    vi += 1
+                else:
+                    v = 1
+                if f & NO_BODY:
+                    body = None
+                else:
+                    body = bodies[bi]
+                    bi += 1
+                if f & (MSG_NEW | PART_NEW):
+                    have = 2 if have_msg and have_part else 1 if have_msg else 0
+                    if shape > have or (f & PART_NEW and shape < 2) or (f & MSG_NEW and not shape):
+                        _check_refs(kind, f, have_msg, have_part, seq)
+                elif shape > have:
+                    _check_refs(kind, f, have_msg, have_part, seq)
+                if f & ID_STORED:
+                    _id_text(ids[ii])  # checked as a read with ids checks it
+                    ii += 1
+            else:
+                actor = default_actor
+                v = 1
+                body = bodies[bi]
+                bi += 1
+                if shape > have:
+                    _check_refs(kind, f, have_msg, have_part, seq)
+            if make is not None and type(body) is str:
+                if shape == 2:
+                    append(make("", session_id, seq, t, actor, v, msg, part, body))
+                elif shape == 1:
+                    append(make("", session_id, seq, t, actor, v, msg, body))
+                else:
+                    append(make("", session_id, seq, t, actor, v, body))
+            else:
+                if type(body) is not dict:
+                    body = _body_map(kind, body)
+                # As in _rows: a body never holds an envelope field. The type and the
+                # id are left out (the typed conversion needs neither), v when it is 1.
+                if not envelope.isdisjoint(body):
+                    raise EventDecodeError(f"packed block: envelope field in a {kind.tag} body")
+                body["session_id"] = session_id
+                body["seq"] = seq
+                body["time"] = t
+                body["actor"] = actor
+                if v != 1:
+                    body["v"] = v
+                if shape:
+                    body["message_id"] = msg
+                    if shape == 2:
+                        body["part_id"] = part
+                try:
+                    append(convert(body, kind.cls, strict=True))
+                except msgspec.ValidationError as exc:
+                    raise EventDecodeError(f"packed block: {exc}") from None
+            i += 1
+            seq += 1
+            size -= 1
+            if not size:
+                continue
+            f = 0  # the rest of the stretch: a run, no flags
+        # -- a run of ``size`` events from i; its first may name a new message and part
+        if f:
+            if f & MSG_NEW:
+                msg = refs[refidx[ri]]
+                ri += 1
+                have_msg = True
+            if f & PART_NEW:
+                part = refs[refidx[ri]]
+                ri += 1
+                have_part = True
+            have = 2 if have_msg and have_part else 1 if have_msg else 0
+        if have < 2:
+            _check_refs(kind, f, have_msg, have_part, seq)
+        end = bi + size
+        chunk = bodies[bi:end]
+        if len(chunk) < size:
+            raise EventDecodeError("packed block: fewer bodies than events")
+        bi = end
+        try:
+            text = join(chunk)
+        except TypeError:
+            raise _NotRuns from None
+        end = i + size
+        t += sum(times[i:end])
+        last = seq + size - 1
+        append(Run(kind.cls, msg, part, text, seq, last, t))
+        i = end
+        seq = last + 1
+    _all_read(block, ii, ai, ri, vi, bi)
+    return out
+
+
+def _all_read(block: _Block, ids: int, actors: int, refidx: int, vs: int,  # noqa: PLR0917
+              bodies: int) -> None:
+    if (ids, actors, refidx, vs, bodies) != (len(block.ids), len(block.actors),
+                                             len(block.refidx), len(block.vs),
+                                             len(block.bodies)):
+        raise EventDecodeError("packed block: more column values than events")
 
 
 def _check_times(events: list[AnyEvent]) -> None:
