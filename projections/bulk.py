@@ -8,7 +8,10 @@ joins (``WithPartsProjection`` does); a fold that does not reads ``store.read``.
 
 from __future__ import annotations
 
+import gc
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 from engine.events import Event
 from engine.store.base import Store
@@ -26,3 +29,36 @@ def read_bulk(store: Store, session_id: str, first: int = 1,
     runs: Iterator[Event | Run] = (read_runs(session_id, first, last) if ids
                                    else read_runs(session_id, first, last, ids=False))
     return runs
+
+
+# How many bulk replays have the collector paused, and whether it was on before the
+# first of them (the last one to finish turns it back on only then).
+_paused = [0, False]
+_pause_lock = threading.Lock()
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a fold builds its state, and back
+    as it was on every way out (nested and concurrent uses included).
+
+    A fold's state is only ever added to while it replays: a collection then frees
+    nothing of it, but each full one walks all of it (at a million events, a state of
+    85 MB and about 0.1 s per walk, its objects scattered through memory). With the
+    collector off, the young collections that are due run after the replay (the
+    objects made meanwhile are counted all the same), and no full one runs over a
+    half-built state. The collector is process-wide: another thread's cyclic garbage
+    also waits for the end of the replay, and a thread that turns the collector off
+    meanwhile has it turned back on then."""
+    with _pause_lock:
+        if not _paused[0]:
+            _paused[1] = gc.isenabled()
+            gc.disable()
+        _paused[0] += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _paused[0] -= 1
+            if not _paused[0] and _paused[1]:
+                gc.enable()

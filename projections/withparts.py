@@ -20,7 +20,7 @@ from engine.events import Event
 from engine.store.base import Store
 from engine.store.runs import Run
 from projections import views as v
-from projections.bulk import read_bulk
+from projections.bulk import collector_paused, read_bulk
 from projections.dispatch import bind, event_fold, fold_all, handles, unhandled
 from projections.json import converter
 
@@ -281,8 +281,10 @@ class WithPartsProjection:
                ) -> WithPartsProjection:
         """The projection of the stored session's events 1..last (all when None), by a
         bulk read where the store offers one (:func:`projections.bulk.read_bulk`). The
-        fold reads no event id, so the store need not make them."""
-        return cls(session_id).apply_all(read_bulk(store, session_id, 1, last, ids=False))
+        fold reads no event id, so the store need not make them; the garbage collector
+        waits while the state is built (:func:`projections.bulk.collector_paused`)."""
+        with collector_paused():
+            return cls(session_id).apply_all(read_bulk(store, session_id, 1, last, ids=False))
 
     __call__ = apply  # usable directly as a Session subscriber
 

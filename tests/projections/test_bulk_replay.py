@@ -5,18 +5,24 @@ seq, for stores holding only a prefix, and through a fork."""
 
 from __future__ import annotations
 
+import gc
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.workload import START_MS, Workload
+from engine.errors import StoreError
 from engine.session import Session, StepClock
 from engine.store import MemoryStore, SQLiteStore
+from engine.store.base import Store
 from engine.store.runs import Run
-from projections.bulk import read_bulk
+from projections.bulk import collector_paused, read_bulk
 from projections.timetravel import Timeline, at
 from projections.withparts import WithPartsProjection
 
@@ -83,3 +89,53 @@ def test_a_store_without_bulk_reads_gives_events() -> None:
     assert items == list(store.read(session.id))
     assert state(WithPartsProjection.replay(store, session.id)) == state(
         WithPartsProjection(session.id).apply_all(items))
+
+
+class _Watched:
+    """A store whose bulk read notes whether the collector runs meanwhile, and can fail."""
+
+    def __init__(self, store: SQLiteStore, fail: bool = False) -> None:
+        self.store, self.fail = store, fail
+        self.seen: list[bool] = []
+
+    def read(self, session_id: str, first: int = 1, last: int | None = None) -> Any:
+        return self.store.read(session_id, first, last)
+
+    def read_runs(self, session_id: str, first: int = 1, last: int | None = None, *,
+                  ids: bool = True) -> Iterator[Any]:
+        for item in self.store.read_runs(session_id, first, last, ids=ids):
+            self.seen.append(gc.isenabled())
+            yield item
+        if self.fail:
+            raise StoreError("the disk went away")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_pauses_for_a_bulk_replay_and_comes_back_as_it_was(
+        tmp_path: Path, enabled: bool) -> None:
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    session = Session.create(store, clock=StepClock(START_MS))
+    Workload(session, seed=2).run(300)
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        watched = _Watched(store)
+        replayed = WithPartsProjection.replay(cast(Store, watched), session.id)
+        assert watched.seen
+        assert not any(watched.seen)
+        assert gc.isenabled() is enabled
+        assert state(replayed) == per_event(store, session.id)
+        failing = _Watched(store, fail=True)
+        with pytest.raises(StoreError):
+            WithPartsProjection.replay(cast(Store, failing), session.id)
+        assert failing.seen
+        assert not any(failing.seen)
+        assert gc.isenabled() is enabled  # back on the way out of a failure too
+        with collector_paused():  # nested: only the outermost turns it back
+            with collector_paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    store.close()
