@@ -942,7 +942,9 @@ def _bulk_rows(block: _Block, table: list[_Entry], joins: list[bool],  # noqa: P
                 else:
                     append(make("", session_id, seq, t, actor, v, body))
             else:
-                if type(body) is not dict:
+                if body is None:  # all defaults (NO_BODY)
+                    body = {}
+                elif type(body) is not dict:
                     body = _body_map(kind, body)
                 # As in _rows: a body never holds an envelope field. The type and the
                 # id are left out (the typed conversion needs neither), v when it is 1.
