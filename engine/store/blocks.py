@@ -195,9 +195,14 @@ def _sealed_events(body: bytes, session_id: str) -> list[AnyEvent] | None:
     return events
 
 
+# zlib's first output buffer for a sealed payload: a packed block of BLOCK_MAX streamed
+# events is about 25 KiB, so the default (16 KiB) is grown and copied for most.
+_PAYLOAD_BUFFER = 1 << 16
+
+
 def _payload(body: bytes) -> bytes:
     try:
-        return zlib.decompress(memoryview(body)[_PAYLOAD_AT:])
+        return zlib.decompress(memoryview(body)[_PAYLOAD_AT:], bufsize=_PAYLOAD_BUFFER)
     except zlib.error as exc:
         raise EventDecodeError(f"unreadable block: {exc}") from None
 
