@@ -52,6 +52,28 @@ def _merge_provider(old: dict[str, Any] | None, new: dict[str, Any] | None
     return out
 
 
+def _evolver(cls: type[Any], changed: tuple[str, ...]) -> Callable[..., Any]:
+    """``attrs.evolve(o, **dict(zip(changed, values)))`` as ``f(o, *values)``, without its
+    walk over the fields on every call (a replay completes every message). The source
+    is built once from the class's own fields, never from data."""
+    fields = [a for a in attrs.fields(cls) if a.init]
+    unknown = set(changed) - {a.name for a in fields}
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no fields {sorted(unknown)}")
+    args = ", ".join(f"{a.alias}={a.name if a.name in changed else 'o.' + a.name}"
+                     for a in fields)
+    src = f"def evolve(o, {', '.join(changed)}):\n    return cls({args})\n"
+    scope: dict[str, Any] = {"cls": cls}
+    exec(compile(src, f"<evolve {cls.__name__}>", "exec"), scope)
+    fn: Callable[..., Any] = scope["evolve"]
+    return fn
+
+
+_complete_assistant = _evolver(v.AssistantInfo,
+                               ("time", "cost", "tokens", "finish", "error", "metadata"))
+_complete_user = _evolver(v.UserInfo, ("time", "metadata"))
+
+
 class _Msg:
     """A message in one of three forms: live records, a frozen view, or raw snapshot data
     (a dict, or a ``(load, message id, ref)`` tuple whose call returns the dict or the
@@ -100,6 +122,45 @@ class _Part:
     def build(self) -> v.Part:
         assert self.view is not None
         return self.view
+
+
+class _Static(_Part):
+    """A part whose view never changes, made from its event when first read (a replay
+    adds many that nobody reads before the next event)."""
+
+    __slots__ = ("event", "sid")
+
+    def __init__(self, msg: _Msg, sid: str, event: Any) -> None:
+        super().__init__(msg, None)
+        self.sid = sid
+        self.event = event
+
+    def build(self) -> v.Part:
+        view = self.view
+        if view is None:
+            view = self.view = _static_view(self.sid, self.event)
+            self.event = None
+        return view
+
+
+def _static_view(sid: str, e: Any) -> v.Part:
+    mid, pid = e.message_id, e.part_id
+    if isinstance(e, ev.StepStarted):
+        return v.StepStartPart(pid, sid, mid, e.snapshot)
+    if isinstance(e, ev.StepFinished):
+        return v.StepFinishPart(pid, sid, mid, e.reason, e.cost, e.tokens, e.snapshot)
+    if isinstance(e, ev.SnapshotAdded):
+        return v.SnapshotPart(pid, sid, mid, e.snapshot)
+    if isinstance(e, ev.PatchAdded):
+        return v.PatchPart(pid, sid, mid, e.hash, list(e.files))
+    if isinstance(e, ev.AgentAdded):
+        return v.AgentPart(pid, sid, mid, e.name, e.source)
+    if isinstance(e, ev.SubtaskAdded):
+        return v.SubtaskPart(pid, sid, mid, e.prompt, e.description, e.agent, e.model,
+                             e.command)
+    if isinstance(e, ev.RetryAdded):
+        return v.RetryPart(pid, sid, mid, e.attempt, e.error, v.RetryTime(e.time))
+    return v.CompactionPart(pid, sid, mid, e.auto, e.overflow)
 
 
 class _Stream(_Part):
@@ -311,12 +372,10 @@ class WithPartsProjection:
         info = msg.info
         time = v.MessageTime(info.time.created, e.time)
         if isinstance(info, v.AssistantInfo):
-            msg.info = attrs.evolve(info, time=time, cost=e.cost, tokens=e.tokens or _NO_TOKENS,
-                                    finish=e.finish, error=e.error,
-                                    metadata=_merge_provider(info.metadata, e.metadata))
+            msg.info = _complete_assistant(info, time, e.cost, e.tokens or _NO_TOKENS, e.finish,
+                                           e.error, _merge_provider(info.metadata, e.metadata))
         else:
-            msg.info = attrs.evolve(info, time=time,
-                                    metadata=_merge_provider(info.metadata, e.metadata))
+            msg.info = _complete_user(info, time, _merge_provider(info.metadata, e.metadata))
         msg.view = None
 
     def _add(self, e: ev.PartEvent, part: _Part) -> None:
@@ -387,26 +446,7 @@ class WithPartsProjection:
     @handles(ev.StepStarted, ev.StepFinished, ev.SnapshotAdded, ev.PatchAdded, ev.AgentAdded,
               ev.SubtaskAdded, ev.RetryAdded, ev.CompactionAdded)
     def _static(self, e: Any) -> None:
-        sid, mid, pid = self.session_id, e.message_id, e.part_id
-        view: v.Part
-        if isinstance(e, ev.StepStarted):
-            view = v.StepStartPart(pid, sid, mid, e.snapshot)
-        elif isinstance(e, ev.StepFinished):
-            view = v.StepFinishPart(pid, sid, mid, e.reason, e.cost, e.tokens, e.snapshot)
-        elif isinstance(e, ev.SnapshotAdded):
-            view = v.SnapshotPart(pid, sid, mid, e.snapshot)
-        elif isinstance(e, ev.PatchAdded):
-            view = v.PatchPart(pid, sid, mid, e.hash, list(e.files))
-        elif isinstance(e, ev.AgentAdded):
-            view = v.AgentPart(pid, sid, mid, e.name, e.source)
-        elif isinstance(e, ev.SubtaskAdded):
-            view = v.SubtaskPart(pid, sid, mid, e.prompt, e.description, e.agent,
-                                 e.model, e.command)
-        elif isinstance(e, ev.RetryAdded):
-            view = v.RetryPart(pid, sid, mid, e.attempt, e.error, v.RetryTime(e.time))
-        else:
-            view = v.CompactionPart(pid, sid, mid, e.auto, e.overflow)
-        self._add(e, _Part(self._live(mid), view))
+        self._add(e, _Static(self._live(e.message_id), self.session_id, e))
 
     # ------------------------------------------------------------------ tools
 
