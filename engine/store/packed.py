@@ -849,21 +849,37 @@ def _bulk(block: _Block, session_id: str, first_seq: int) -> list[Any]:
     instead of per event, and no id generator at all. The columns are indexed, not
     iterated, so a run takes its bodies as one slice."""
     try:
-        table = _kind_table(block)
+        table, run_codes, joins = _bulk_table(block)
         codes, flags, times = block.codes, block.flags, block.times
         if not codes:
             _all_read(block, 0, 0, 0, 0, 0)
             return []
         if _far(times):
             raise _NotRuns  # a run keeps only its last time: check each event's
-        run_codes = _run_codes(table)
-        joins = [i in run_codes for i in range(len(table))]
         return _bulk_rows(block, table, joins, _stretches(codes, flags, run_codes),
                           session_id, first_seq)
     except (EventDecodeError, _NotRuns):
         raise
     except _DAMAGE as exc:
         raise EventDecodeError(f"packed block: {type(exc).__name__}: {exc}") from None
+
+
+# Kind tables by the kinds column that names them: a session's blocks mostly share one.
+# Only tables that were built are kept (an unknown or reshaped kind raises each time).
+_TABLES: dict[tuple[KindRow, ...], tuple[list[_Entry], bytes, list[bool]]] = {}
+
+
+def _bulk_table(block: _Block) -> tuple[list[_Entry], bytes, list[bool]]:
+    """:func:`_kind_table` of the block, its run codes, and per code whether it joins runs."""
+    key = tuple(block.kinds)
+    found = _TABLES.get(key)
+    if found is None:
+        table = _kind_table(block)
+        run_codes = _run_codes(table)
+        if len(_TABLES) >= 256:
+            _TABLES.clear()
+        found = _TABLES[key] = (table, run_codes, [i in run_codes for i in range(len(table))])
+    return found
 
 
 def _bulk_rows(block: _Block, table: list[_Entry], joins: list[bool],  # noqa: PLR0917
