@@ -102,10 +102,10 @@ class BlockReader(Store):
                   ids: bool = True) -> Iterator[AnyEvent | Run]:
         """:meth:`read`, for a bulk replay: in each packed block read whole, every
         stretch of deltas to one part comes as one :class:`Run` (``engine.store.runs``)
-        instead of its events. A block cut by ``first`` or ``last`` is read in runs too,
-        cut at both ends, so no run goes past ``last``. ``ids=False`` is for a fold that never reads an
-        event's id: events of a packed block read whole then come with ``id == ""``
-        (no id is predicted or formatted)."""
+        instead of its events. A block cut by ``first`` or ``last`` is read in runs
+        too, cut at both ends, so no run goes past ``last``. ``ids=False`` is for a fold
+        that never reads an event's id: events of a packed block read whole then come
+        with ``id == ""`` (no id is predicted or formatted)."""
         return chain.from_iterable(self._lineage_runs(session_id, first, last, ids))
 
     def _lineage_runs(self, session_id: str, first: int, last: int | None, ids: bool

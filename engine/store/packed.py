@@ -43,6 +43,7 @@ import msgspec
 
 from engine.errors import EventDecodeError
 from engine.events import EVENT_BY_TAG, EVENT_TYPES, AnyEvent, Event, tag_of
+from engine.store.freeform import free_fields, keys_are_strings
 from engine.store.runs import RUN_KINDS, Run
 
 FORMAT: Final = 1
@@ -115,7 +116,8 @@ _any_dec = msgspec.msgpack.Decoder()
 class _Kind:
     """What the codec knows about one event class (derived from the catalog)."""
 
-    __slots__ = ("bare", "cls", "default_actor", "has_msg", "has_part", "make", "shape", "tag")
+    __slots__ = ("bare", "cls", "default_actor", "free", "has_msg", "has_part", "make", "shape",
+                 "tag")
 
     def __init__(self, cls: type[Event]) -> None:
         self.cls = cls
@@ -131,6 +133,7 @@ class _Kind:
             bare = body[0].name
         self.bare = bare
         self.make = _maker(cls, bare) if bare else None
+        self.free = free_fields(cls)
 
 
 def _maker(cls: type[Event], bare: str) -> Callable[..., Event]:
@@ -823,6 +826,9 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,  # noqa: PLR0917
                 body["part_id"] = part
         if len(body) != size + 7 + shape:
             raise EventDecodeError(f"packed block: envelope field in a {kind.tag} body")
+        if kind.free and not keys_are_strings(body, kind.free):
+            raise EventDecodeError(f"packed block: a map key that is not a string in a "
+                                   f"{kind.tag} body")
         try:
             append(convert(body, kind.cls, strict=True))
         except msgspec.ValidationError as exc:
@@ -976,6 +982,9 @@ def _bulk_rows(block: _Block, table: list[_Entry], joins: list[bool],  # noqa: P
                     body["message_id"] = msg
                     if shape == 2:
                         body["part_id"] = part
+                if kind.free and not keys_are_strings(body, kind.free):
+                    raise EventDecodeError(f"packed block: a map key that is not a string in a "
+                                           f"{kind.tag} body")
                 try:
                     append(convert(body, kind.cls, strict=True))
                 except msgspec.ValidationError as exc:

@@ -413,3 +413,18 @@ def test_references_and_envelopes_are_checked_alike_in_bulk(case: int) -> None:
     for ids in (True, False):
         with pytest.raises(EventDecodeError):
             packed.unpack_runs(data, "s", 1, ids=ids)
+
+
+def test_a_map_key_that_is_no_string_is_refused_as_damage() -> None:
+    """Found by the damaged-payload fuzz: a flipped byte turned a nested key's header
+    into an integer, and the event decoded although no canonical bytes exist for it."""
+    e = ev.SessionImported(format="f", source="s", original_id="o",
+                           metadata={"k": [{"": None}]}, id="x", session_id="s", seq=1,
+                           time=1, actor="system")
+    blob = packed.pack([e], "s", 1)
+    i = blob.index(b"\x81\xa0\xc0")  # the map {"": None}
+    bad = blob[:i + 1] + b"\xe0" + blob[i + 2:]  # its key: the integer -32
+    packed._last.clear()
+    with pytest.raises(EventDecodeError, match="not a string"):
+        packed.unpack(bad, "s", 1)
+    _decodes_or_refuses(bad)

@@ -1,0 +1,52 @@
+"""Free-form event fields (typed ``Any`` somewhere inside: metadata, tool input) and
+the one rule msgspec's typed decoding cannot check in them: every map key a string.
+
+The canonical bytes that the hash chain covers are only defined for string keys (the
+encoder sorts them), and the door refuses anything else, so no stored event holds
+another key. Damaged msgpack can still decode to one (a flipped byte turns a key's
+header into an integer); a read must refuse it as it refuses any other damage, not
+hand on an event that no store could have written."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import msgspec
+
+from engine.events import Event
+
+_CONTAINERS = (dict, list)
+
+
+@functools.cache
+def free_fields(cls: type[Event]) -> tuple[str, ...]:
+    """The names of ``cls``'s fields whose type holds ``Any`` (derived from the catalog)."""
+    info = msgspec.inspect.type_info(cls)
+    assert isinstance(info, msgspec.inspect.StructType)
+    return tuple(f.name for f in info.fields if _holds_any(f.type))
+
+
+def _holds_any(t: msgspec.inspect.Type) -> bool:
+    if isinstance(t, msgspec.inspect.AnyType):
+        return True
+    inner = [getattr(t, a) for a in ("item_type", "key_type", "value_type") if hasattr(t, a)]
+    inner += list(getattr(t, "types", ())) + list(getattr(t, "item_types", ()))
+    return any(_holds_any(x) for x in inner)
+
+
+def keys_are_strings(body: dict[str, Any], names: tuple[str, ...]) -> bool:
+    """Whether every map inside ``body``'s fields ``names`` has string keys only (a
+    loop with a stack: damaged bytes may nest deeper than Python's recursion)."""
+    stack: list[Any] = [v for v in map(body.get, names) if type(v) in _CONTAINERS]
+    while stack:
+        value = stack.pop()
+        if type(value) is dict:
+            for k, x in value.items():
+                if type(k) is not str:
+                    return False
+                if type(x) in _CONTAINERS:
+                    stack.append(x)
+        else:
+            stack.extend(x for x in value if type(x) in _CONTAINERS)
+    return True
