@@ -12,12 +12,13 @@ mutation is journaled so a rejected batch rolls back whole.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
 
 import msgspec
 
 from engine import events as ev
 from engine.conversation import ConversationLife
-from engine.decider import Journal, Row, same_payload
+from engine.decider import _MISSING, ABSENT, Journal, Row, same_payload
 from engine.events import Event
 from engine.mailbox import MailboxLife
 from engine.messages import (
@@ -27,6 +28,7 @@ from engine.messages import (
     PART_TABLE,
     RULES,
     TARGET_KINDS,
+    UNSETTLED,
     MessageLife,
     Messages,
     PartLife,
@@ -54,6 +56,53 @@ def _self_loops() -> dict[type[Event], tuple[frozenset[str], frozenset[str]]]:
                 and cls not in RULES and cls not in EVOLVES):
             out[cls] = (TARGET_KINDS[cls], frozenset(r.source for r in rows))
     return out
+
+
+class _Create(NamedTuple):
+    """How a part-creating event folds: read off its table row (absent -> target)."""
+
+    kind: str
+    target: str
+    unsettled: bool  # the new part is unsettled (its message cannot complete yet)
+    rules: tuple[Any, ...]
+    evolves: tuple[Any, ...]
+    row: Row
+
+
+class _Move(NamedTuple):
+    """How a part event moves an existing part: its rows by source state."""
+
+    kinds: frozenset[str]
+    by_state: dict[str, tuple[Row, bool, bool]]  # row, state changes, part settles
+    rules: tuple[Any, ...]
+    evolves: tuple[Any, ...]
+
+
+def _part_steps() -> tuple[dict[type[Event], _Create], dict[type[Event], _Move]]:
+    """The part events besides the deltas that :meth:`Lifecycle.apply_batch` folds
+    inline: those that create a part, and those that move one along a row without a
+    ``kinds`` condition (a block's ``part.ended``, a tool's start). Read off the same
+    tables the full check reads; an event outside them (kinds conditions, late events)
+    takes the full check. The rules run as the full check runs them, after the row."""
+    creates: dict[type[Event], _Create] = {}
+    moves: dict[type[Event], _Move] = {}
+    for cls, table in PART_TABLE.items():
+        if cls not in NEEDS_OPEN_MESSAGE or cls in _SELF_LOOP:
+            continue
+        rows = [r for r in table.rows if r.event is cls]
+        if any(r.kinds is not None for r in rows):
+            continue
+        rules, evolves = RULES.get(cls, ()), EVOLVES.get(cls, ())
+        if cls in PART_KIND:
+            [row] = rows  # a creating event has one row, from absent
+            assert row.source == ABSENT
+            creates[cls] = _Create(PART_KIND[cls], row.target, row.target in UNSETTLED,
+                                   rules, evolves, row)
+        elif cls in TARGET_KINDS:
+            moves[cls] = _Move(TARGET_KINDS[cls], {
+                r.source: (r, r.target != r.source, r.target not in UNSETTLED)
+                for r in rows}, rules, evolves)
+    return creates, moves
 
 
 class Lifecycle:
@@ -153,12 +202,23 @@ class Lifecycle:
     def apply_batch(self, events: Sequence[Event]) -> list[Event]:
         """:meth:`apply` each event in order (inside a batch: between ``begin`` and
         ``commit``); the accepted ones, each with the seq after the version before
-        it. Deltas are decided inline, as :meth:`apply` decides them."""
+        it. Deltas, and the part events that create a part or move it along a plain
+        row (a block's start and end), are decided and folded inline from the same
+        tables :meth:`apply` reads, with the same journal entries; anything they do
+        not cover (a missing message or part, a state without a row, a repeat) goes
+        through :meth:`apply`, which decides it and raises the precise error."""
         accepted: list[Event] = []
         append = accepted.append
         messages = self.messages
-        # A subclass that overrides apply (a test's recorder) sees every event.
-        loops = _SELF_LOOP if self.__class__.apply is Lifecycle.apply else {}
+        journal = self._journal
+        # A subclass that overrides apply (a test's recorder) sees every event; outside
+        # a batch (no journal) nothing is decided inline.
+        inline = self.__class__.apply is Lifecycle.apply and journal.undo is not None
+        undo = journal.undo if journal.undo is not None else []
+        loops = _SELF_LOOP if inline else {}
+        creates = _CREATES if inline else {}
+        moves = _MOVES if inline else {}
+        decider = self.message_decider
         # The last delta's (rule, message, part) that passed: a delta changes no state,
         # so the next of the same rule on the very same part objects passes too.
         passed_loop: object = None
@@ -168,7 +228,8 @@ class Lifecycle:
             e = planned
             if e.seq != self.version + 1:
                 e = msgspec.structs.replace(e, seq=self.version + 1)
-            loop = loops.get(e.__class__)
+            cls = e.__class__
+            loop = loops.get(cls)
             if loop is not None:
                 mid, pid = e.message_id, e.part_id  # type: ignore[attr-defined]
                 if pid is passed_pid and mid is passed_mid and loop is passed_loop:
@@ -185,6 +246,49 @@ class Lifecycle:
                         passed_loop, passed_mid, passed_pid = loop, mid, pid
                         continue
             passed_loop = None  # anything else may change what a delta needs
+            create = creates.get(cls)
+            if create is not None:
+                msg = messages.get(e.message_id)  # type: ignore[attr-defined]
+                pid = e.part_id  # type: ignore[attr-defined]
+                if msg is not None and msg.state == "open" and pid not in msg.parts:
+                    for rule in create.rules:
+                        rule(decider, e)
+                    self.version = e.seq
+                    # Journal.put, inlined: the part was absent.
+                    undo.append((msg.parts, pid, _MISSING))
+                    msg.parts[pid] = PartLife(create.kind, create.target, e)
+                    if create.unsettled:
+                        undo.append((msg.unsettled, pid, _MISSING))
+                        msg.unsettled[pid] = e.seq
+                    for step in create.evolves:
+                        step(journal, decider, e, create.row)
+                    append(e)
+                    continue
+            else:
+                move = moves.get(cls)
+                if move is not None:
+                    msg = messages.get(e.message_id)  # type: ignore[attr-defined]
+                    if msg is not None and msg.state == "open":
+                        pid = e.part_id  # type: ignore[attr-defined]
+                        part = msg.parts.get(pid)
+                        if part is not None and part.kind in move.kinds:
+                            way = move.by_state.get(part.state)
+                            if way is not None:
+                                row, changes, settles = way
+                                for rule in move.rules:
+                                    rule(decider, e)
+                                self.version = e.seq
+                                if changes:  # Journal.set twice and pop_ranked, inlined
+                                    undo.append((part, "state", part.state))
+                                    undo.append((part, "entered", part.entered))
+                                    part.state = row.target
+                                    part.entered = e
+                                    if settles:
+                                        journal.pop_ranked(msg.unsettled, pid)
+                                for step in move.evolves:
+                                    step(journal, decider, e, row)
+                                append(e)
+                                continue
             if self.apply(e):
                 append(e)
         return accepted
@@ -204,3 +308,4 @@ class Lifecycle:
 
 
 _SELF_LOOP: dict[type[Event], tuple[frozenset[str], frozenset[str]]] = _self_loops()
+_CREATES, _MOVES = _part_steps()

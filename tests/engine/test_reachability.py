@@ -206,9 +206,12 @@ class Recorder:
             rollback(lc)
             recorder.pending = [p for p in recorder.pending if p[0] is not lc]
 
-        # Every move goes through evolve: the delta fast path is checked on its own
-        # against the full check (tests/test_transitions.py).
+        # Every move goes through evolve: the delta fast path and apply_batch's inline
+        # part steps are checked on their own against the full check
+        # (tests/engine/test_transitions.py, tests/engine/test_apply_batch.py).
         monkeypatch.setattr(lifecycle, "_SELF_LOOP", {})
+        monkeypatch.setattr(lifecycle, "_CREATES", {})
+        monkeypatch.setattr(lifecycle, "_MOVES", {})
         monkeypatch.setattr(Lifecycle, "evolve", recording_evolve)
         monkeypatch.setattr(Lifecycle, "commit", recording_commit)
         monkeypatch.setattr(Lifecycle, "rollback", recording_rollback)
