@@ -73,13 +73,26 @@ def part_id(now_ms: int | None = None) -> str:
 
 
 def _base32_26(value: int) -> str:
-    """The low 130 bits of ``value`` as 26 Crockford digits, most significant first."""
+    """The low 130 bits of ``value`` as 26 Crockford digits, most significant first.
+
+    The top ten digits (the millisecond time, for a part id) are formatted once per
+    distinct value and kept: consecutive ids share them, so an id costs 8 lookups."""
+    top = value >> 80 & _TOP50
+    head = _HEAD[0]
+    if head[0] != top:
+        p = _PAIRS
+        head = _HEAD[0] = (top, p[top >> 40 & 1023] + p[top >> 30 & 1023] + p[top >> 20 & 1023]
+                        + p[top >> 10 & 1023] + p[top & 1023])
     p = _PAIRS
-    return (p[value >> 120 & 1023] + p[value >> 110 & 1023] + p[value >> 100 & 1023]
-            + p[value >> 90 & 1023] + p[value >> 80 & 1023] + p[value >> 70 & 1023]
-            + p[value >> 60 & 1023] + p[value >> 50 & 1023] + p[value >> 40 & 1023]
-            + p[value >> 30 & 1023] + p[value >> 20 & 1023] + p[value >> 10 & 1023]
-            + p[value & 1023])
+    return (head[1] + p[value >> 70 & 1023] + p[value >> 60 & 1023] + p[value >> 50 & 1023]
+            + p[value >> 40 & 1023] + p[value >> 30 & 1023] + p[value >> 20 & 1023]
+            + p[value >> 10 & 1023] + p[value & 1023])
+
+
+_TOP50 = (1 << 50) - 1
+# (top 50 bits, their ten digits) of the last value _base32_26 formatted: one tuple,
+# replaced whole, so a reader on another thread sees a matching pair.
+_HEAD: list[tuple[int, str]] = [(-1, "")]
 
 
 def is_uuid(value: str) -> bool:

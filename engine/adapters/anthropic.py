@@ -71,12 +71,17 @@ from engine.adapters.ingest import (
     StreamOrderError,
     UnexpectedDelta,
 )
+from engine.ids import part_id
 from engine.session import Session
 
 __all__ = ["AnthropicIngest", "ingest_anthropic"]
 
 _TextDelta = ev.TextDelta
 _ToolInputDelta = ev.ToolInputDelta
+_TextAdded = ev.TextAdded
+_ToolAdded = ev.ToolAdded
+_PartEnded = ev.PartEnded
+_PLAIN_TEXT_KEYS = frozenset({"type", "text"})  # a text block without citations
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _TOOL_KEYS = frozenset({"type", "id", "name", "input"})
 # Usage fields a message_delta sets only when present (the SDK keeps the start's otherwise).
@@ -175,12 +180,57 @@ class AnthropicIngest(StreamIngest):
             else:
                 raise UnexpectedDelta(f"unknown delta type {dtype!r}")
         elif kind == "content_block_start":
-            self._require_open()
-            self._block_start(data["index"], data["content_block"])
+            if not self.started or self.stopped:
+                self._require_open()  # raises
+            index = data["index"]
+            start = data["content_block"]
+            btype = start.get("type")
+            # The common blocks, opened inline: a text block without citations, a client
+            # tool call without input or extra fields. What _block_start does for them,
+            # but no pre-check (_emit): every field is a str known to encode (the message
+            # id was checked with the message's start, the part id is made here, the
+            # provider's strings are ASCII) and the rest are defaults, so the check
+            # could only pass. Anything else (a repeated index, an odd value, coalescing)
+            # takes _block_start, which decides and raises.
+            if btype == "text" and self.direct_deltas and start.keys() <= _PLAIN_TEXT_KEYS:
+                text = start.get("text") or ""
+                if text.__class__ is str and text.isascii() and index not in self.blocks:
+                    mid = self.message_id
+                    pid = part_id()
+                    self.blocks[index] = Block(TEXT, mid, pid)
+                    self._queue.append(_TextAdded(message_id=mid, part_id=pid, text=text))
+                    return
+            elif (btype == "tool_use" and self.direct_deltas and start.keys() <= _TOOL_KEYS
+                  and not start.get("input")):
+                call_id, name = start["id"], start["name"]
+                if (call_id.__class__ is str and name.__class__ is str and call_id.isascii()
+                        and name.isascii() and index not in self.blocks):
+                    mid = self.message_id
+                    pid = part_id()
+                    tool = Block(TOOL, mid, pid, raw=[],
+                                 data={"call_id": call_id, "name": name, "server": False})
+                    self.blocks[index] = tool
+                    self._tools.append(tool)
+                    self._queue.append(_ToolAdded(message_id=mid, part_id=pid,
+                                                  call_id=call_id, tool=name,
+                                                  input=tool.start_input))
+                    return
+            self._block_start(index, start)
         elif kind == "content_block_stop":
-            self._require_open()
-            block = self._block(data.get("index"))
-            self._close(block, self._end_metadata(block), data)
+            if not self.started or self.stopped:
+                self._require_open()  # raises
+            index = data.get("index")
+            block = self.blocks.get(index)
+            if block is None or not block.open:
+                block = self._block(index)  # raises, naming the index
+            if block.kind == TEXT and not block.data and self.direct_deltas:
+                # _close of a text block without citations, inlined: an end without
+                # metadata (every field a str known to encode: no pre-check).
+                block.open = False
+                self._queue.append(_PartEnded(message_id=self.message_id,
+                                              part_id=block.part_id))
+            else:
+                self._close(block, self._end_metadata(block), data)
         elif kind == "message_delta":
             self._require_open()
             delta = data.get("delta") or {}
