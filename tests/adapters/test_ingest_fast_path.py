@@ -120,3 +120,95 @@ def test_the_fast_path_records_what_the_general_path_records(data: st.DataObject
     assert fast == general
     if how in ("valid", "odd values"):
         assert fast[0], "a whole stream records at least its start"
+
+
+# Block starts as the inline paths see them: plain ones (taken inline) and their near
+# misses (non-ASCII or lone-surrogate strings, a wrong type, an input, an extra field,
+# citations), which _block_start decides.
+_TEXT_STARTS = st.sampled_from(["", "ab", "é", "\ud800", None, 5])
+_IDS = st.sampled_from(["toolu_{}", "toolu_{}", "", "tóolu_{}", "\ud800{}", 7])
+_NAMES = st.sampled_from(["read", "read", "", "é", None, ["x"]])
+_INPUTS = st.sampled_from([{}, {}, None, [], {"a": "b"}, {"n": 10**30}])
+
+
+@st.composite
+def _short_block(draw: st.DrawFn, index: int) -> list[JSON]:
+    """One short block's events at ``index``: text, tool call or thinking (signed)."""
+    kind = draw(st.sampled_from(["text", "text", "tool", "tool", "thinking"]))
+    out: list[JSON] = []
+
+    def delta(d: JSON) -> None:
+        out.append({"type": "content_block_delta", "index": index, "delta": d})
+
+    if kind == "text":
+        block: JSON = {"type": "text", "text": draw(_TEXT_STARTS)}
+        if draw(st.integers(0, 5)) == 0:
+            block["citations"] = None
+        out.append({"type": "content_block_start", "index": index, "content_block": block})
+        for piece in draw(st.lists(st.sampled_from(["ab", "日本", "", "\ud800"]),
+                                   max_size=3)):
+            delta({"type": "text_delta", "text": piece})
+    elif kind == "tool":
+        call = draw(_IDS)
+        block = {"type": "tool_use", "id": call.format(index) if isinstance(call, str)
+                 else call, "name": draw(_NAMES), "input": draw(_INPUTS)}
+        if draw(st.integers(0, 5)) == 0:
+            block["caller"] = {"type": "direct"}
+        if draw(st.integers(0, 5)) == 0:
+            del block["input"]
+        out.append({"type": "content_block_start", "index": index, "content_block": block})
+        raw = draw(st.sampled_from(['{"path": "a.py"}', "", '{"a": [1, 2]}', '{"cut": "',
+                                    "[1]"]))
+        for piece in ([raw[i:i + 4] for i in range(0, len(raw), 4)] if raw else []):
+            delta({"type": "input_json_delta", "partial_json": piece})
+    else:
+        out.append({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
+        delta({"type": "thinking_delta", "thinking": draw(st.sampled_from(["hm", "é", ""]))})
+        for sig in draw(st.lists(st.sampled_from(["c2ln", "Zz=="]), max_size=2)):
+            delta({"type": "signature_delta", "signature": sig})
+    out.append({"type": "content_block_stop", "index": index})
+    return out
+
+
+@st.composite
+def _interleaved_short_blocks(draw: st.DrawFn) -> list[JSON]:
+    """A stream of short blocks whose events interleave (each block's own order kept),
+    sometimes with a provider error in the middle, sometimes cut by a token limit."""
+    blocks = [draw(_short_block(i)) for i in range(draw(st.integers(1, 6)))]
+    merged: list[JSON] = []
+    while any(blocks):
+        merged.append(draw(st.sampled_from([b for b in blocks if b])).pop(0))
+    if draw(st.integers(0, 3)) == 0:
+        merged.insert(draw(st.integers(0, len(merged))), {
+            "type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    reason = draw(st.sampled_from(["tool_use", "end_turn", "max_tokens"]))
+    return [{"type": "message_start", "message": {
+        "id": "msg_short", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 3, "output_tokens": 1}}},
+        *merged,
+        {"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": None},
+         "usage": {"output_tokens": 9}},
+        {"type": "message_stop"}]
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_short_blocks_inline_record_what_the_general_path_records(data: st.DataObject
+                                                                  ) -> None:
+    """The inline block starts and ends (text without citations, plain tool calls)
+    against _block_start/_close, the lifecycle's inline part steps against the full
+    check, on interleaved short blocks with near-miss values, provider errors, token
+    limits, damage and cancels at any point, at any batch size."""
+    stream = data.draw(_interleaved_short_blocks())
+    how = data.draw(st.sampled_from(["as drawn", "damaged", "cancelled"]))
+    if how == "damaged":
+        stream = data.draw(broken(stream))
+    cancel_at = (data.draw(st.integers(0, len(stream))) if how == "cancelled" else None)
+    batch = data.draw(st.sampled_from([1, 2, 3, 64]))
+    fast = _run(stream, batch, cancel_at, fast=True)
+    with mock.patch.dict(door._FAST, clear=True):
+        general = _run(stream, batch, cancel_at, fast=False)
+    assert fast == general
