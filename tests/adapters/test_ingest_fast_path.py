@@ -128,7 +128,7 @@ def test_the_fast_path_records_what_the_general_path_records(data: st.DataObject
 _TEXT_STARTS = st.sampled_from(["", "ab", "é", "\ud800", None, 5])
 _IDS = st.sampled_from(["toolu_{}", "toolu_{}", "", "tóolu_{}", "\ud800{}", 7])
 _NAMES = st.sampled_from(["read", "read", "", "é", None, ["x"]])
-_INPUTS = st.sampled_from([{}, {}, None, [], {"a": "b"}, {"n": 10**30}])
+_INPUTS: st.SearchStrategy[Any] = st.sampled_from([{}, {}, None, [], {"a": "b"}, {"n": 10**30}])
 
 
 @st.composite
