@@ -352,6 +352,12 @@ class Store(abc.ABC):
     def _head(self, session_id: str) -> tuple[int, bytes]:
         """(own version, hash of the last own event) as the store's session record says."""
 
+    # True where the head record is written in the same transaction as the events it
+    # counts (the SQL stores, whose reads stop at it): a head behind the log then hides
+    # stored events and is damage. JSONL writes its head file after the lines, so a
+    # crash in between leaves a head behind, and its reads follow the lines anyway.
+    _head_with_events = False
+
     def _recorded_head(self, session_id: str) -> tuple[int, bytes] | None:
         """The head as recorded apart from the events (verify compares the log to it)."""
         return self._head(session_id)

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from engine.errors import UnknownSession
+from engine.errors import CorruptLog, UnknownSession
 from engine.store import blocks
 from engine.store.base import SessionInfo
 from engine.store.blockread import BlockReader, Range
@@ -103,6 +103,7 @@ class SQLRecorder(BlockReader):
 
     _sql: Statements
     _lock: threading.RLock
+    _head_with_events = True  # the session row is updated in the append's transaction
 
     @abc.abstractmethod
     def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
@@ -120,7 +121,9 @@ class SQLRecorder(BlockReader):
 
     def _query_name(self, sid: int) -> str:
         rows = self._rows(self._sql.name, (sid,))
-        assert rows, f"no session row for key {sid}"
+        if not rows:  # a block or range names a session key no session row has
+            raise CorruptLog("*", 0, f"stored events name session key {sid}, which no "
+                                     "session row has")
         return str(rows[0][0])
 
     def session_info(self, session_id: str) -> SessionInfo:

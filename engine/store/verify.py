@@ -402,6 +402,14 @@ class _Walk:
                                                     "cut")
             if version == seq and version and head != prev:
                 return Problem(session_id, seq, "the last hash differs from the recorded head")
+            # (A fork without own events records version 0: its head is the fork point.)
+            version = max(version, self.own_first - 1)
+            if version < seq and self.store._head_with_events:
+                # Reads stop at the recorded version: the events after it are stored but
+                # hidden, and the next append would reuse their seqs.
+                return Problem(session_id, version + 1,
+                               f"the log continues to seq {seq} but the session head records "
+                               f"version {version}: the events after it are hidden from reads")
         self.report.heads[session_id] = (seq, prev.hex())
         return None
 
