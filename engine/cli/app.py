@@ -122,11 +122,15 @@ def exit_for(exc: ConvlogError) -> ExitCode:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser(all_commands())
     try:
+        # Loading the commands imports most of convlog: Ctrl-C here is one line too.
+        parser = build_parser(all_commands())
         args = parser.parse_args(argv)
     except SystemExit as done:  # --help, --version, or a usage error already printed
         return done.code if isinstance(done.code, int) else exits.USAGE.code
+    except KeyboardInterrupt:
+        print("convlog: interrupted", file=sys.stderr)
+        return exits.INTERRUPTED.code
     # A path argument that is not UTF-8 prints back as the bytes it was (as a C locale
     # would), instead of failing a strict stdout after the work was done.
     reconfigure = getattr(sys.stdout, "reconfigure", None)
@@ -152,9 +156,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name}: the store's data is damaged: {type(exc).__name__}: "
               f"{one_line(str(exc))} (run `convlog verify`)", file=sys.stderr)
         return exits.CORRUPT.code
-    except Exception as exc:  # a bug: still one line, the traceback only when asked for
+    except Exception as exc:  # a bug, unless the store is damaged: still one line
         if args.verbose or args.log_level == "debug":
             traceback.print_exc()
+        damage = damage_behind(args)
+        if damage is not None:
+            print(f"{name}: the store's data is damaged: {one_line(damage)} "
+                  f"({type(exc).__name__} while reading; run `convlog verify`)",
+                  file=sys.stderr)
+            return exits.CORRUPT.code
         print(f"{name}: internal error: {type(exc).__name__}: {one_line(str(exc))} "
               "(run with -v for the traceback)", file=sys.stderr)
         return exits.INTERNAL.code
+
+
+# Commands that may fail holding a write window open: a second handle could wait on
+# their own lock. Their failures stay exit 1.
+_BULK_WRITERS = frozenset({"append", "demo", "import", "mailbox", "mcp", "serve"})
+
+
+def damage_behind(args: argparse.Namespace) -> str | None:
+    """What ``verify`` finds wrong with the command's store, or None (sound, or no store).
+
+    Reads fold stored events without re-checking them (verify's job), so a damaged log
+    can make a fold fail in ways no typed error names. Asked only after such a
+    failure: the engine's verdict decides between damage (exit 4) and a bug (exit 1).
+    """
+    url = getattr(args, "store", None)
+    if not isinstance(url, str) or args._command.name in _BULK_WRITERS:
+        return None
+    from engine.store import open_store  # noqa: PLC0415 - only on this error path
+    from engine.store.verify import verify  # noqa: PLC0415
+
+    try:
+        store = open_store(url, key_file=getattr(args, "key_file", None), create=False)
+    except ConvlogError as exc:
+        return str(exc) if isinstance(exc, (CorruptLog, StoreUnreadable)) else None
+    try:
+        report = verify(store)
+    except ConvlogError:
+        return None  # a keyed store without its key: no verdict
+    finally:
+        store.close()
+    return None if report.first is None else f"FAILED at {report.first}"

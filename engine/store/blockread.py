@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
 from typing import ClassVar, TypeVar
 
-from engine.errors import StoreError, UnknownSession
+from engine.errors import CorruptLog, StoreError, UnknownSession
 from engine.events import AnyEvent
 from engine.store import blocks
 from engine.store.base import Record, Span, Store, Stored
@@ -132,6 +132,9 @@ class BlockReader(Store):
         for first_seq, last_seq, body in self._block_rows(self._sid(session_id), first, last):
             if last_seq < first:
                 continue  # already read, before a merge replaced its block
+            if first_seq > first:  # a block is missing: never fold past the hole
+                raise CorruptLog(session_id, first, f"seq {first} is missing (the next "
+                                 f"stored block starts at seq {first_seq})")
             if first <= first_seq and last_seq <= last:
                 yield whole(body, session_id)  # whole blocks: one call each
             else:  # decode only the events asked for
@@ -162,7 +165,8 @@ class BlockReader(Store):
                     if hit is None or not hit[0] <= s < hit[0] + len(hit[1]):
                         blk = next(self._blocks(sid, s, s), None)
                         if blk is None:
-                            raise StoreError(f"position {position + i} has no stored event")
+                            raise CorruptLog(self._name(sid), s, f"position {position + i} "
+                                             "has no stored event")
                         hit = cache[sid] = (blk[0], blocks.decode(blk[1], self._name(sid)))
                     yield Record(position + i, hit[1][s - hit[0]])
                     after = position + i
