@@ -224,8 +224,17 @@ def _check_jsonl_txn(url: str, path: Path) -> None:
         raise StoreUnreadable(f"{url}: {path} is not a valid record of the last write")
 
 
+# What a JSONL store's creation writes before its convlog.json is in place: a writer
+# killed then leaves only these, and the next one starts the store afresh.
+_CREATION_LEFTOVERS = frozenset({"lock", "convlog.json.tmp"})
+
+
 def _is_empty(place: Path) -> bool:
-    return not any(place.iterdir()) if place.is_dir() else place.stat().st_size == 0
+    if not place.is_dir():
+        return place.stat().st_size == 0
+    return all(p.name in _CREATION_LEFTOVERS
+               or (p.name == "sessions" and p.is_dir() and not any(p.iterdir()))
+               for p in place.iterdir())
 
 
 def _check_place(url: str, scheme: str, path: str, *, create: bool,

@@ -373,7 +373,9 @@ class JSONLStore(Store):
             except (msgspec.DecodeError, AttributeError, ValueError) as exc:
                 raise StoreError(f"{self.url}: unreadable {path}: {exc}") from None
         else:
-            if any(p for p in self.root.iterdir() if p.name not in ("lock", "sessions")):
+            # convlog.json.tmp: a creation killed before its rename (written anew below).
+            if any(p for p in self.root.iterdir()
+                   if p.name not in ("lock", "sessions", "convlog.json.tmp")):
                 raise StoreError(f"{self.url}: {self.root} is not empty and not a convlog store")
             meta = {"format": FORMAT, "version": FORMAT_VERSION,
                     "chain": self.chain.algorithm, "key": self.chain.fingerprint()}
