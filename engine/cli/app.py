@@ -20,7 +20,7 @@ import msgspec
 
 from engine import logging as cl_logging
 from engine.cli import exits
-from engine.cli.args import store_url
+from engine.cli.args import session_id, store_url
 from engine.cli.exits import ExitCode
 from engine.cli.output import one_line, silence_stdout
 from engine.errors import (
@@ -99,10 +99,15 @@ def build_parser(commands: Sequence[Command]) -> argparse.ArgumentParser:
 def _store_paths(parser: argparse.ArgumentParser) -> None:
     """Every store argument, positional or ``--store``, of every command (plug-ins too)
     takes a bare path as well as a URL: ``convlog import x.jsonl --store my.db`` means
-    what ``convlog verify my.db`` does, instead of "unsupported store URL"."""
+    what ``convlog verify my.db`` does, instead of "unsupported store URL". Every
+    ``--session`` without a type of its own is checked as an id."""
     for action in parser._actions:
         if action.dest == "store" and action.type is None:
             action.type = store_url
+        # The one rule for --session holds in plug-ins too: a malformed id (a byte
+        # that is no character, a path separator) is exit 2, not a failure later on.
+        if action.dest == "session" and action.type is None:
+            action.type = session_id
         if isinstance(action, argparse._SubParsersAction):  # `convlog mailbox export`
             for sub in action.choices.values():
                 _store_paths(sub)
