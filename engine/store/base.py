@@ -362,6 +362,11 @@ class Store(abc.ABC):
         """The head as recorded apart from the events (verify compares the log to it)."""
         return self._head(session_id)
 
+    def _write_state_problem(self, session_id: str) -> str | None:
+        """What is wrong with the bookkeeping the next append of the session relies on
+        beyond the events and the head (SQLite's seal mark), or None."""
+        return None
+
     def _recorded_genesis(self, session_id: str) -> bytes | None:
         """Where the session's chain starts, where a store records it apart from the
         events (verify compares it to the hash the lineage reaches), else None."""

@@ -410,6 +410,9 @@ class _Walk:
                 return Problem(session_id, version + 1,
                                f"the log continues to seq {seq} but the session head records "
                                f"version {version}: the events after it are hidden from reads")
+        wrong = self.store._write_state_problem(session_id)
+        if wrong is not None:  # sound events, but the next append would damage them
+            return Problem(session_id, seq, wrong)
         self.report.heads[session_id] = (seq, prev.hex())
         return None
 

@@ -21,6 +21,7 @@ every reading command runs on it. Each must:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import shutil
 import sqlite3
@@ -34,9 +35,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.cli import EXIT_CORRUPT, EXIT_OK
+from engine.errors import CorruptLog
 from engine.session import Session, StepClock
 from engine.store import open_store
+from engine.store.blocks import SEAL_AT
 from tests.support.cli_run import Outcome, run_cli, scratch_dir
+from tests.support.crash_child import _open_text
 
 _RUNS = itertools.count()
 SEALED = 3  # first byte of a format 3 sealed block
@@ -299,3 +303,34 @@ def test_a_block_moved_to_another_session_is_exit_4_not_a_bug(
             assert outcome.code in (EXIT_OK, EXIT_CORRUPT), outcome
             codes.add(outcome.code)
     assert EXIT_CORRUPT in codes
+
+
+@pytest.mark.parametrize("delta", [-1, 1, 5, -1000, 1 << 40])
+@pytest.mark.parametrize("fork", [False, True])
+def test_a_damaged_seal_mark_is_caught_before_it_damages_the_log(
+        delta: int, fork: bool, pristine: dict[str, Any], scratch: Path) -> None:
+    """Found by probing the session rows: ``sessions.sealed`` (where the next merge into
+    sealed blocks starts) was checked by nothing, so verify passed and the next appends
+    merged the wrong rows: blocks over the parent's seqs, duplicate seqs, a ValueError.
+    Now verify names it, and an append that would merge refuses (CorruptLog) instead."""
+    db = _copy(pristine["sqlite"][0], scratch / "damaged")
+    sid = pristine["sqlite"][1][1 if fork else 0]
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("UPDATE sessions SET sealed=sealed+? WHERE id=?", (delta, sid))
+    con.close()
+    outcome = run_cli(["verify", str(db)])
+    assert outcome.code == EXIT_CORRUPT, outcome
+    assert "seal mark" in outcome.err, outcome
+    store = open_store(f"sqlite:///{db}")
+    try:
+        s = Session.open(store, sid)
+        with contextlib.suppress(CorruptLog):
+            text = _open_text(s)
+            for _ in range(2 * SEAL_AT):  # enough to reach a merge
+                s.text_delta(text, "more ")
+    finally:
+        store.close()
+    after = run_cli(["verify", str(db)])
+    # Only the mark is wrong: every event still chains (the first problem is the mark).
+    assert after.code == EXIT_CORRUPT, after
+    assert "seal mark" in after.err.splitlines()[0], after
