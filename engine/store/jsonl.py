@@ -535,11 +535,15 @@ class JSONLStore(Store):
         check_id("session", session_id)
         path = self._sessions_dir / f"{session_id}.meta.json"
         try:
-            return _meta_dec.decode(path.read_bytes())
+            m = _meta_dec.decode(path.read_bytes())
+            bytes.fromhex(m.genesis)  # every later read of it may take it as it is
+            if len(m.genesis) != 2 * HASH_BYTES or m.id != session_id:
+                raise ValueError("not this session's id and chain start")
         except FileNotFoundError:
             raise UnknownSession(session_id) from None
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, ValueError) as exc:
             raise CorruptLog(session_id, 0, f"unreadable {path.name}: {exc}") from None
+        return m
 
     def session_info(self, session_id: str) -> SessionInfo:
         info = self._metas.get(session_id)

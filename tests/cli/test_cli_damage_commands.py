@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import shutil
 import sqlite3
 import zlib
@@ -334,3 +335,28 @@ def test_a_damaged_seal_mark_is_caught_before_it_damages_the_log(
     # Only the mark is wrong: every event still chains (the first problem is the mark).
     assert after.code == EXIT_CORRUPT, after
     assert "seal mark" in after.err.splitlines()[0], after
+
+
+@pytest.mark.parametrize("edit", [
+    lambda m: {**m, "genesis": m["genesis"][:13]},
+    lambda m: {**m, "genesis": "zz" + m["genesis"][2:]},
+    lambda m: {**m, "id": m["id"][:-1] + ("0" if m["id"][-1] != "0" else "1")},
+])
+def test_a_damaged_jsonl_meta_file_is_exit_4_for_readers_and_writers(
+        edit: Any, pristine: dict[str, Any], scratch: Path) -> None:
+    """Found by the fuzz above: a meta file whose chain start was no hash made reads
+    fail with ValueError (exit 1); appends too."""
+    root = _copy(pristine["jsonl"][0], scratch / "damaged")
+    sid, fid = pristine["jsonl"][1]
+    meta = root / "sessions" / f"{fid}.meta.json"
+    meta.write_text(json.dumps(edit(json.loads(meta.read_text()))))
+    url = _url("jsonl", root)
+    started = {"type": "message.started", "role": "user",
+               "message_id": "0190a000-0000-7000-8000-00000000f001"}
+    runs = [run_cli(argv) for argv in commands(url, sid, fid).values()]
+    runs.append(run_cli(["append", url, "--session", fid],
+                        stdin=(json.dumps(started) + "\n").encode()))
+    for outcome in runs:
+        outcome.assert_clean()
+    assert runs[0].code == EXIT_CORRUPT, runs[0]  # verify
+    assert runs[-1].code == EXIT_CORRUPT, runs[-1]  # append
