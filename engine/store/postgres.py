@@ -2,21 +2,21 @@
 
 Same tables and block format as SQLite (prefixed ``convlog_``), created or
 migrated on open under an advisory lock. An append is one call of the server-side
-function ``convlog_append_v2``: it locks the session row (writers of one session
+procedure ``convlog_append_v3``: it locks the session row (writers of one session
 queue, and the head the batch was prepared against is checked exactly) and
 writes the blocks and ids. Global positions are *placed* under one advisory lock
 (``PLACE_LOCK``) that is held until the placing transaction's commit is visible:
 uncontended, the append places its own events in its transaction; when another
 placement is under way, it commits a ``convlog_pending`` row instead, without
-waiting (so durable commits of different sessions share a WAL flush), and the
-client settles it after the commit (``convlog_settle_v2``: wait for the
-placement under way, or place every pending row at once). Readers read the
-position log only, so positions stay gapless and a reader of ``position > p``
-never sees ``p + 2`` before ``p + 1``; an event can be read from its session
-(``read``) a little before it has a position. Each placement sends ``NOTIFY
-convlog`` naming each placed range and its session, which ``subscribe`` waits on
-(LISTEN) instead of polling (:mod:`engine.store.pg_notify`). Bodies and arrays
-travel in binary (:mod:`engine.store.pg_wire`).
+waiting for the lock or for a WAL flush, and then, in the same call, waits for
+the placement under way or places every pending row at once; that placement's
+flush makes the pending commit durable too. Readers read the position log only,
+so positions stay gapless and a reader of ``position > p`` never sees ``p + 2``
+before ``p + 1``; an event can be read from its session (``read``) a little
+before it has a position. Each placement sends ``NOTIFY convlog`` naming each
+placed range and its session, which ``subscribe`` waits on (LISTEN) instead of
+polling (:mod:`engine.store.pg_notify`). Bodies and arrays travel in binary
+(:mod:`engine.store.pg_wire`).
 
 Seqs and hashes are computed client-side from the session head this store object
 last saw, cached per session (after its own appends, ``create_session`` and
@@ -29,14 +29,16 @@ explicit transaction that locks the row before preparing (the shared loop,
 There is no client-side group commit for ``batched``: an acknowledged append
 must outlive the client (below).
 
-Durability: ``sync`` returns after the commits are flushed to the WAL (the
-events' and their placement's). ``batched`` sets ``synchronous_commit = off``:
-the server acknowledges before the WAL flush and its WAL writer flushes every
+Durability: ``sync`` returns after the events and their placement are flushed
+to the WAL (uncontended: one commit; contended: the placement's flush covers the
+unflushed pending commit). ``batched`` sets ``synchronous_commit = off``: the
+server acknowledges before the WAL flush and its WAL writer flushes every
 ``wal_writer_delay``; a server crash can lose the last ``3 x wal_writer_delay``
 (600 ms by default) of commits, never part of one and never a commit before a
-kept one. A crash between a pending commit and its placement leaves events
-without positions; the next open, append or id lookup places them. A client
-that dies loses nothing it was told is committed.
+kept one. A crash between a pending commit and its placement loses the events
+(the append had not returned) or leaves them without positions; the next open,
+append or id lookup places them. A client that dies loses nothing it was told is
+committed.
 """
 
 from __future__ import annotations
@@ -127,24 +129,22 @@ _MIGRATE_2_TO_3 = [
 # Positions are placed, not taken at commit. Placing takes the advisory lock
 # PLACE_LOCK, held until its transaction's commit is visible, so placements commit
 # one after the other, each after every smaller position's; readers read
-# convlog_log only. An append is one call of convlog_append_v2, which writes (the
-# session row checked and locked, blocks, ids) and then:
+# convlog_log only. An append is one CALL of the procedure convlog_append_v3, which
+# writes (the session row checked and locked, blocks, ids) and then:
 #
 # - the lock is free (no placement under way): it places its own events, plus any
 #   pending ones, in the same transaction: one commit, one WAL flush, as before;
-# - else: it adds a convlog_pending row and commits without waiting for the lock,
-#   so commits of different sessions flush together (group commit); the client
-#   then calls convlog_settle_v2, which waits for the placement under way beside
-#   the other waiters (a shared lock) and returns the position it gave, or places
-#   every pending row itself (one flush for all of them).
+# - else: it adds a convlog_pending row and commits without waiting for the lock
+#   and without flushing (see _APPEND_SQL), then, in the same call, waits for the
+#   placement under way beside the other waiters (a shared lock) and returns the
+#   position it gave, or places every pending row itself (one flush for all).
 #
 # The names carry their contracts' version: a changed body gets a new name. Blocks,
 # seqs and hashes come from the client, prepared against (p_version, p_head,
 # p_sealed).
 _WRITE_FN = "convlog_write_v2"
-_PLACE_FN = "convlog_place_v2"
-_APPEND_FN = "convlog_append_v2"
-_SETTLE_FN = "convlog_settle_v2"
+_PLACE_FN = "convlog_place_v3"
+_APPEND_FN = "convlog_append_v3"
 _PARAMS = ("p_id text, p_version integer, p_head bytea, p_sealed integer, "
            "p_new_sealed integer, p_new_head bytea, p_keys bytea[], p_first integer[], "
            "p_last integer[], p_tmax bigint[], p_body bytea[]")
@@ -153,7 +153,7 @@ _ARGS = ("p_id, p_version, p_head, p_sealed, p_new_sealed, p_new_head, p_keys, p
 _SIGNATURE_TYPES = ("text, integer, bytea, integer, integer, bytea, bytea[], integer[], "
                     "integer[], bigint[], bytea[]")
 # The write, shared by convlog_write_v2 (the locked path's transaction) and
-# convlog_append_v2: the guarded UPDATE of the session row is the lock (held to
+# convlog_append_v3: the guarded UPDATE of the session row is the lock (held to
 # commit: a session's appends queue) and the head check in one statement. When the
 # row no longer matches, nothing is written and o_seq stays NULL, with the current
 # head in the other columns (all NULL: no such session).
@@ -192,23 +192,32 @@ _WRITE_BODY = """
 # next positions; o_first is the first of its own. Two appends of one session are
 # serialized by its row lock, the second taking its qid after the first committed,
 # so a session's events are placed in seq order. A NOTIFY per append placed:
-# "first last sid".
+# "first last sid". A durable (sync) writer's pending row (slot >= _DURABLE_SLOTS)
+# was committed without a flush, counting on its placement's: a placement that
+# moves one commits with a flush even when its own session says otherwise
+# (a batched writer's), and that flush covers the pending commit, which is earlier
+# in the WAL (the placement saw it committed).
+_DURABLE_SLOTS = 128
 _PLACE_BODY = f"""
     IF EXISTS (SELECT FROM convlog_pending WHERE qid > placed) THEN
         SELECT last INTO before FROM convlog_position;
         WITH moved AS (UPDATE convlog_pending SET placed = qid WHERE qid > placed
-                       RETURNING qid, sid, first_seq, events),
-             ranked AS (SELECT sid, first_seq, events,
+                       RETURNING qid, slot, sid, first_seq, events),
+             ranked AS (SELECT slot, sid, first_seq, events,
                                before + sum(events) OVER (ORDER BY qid) - events AS below
                           FROM moved),
              put AS (INSERT INTO convlog_log (position, sid, seq)
                      SELECT below + i, sid, first_seq + i - 1
                        FROM ranked, generate_series(1, events) AS i)
-        SELECT coalesce(sum(events), 0) INTO n_placed FROM (
-            SELECT events, pg_notify('{CHANNEL}', (below + 1) || ' ' || (below + events) || ' '
-                                                 || sid) FROM ranked) AS noted;
+        SELECT coalesce(sum(events), 0), coalesce(bool_or(slot >= {_DURABLE_SLOTS}), false)
+          INTO n_placed, durable FROM (
+            SELECT slot, events, pg_notify('{CHANNEL}', (below + 1) || ' ' || (below + events)
+                                                       || ' ' || sid) FROM ranked) AS noted;
         IF n_placed > 0 THEN
             UPDATE convlog_position SET last = before + n_placed;
+        END IF;
+        IF durable AND current_setting('synchronous_commit') = 'off' THEN
+            PERFORM set_config('synchronous_commit', 'on', true);
         END IF;
     END IF;
     IF n > 0 THEN
@@ -236,28 +245,67 @@ LANGUAGE plpgsql AS $$
 DECLARE
     before bigint;
     n_placed bigint;
+    durable boolean;
 BEGIN
     PERFORM pg_advisory_xact_lock({PLACE_LOCK});{_PLACE_BODY}END $$"""
 # Uncontended (the placement lock is free), an append writes and places in one
 # transaction: one commit, one WAL flush. Else it commits a pending row beside the
-# placement under way (commits of different sessions flush together) and the
-# client settles it (convlog_settle_v2).
-_APPEND_SQL = f"""CREATE OR REPLACE FUNCTION {_APPEND_FN}({_PARAMS},
-    OUT o_first bigint, {_OUTS})
+# placement under way and settles it in the same call (a procedure may commit):
+# one round trip either way.
+#
+# The pending commit is not flushed (synchronous_commit off for that transaction):
+# the append returns only once a placement has placed it, and that placement commits
+# with a flush (a durable writer's row makes it, see _PLACE_BODY) that covers the
+# pending commit, written before it in the WAL. So a durable append still returns
+# after its events and its positions are on disk, with one flush per placement
+# instead of one per append plus one per placement: commits of different sessions
+# no longer each wait for a flush of their own. What changes: a server crash in
+# the few milliseconds between the pending commit and the placement's flush may
+# lose the events (their append had not returned); another session's reader may
+# have read them from their session meanwhile (positions, and so read_all and
+# subscribers, only ever show flushed placements).
+#
+# Settling: if the lock is free it places every pending row; else it waits in shared
+# mode for the placement under way (all waiters wake together) and looks its events
+# up. If that placement began before the pending commit (they are not there), it
+# commits (dropping the shared lock: upgrading it could deadlock with another
+# waiter's) and waits for the lock exclusively and places: every placement from
+# then on began after the pending commit, so it is found. (Retrying the shared wait
+# instead can spin: waiters holding the shared lock keep each other from taking it
+# exclusively, and nobody places.)
+_APPEND_SQL = f"""CREATE OR REPLACE PROCEDURE {_APPEND_FN}({_PARAMS},
+    INOUT o_first bigint, INOUT o_sid bigint, INOUT o_version integer,
+    INOUT o_fork_seq integer, INOUT o_sealed integer, INOUT o_head bytea, INOUT o_seq integer)
 LANGUAGE plpgsql AS $$
 DECLARE
     n integer := cardinality(p_keys);
     actual integer;
     before bigint;
     n_placed bigint;
+    durable boolean;
+    flushes boolean := current_setting('synchronous_commit') <> 'off';
 BEGIN{_WRITE_BODY}
     IF NOT pg_try_advisory_xact_lock({PLACE_LOCK}) THEN
         INSERT INTO convlog_pending AS p
-            VALUES (pg_backend_pid() % 128, nextval('convlog_pending_qid'), 0, o_sid, o_seq, n)
+            VALUES (pg_backend_pid() % 128 + CASE WHEN flushes THEN {_DURABLE_SLOTS} ELSE 0 END,
+                    nextval('convlog_pending_qid'), 0, o_sid, o_seq, n)
             ON CONFLICT (slot) DO UPDATE
             SET qid = excluded.qid, sid = excluded.sid, first_seq = excluded.first_seq,
                 events = excluded.events WHERE p.qid = p.placed;
         IF FOUND THEN
+            PERFORM set_config('synchronous_commit', 'off', true);
+            COMMIT;
+            IF pg_try_advisory_xact_lock({PLACE_LOCK}) THEN
+                PERFORM {_PLACE_FN}(NULL, NULL, 0);
+            ELSE
+                PERFORM pg_advisory_xact_lock_shared({PLACE_LOCK});
+            END IF;
+            SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = o_seq;
+            IF o_first IS NULL THEN
+                COMMIT;
+                PERFORM {_PLACE_FN}(NULL, NULL, 0);
+                SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = o_seq;
+            END IF;
             RETURN;
         END IF;
         -- The slot holds an append not placed yet (another connection's with the
@@ -265,36 +313,15 @@ BEGIN{_WRITE_BODY}
         -- in this transaction.
         PERFORM pg_advisory_xact_lock({PLACE_LOCK});
     END IF;{_PLACE_BODY}END $$"""
-# After a pending commit: the first position of (p_sid, p_seq). With p_place false:
-# place what is pending when no placement is under way, else wait for that one's
-# commit beside the other waiters (shared) and look; NULL when it began before the
-# row was committed. Then with p_place true: wait for the lock and place (every
-# placement from then on began after the row was committed, so it is found).
-# (Retrying the first form instead can spin: waiters holding the shared lock keep
-# each other from taking it exclusively, and nobody places.)
-_SETTLE_SQL = f"""CREATE OR REPLACE FUNCTION {_SETTLE_FN}(p_sid bigint, p_seq integer,
-    p_place boolean) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-    o_first bigint;
-BEGIN
-    IF p_place OR pg_try_advisory_xact_lock({PLACE_LOCK}) THEN
-        PERFORM {_PLACE_FN}(NULL, NULL, 0);
-    ELSE
-        PERFORM pg_advisory_xact_lock_shared({PLACE_LOCK});
-    END IF;
-    SELECT position INTO o_first FROM convlog_log WHERE sid = p_sid AND seq = p_seq;
-    RETURN o_first;
-END $$"""
+_INOUT_TYPES = "bigint, bigint, integer, integer, integer, bytea, integer"
 _FUNCTIONS = ((f"{_WRITE_FN}({_SIGNATURE_TYPES})", _WRITE_SQL),
               (f"{_PLACE_FN}(bigint, integer, integer)", _PLACE_SQL),
-              (f"{_APPEND_FN}({_SIGNATURE_TYPES})", _APPEND_SQL),
-              (f"{_SETTLE_FN}(bigint, integer, boolean)", _SETTLE_SQL))
+              (f"{_APPEND_FN}({_SIGNATURE_TYPES}, {_INOUT_TYPES})", _APPEND_SQL))
 # Arrays go in PostgreSQL's binary array format (engine.store.pg_wire): bodies are
 # never hex text, and packing them once is cheaper than psycopg's generic list
 # adaptation (about 11 us per list per call, measured).
-_APPEND_CALL = (f"SELECT * FROM {_APPEND_FN}(%s, %s::integer, %b, %s::integer, %s::integer, "
-                "%b, %b, %b, %b, %b, %b)")
-_SETTLE_CALL = f"SELECT {_SETTLE_FN}(%s, %s::integer, %s)"
+_APPEND_CALL = (f"CALL {_APPEND_FN}(%s, %s::integer, %b, %s::integer, %s::integer, "
+                "%b, %b, %b, %b, %b, %b, NULL, NULL, NULL, NULL, NULL, NULL, NULL)")
 _PLACE_PENDING = f"SELECT {_PLACE_FN}(NULL, NULL, 0)"
 _WRITE_CALL = (f"SELECT * FROM {_WRITE_FN}(%s, %s::integer, %b, %s::integer, %s::integer, "
                "%b, %b, %b, %b, %b, %b)")
@@ -591,7 +618,8 @@ class PostgresStore(SQLRecorder):
             if self._db.info.transaction_status == pq.TransactionStatus.IDLE:
                 row = self._db.execute(_APPEND_CALL, arrays, binary=True).fetchone()
                 if row is not None and row[0] is None and row[6] is not None:
-                    row = (self._settle(int(row[1]), int(row[6])), *row[1:6])
+                    raise StoreError(f"{session_id}: events from seq {row[6]} were committed "
+                                     "but not placed")
             else:  # the locked path's transaction: write, then place in it
                 row = self._db.execute(_WRITE_CALL, arrays, binary=True).fetchone()
                 if row is not None:
@@ -611,15 +639,6 @@ class PostgresStore(SQLRecorder):
             return None
         self._remember(session_id, _Head(head.sid, actual + n, head.fork_seq, sealed, batch.head))
         return int(first)
-
-    def _settle(self, sid: int, seq: int) -> int:
-        """The first position of a committed append whose placement was under way
-        (contended): one call, or two (see _SETTLE_SQL)."""
-        for place in (False, True):
-            row = self._db.execute(_SETTLE_CALL, (sid, seq, place)).fetchone()
-            if row is not None and row[0] is not None:
-                return int(row[0])
-        raise StoreError(f"events of session key {sid} from seq {seq} were not placed")
 
     def _tail(self, head: _Head, actual: int) -> tuple[list[bytes], list[bytes], list[int]] | None:
         """(msgpack, hash, time bound) of the events in uncompressed blocks, read without
