@@ -192,32 +192,23 @@ _WRITE_BODY = """
 # next positions; o_first is the first of its own. Two appends of one session are
 # serialized by its row lock, the second taking its qid after the first committed,
 # so a session's events are placed in seq order. A NOTIFY per append placed:
-# "first last sid". A durable (sync) writer's pending row (slot >= _DURABLE_SLOTS)
-# was committed without a flush, counting on its placement's: a placement that
-# moves one commits with a flush even when its own session says otherwise
-# (a batched writer's), and that flush covers the pending commit, which is earlier
-# in the WAL (the placement saw it committed).
-_DURABLE_SLOTS = 128
+# "first last sid".
 _PLACE_BODY = f"""
     IF EXISTS (SELECT FROM convlog_pending WHERE qid > placed) THEN
         SELECT last INTO before FROM convlog_position;
         WITH moved AS (UPDATE convlog_pending SET placed = qid WHERE qid > placed
-                       RETURNING qid, slot, sid, first_seq, events),
-             ranked AS (SELECT slot, sid, first_seq, events,
+                       RETURNING qid, sid, first_seq, events),
+             ranked AS (SELECT sid, first_seq, events,
                                before + sum(events) OVER (ORDER BY qid) - events AS below
                           FROM moved),
              put AS (INSERT INTO convlog_log (position, sid, seq)
                      SELECT below + i, sid, first_seq + i - 1
                        FROM ranked, generate_series(1, events) AS i)
-        SELECT coalesce(sum(events), 0), coalesce(bool_or(slot >= {_DURABLE_SLOTS}), false)
-          INTO n_placed, durable FROM (
-            SELECT slot, events, pg_notify('{CHANNEL}', (below + 1) || ' ' || (below + events)
-                                                       || ' ' || sid) FROM ranked) AS noted;
+        SELECT coalesce(sum(events), 0) INTO n_placed FROM (
+            SELECT events, pg_notify('{CHANNEL}', (below + 1) || ' ' || (below + events) || ' '
+                                                 || sid) FROM ranked) AS noted;
         IF n_placed > 0 THEN
             UPDATE convlog_position SET last = before + n_placed;
-        END IF;
-        IF durable AND current_setting('synchronous_commit') = 'off' THEN
-            PERFORM set_config('synchronous_commit', 'on', true);
         END IF;
     END IF;
     IF n > 0 THEN
@@ -245,34 +236,31 @@ LANGUAGE plpgsql AS $$
 DECLARE
     before bigint;
     n_placed bigint;
-    durable boolean;
 BEGIN
     PERFORM pg_advisory_xact_lock({PLACE_LOCK});{_PLACE_BODY}END $$"""
-# Uncontended (the placement lock is free), an append writes and places in one
-# transaction: one commit, one WAL flush. Else it commits a pending row beside the
-# placement under way and settles it in the same call (a procedure may commit):
-# one round trip either way.
+# One call, one round trip, and for a durable (sync) writer one WAL flush that no
+# lock is held across. Every transaction of the call commits without waiting for
+# its flush (synchronous_commit off, local to it), so the placement lock is held
+# for the placement's CPU only and a placement no longer makes every other writer
+# wait through its flush. The call then ends in a transaction that takes an xid
+# and so commits with a flush (when the writer is durable): the flush reaches its
+# commit record, which is after every commit above and after the commit of the
+# placement that placed these events (it was visible here, so written before).
+# Writers' final flushes overlap and the server flushes them together (group
+# commit): one flush serves all of them. Readers of a durable store wait for the
+# same flush before returning rows (convlog_flush_v3), so no reader sees an event
+# or a position that a server crash could take back.
 #
-# The pending commit is not flushed (synchronous_commit off for that transaction):
-# the append returns only once a placement has placed it, and that placement commits
-# with a flush (a durable writer's row makes it, see _PLACE_BODY) that covers the
-# pending commit, written before it in the WAL. So a durable append still returns
-# after its events and its positions are on disk, with one flush per placement
-# instead of one per append plus one per placement: commits of different sessions
-# no longer each wait for a flush of their own. What changes: a server crash in
-# the few milliseconds between the pending commit and the placement's flush may
-# lose the events (their append had not returned); another session's reader may
-# have read them from their session meanwhile (positions, and so read_all and
-# subscribers, only ever show flushed placements).
-#
-# Settling: if the lock is free it places every pending row; else it waits in shared
-# mode for the placement under way (all waiters wake together) and looks its events
-# up. If that placement began before the pending commit (they are not there), it
-# commits (dropping the shared lock: upgrading it could deadlock with another
-# waiter's) and waits for the lock exclusively and places: every placement from
-# then on began after the pending commit, so it is found. (Retrying the shared wait
-# instead can spin: waiters holding the shared lock keep each other from taking it
-# exclusively, and nobody places.)
+# Uncontended (the placement lock is free), the append writes and places in one
+# transaction. Else it commits a pending row beside the placement under way and
+# settles it: if the lock is free it places every pending row; else it waits in
+# shared mode for the placement under way (all waiters wake together) and looks its
+# events up. If that placement began before the pending commit (they are not
+# there), it commits (dropping the shared lock: upgrading it could deadlock with
+# another waiter's) and waits for the lock exclusively and places: every placement
+# from then on began after the pending commit, so it is found. (Retrying the shared
+# wait instead can spin: waiters holding the shared lock keep each other from
+# taking it exclusively, and nobody places.)
 _APPEND_SQL = f"""CREATE OR REPLACE PROCEDURE {_APPEND_FN}({_PARAMS},
     INOUT o_first bigint, INOUT o_sid bigint, INOUT o_version integer,
     INOUT o_fork_seq integer, INOUT o_sealed integer, INOUT o_head bytea, INOUT o_seq integer)
@@ -282,47 +270,67 @@ DECLARE
     actual integer;
     before bigint;
     n_placed bigint;
-    durable boolean;
     flushes boolean := current_setting('synchronous_commit') <> 'off';
-BEGIN{_WRITE_BODY}
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);{_WRITE_BODY}
     IF NOT pg_try_advisory_xact_lock({PLACE_LOCK}) THEN
         INSERT INTO convlog_pending AS p
-            VALUES (pg_backend_pid() % 128 + CASE WHEN flushes THEN {_DURABLE_SLOTS} ELSE 0 END,
-                    nextval('convlog_pending_qid'), 0, o_sid, o_seq, n)
+            VALUES (pg_backend_pid() % 128, nextval('convlog_pending_qid'), 0, o_sid, o_seq, n)
             ON CONFLICT (slot) DO UPDATE
             SET qid = excluded.qid, sid = excluded.sid, first_seq = excluded.first_seq,
                 events = excluded.events WHERE p.qid = p.placed;
         IF FOUND THEN
-            PERFORM set_config('synchronous_commit', 'off', true);
-            COMMIT;
-            IF pg_try_advisory_xact_lock({PLACE_LOCK}) THEN
-                PERFORM {_PLACE_FN}(NULL, NULL, 0);
-            ELSE
-                PERFORM pg_advisory_xact_lock_shared({PLACE_LOCK});
-            END IF;
-            SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = o_seq;
-            IF o_first IS NULL THEN
-                COMMIT;
-                PERFORM {_PLACE_FN}(NULL, NULL, 0);
-                SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = o_seq;
-            END IF;
-            RETURN;
+            n := 0;  -- pending: placed below with the others
+        ELSE
+            -- The slot holds an append not placed yet (another connection's with the
+            -- same slot, or one of this connection's never settled): wait and place
+            -- in this transaction.
+            PERFORM pg_advisory_xact_lock({PLACE_LOCK});
         END IF;
-        -- The slot holds an append not placed yet (another connection's with the
-        -- same slot, or one of this connection's never settled): wait and place
-        -- in this transaction.
-        PERFORM pg_advisory_xact_lock({PLACE_LOCK});
-    END IF;{_PLACE_BODY}END $$"""
+    END IF;
+    IF n > 0 THEN{_PLACE_BODY.replace(chr(10), chr(10) + "    ")}
+    ELSE
+        COMMIT;
+        PERFORM set_config('synchronous_commit', 'off', true);
+        IF pg_try_advisory_xact_lock({PLACE_LOCK}) THEN
+            PERFORM {_PLACE_FN}(NULL, NULL, 0);
+        ELSE
+            PERFORM pg_advisory_xact_lock_shared({PLACE_LOCK});
+        END IF;
+        SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = o_seq;
+        IF o_first IS NULL THEN
+            COMMIT;
+            PERFORM set_config('synchronous_commit', 'off', true);
+            PERFORM {_PLACE_FN}(NULL, NULL, 0);
+            SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = o_seq;
+        END IF;
+    END IF;
+    COMMIT;
+    IF flushes THEN
+        PERFORM pg_current_xact_id();  -- an xid: this commit writes a record and flushes
+    END IF;
+END $$"""
+# What a durable store's reader calls after a read that returned rows: the WAL
+# flushed up to where it was written when the read ended, so every commit the read
+# saw is on disk (convlog_append_v3 commits without waiting for its flush).
+_FLUSH_SQL = """CREATE OR REPLACE PROCEDURE convlog_flush_v3() LANGUAGE plpgsql AS $$
+BEGIN
+    IF pg_current_wal_flush_lsn() < pg_current_wal_insert_lsn() THEN
+        PERFORM pg_current_xact_id();  -- an xid: this commit writes a record and flushes
+    END IF;
+END $$"""
 _INOUT_TYPES = "bigint, bigint, integer, integer, integer, bytea, integer"
 _FUNCTIONS = ((f"{_WRITE_FN}({_SIGNATURE_TYPES})", _WRITE_SQL),
               (f"{_PLACE_FN}(bigint, integer, integer)", _PLACE_SQL),
-              (f"{_APPEND_FN}({_SIGNATURE_TYPES}, {_INOUT_TYPES})", _APPEND_SQL))
+              (f"{_APPEND_FN}({_SIGNATURE_TYPES}, {_INOUT_TYPES})", _APPEND_SQL),
+              ("convlog_flush_v3()", _FLUSH_SQL))
 # Arrays go in PostgreSQL's binary array format (engine.store.pg_wire): bodies are
 # never hex text, and packing them once is cheaper than psycopg's generic list
 # adaptation (about 11 us per list per call, measured).
 _APPEND_CALL = (f"CALL {_APPEND_FN}(%s, %s::integer, %b, %s::integer, %s::integer, "
                 "%b, %b, %b, %b, %b, %b, NULL, NULL, NULL, NULL, NULL, NULL, NULL)")
 _PLACE_PENDING = f"SELECT {_PLACE_FN}(NULL, NULL, 0)"
+_FLUSH_CALL = "CALL convlog_flush_v3()"
 _WRITE_CALL = (f"SELECT * FROM {_WRITE_FN}(%s, %s::integer, %b, %s::integer, %s::integer, "
                "%b, %b, %b, %b, %b, %b)")
 
@@ -395,6 +403,7 @@ class PostgresStore(SQLRecorder):
         self.dsn = dsn
         self._lock = threading.RLock()
         self._write_lock = _RowLockTx(self)
+        self._flushes = durability != BATCHED
         try:
             self._db = connect(dsn, connect_timeout)
             if durability == BATCHED:
@@ -476,7 +485,13 @@ class PostgresStore(SQLRecorder):
 
     def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
         with self._lock:  # binary results: block bodies arrive as bytes, not hex
-            return self._db.execute(sql, params, binary=True).fetchall()
+            rows = self._db.execute(sql, params, binary=True).fetchall()
+            if rows and self._flushes and (self._db.info.transaction_status
+                                           == pq.TransactionStatus.IDLE):
+                # Appends commit before their flush (see _APPEND_SQL): what was read
+                # is returned once it is on disk.
+                self._db.execute(_FLUSH_CALL)
+            return rows
 
     def _write_one(self, sql: str, params: Sequence[Any]) -> None:
         with self._lock:
