@@ -261,6 +261,11 @@ BEGIN
 # from then on began after the pending commit, so it is found. (Retrying the shared
 # wait instead can spin: waiters holding the shared lock keep each other from
 # taking it exclusively, and nobody places.)
+# A transaction commits with a flush only when it wrote WAL (an xid alone is not
+# enough: PostgreSQL commits a transaction that logged nothing without waiting). The
+# smallest write is a transactional logical message: one WAL record, no table
+# touched, callable by any role.
+_FLUSHING_WRITE = "pg_logical_emit_message(true, 'convlog', '')"
 _APPEND_SQL = f"""CREATE OR REPLACE PROCEDURE {_APPEND_FN}({_PARAMS},
     INOUT o_first bigint, INOUT o_sid bigint, INOUT o_version integer,
     INOUT o_fork_seq integer, INOUT o_sealed integer, INOUT o_head bytea, INOUT o_seq integer)
@@ -307,16 +312,16 @@ BEGIN
     END IF;
     COMMIT;
     IF flushes THEN
-        PERFORM pg_current_xact_id();  -- an xid: this commit writes a record and flushes
+        PERFORM {_FLUSHING_WRITE};
     END IF;
 END $$"""
 # What a durable store's reader calls after a read that returned rows: the WAL
 # flushed up to where it was written when the read ended, so every commit the read
 # saw is on disk (convlog_append_v3 commits without waiting for its flush).
-_FLUSH_SQL = """CREATE OR REPLACE PROCEDURE convlog_flush_v3() LANGUAGE plpgsql AS $$
+_FLUSH_SQL = f"""CREATE OR REPLACE PROCEDURE convlog_flush_v3() LANGUAGE plpgsql AS $$
 BEGIN
     IF pg_current_wal_flush_lsn() < pg_current_wal_insert_lsn() THEN
-        PERFORM pg_current_xact_id();  -- an xid: this commit writes a record and flushes
+        PERFORM {_FLUSHING_WRITE};
     END IF;
 END $$"""
 _INOUT_TYPES = "bigint, bigint, integer, integer, integer, bytea, integer"

@@ -42,10 +42,11 @@ def _free_port() -> int:
 
 class PgServer:
     def __init__(self, bindir: Path, *, durable: bool = False,
-                 max_connections: int = 100) -> None:
+                 max_connections: int = 100, settings: dict[str, str] | None = None) -> None:
         self.bindir = bindir
         self.durable = durable
         self.max_connections = max_connections
+        self.settings = dict(settings or {})  # more server settings (-c name=value)
         self.root = Path(tempfile.mkdtemp(prefix="convlog-pg-"))
         self.data = self.root / "data"
         self.port = _free_port()
@@ -67,14 +68,29 @@ class PgServer:
     def start(self) -> PgServer:
         self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres",
                   "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions")
+        return self._pg_ctl_start()
+
+    def _pg_ctl_start(self) -> PgServer:
         opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} "
                 f"-c unix_socket_directories={self.root} "
                 f"-c max_connections={self.max_connections}")
         if not self.durable:
             opts += " -c fsync=off -c full_page_writes=off"
+        opts += "".join(f" -c {k}={v}" for k, v in self.settings.items())
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l",
                   str(self.root / "server.log"), "-o", opts, "-w", "-t", "60", "start")
         return self
+
+    def crash(self) -> None:
+        """Kill the server as a crash would (immediate shutdown: no checkpoint, and
+        WAL not yet written out of the server's buffers is lost); ``restart`` runs
+        crash recovery. The operating system keeps what was written, so with
+        ``fsync=off`` only what the server had not written yet is lost."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
+                  "-w", "stop")
+
+    def restart(self) -> PgServer:
+        return self._pg_ctl_start()
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
