@@ -8,10 +8,13 @@ writes the blocks and ids. Global positions are *placed* under one advisory lock
 (``PLACE_LOCK``) that is held until the placing transaction's commit is visible:
 uncontended, the append places its own events in its transaction; when another
 placement is under way, it commits a ``convlog_pending`` row instead, without
-waiting for the lock or for a WAL flush, and then, in the same call, waits for
-the placement under way or places every pending row at once; that placement's
-flush makes the pending commit durable too. Readers read the position log only,
-so positions stay gapless and a reader of ``position > p`` never sees ``p + 2``
+waiting, and then, in the same call, waits for the placement under way or places
+every pending row at once. No lock is held across a WAL flush: each of these
+transactions commits without waiting for it, and a durable call ends in one
+commit that flushes, which covers them and the placement (writers' flushes are
+shared by the server's group commit). A durable store's reads wait for the same
+flush, so nothing a crash can take back is returned. Readers read the position
+log only, so positions stay gapless and a reader of ``position > p`` never sees ``p + 2``
 before ``p + 1``; an event can be read from its session (``read``) a little
 before it has a position. Each placement sends ``NOTIFY convlog`` naming each
 placed range and its session, which ``subscribe`` waits on (LISTEN) instead of
@@ -30,15 +33,14 @@ There is no client-side group commit for ``batched``: an acknowledged append
 must outlive the client (below).
 
 Durability: ``sync`` returns after the events and their placement are flushed
-to the WAL (uncontended: one commit; contended: the placement's flush covers the
-unflushed pending commit). ``batched`` sets ``synchronous_commit = off``: the
-server acknowledges before the WAL flush and its WAL writer flushes every
-``wal_writer_delay``; a server crash can lose the last ``3 x wal_writer_delay``
-(600 ms by default) of commits, never part of one and never a commit before a
-kept one. A crash between a pending commit and its placement loses the events
-(the append had not returned) or leaves them without positions; the next open,
-append or id lookup places them. A client that dies loses nothing it was told is
-committed.
+to the WAL (the call's last commit flushes, and the WAL is flushed in order).
+``batched`` sets ``synchronous_commit = off``: the server acknowledges before the
+WAL flush and its WAL writer flushes every ``wal_writer_delay``; a server crash
+can lose the last ``3 x wal_writer_delay`` (600 ms by default) of commits, never
+part of one and never a commit before a kept one. A crash before a durable call's
+flush loses its events (the append had not returned) or leaves them without
+positions; the next open, append or id lookup places them. A client that dies
+loses nothing it was told is committed.
 """
 
 from __future__ import annotations
@@ -310,17 +312,23 @@ BEGIN
             SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = o_seq;
         END IF;
     END IF;
-    COMMIT;
-    IF flushes THEN
+    IF flushes THEN  -- (batched: the call's last transaction needs no flush)
+        COMMIT;
         PERFORM {_FLUSHING_WRITE};
     END IF;
 END $$"""
 # What a durable store's reader calls after a read that returned rows: the WAL
 # flushed up to where it was written when the read ended, so every commit the read
 # saw is on disk (convlog_append_v3 commits without waiting for its flush).
+# Flushed WAL ending where a page begins shows as the insert position after that
+# page's header (24 bytes, 40 at the start of a segment): nothing to flush then.
 _FLUSH_SQL = f"""CREATE OR REPLACE PROCEDURE convlog_flush_v3() LANGUAGE plpgsql AS $$
+DECLARE
+    written pg_lsn := pg_current_wal_insert_lsn();
+    gap numeric := written - pg_current_wal_flush_lsn();
 BEGIN
-    IF pg_current_wal_flush_lsn() < pg_current_wal_insert_lsn() THEN
+    IF gap > 0 AND NOT (gap IN (24, 40) AND
+                        (written - '0/0') % current_setting('wal_block_size')::int = gap) THEN
         PERFORM {_FLUSHING_WRITE};
     END IF;
 END $$"""
