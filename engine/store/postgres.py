@@ -5,18 +5,14 @@ migrated on open under an advisory lock. An append is one call of the server-sid
 procedure ``convlog_append_v3``: it locks the session row (writers of one session
 queue, and the head the batch was prepared against is checked exactly) and
 writes the blocks and ids. Global positions are *placed* under one advisory lock
-(``PLACE_LOCK``) that is held until the placing transaction's commit is visible:
-uncontended, the append places its own events in its transaction; when another
-placement is under way, it commits a ``convlog_pending`` row instead, without
-waiting, and then, in the same call, waits for the placement under way or places
-every pending row at once. No lock is held across a WAL flush: each of these
-transactions commits without waiting for it, and a durable call ends in one
-commit that flushes, which covers them and the placement (writers' flushes are
-shared by the server's group commit). A durable store's reads wait for the same
-flush, so nothing a crash can take back is returned. Readers read the position
-log only, so positions stay gapless and a reader of ``position > p`` never sees ``p + 2``
-before ``p + 1``; an event can be read from its session (``read``) a little
-before it has a position. Each placement sends ``NOTIFY convlog`` naming each
+(``PLACE_LOCK``) that is held until the placing transaction's commit is visible;
+the append waits for it and places its events in its own transaction. No lock is
+held across a WAL flush: that transaction commits without waiting for it, and a
+durable call ends in one commit that flushes, which covers it (writers' flushes
+are shared by the server's group commit). A durable store's reads wait for the
+same flush, so nothing a crash can take back is returned. Readers read the
+position log only, so positions stay gapless and a reader of ``position > p``
+never sees ``p + 2`` before ``p + 1``. Each placement sends ``NOTIFY convlog`` naming each
 placed range and its session, which ``subscribe`` waits on (LISTEN) instead of
 polling (:mod:`engine.store.pg_notify`). Bodies and arrays travel in binary
 (:mod:`engine.store.pg_wire`).
@@ -38,9 +34,10 @@ to the WAL (the call's last commit flushes, and the WAL is flushed in order).
 WAL flush and its WAL writer flushes every ``wal_writer_delay``; a server crash
 can lose the last ``3 x wal_writer_delay`` (600 ms by default) of commits, never
 part of one and never a commit before a kept one. A crash before a durable call's
-flush loses its events (the append had not returned) or leaves them without
-positions; the next open, append or id lookup places them. A client that dies
-loses nothing it was told is committed.
+flush loses its events and their positions together (the append had not returned)
+or keeps both. Events committed without positions by a writer of the release
+before (between its two calls) are placed by the next open, append or id lookup.
+A client that dies loses nothing it was told is committed.
 """
 
 from __future__ import annotations
@@ -132,14 +129,15 @@ _MIGRATE_2_TO_3 = [
 # PLACE_LOCK, held until its transaction's commit is visible, so placements commit
 # one after the other, each after every smaller position's; readers read
 # convlog_log only. An append is one CALL of the procedure convlog_append_v3, which
-# writes (the session row checked and locked, blocks, ids) and then:
+# writes (the session row checked and locked, blocks, ids), waits for the lock and
+# places its events (after any pending rows: see _PLACE_BODY) in the same
+# transaction, which commits without waiting for its WAL flush, and then flushes
+# outside the lock (see _APPEND_SQL).
 #
-# - the lock is free (no placement under way): it places its own events, plus any
-#   pending ones, in the same transaction: one commit, one WAL flush, as before;
-# - else: it adds a convlog_pending row and commits without waiting for the lock
-#   and without flushing (see _APPEND_SQL), then, in the same call, waits for the
-#   placement under way beside the other waiters (a shared lock) and returns the
-#   position it gave, or places every pending row itself (one flush for all).
+# Schema 3's first procedure kept the flush inside the lock, so a contended append
+# committed a convlog_pending row instead of waiting and was placed afterwards;
+# those functions (convlog_append_v2, convlog_settle_v2) stay for clients of that
+# release, whose pending rows every placement still places first.
 #
 # The names carry their contracts' version: a changed body gets a new name. Blocks,
 # seqs and hashes come from the client, prepared against (p_version, p_head,
@@ -241,28 +239,16 @@ DECLARE
 BEGIN
     PERFORM pg_advisory_xact_lock({PLACE_LOCK});{_PLACE_BODY}END $$"""
 # One call, one round trip, and for a durable (sync) writer one WAL flush that no
-# lock is held across. Every transaction of the call commits without waiting for
-# its flush (synchronous_commit off, local to it), so the placement lock is held
-# for the placement's CPU only and a placement no longer makes every other writer
-# wait through its flush. The call then ends in a transaction that takes an xid
-# and so commits with a flush (when the writer is durable): the flush reaches its
-# commit record, which is after every commit above and after the commit of the
-# placement that placed these events (it was visible here, so written before).
+# lock is held across. The write and the placement commit together without waiting
+# for their flush (synchronous_commit off, local to that transaction), so the
+# placement lock is held for the placement's CPU only: a writer that meets it waits
+# microseconds, not a flush. The call then ends in a transaction that writes one WAL
+# record and so commits with a flush (when the writer is durable): the flush reaches
+# its commit record, which is after the append's commit (WAL is flushed in order).
 # Writers' final flushes overlap and the server flushes them together (group
 # commit): one flush serves all of them. Readers of a durable store wait for the
 # same flush before returning rows (convlog_flush_v3), so no reader sees an event
 # or a position that a server crash could take back.
-#
-# Uncontended (the placement lock is free), the append writes and places in one
-# transaction. Else it commits a pending row beside the placement under way and
-# settles it: if the lock is free it places every pending row; else it waits in
-# shared mode for the placement under way (all waiters wake together) and looks its
-# events up. If that placement began before the pending commit (they are not
-# there), it commits (dropping the shared lock: upgrading it could deadlock with
-# another waiter's) and waits for the lock exclusively and places: every placement
-# from then on began after the pending commit, so it is found. (Retrying the shared
-# wait instead can spin: waiters holding the shared lock keep each other from
-# taking it exclusively, and nobody places.)
 # A transaction commits with a flush only when it wrote WAL (an xid alone is not
 # enough: PostgreSQL commits a transaction that logged nothing without waiting). The
 # smallest write is a transactional logical message: one WAL record, no table
@@ -280,38 +266,7 @@ DECLARE
     flushes boolean := current_setting('synchronous_commit') <> 'off';
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);{_WRITE_BODY}
-    IF NOT pg_try_advisory_xact_lock({PLACE_LOCK}) THEN
-        INSERT INTO convlog_pending AS p
-            VALUES (pg_backend_pid() % 128, nextval('convlog_pending_qid'), 0, o_sid, o_seq, n)
-            ON CONFLICT (slot) DO UPDATE
-            SET qid = excluded.qid, sid = excluded.sid, first_seq = excluded.first_seq,
-                events = excluded.events WHERE p.qid = p.placed;
-        IF FOUND THEN
-            n := 0;  -- pending: placed below with the others
-        ELSE
-            -- The slot holds an append not placed yet (another connection's with the
-            -- same slot, or one of this connection's never settled): wait and place
-            -- in this transaction.
-            PERFORM pg_advisory_xact_lock({PLACE_LOCK});
-        END IF;
-    END IF;
-    IF n > 0 THEN{_PLACE_BODY.replace(chr(10), chr(10) + "    ")}
-    ELSE
-        COMMIT;
-        PERFORM set_config('synchronous_commit', 'off', true);
-        IF pg_try_advisory_xact_lock({PLACE_LOCK}) THEN
-            PERFORM {_PLACE_FN}(NULL, NULL, 0);
-        ELSE
-            PERFORM pg_advisory_xact_lock_shared({PLACE_LOCK});
-        END IF;
-        SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = o_seq;
-        IF o_first IS NULL THEN
-            COMMIT;
-            PERFORM set_config('synchronous_commit', 'off', true);
-            PERFORM {_PLACE_FN}(NULL, NULL, 0);
-            SELECT position INTO o_first FROM convlog_log WHERE sid = o_sid AND seq = o_seq;
-        END IF;
-    END IF;
+    PERFORM pg_advisory_xact_lock({PLACE_LOCK});{_PLACE_BODY}
     IF flushes THEN  -- (batched: the call's last transaction needs no flush)
         COMMIT;
         PERFORM {_FLUSHING_WRITE};
@@ -321,12 +276,18 @@ END $$"""
 # flushed up to where it was written when the read ended, so every commit the read
 # saw is on disk (convlog_append_v3 commits without waiting for its flush).
 # Flushed WAL ending where a page begins shows as the insert position after that
-# page's header (24 bytes, 40 at the start of a segment): nothing to flush then.
+# page's header (24 bytes, 40 at the start of a segment): nothing to flush then. A
+# standby (in recovery) writes no WAL and only receives what its primary flushed.
 _FLUSH_SQL = f"""CREATE OR REPLACE PROCEDURE convlog_flush_v3() LANGUAGE plpgsql AS $$
 DECLARE
-    written pg_lsn := pg_current_wal_insert_lsn();
-    gap numeric := written - pg_current_wal_flush_lsn();
+    written pg_lsn;
+    gap numeric;
 BEGIN
+    IF pg_is_in_recovery() THEN
+        RETURN;
+    END IF;
+    written := pg_current_wal_insert_lsn();
+    gap := written - pg_current_wal_flush_lsn();
     IF gap > 0 AND NOT (gap IN (24, 40) AND
                         (written - '0/0') % current_setting('wal_block_size')::int = gap) THEN
         PERFORM {_FLUSHING_WRITE};
@@ -562,8 +523,8 @@ class PostgresStore(SQLRecorder):
                     (keys,), binary=True).fetchall()
                 if all(p is not None for *_, p in rows):
                     break
-                # Committed but not placed yet (its writer is between its two commits):
-                # placing is what that writer is about to do, so do it here.
+                # Committed but not placed yet (a writer of the release before, between
+                # its two calls): placing is what that writer is about to do.
                 self._db.execute(_PLACE_PENDING)
         return {by_key[bytes(k)]: (self._name(int(s)), int(q), int(p)) for k, s, q, p in rows}
 
