@@ -94,3 +94,36 @@ def test_the_migration_runs_once_under_concurrent_openers(old: str) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_a_schema_3_store_of_the_release_before_gets_this_releases_functions(
+        pg_url: str) -> None:
+    """Schema 3 as first released had no convlog_append_v3, convlog_append_once_v3,
+    convlog_place_v3 or convlog_flush_v3 (its appends placed through
+    convlog_append_v2 and convlog_settle_v2): the next open creates them, without a
+    schema change, and appends and durable reads go through them."""
+    import psycopg  # noqa: PLC0415 - optional extra
+
+    from engine.store.postgres import _INOUT_TYPES, _SIGNATURE_TYPES  # noqa: PLC0415
+
+    store = open_store(pg_url)
+    Session.create(store, ROOT).create_conversation()
+    store.close()
+    this_release = [f"PROCEDURE convlog_append_v3({_SIGNATURE_TYPES}, {_INOUT_TYPES})",
+                    f"FUNCTION convlog_append_once_v3({_SIGNATURE_TYPES})",
+                    "FUNCTION convlog_place_v3(bigint, integer, integer)",
+                    "PROCEDURE convlog_flush_v3()"]
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        for routine in this_release:
+            db.execute(f"DROP {routine}")
+        assert db.execute("SELECT value FROM convlog_meta WHERE key = 'schema'"
+                          ).fetchone() == ("3",)
+    for durability in ("sync", "batched"):
+        again = open_store(f"{pg_url}&durability={durability}")
+        Session.open(again, ROOT).user_message(f"through {durability}")
+        again.close()
+    reader = open_store(pg_url)
+    positions = [r.position for r in reader.read_all()]
+    assert len(positions) == Session.open(reader, ROOT).version > 2
+    assert positions == list(range(1, len(positions) + 1))
+    assert verify(reader).ok
