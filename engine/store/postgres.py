@@ -2,7 +2,8 @@
 
 Same tables and block format as SQLite (prefixed ``convlog_``), created or
 migrated on open under an advisory lock. An append is one call of the server-side
-procedure ``convlog_append_v3``: it locks the session row (writers of one session
+procedure ``convlog_append_v3`` (``batched``: the function
+``convlog_append_once_v3``): it locks the session row (writers of one session
 queue, and the head the batch was prepared against is checked exactly) and
 writes the blocks and ids. Global positions are *placed* under one advisory lock
 (``PLACE_LOCK``) that is held until the placing transaction's commit is visible;
