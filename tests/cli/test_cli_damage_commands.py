@@ -22,9 +22,7 @@ every reading command runs on it. Each must:
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
-import shutil
 import sqlite3
 import zlib
 from collections.abc import Iterator
@@ -40,10 +38,9 @@ from engine.errors import CorruptLog
 from engine.session import Session, StepClock
 from engine.store import open_store
 from engine.store.blocks import SEAL_AT
-from tests.support.cli_run import Outcome, run_cli, scratch_dir
+from tests.support.cli_run import Outcome, fresh_copy, run_cli, scratch_dir
 from tests.support.crash_child import _open_text
 
-_RUNS = itertools.count()
 SEALED = 3  # first byte of a format 3 sealed block
 PAYLOAD_AT = 1 + 16 + 16 + 16  # tag, link, (first seq, count, maxv, kind), last hash
 # Not covered by the hash chain (see docs/stores.md, "What verify catches"): a changed
@@ -110,17 +107,6 @@ def pristine(scratch: Path) -> dict[str, Any]:
 
 def _url(kind: str, path: Path) -> str:
     return f"sqlite:///{path}" if kind == "sqlite" else f"jsonl:///{path}"
-
-
-def _copy(src: Path, base: Path) -> Path:
-    root = base / str(next(_RUNS))
-    root.mkdir(parents=True)
-    dst = root / src.name
-    if src.is_dir():
-        shutil.copytree(src, dst)
-    else:
-        shutil.copy(src, dst)
-    return dst
 
 
 def _bytes_damage(data: bytes, op: str, at: int, mask: int) -> bytes:
@@ -246,7 +232,7 @@ FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
 def test_every_command_on_a_damaged_sqlite_row(
         damage: tuple[str, int, int, str, int, int, int], pristine: dict[str, Any],
         scratch: Path) -> None:
-    db = _copy(pristine["sqlite"][0], scratch / "damaged")
+    db = fresh_copy(pristine["sqlite"][0], scratch / "damaged")
     changed = damage_sqlite(db, damage)
     if changed is None:
         return
@@ -258,9 +244,22 @@ def test_every_command_on_a_damaged_sqlite_row(
 @given(damage=FILE_DAMAGE)
 def test_every_command_on_a_damaged_jsonl_file(
         damage: tuple[int, str, int, int], pristine: dict[str, Any], scratch: Path) -> None:
-    root = _copy(pristine["jsonl"][0], scratch / "damaged")
+    root = fresh_copy(pristine["jsonl"][0], scratch / "damaged")
+    metas = {p: p.read_bytes() for p in root.rglob("*.meta.json")}
     damage_jsonl(root, damage)
-    check("jsonl", root, pristine)
+    check("jsonl", root, pristine, chained=not any(
+        _only_created_differs(before, p.read_bytes()) for p, before in metas.items()))
+
+
+def _only_created_differs(before: bytes, after: bytes) -> bool:
+    """Whether a session meta file's damage changed its ``created`` time alone, which
+    the chain does not cover (as UNCHAINED says for SQLite): it orders the sessions."""
+    try:
+        old, new = json.loads(before), json.loads(after)
+    except ValueError:
+        return False
+    return (isinstance(new, dict) and old.get("created") != new.get("created")
+            and {**old, "created": None} == {**new, "created": None})
 
 
 @pytest.mark.parametrize("delta", [-1, -1000])
@@ -268,7 +267,7 @@ def test_a_session_row_behind_its_blocks_fails_verify(
         delta: int, pristine: dict[str, Any], scratch: Path) -> None:
     """Found by the fuzz above: a SQLite session row whose version was lowered hid the
     events after it from every read, and both verify depths said ok."""
-    db = _copy(pristine["sqlite"][0], scratch / "damaged")
+    db = fresh_copy(pristine["sqlite"][0], scratch / "damaged")
     sid = pristine["sqlite"][1][0]
     con = sqlite3.connect(db, isolation_level=None)
     con.execute("UPDATE sessions SET version=version+? WHERE id=?", (delta, sid))
@@ -293,7 +292,7 @@ def test_a_block_moved_to_another_session_is_exit_4_not_a_bug(
     con.close()
     codes: set[int] = set()
     for last_seq in rows:
-        db = _copy(src, scratch / "damaged")
+        db = fresh_copy(src, scratch / "damaged")
         con = sqlite3.connect(db, isolation_level=None)
         con.execute("UPDATE OR IGNORE blocks SET sid=? WHERE sid=? AND last_seq=?",
                     (other, key, last_seq))
@@ -314,7 +313,7 @@ def test_a_damaged_seal_mark_is_caught_before_it_damages_the_log(
     sealed blocks starts) was checked by nothing, so verify passed and the next appends
     merged the wrong rows: blocks over the parent's seqs, duplicate seqs, a ValueError.
     Now verify names it, and an append that would merge refuses (CorruptLog) instead."""
-    db = _copy(pristine["sqlite"][0], scratch / "damaged")
+    db = fresh_copy(pristine["sqlite"][0], scratch / "damaged")
     sid = pristine["sqlite"][1][1 if fork else 0]
     con = sqlite3.connect(db, isolation_level=None)
     con.execute("UPDATE sessions SET sealed=sealed+? WHERE id=?", (delta, sid))
@@ -346,7 +345,7 @@ def test_a_damaged_jsonl_meta_file_is_exit_4_for_readers_and_writers(
         edit: Any, pristine: dict[str, Any], scratch: Path) -> None:
     """Found by the fuzz above: a meta file whose chain start was no hash made reads
     fail with ValueError (exit 1); appends too."""
-    root = _copy(pristine["jsonl"][0], scratch / "damaged")
+    root = fresh_copy(pristine["jsonl"][0], scratch / "damaged")
     sid, fid = pristine["jsonl"][1]
     meta = root / "sessions" / f"{fid}.meta.json"
     meta.write_text(json.dumps(edit(json.loads(meta.read_text()))))

@@ -6,8 +6,6 @@ nothing on disk."""
 
 from __future__ import annotations
 
-import itertools
-import shutil
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator
@@ -21,11 +19,10 @@ from hypothesis import strategies as st
 from engine.cli import EXIT_CORRUPT, EXIT_OK, EXIT_UNREADABLE
 from engine.session import Session, StepClock
 from engine.store import open_store
-from tests.support.cli_run import Outcome, run_cli, scratch_dir
+from tests.support.cli_run import Outcome, fresh_copy, run_cli, scratch_dir
 
 TALLY: Counter[tuple[str, str, int]] = Counter()
 TRIALS = 150
-_RUNS = itertools.count()
 
 
 def record(url: str) -> None:
@@ -71,19 +68,6 @@ def _report() -> Iterator[None]:
         print(f"damage fuzz: {kind:6} {damage:9} exit {code}: {n}")
 
 
-def _copy(src: Path, base: Path) -> Path:
-    # A fresh directory per example: a store that failed to open may still hold its
-    # files until it is collected.
-    dst_root = base / str(next(_RUNS))
-    dst_root.mkdir(parents=True)
-    dst = dst_root / src.name
-    if src.is_dir():
-        shutil.copytree(src, dst)
-    else:
-        shutil.copy(src, dst)
-    return dst
-
-
 def _files(root: Path) -> list[Path]:
     return sorted(p for p in ([root] if root.is_file() else root.rglob("*"))
                   if p.is_file() and p.name != "lock")
@@ -119,7 +103,7 @@ FUZZ = settings(max_examples=TRIALS, deadline=None, derandomize=True,
 def test_a_flipped_byte_is_reported_never_raised(
         kind: str, where: tuple[int, int, int], pristine: dict[str, Path], scratch: Path
 ) -> None:
-    root = _copy(pristine[kind], scratch / "damaged")
+    root = fresh_copy(pristine[kind], scratch / "damaged")
     files = _files(root)
     which, offset, mask = where
     path = files[which % len(files)]
@@ -138,7 +122,7 @@ def test_a_flipped_byte_is_reported_never_raised(
 def test_a_truncated_file_is_reported_never_raised(
         kind: str, where: tuple[int, int, int], pristine: dict[str, Path], scratch: Path
 ) -> None:
-    root = _copy(pristine[kind], scratch / "damaged")
+    root = fresh_copy(pristine[kind], scratch / "damaged")
     files = _files(root)
     which, offset, _ = where
     path = files[which % len(files)]
@@ -152,7 +136,7 @@ def test_a_truncated_file_is_reported_never_raised(
 @given(pair=st.tuples(st.integers(0, 1 << 20), st.integers(0, 1 << 20), st.integers(0, 1)))
 def test_swapped_or_dropped_jsonl_lines_are_caught(
         pair: tuple[int, int, int], pristine: dict[str, Path], scratch: Path) -> None:
-    root = _copy(pristine["jsonl"], scratch / "damaged")
+    root = fresh_copy(pristine["jsonl"], scratch / "damaged")
     path = max((root / "sessions").glob("*.jsonl"), key=lambda p: p.stat().st_size)
     lines = path.read_bytes().split(b"\n")[:-1]
     i, j = pair[0] % len(lines), pair[1] % len(lines)
@@ -171,7 +155,7 @@ def test_swapped_or_dropped_jsonl_lines_are_caught(
 @given(pair=st.tuples(st.integers(0, 1 << 20), st.integers(0, 1 << 20), st.integers(0, 1)))
 def test_swapped_or_dropped_sqlite_rows_are_caught(
         pair: tuple[int, int, int], pristine: dict[str, Path], scratch: Path) -> None:
-    root = _copy(pristine["sqlite"], scratch / "damaged")
+    root = fresh_copy(pristine["sqlite"], scratch / "damaged")
     db = sqlite3.connect(root, isolation_level=None)
     try:
         rows = db.execute("SELECT sid, last_seq, body FROM blocks ORDER BY 1, 2").fetchall()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import os
 import shutil
 import sys
@@ -75,3 +76,19 @@ def scratch_dir(name: str) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+_COPIES = itertools.count()
+
+
+def fresh_copy(src: Path, base: Path) -> Path:
+    """A copy of the store ``src`` (a file or a directory) in a new directory under
+    ``base``: a store that failed to open may still hold its files until collected."""
+    root = base / str(next(_COPIES))
+    root.mkdir(parents=True)
+    dst = root / src.name
+    if src.is_dir():
+        shutil.copytree(src, dst)
+    else:
+        shutil.copy(src, dst)
+    return dst
