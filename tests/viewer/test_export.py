@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import re
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from playwright.sync_api import Browser
 
 from engine.session import Session
 from engine.store import open_store
 from engine.store.base import Store
-from projections.serve.export import export_data, render_html, script_json
+from projections.serve.export import FRAME_EVERY, export_data, render_html, script_json
 from projections.timetravel import at
+from projections.withparts import WithPartsProjection
+from tests.support.export_sessions import streamed_session
 from tests.viewer.conftest import Sessions
 
 
@@ -36,13 +39,104 @@ def test_any_logged_text_stays_inside_the_data_element(text: str) -> None:
     assert len(re.findall(r"</script", page)) == 2
 
 
-def test_export_holds_every_state(viewer_store: tuple[Store, Sessions]) -> None:
+def test_export_holds_every_state(browser: Browser,
+                                  viewer_store: tuple[Store, Sessions]) -> None:
     store, s = viewer_store
     for sid in (s.demo, s.fork):
         data = export_data(store, sid)["session"]
-        assert len(data["states"]) == store.version(sid) + 1
-        for seq, state in enumerate(data["states"]):
-            got = [data["versions"][i] for i in state]
-            assert got == at(store, sid, seq).to_json(), seq
+        assert len(data["changes"]) == store.version(sid) + 1
+        got = page_states(browser, render_html(store, sid), store.version(sid))
+        for seq, state in enumerate(got):
+            assert json.loads(state) == at(store, sid, seq).to_json(), seq
         # Each distinct message version is stored once, not once per seq.
         assert len(data["versions"]) <= store.version(sid)
+
+STATES_JS = "n => Array.from({length: n + 1}, (_, q) => JSON.stringify(convlogExport.state(q)))"
+
+
+def page_states(browser: Browser, html: str, last: int) -> list[str]:
+    """Every state of an exported page, as its own script rebuilds them, in its JSON."""
+    page = browser.new_page()
+    try:
+        page.set_content(html)
+        states: list[str] = page.evaluate(STATES_JS, last)
+    finally:
+        page.close()
+    return states
+
+
+def folded_states(store: Store, sid: str) -> list[str]:
+    """The WithParts projection's JSON after each event of ``sid``'s log."""
+    proj = WithPartsProjection(sid)
+    out = [dumps(proj.to_json())]
+    for e in store.read(sid):
+        proj.apply(e)
+        out.append(dumps(proj.to_json()))
+    return out
+
+
+def dumps(value: object) -> str:
+    """``value``'s JSON as JavaScript writes it (one number type: 0.0 is written 0)."""
+    return json.dumps(js_numbers(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def js_numbers(value: object) -> object:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: js_numbers(x) for k, x in value.items()}
+    if isinstance(value, list):
+        return [js_numbers(x) for x in value]
+    return value
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_the_page_shows_the_projection_at_every_seq(browser: Browser, data: st.DataObject
+                                                    ) -> None:
+    with open_store("sqlite:///:memory:") as store:
+        sid = data.draw(streamed_session(store))
+        want = folded_states(store, sid)
+        got = page_states(browser, render_html(store, sid), store.version(sid))
+    assert len(got) == len(want)
+    for seq, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g == w, seq
+
+
+def test_a_long_stream_scrubs_exactly_across_frames(browser: Browser) -> None:
+    """Many deltas to a few parts, past several frames, with a frame in the middle of a
+    run (the page appends deltas stored before the frame it starts from)."""
+    with open_store("sqlite:///:memory:") as store:
+        s = Session.create(store)
+        s.create_conversation()
+        m = s.start_message("assistant")
+        text, tool = s.add_text(m), s.add_tool(m, "call_1", "bash")
+        for i in range(3 * FRAME_EVERY):
+            s.text_delta(text, f"t{i}<")
+            if i % 7 == 0:
+                s.tool_input_delta(tool, f'{{"i":{i}}}')
+            if i == FRAME_EVERY:
+                s.add_context_file("a.py")  # names no message: a frame
+        s.end_part(text)
+        want = folded_states(store, s.id)
+        got = page_states(browser, render_html(store, s.id), s.version)
+    assert got == want
+
+
+def test_the_export_grows_linearly_with_the_deltas() -> None:
+    """Twice the deltas, about twice the bytes: a full message per delta made it 4x."""
+    def size(deltas: int) -> int:
+        with open_store("sqlite:///:memory:") as store:
+            s = Session.create(store)
+            s.user_message("hi")
+            m = s.start_message("assistant")
+            ref = s.add_text(m)
+            for i in range(deltas):
+                s.text_delta(ref, f"word{i} ")
+            s.end_part(ref)
+            s.complete_message(m)
+            return len(render_html(store, s.id).encode())
+
+    small, big = size(2000), size(4000)
+    assert big < 2.5 * small, (small, big)

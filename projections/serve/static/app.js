@@ -41,10 +41,60 @@
     project: (pid, agent) => getJSON("/api/mailbox/" + enc(pid) + (agent ? "?agent=" + enc(agent) : "")),
   };
 
-  // An exported file carries every state as message versions: states[seq] lists indexes
-  // into versions, so the scrubber works offline without folding events in JS.
+  // An exported file carries each message version once and, per event, what changed
+  // (projections/serve/export.py): the state at a seq is rebuilt from the frame before
+  // it, and a message that only got deltas since its version gets their text appended,
+  // so the scrubber works offline without folding events in JS.
+  const APPENDS = { "text.delta": ["text", "delta"], "reasoning.delta": ["text", "delta"],
+    "tool.input_delta": ["raw", "fragment"] };
+
+  function withDeltas(s, mid, version, since, seq) {
+    const msg = JSON.parse(JSON.stringify(s.versions[version]));
+    const parts = new Map(msg.parts.map((p) => [p.id, p]));
+    const pieces = new Map();
+    for (let i = since; i < seq; i++) {  // events[i] is the event of seq i + 1
+      const e = s.events[i];
+      if (e.message_id !== mid || !APPENDS[e.tag]) continue;
+      if (!pieces.has(e.part_id)) pieces.set(e.part_id, []);
+      pieces.get(e.part_id).push(e);
+    }
+    for (const [pid, evs] of pieces) {
+      const part = parts.get(pid);
+      if (!part) continue;
+      const [field, from] = APPENDS[evs[0].tag];
+      const host = field === "raw" ? part.state : part;
+      if (host && typeof host[field] === "string") {
+        host[field] += evs.map((e) => e[from]).join("");
+      }
+    }
+    return msg;
+  }
+
+  function exportedState(s, seq) {
+    let lo = 0, hi = s.frames.length - 1;
+    while (lo < hi) {  // the last frame at or before seq
+      const mid = (lo + hi + 1) >> 1;
+      if (s.frames[mid][0] <= seq) lo = mid; else hi = mid - 1;
+    }
+    const [start, entries] = s.frames[lo];
+    const current = new Map(entries);
+    for (let q = start + 1; q <= seq; q++) {
+      for (const [mid, entry] of s.changes[q] || []) {
+        if (entry === null) current.delete(mid); else current.set(mid, entry);
+      }
+    }
+    const all = [];
+    for (const [mid, entry] of current) {
+      all.push(typeof entry === "number" ? s.versions[entry]
+        : withDeltas(s, mid, entry[0], entry[1], seq));
+    }
+    return all;
+  }
+
   function exportSource(data) {
     const s = data.session;
+    // The whole state at a seq, for scripts reading an exported file (and its tests).
+    window.convlogExport = { state: (seq) => exportedState(s, seq) };
     return {
       config: async () => ({ writes: false, exported: true, anchors: [] }),
       sessions: async () => [s.info],
@@ -54,7 +104,7 @@
       mailbox: async () => ({ present: false, projects: [] }),
       state: async (sid, seq, start, count) => {
         const window = count || data.window;
-        const all = s.states[seq].map((i) => s.versions[i]);
+        const all = exportedState(s, seq);
         const ev = seq ? s.events[seq - 1] : null;
         let focus = all.length - 1;
         if (ev && ev.message_id) {
