@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import viewer
+from benchmarks import export, viewer
 
 
 def test_viewer_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert viewer.main(["--events", "600", "--scrubs", "2"]) == 0
     out = capsys.readouterr().out
     for line in ("server: state(seq)", "page: first paint", "page: scrub", "in the DOM"):
+        assert line in out
+
+
+def test_export_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert export.main(["--deltas", "50", "100"]) == 0
+    out = capsys.readouterr().out
+    for line in ("50 deltas", "100 deltas", "MB page", "MB traced"):
         assert line in out
