@@ -286,6 +286,19 @@ def decode(body: bytes, session_id: str = "") -> list[AnyEvent]:
     return _decode_evolving(events)
 
 
+def _packed_head(body: bytes) -> Sealed | None:
+    """The header of a packed sealed block for a read that may give runs; None for any
+    other block format, or while a catalog upcasts (events are then read one by one).
+    A damaged header is EventDecodeError."""
+    if body[:1] != _SEALED or upcasting_active():
+        return None
+    try:
+        head = sealed_head(body)
+    except ValueError as exc:
+        raise EventDecodeError(f"unreadable block: {exc}") from None
+    return head if head.kind == KIND_PACKED else None
+
+
 def decode_runs(body: bytes, session_id: str = "", *, ids: bool = True
                 ) -> list[AnyEvent | Run]:
     """The block's events as :func:`decode` gives them, except that in a packed sealed
@@ -293,18 +306,14 @@ def decode_runs(body: bytes, session_id: str = "", *, ids: bool = True
     ``BlockReader.read_runs``); with ``ids=False`` its events may come without their
     ids (``packed.unpack_runs``). Every other block format, or an upcasting catalog,
     gives events only."""
-    if body[:1] == _SEALED and not upcasting_active():
-        try:
-            head = sealed_head(body)
-        except ValueError as exc:
-            raise EventDecodeError(f"unreadable block: {exc}") from None
-        if head.kind == KIND_PACKED:
-            items = packed.unpack_runs(_payload(body), session_id, head.first, ids=ids)
-            end = items[-1].seq if items else head.first - 1
-            if end != head.first + head.n - 1:
-                raise EventDecodeError(f"the block holds {end - head.first + 1} events, "
-                                       f"its header {head.n}")
-            return items
+    head = _packed_head(body)
+    if head is not None:
+        items = packed.unpack_runs(_payload(body), session_id, head.first, ids=ids)
+        end = items[-1].seq if items else head.first - 1
+        if end != head.first + head.n - 1:
+            raise EventDecodeError(f"the block holds {end - head.first + 1} events, "
+                                   f"its header {head.n}")
+        return items
     return list(decode(body, session_id))
 
 
@@ -312,21 +321,17 @@ def decode_runs_range(body: bytes, lo: int, hi: int, session_id: str = "") -> li
     """Events with index lo..hi-1 of the block as :func:`decode_runs` gives them, runs
     cut at both ends; a packed block is decoded only up to ``hi`` (``at(seq)`` reads
     the start of a block after its snapshot). Other formats: :func:`decode_range`."""
-    if body[:1] == _SEALED and not upcasting_active():
-        try:
-            head = sealed_head(body)
-        except ValueError as exc:
-            raise EventDecodeError(f"unreadable block: {exc}") from None
-        if head.kind == KIND_PACKED:
-            lo, hi = max(lo, 0), min(hi, head.n)
-            if lo >= hi:
-                return []
-            items = packed_range.unpack_runs_range(_payload(body), session_id, head.first,
-                                                   head.first + lo, head.first + hi - 1)
-            if not items or items[-1].seq != head.first + hi - 1:
-                raise EventDecodeError(f"the block holds fewer events than its header's "
-                                       f"{head.n}")
-            return items
+    head = _packed_head(body)
+    if head is not None:
+        lo, hi = max(lo, 0), min(hi, head.n)
+        if lo >= hi:
+            return []
+        items = packed_range.unpack_runs_range(_payload(body), session_id, head.first,
+                                               head.first + lo, head.first + hi - 1)
+        if not items or items[-1].seq != head.first + hi - 1:
+            raise EventDecodeError(f"the block holds fewer events than its header's "
+                                   f"{head.n}")
+        return items
     return list(decode_range(body, lo, hi, session_id))
 
 
