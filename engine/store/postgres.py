@@ -159,6 +159,9 @@ _SIGNATURE_TYPES = ("text, integer, bytea, integer, integer, bytea, bytea[], int
 # commit: a session's appends queue) and the head check in one statement. When the
 # row no longer matches, nothing is written and o_seq stays NULL, with the current
 # head in the other columns (all NULL: no such session).
+_WRITE_LOCALS = """
+    n integer := cardinality(p_keys);
+    actual integer;"""  # what _WRITE_BODY declares
 _WRITE_BODY = """
     UPDATE convlog_sessions
        SET version = greatest(version, coalesce(fork_seq, 0)) + n, head = p_new_head,
@@ -195,6 +198,9 @@ _WRITE_BODY = """
 # serialized by its row lock, the second taking its qid after the first committed,
 # so a session's events are placed in seq order. A NOTIFY per append placed:
 # "first last sid".
+_PLACE_LOCALS = """
+    before bigint;
+    n_placed bigint;"""  # what _PLACE_BODY declares
 _PLACE_BODY = f"""
     IF EXISTS (SELECT FROM convlog_pending WHERE qid > placed) THEN
         SELECT last INTO before FROM convlog_position;
@@ -228,16 +234,12 @@ _OUTS = ("OUT o_sid bigint, OUT o_version integer, OUT o_fork_seq integer, "
          "OUT o_sealed integer, OUT o_head bytea, OUT o_seq integer")
 _WRITE_SQL = f"""CREATE OR REPLACE FUNCTION {_WRITE_FN}({_PARAMS}, {_OUTS})
 LANGUAGE plpgsql AS $$
-DECLARE
-    n integer := cardinality(p_keys);
-    actual integer;
+DECLARE{_WRITE_LOCALS}
 BEGIN{_WRITE_BODY}END $$"""
 _PLACE_SQL = f"""CREATE OR REPLACE FUNCTION {_PLACE_FN}(o_sid bigint, o_seq integer,
     n integer, OUT o_first bigint)
 LANGUAGE plpgsql AS $$
-DECLARE
-    before bigint;
-    n_placed bigint;
+DECLARE{_PLACE_LOCALS}
 BEGIN
     PERFORM pg_advisory_xact_lock({PLACE_LOCK});{_PLACE_BODY}END $$"""
 # One call, one round trip, and for a durable (sync) writer one WAL flush that no
@@ -260,11 +262,7 @@ _APPEND_SQL = f"""CREATE OR REPLACE PROCEDURE {_APPEND_FN}({_PARAMS},
     INOUT o_first bigint, INOUT o_sid bigint, INOUT o_version integer,
     INOUT o_fork_seq integer, INOUT o_sealed integer, INOUT o_head bytea, INOUT o_seq integer)
 LANGUAGE plpgsql AS $$
-DECLARE
-    n integer := cardinality(p_keys);
-    actual integer;
-    before bigint;
-    n_placed bigint;
+DECLARE{_WRITE_LOCALS}{_PLACE_LOCALS}
     flushes boolean := current_setting('synchronous_commit') <> 'off';
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);{_WRITE_BODY}
@@ -302,11 +300,7 @@ END $$"""
 _APPEND_ONCE_SQL = f"""CREATE OR REPLACE FUNCTION {_APPEND_ONCE_FN}({_PARAMS},
     OUT o_first bigint, {_OUTS})
 LANGUAGE plpgsql AS $$
-DECLARE
-    n integer := cardinality(p_keys);
-    actual integer;
-    before bigint;
-    n_placed bigint;
+DECLARE{_WRITE_LOCALS}{_PLACE_LOCALS}
 BEGIN{_WRITE_BODY}
     PERFORM pg_advisory_xact_lock({PLACE_LOCK});{_PLACE_BODY}END $$"""
 _INOUT_TYPES = "bigint, bigint, integer, integer, integer, bytea, integer"
