@@ -46,6 +46,7 @@ import msgspec
 from engine.codec import canonical, canonical_encoder
 from engine.errors import InvalidEvent
 from engine.events import EVENT_TYPES, AnyEvent, Event
+from engine.store.freeform import free_fields, holds
 
 INT_MIN = -(1 << 63)
 INT_MAX = (1 << 63) - 1
@@ -129,35 +130,16 @@ def _admit_decoded(event: Event, data: bytes) -> bytes:
     return data
 
 
-def _holds(info: msgspec.inspect.Type, kinds: tuple[type, ...], seen: set[type],
-           skip: frozenset[str] = frozenset()) -> bool:
-    """Whether a declared type holds a value of one of ``kinds`` anywhere inside
-    (``skip``: top-level fields left out)."""
-    if isinstance(info, kinds):
-        return True
-    if isinstance(info, msgspec.inspect.StructType):
-        if info.cls in seen:
-            return False
-        seen.add(info.cls)
-        return any(_holds(f.type, kinds, seen) for f in info.fields if f.name not in skip)
-    inner = [getattr(info, name) for name in ("item_type", "key_type", "value_type")
-             if hasattr(info, name)]
-    inner += list(getattr(info, "types", ()))
-    return any(_holds(t, kinds, seen) for t in inner)
-
-
 _ENVELOPE_INTS = frozenset({"seq", "time", "v"})
 # Event types that can nest without bound: only their free-form JSON can be deep.
-_FREE_FORM: frozenset[type] = frozenset(
-    cls for cls in EVENT_TYPES
-    if _holds(msgspec.inspect.type_info(cls), (msgspec.inspect.AnyType,), set()))
+_FREE_FORM: frozenset[type] = frozenset(cls for cls in EVENT_TYPES if free_fields(cls))
 # Event types whose only numbers are the envelope's (the streamed deltas): no byte
 # scan, three comparisons after the decode instead.
 _PLAIN: frozenset[type] = frozenset(
     cls for cls in EVENT_TYPES
-    if not _holds(msgspec.inspect.type_info(cls),
-                  (msgspec.inspect.AnyType, msgspec.inspect.IntType,
-                   msgspec.inspect.FloatType), set(), _ENVELOPE_INTS))
+    if not holds(msgspec.inspect.type_info(cls),
+                 (msgspec.inspect.AnyType, msgspec.inspect.IntType,
+                  msgspec.inspect.FloatType), skip=_ENVELOPE_INTS))
 
 
 def short_proof(event: Event) -> bool:
@@ -188,7 +170,7 @@ def _term(t: msgspec.inspect.Type, value: str, name: str) -> str | None:
             and type(t.value_type) is msgspec.inspect.AnyType
             and (t.min_length, t.max_length) == (None, None)):
         # A JSON object of strings only (a tool's input, often): no number, no nesting.
-        return f"({value}.__class__ is dict and _strings_only({value}))"
+        return f"({value}.__class__ is dict and strings_only({value}))"
     if type(t) is msgspec.inspect.UnionType and len(t.types) == 2:
         rest = [u for u in t.types if type(u) is not msgspec.inspect.NoneType]
         if len(rest) == 1:
@@ -200,9 +182,6 @@ def _term(t: msgspec.inspect.Type, value: str, name: str) -> str | None:
 def strings_only(d: dict[Any, Any]) -> bool:
     """Every key and every value of ``d`` exactly a str (true for an empty dict)."""
     return not d or (set(map(type, d)) == _STR and set(map(type, d.values())) == _STR)
-
-
-_strings_only = strings_only  # the name the compiled short proofs call
 
 
 _STR = {str}
@@ -224,7 +203,7 @@ def _fast_check(cls: type[Event]) -> Callable[[Event], bool] | None:
     # no tuple per event (this runs for every delta).
     code = f"lambda e: {' and '.join(terms)}"
     check: Callable[[Event], bool] = eval(
-        code, {"INT_MIN": INT_MIN, "INT_MAX": INT_MAX, "_strings_only": _strings_only})
+        code, {"INT_MIN": INT_MIN, "INT_MAX": INT_MAX, "strings_only": strings_only})
     return check
 
 

@@ -19,20 +19,30 @@ from engine.events import Event
 _CONTAINERS = (dict, list)
 
 
+def holds(info: msgspec.inspect.Type, kinds: tuple[type, ...], seen: set[type] | None = None,
+          skip: frozenset[str] = frozenset()) -> bool:
+    """Whether a declared type holds a value of one of ``kinds`` (``msgspec.inspect``
+    types) anywhere inside (``skip``: top-level fields left out)."""
+    if isinstance(info, kinds):
+        return True
+    seen = set() if seen is None else seen
+    if isinstance(info, msgspec.inspect.StructType):
+        if info.cls in seen:
+            return False
+        seen.add(info.cls)
+        return any(holds(f.type, kinds, seen) for f in info.fields if f.name not in skip)
+    inner = [getattr(info, name) for name in ("item_type", "key_type", "value_type")
+             if hasattr(info, name)]
+    inner += list(getattr(info, "types", ()))
+    return any(holds(t, kinds, seen) for t in inner)
+
+
 @functools.cache
 def free_fields(cls: type[Event]) -> tuple[str, ...]:
     """The names of ``cls``'s fields whose type holds ``Any`` (derived from the catalog)."""
     info = msgspec.inspect.type_info(cls)
     assert isinstance(info, msgspec.inspect.StructType)
-    return tuple(f.name for f in info.fields if _holds_any(f.type))
-
-
-def _holds_any(t: msgspec.inspect.Type) -> bool:
-    if isinstance(t, msgspec.inspect.AnyType):
-        return True
-    inner = [getattr(t, a) for a in ("item_type", "key_type", "value_type") if hasattr(t, a)]
-    inner += list(getattr(t, "types", ())) + list(getattr(t, "item_types", ()))
-    return any(_holds_any(x) for x in inner)
+    return tuple(f.name for f in info.fields if holds(f.type, (msgspec.inspect.AnyType,)))
 
 
 def keys_are_strings(body: dict[str, Any], names: tuple[str, ...]) -> bool:
