@@ -23,7 +23,7 @@ from engine.ids import EventIds
 from engine.session import Session, StepClock
 from engine.store import MemoryStore, packed
 from engine.store.runs import Run
-from tests.support.event_strategies import ANY_BODY, body_strategy, runs
+from tests.support.event_strategies import ANY_BODY, body_strategy, drawn_damage, runs
 from tests.support.runs_check import assert_runs_join
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "packed-v1"
@@ -265,16 +265,8 @@ def test_arbitrary_bytes_are_refused_with_a_decode_error(data: bytes) -> None:
 def test_damaged_payloads_are_refused_with_a_decode_error(
         run: tuple[str, int, list[Event]], data: st.DataObject) -> None:
     json = data.draw(st.booleans())
-    blob = bytearray((packed.pack_json if json else packed.pack)(run[2], run[0], run[1]))
-    how = data.draw(st.sampled_from(["flip", "truncate", "insert"]))
-    at = data.draw(st.integers(0, len(blob) - 1))
-    if how == "flip":
-        blob[at] ^= data.draw(st.integers(1, 255))
-    elif how == "truncate":
-        del blob[at:]
-    else:
-        blob[at:at] = data.draw(st.binary(min_size=1, max_size=4))
-    _decodes_or_refuses(bytes(blob))
+    blob = (packed.pack_json if json else packed.pack)(run[2], run[0], run[1])
+    _decodes_or_refuses(drawn_damage(data, blob))
 
 
 # Columns of the msgpack array (``packed._Block``), by name.

@@ -22,7 +22,7 @@ from engine.session import Session, StepClock
 from engine.store import SQLiteStore, packed, packed_range
 from engine.store.runs import Run
 from tests.store.test_packed import streams
-from tests.support.event_strategies import runs
+from tests.support.event_strategies import drawn_damage, runs
 from tests.support.runs_check import assert_runs_join
 
 SETTINGS = settings(max_examples=150, deadline=None,
@@ -75,18 +75,10 @@ def test_a_prefix_with_an_absolute_time_is_walked() -> None:
 def test_a_damaged_payload_is_refused_with_a_decode_error_or_read(
         run: tuple[str, int, list[Event]], data: st.DataObject) -> None:
     session_id, first, events = run
-    blob = bytearray(packed.pack(events, session_id, first))
-    at = data.draw(st.integers(0, len(blob) - 1))
-    how = data.draw(st.sampled_from(["flip", "truncate", "insert"]))
-    if how == "flip":
-        blob[at] ^= data.draw(st.integers(1, 255))
-    elif how == "truncate":
-        del blob[at:]
-    else:
-        blob[at:at] = data.draw(st.binary(min_size=1, max_size=4))
+    blob = drawn_damage(data, packed.pack(events, session_id, first))
     lo = data.draw(st.integers(first, first + len(events) - 1))
     with contextlib.suppress(EventDecodeError):  # never any other error
-        for item in packed_range.unpack_runs_range(bytes(blob), session_id, first, lo,
+        for item in packed_range.unpack_runs_range(blob, session_id, first, lo,
                                                    first + len(events)):
             assert isinstance(item, (*ev.EVENT_TYPES, Run))
 

@@ -122,3 +122,17 @@ def runs(draw: st.DrawFn, bodies: st.SearchStrategy[Event] = ANY_BODY, *,
             changes["part_id"] = draw(st.sampled_from([shared_part, shared_part]) | TEXT)
         out.append(msgspec.structs.replace(e, **changes))
     return session_id, first, out
+
+
+def drawn_damage(data: st.DataObject, blob: bytes) -> bytes:
+    """``blob`` with one drawn damage: a byte flipped, the end cut off, or bytes inserted."""
+    damaged = bytearray(blob)
+    how = data.draw(st.sampled_from(["flip", "truncate", "insert"]))
+    at = data.draw(st.integers(0, len(damaged) - 1))
+    if how == "flip":
+        damaged[at] ^= data.draw(st.integers(1, 255))
+    elif how == "truncate":
+        del damaged[at:]
+    else:
+        damaged[at:at] = data.draw(st.binary(min_size=1, max_size=4))
+    return bytes(damaged)

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from playwright.sync_api import Browser
 
+from benchmarks.export import record
 from engine.session import Session
 from engine.store import open_store
 from engine.store.base import Store
@@ -128,15 +129,7 @@ def test_the_export_grows_linearly_with_the_deltas() -> None:
     """Twice the deltas, about twice the bytes: a full message per delta made it 4x."""
     def size(deltas: int) -> int:
         with open_store("sqlite:///:memory:") as store:
-            s = Session.create(store)
-            s.user_message("hi")
-            m = s.start_message("assistant")
-            ref = s.add_text(m)
-            for i in range(deltas):
-                s.text_delta(ref, f"word{i} ")
-            s.end_part(ref)
-            s.complete_message(m)
-            return len(render_html(store, s.id).encode())
+            return len(render_html(store, record(store, deltas)).encode())
 
     small, big = size(2000), size(4000)
     assert big < 2.5 * small, (small, big)
