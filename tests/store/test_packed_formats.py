@@ -1,0 +1,112 @@
+"""Stores written by the release of packed payload format 1 (each delta its own
+string; tests/fixtures/make_packed_v1.py) open, read, replay and verify with today's
+code, and take appends that seal in today's format next to the old blocks."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from engine import codec
+from engine.events import AnyEvent
+from engine.session import Session
+from engine.store import blocks, jsonl_blocks, open_store, packed
+from engine.store.verify import verify
+from projections.bulk import read_bulk
+from projections.withparts import WithPartsProjection
+from tests.support.runs_check import assert_runs_join
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "packed-v1-stores"
+
+
+def _want(name: str) -> list[list[AnyEvent]]:
+    """The old release's reads of the root session and of its fork (a fork's read holds
+    its parent's events up to the fork seq), one after the other in the file."""
+    events = codec.decode_json_list(gzip.decompress((FIXTURE / f"{name}-events.json.gz")
+                                                    .read_bytes()))
+    cut = next(i for i, e in enumerate(events) if i and e.seq == 1)
+    return [events[:cut], events[cut:]]
+
+
+def _sqlite_payload_formats(path: Path) -> set[int]:
+    with sqlite3.connect(path) as db:
+        bodies = [bytes(b) for (b,) in db.execute("SELECT body FROM blocks")]
+    db.close()
+    return {blocks._payload(b)[0] for b in bodies
+            if blocks.is_sealed(b) and blocks.sealed_head(b).kind == blocks.KIND_PACKED}
+
+
+def _jsonl_payload_formats(root: Path) -> set[int]:
+    found = set()
+    for path in (root / "sessions").glob("*.blocks"):
+        data = path.read_bytes()
+        meta = json.loads(path.with_suffix(".meta.json").read_bytes())
+        refs, bad = jsonl_blocks.scan(data, 0, (meta.get("fork_seq") or 0) + 1)
+        assert bad is None
+        for ref in refs:
+            member = data[ref.offset:ref.offset + ref.length]
+            found.add(json.loads(jsonl_blocks.payload(member))["format"])
+    return found
+
+
+def _enc(events: list[AnyEvent]) -> list[bytes]:
+    return [msgspec.json.encode(e) for e in events]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+def test_a_store_of_packed_format_1_reads_replays_and_verifies(tmp_path: Path, kind: str) -> None:
+    if kind == "sqlite":
+        path = tmp_path / "store.db"
+        shutil.copy(FIXTURE / "store.db", path)
+        url = f"sqlite:///{path}"
+        formats = lambda: _sqlite_payload_formats(path)  # noqa: E731
+    else:
+        root = tmp_path / "jsonl"
+        shutil.copytree(FIXTURE / "jsonl", root)
+        url = f"jsonl:///{root}"
+        formats = lambda: _jsonl_payload_formats(root)  # noqa: E731
+    assert formats() == {1}  # the fixture keeps its meaning: old payloads only
+    store = open_store(url)
+    try:
+        root_id = next(i.id for i in store.sessions() if i.parent is None)
+        fork_id = next(i.id for i in store.sessions() if i.parent == root_id)
+        want = dict(zip((root_id, fork_id), _want(kind), strict=True))
+        for sid, events in want.items():
+            assert len(events) > blocks.BLOCK_MAX + 900
+            assert _enc(list(store.read(sid))) == _enc(events)
+            assert_runs_join(list(read_bulk(store, sid)), events)
+            assert_runs_join(list(read_bulk(store, sid, ids=False)), events, ids=False)
+            live = WithPartsProjection(sid)
+            live.apply_all(events)
+            assert WithPartsProjection.replay(store, sid).messages() == live.messages()
+            middle = events[len(events) // 2].seq
+            assert _enc(list(store.read(sid, middle, middle + 700))) == _enc(
+                events[middle - 1:middle + 700])
+        for deep in (True, False):
+            report = verify(store, deep=deep)
+            assert report.ok, report.problems
+        # Appends seal in today's format beside the old blocks; all of it still reads.
+        s = Session.open(store, root_id)
+        m = s.start_message("assistant")
+        part = s.add_text(m)
+        for i in range(blocks.BLOCK_MAX + 300):
+            s.text_delta(part, f"é{i} ")
+        s.end_part(part)
+        s.complete_message(m, finish="stop")
+        assert formats() == {1, packed.FORMAT}
+        after = list(store.read(root_id))
+        assert _enc(after[:len(want[root_id])]) == _enc(want[root_id])
+        assert "".join(e.delta for e in after[len(want[root_id]):]  # type: ignore[attr-defined]
+                       if type(e).__name__ == "TextDelta") == "".join(
+            f"é{i} " for i in range(blocks.BLOCK_MAX + 300))
+        for deep in (True, False):
+            report = verify(store, deep=deep)
+            assert report.ok, report.problems
+    finally:
+        store.close()
