@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 from engine import codec
+from engine import events as ev
 from engine.events import AnyEvent
 from engine.session import Session
 from engine.store import blocks, jsonl_blocks, open_store, packed
@@ -102,8 +103,8 @@ def test_a_store_of_packed_format_1_reads_replays_and_verifies(tmp_path: Path, k
         assert formats() == {1, packed.FORMAT}
         after = list(store.read(root_id))
         assert _enc(after[:len(want[root_id])]) == _enc(want[root_id])
-        assert "".join(e.delta for e in after[len(want[root_id]):]  # type: ignore[attr-defined]
-                       if type(e).__name__ == "TextDelta") == "".join(
+        assert "".join(e.delta for e in after[len(want[root_id]):]
+                       if isinstance(e, ev.TextDelta)) == "".join(
             f"é{i} " for i in range(blocks.BLOCK_MAX + 300))
         for deep in (True, False):
             report = verify(store, deep=deep)
