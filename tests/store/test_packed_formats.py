@@ -4,10 +4,12 @@ code, and take appends that seal in today's format next to the old blocks."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -44,7 +46,7 @@ def _sqlite_payload_formats(path: Path) -> set[int]:
 
 
 def _jsonl_payload_formats(root: Path) -> set[int]:
-    found = set()
+    found: set[int] = set()
     for path in (root / "sessions").glob("*.blocks"):
         data = path.read_bytes()
         meta = json.loads(path.with_suffix(".meta.json").read_bytes())
@@ -66,12 +68,12 @@ def test_a_store_of_packed_format_1_reads_replays_and_verifies(tmp_path: Path, k
         path = tmp_path / "store.db"
         shutil.copy(FIXTURE / "store.db", path)
         url = f"sqlite:///{path}"
-        formats = lambda: _sqlite_payload_formats(path)  # noqa: E731
+        formats: Callable[[], set[int]] = functools.partial(_sqlite_payload_formats, path)
     else:
         root = tmp_path / "jsonl"
         shutil.copytree(FIXTURE / "jsonl", root)
         url = f"jsonl:///{root}"
-        formats = lambda: _jsonl_payload_formats(root)  # noqa: E731
+        formats = functools.partial(_jsonl_payload_formats, root)
     assert formats() == {1}  # the fixture keeps its meaning: old payloads only
     store = open_store(url)
     try:
