@@ -45,18 +45,21 @@ def free_fields(cls: type[Event]) -> tuple[str, ...]:
     return tuple(f.name for f in info.fields if holds(f.type, (msgspec.inspect.AnyType,)))
 
 
-def keys_are_strings(body: dict[str, Any], names: tuple[str, ...]) -> bool:
-    """Whether every map inside ``body``'s fields ``names`` has string keys only (a
-    loop with a stack: damaged bytes may nest deeper than Python's recursion)."""
-    stack: list[Any] = [v for v in map(body.get, names) if type(v) in _CONTAINERS]
+def keys_are_strings(values: list[Any]) -> bool:
+    """Whether every map inside ``values``, at any depth, has string keys only: the
+    bodies of a packed block, checked once for the block (a loop with a stack:
+    damaged bytes may nest deeper than Python's recursion). Typed fields would refuse
+    another key as they convert; the free-form ones would not."""
+    stack: list[Any] = [values]
+    pop, push, containers = stack.pop, stack.append, _CONTAINERS
     while stack:
-        value = stack.pop()
+        value = pop()
         if type(value) is dict:
             for k, x in value.items():
                 if type(k) is not str:
                     return False
-                if type(x) in _CONTAINERS:
-                    stack.append(x)
+                if type(x) in containers:
+                    push(x)
         else:
-            stack.extend(x for x in value if type(x) in _CONTAINERS)
+            stack.extend(x for x in value if type(x) in containers)
     return True

@@ -18,9 +18,12 @@ reader cannot predict, in columns (like values next to each other compress best)
 - the type is a small index into the block's kind table, which names each kind by
   its tag: codes are local to a payload, so adding event types never changes the
   meaning of old payloads;
-- a kind whose only other field is one required string (the deltas) stores the bare
-  string; every other kind stores a msgpack map of its non-default fields, decoded
-  through the catalog type (so it is validated exactly like an ordinary event);
+- a kind whose only other field is one required string (the deltas: a *bare* kind)
+  stores that string in ``text``, where the block's bare strings are joined, and its
+  length in characters in ``lens``: a run of deltas is then one slice of ``text``
+  for a bulk reader, with no string per delta to build; every other kind stores a
+  msgpack map of its non-default fields in ``bodies``, decoded through the catalog
+  type (so it is validated exactly like an ordinary event);
 - ``v`` is stored only when it is not 1.
 
 The result is uncompressed; the caller compresses it (zlib). ``unpack(pack(evs))``
@@ -29,24 +32,27 @@ Any damaged input raises :class:`EventDecodeError`.
 
 Layout: one format byte (``FORMAT``), then a msgpack array (``_Block``). The JSON
 flavour (:func:`pack_json`) is one JSON object with the same columns, named.
+Format 1 (``FORMAT_1``), written before, kept each bare string in ``bodies``; it is
+still read, its columns upcast to today's on opening (``_upcast``).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
-from itertools import islice
-from typing import Any, Final
+from collections.abc import Callable, Iterator, Sequence
+from itertools import accumulate, islice
+from typing import Annotated, Any, Final
 
 import msgspec
 
 from engine.errors import EventDecodeError
 from engine.events import EVENT_BY_TAG, EVENT_TYPES, AnyEvent, Event, tag_of
-from engine.store.freeform import free_fields, keys_are_strings
+from engine.store.freeform import keys_are_strings
 from engine.store.runs import RUN_KINDS, Run
 
-FORMAT: Final = 1
+FORMAT: Final = 2
+FORMAT_1: Final = 1  # bare strings among the bodies (read, never written)
 
 # Per-event flag bits (one byte per event; 0 is the common case of a streamed delta).
 ID_STORED: Final = 1  # the id is in ``ids`` (the prediction missed)
@@ -67,6 +73,9 @@ _ENVELOPE: Final = frozenset({"type", "id", "session_id", "seq", "time", "actor"
                               "message_id", "part_id"})
 
 
+Length = Annotated[int, msgspec.Meta(ge=0)]  # checked as msgspec decodes the column
+
+
 # A kind as written: (tag, default actor, bare field or "", 2/1/0: the kind has a
 # message and a part id / a message id / neither). Self-describing, so old payloads
 # decode to builtins whatever the catalog has become (``unpack_builtins``).
@@ -83,12 +92,31 @@ class _Block(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     actors: list[str]  # actors that are not the kind's default
     refidx: list[int]  # per MSG_NEW / PART_NEW flag, in event order: index into refs
     vs: list[int]  # schema versions other than 1
-    bodies: list[Any]  # per event without NO_BODY: bare value or map of fields
+    bodies: list[Any]  # per event of a kind that is not bare, without NO_BODY: its map
+    text: str  # the strings of the events of bare kinds, joined in event order
+    lens: list[Length]  # per event of a bare kind: its string's length in characters
+
+
+class _Block1(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """Format 1: the columns of ``_Block`` but ``text`` and ``lens``; ``bodies``
+    holds a bare kind's string too, in event order."""
+
+    kinds: list[KindRow]
+    refs: list[str]
+    codes: bytes
+    flags: bytes
+    times: list[int]
+    ids: list[Any]
+    actors: list[str]
+    refidx: list[int]
+    vs: list[int]
+    bodies: list[Any]
 
 
 class _JsonBlock(msgspec.Struct, forbid_unknown_fields=True):
     """The JSON flavour: the same columns, named, ids always as text (JSON cannot tell
-    bytes from text). For files a person may ``zcat``: the bodies read as prose."""
+    bytes from text). For files a person may ``zcat``: the streamed text reads as
+    prose. A format 1 object has no ``text`` and ``lens``."""
 
     format: int
     kinds: list[KindRow]
@@ -101,10 +129,13 @@ class _JsonBlock(msgspec.Struct, forbid_unknown_fields=True):
     refidx: list[int]
     vs: list[int]
     bodies: list[Any]
+    text: str | None = None
+    lens: list[Length] | None = None
 
 
 _enc = msgspec.msgpack.Encoder()
 _block_dec = msgspec.msgpack.Decoder(_Block)
+_block1_dec = msgspec.msgpack.Decoder(_Block1)
 _json_enc = msgspec.json.Encoder()
 _json_block_dec = msgspec.json.Decoder(_JsonBlock)
 _any_dec = msgspec.msgpack.Decoder()
@@ -116,8 +147,7 @@ _any_dec = msgspec.msgpack.Decoder()
 class _Kind:
     """What the codec knows about one event class (derived from the catalog)."""
 
-    __slots__ = ("bare", "cls", "default_actor", "free", "has_msg", "has_part", "make", "shape",
-                 "tag")
+    __slots__ = ("bare", "cls", "default_actor", "has_msg", "has_part", "make", "shape", "tag")
 
     def __init__(self, cls: type[Event]) -> None:
         self.cls = cls
@@ -133,7 +163,6 @@ class _Kind:
             bare = body[0].name
         self.bare = bare
         self.make = _maker(cls, bare) if bare else None
-        self.free = free_fields(cls)
 
 
 def _maker(cls: type[Event], bare: str) -> Callable[..., Event]:
@@ -252,7 +281,8 @@ def pack_json(events: Sequence[Event], session_id: str, first_seq: int) -> bytes
     """:func:`pack` as one JSON object (the same columns, named; see ``_JsonBlock``)."""
     b = _columns(events, session_id, first_seq)
     return _json_enc.encode(_JsonBlock(FORMAT, b.kinds, b.refs, list(b.codes), list(b.flags),
-                                       b.times, b.ids, b.actors, b.refidx, b.vs, b.bodies))
+                                       b.times, b.ids, b.actors, b.refidx, b.vs, b.bodies,
+                                       b.text, b.lens))
 
 
 def _columns(events: Sequence[Event], session_id: str, first_seq: int) -> _Block:
@@ -268,6 +298,8 @@ def _columns(events: Sequence[Event], session_id: str, first_seq: int) -> _Block
     refidx: list[int] = []
     vs: list[int] = []
     bodies: list[Any] = []
+    texts: list[str] = []
+    lens: list[int] = []
     guess = _IdGuess()
     prev_time = 0
     prev_msg: str | None = None
@@ -321,17 +353,19 @@ def _columns(events: Sequence[Event], session_id: str, first_seq: int) -> _Block
         if e.v != 1:
             f |= V_STORED
             vs.append(e.v)
-        if kind.bare and type(value := getattr(e, kind.bare)) is str:
-            bodies.append(value)
+        if kind.bare:
+            value = getattr(e, kind.bare)
+            if type(value) is not str:
+                raise ValueError(f"event {e.id!r}: its {kind.bare} is not a str")
+            texts.append(value)
+            lens.append(len(value))
+        elif body := _body(e):
+            bodies.append(body)
         else:
-            body = _body(e)
-            if body or kind.bare:  # a bare kind whose value is not a str: a map says so
-                bodies.append(body)
-            else:
-                f |= NO_BODY
+            f |= NO_BODY
         flags.append(f)
     return _Block(kinds, refs, bytes(codes), bytes(flags), times, ids, actors, refidx, vs,
-                  bodies)
+                  bodies, "".join(texts), lens)
 
 
 def _ref(value: str, refs: list[str], index: dict[str, int]) -> int:
@@ -403,7 +437,7 @@ def unpack_runs(data: bytes | bytearray | memoryview, session_id: str,
     raw = bytes(data)
     try:
         if not ids:
-            return _bulk(_open(raw), session_id, first_seq)
+            return _bulk(_open(raw, sums=False), session_id, first_seq)
         return _decoded(_open(raw), session_id, first_seq, runs=True)
     except _NotRuns:  # a delta body that is not a string, or huge time jumps: event by event
         return _decoded(_open(raw), session_id, first_seq, runs=False)
@@ -437,35 +471,111 @@ _DAMAGE = (IndexError, StopIteration, TypeError, ValueError, OverflowError, Recu
            msgspec.ValidationError)
 
 
-def _open(raw: bytes) -> _Block:
-    if not raw or raw[0] != FORMAT:
+def _open(raw: bytes, *, sums: bool = True) -> _Block:
+    """The payload's columns, checked (``sums=False``: but that ``lens`` adds up to
+    the length of ``text``, which the caller checks as it reads)."""
+    fmt = raw[0] if raw else -1
+    if fmt not in (FORMAT, FORMAT_1):
         head = raw[:1].hex() or "empty"
         raise EventDecodeError(f"packed block: unknown format {head}")
     try:
-        block = _block_dec.decode(memoryview(raw)[1:])
+        if fmt == FORMAT:
+            block = _block_dec.decode(memoryview(raw)[1:])
+        else:
+            block = _upcast(_block1_dec.decode(memoryview(raw)[1:]))
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
         raise EventDecodeError(f"packed block: {exc}") from None
-    return _checked(block)
+    return _checked(block, sums=sums)
 
 
 def _open_json(raw: bytes) -> _Block:
     try:
         j = _json_block_dec.decode(raw)
-        if j.format != FORMAT:
+        columns = (j.kinds, j.refs, bytes(j.codes), bytes(j.flags), j.times, j.ids,
+                   j.actors, j.refidx, j.vs, j.bodies)
+        if j.format == FORMAT and j.text is not None and j.lens is not None:
+            block = _Block(*columns, j.text, j.lens)
+        elif j.format == FORMAT_1 and j.text is None and j.lens is None:
+            block = _upcast(_Block1(*columns))
+        else:
             raise EventDecodeError(f"packed block: unknown format {j.format}")
-        block = _Block(j.kinds, j.refs, bytes(j.codes), bytes(j.flags), j.times, j.ids,
-                       j.actors, j.refidx, j.vs, j.bodies)
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
         raise EventDecodeError(f"packed block: {exc}") from None
     return _checked(block)
 
 
-def _checked(block: _Block) -> _Block:
-    if len(block.codes) != len(block.flags) or len(block.codes) != len(block.times):
+def _upcast(old: _Block1) -> _Block:
+    """A format 1 payload's columns as today's: each bare kind's string moved from
+    ``bodies`` to ``text`` and ``lens``. What format 1 could hold in a bare kind's
+    place but a string (no writer did: its events were typed) is refused here."""
+    bare = [row[2] != "" for row in old.kinds]
+    bodies: list[Any] = []
+    texts: list[str] = []
+    lens: list[int] = []
+    values = iter(old.bodies)
+    for code, f in zip(old.codes, old.flags, strict=False):  # (lengths: _checked)
+        value = None if f & NO_BODY else next(values, _END)
+        if value is _END:
+            raise EventDecodeError("packed block: fewer bodies than events")
+        if code >= len(bare) or not bare[code]:
+            if not f & NO_BODY:
+                bodies.append(value)
+            continue
+        if type(value) is not str:
+            raise EventDecodeError(f"packed block: a {old.kinds[code][0]} body is a "
+                                   f"{type(value).__name__}")
+        texts.append(value)
+        lens.append(len(value))
+    bodies += values  # values left over: the readers refuse them as any extra value
+    return _Block(old.kinds, old.refs, old.codes, old.flags, old.times, old.ids, old.actors,
+                  old.refidx, old.vs, bodies, "".join(texts), lens)
+
+
+def _checked(block: _Block, *, sums: bool = True) -> _Block:
+    n = len(block.codes)
+    if len(block.flags) != n or len(block.times) != n:
         raise EventDecodeError("packed block: columns of different lengths")
     if not block.flags.isascii():  # _ALL_FLAGS is 127: a flag byte of 128 or more is not one
         raise EventDecodeError(f"packed block: unknown flags {max(block.flags):#x}")
+    check_text(block.kinds, block.codes, block.text, block.lens, sums=sums)
+    check_keys(block.bodies)
     return block
+
+
+def check_keys(bodies: list[Any]) -> list[Any]:
+    """``bodies``, refused if a map key anywhere inside is not a string: no canonical
+    bytes exist for one (see engine.store.freeform)."""
+    if not keys_are_strings(bodies):
+        raise EventDecodeError("packed block: a map key that is not a string in a body")
+    return bodies
+
+
+def check_text(kinds: list[KindRow], codes: bytes, text: str, lens: list[int], *,
+               sums: bool = True) -> None:
+    """That ``lens`` has one length for each event of a bare kind (and for no other)
+    and (``sums``) that they add up to the length of ``text``: the readers then slice
+    ``text`` without a check per event. (msgspec has checked that none is negative.)"""
+    bare = codes.translate(bare_table(tuple(kinds))).count(1)
+    if bare != len(lens):
+        raise EventDecodeError(f"packed block: {len(lens)} string lengths for {bare} "
+                               "events of bare kinds")
+    if sums and sum(lens) != len(text):
+        raise_cut()
+
+
+def raise_cut() -> None:
+    raise EventDecodeError("packed block: string lengths that do not cut its text")
+
+
+def _no_string(kind: str) -> None:
+    """An event of a bare kind flagged NO_BODY: its string is all it holds."""
+    raise EventDecodeError(f"packed block: a {kind} without its string")
+
+
+@functools.lru_cache(maxsize=256)
+def bare_table(kinds: tuple[KindRow, ...]) -> bytes:
+    """A ``bytes.translate`` table: 1 for the code of a bare kind, else 0."""
+    return bytes(1 if i < len(kinds) and kinds[i][2] else 0 for i in range(256))
 
 
 # Per local code: (constructor for the bare form or None, 2/1/0 for message and part
@@ -505,12 +615,21 @@ def unpack_builtins(data: bytes | bytearray | memoryview, session_id: str, first
         raise EventDecodeError(f"packed block: {type(exc).__name__}: {exc}") from None
 
 
+def _strings(block: _Block) -> Iterator[str]:
+    """The bare strings of the block's events, in order (``_checked`` has made sure
+    that ``lens`` cuts ``text``)."""
+    text = block.text
+    ends = list(accumulate(block.lens))
+    return map(text.__getitem__, map(slice, [0, *ends[:-1]], ends))
+
+
 def _builtin_rows(block: _Block, session_id: str, first_seq: int) -> list[dict[str, Any]]:
     ids = iter(block.ids)
     actors = iter(block.actors)
     refidx = iter(block.refidx)
     vs = iter(block.vs)
     bodies = iter(block.bodies)
+    strings = _strings(block)
     guess = _IdGuess()
     out: list[dict[str, Any]] = []
     t = 0
@@ -549,11 +668,13 @@ def _builtin_rows(block: _Block, session_id: str, first_seq: int) -> list[dict[s
             if part is None:
                 raise EventDecodeError(f"packed block: no part id at seq {seq}")
             obj["part_id"] = part
-        if not f & NO_BODY:
+        if bare:
+            if f & NO_BODY:
+                _no_string(tag)
+            obj[bare] = next(strings)
+        elif not f & NO_BODY:
             body = next(bodies)
-            if bare and type(body) is str:
-                obj[bare] = body
-            elif isinstance(body, dict) and not _ENVELOPE.intersection(body):
+            if isinstance(body, dict) and not _ENVELOPE.intersection(body):
                 obj.update(body)
             else:
                 raise EventDecodeError(f"packed block: a {tag} body is a {type(body).__name__}")
@@ -690,6 +811,9 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,  # noqa: PLR0917
     refidx = iter(block.refidx)
     vs = iter(block.vs)
     bodies = iter(block.bodies)
+    text, lens = block.text, block.lens
+    li = tp = 0  # the next bare string's index in lens, its start in text
+    body: Any
     guess = _IdGuess()  # the loop inlines guess.next; the object serves stored ids
     hex3 = _HEX3
     low48 = _LOW48
@@ -726,13 +850,13 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,  # noqa: PLR0917
             have = 2 if have_msg and have_part else 1 if have_msg else 0
             if have < 2:
                 _check_refs(kind, f, have_msg, have_part, seq)
-            chunk = list(islice(bodies, run_len))
-            if len(chunk) < run_len:
-                raise EventDecodeError("packed block: fewer bodies than events")
-            try:
-                text = "".join(chunk)
-            except TypeError:
-                raise _NotRuns from None
+            run_lens = lens[li:li + run_len]
+            if len(run_lens) < run_len:
+                raise EventDecodeError("packed block: fewer strings than events")
+            li += run_len
+            end = tp + sum(run_lens)
+            joined = text[tp:end]
+            tp = end
             i = seq - first_seq
             dts = times[i:i + run_len]
             ms, cnt, lo, hi, moved = _advance_ids((ms, cnt, lo, hi), t, dts)
@@ -742,7 +866,7 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,  # noqa: PLR0917
             next(islice(events, run_len - 1, run_len - 1), None)  # skip the run's rest
             last = seq + run_len - 1
             if seq >= keep:
-                append(Run(kind.cls, msg, part, text, seq, last, t))
+                append(Run(kind.cls, msg, part, joined, seq, last, t))
             seq = last
             run_at, run_len = next_run()
             continue
@@ -758,7 +882,15 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,  # noqa: PLR0917
                 part = refs[next(refidx)]
                 have_part = True
             v = next(vs) if f & V_STORED else 1
-            body = None if f & NO_BODY else next(bodies)
+            if make is not None:  # a bare kind: its string
+                if f & NO_BODY:
+                    _no_string(kind.tag)
+                end = tp + lens[li]
+                body = text[tp:end]
+                li += 1
+                tp = end
+            else:
+                body = None if f & NO_BODY else next(bodies)
             if f & (MSG_NEW | PART_NEW):
                 have = 2 if have_msg and have_part else 1 if have_msg else 0
                 if shape > have or (f & PART_NEW and shape < 2) or (f & MSG_NEW and not shape):
@@ -768,7 +900,13 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,  # noqa: PLR0917
         else:
             actor = default_actor
             v = 1
-            body = next(bodies)
+            if make is not None:
+                end = tp + lens[li]
+                body = text[tp:end]
+                li += 1
+                tp = end
+            else:
+                body = next(bodies)
             if shape > have:
                 _check_refs(kind, f, have_msg, have_part, seq)
         # -- the id: guess.next(t), inlined
@@ -826,9 +964,6 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,  # noqa: PLR0917
                 body["part_id"] = part
         if len(body) != size + 7 + shape:
             raise EventDecodeError(f"packed block: envelope field in a {kind.tag} body")
-        if kind.free and not keys_are_strings(body, kind.free):
-            raise EventDecodeError(f"packed block: a map key that is not a string in a "
-                                   f"{kind.tag} body")
         try:
             append(convert(body, kind.cls, strict=True))
         except msgspec.ValidationError as exc:
@@ -853,12 +988,14 @@ def _bulk(block: _Block, session_id: str, first_seq: int) -> list[Any]:
     """:func:`_rows` over :func:`_run_spans` for a reader that needs no event ids: the
     same items and the same refusals, but a loop per stretch (:func:`_stretches`)
     instead of per event, and no id generator at all. The columns are indexed, not
-    iterated, so a run takes its bodies as one slice."""
+    iterated, so a run takes its strings as one slice of the text."""
     try:
         table, run_codes, joins = _bulk_table(block)
         codes, flags, times = block.codes, block.flags, block.times
         if not codes:
             _all_read(block, 0, 0, 0, 0, 0)
+            if block.text:  # (opened with sums=False)
+                raise_cut()
             return []
         if _far(times):
             raise _NotRuns  # a run keeps only its last time: check each event's
@@ -895,10 +1032,12 @@ def _bulk_rows(block: _Block, table: list[_Entry], joins: list[bool],  # noqa: P
     codes, flags, times, refs = block.codes, block.flags, block.times, block.refs
     ids, actors, refidx, vs, bodies = block.ids, block.actors, block.refidx, block.vs, \
         block.bodies
-    ii = ai = ri = vi = bi = 0  # the next unread value of each column
+    text, lens = block.text, block.lens
+    ii = ai = ri = vi = bi = li = 0  # the next unread value of each column
+    tp = 0  # where the next bare string starts in text
+    body: Any
     envelope = _ENVELOPE
     convert = msgspec.convert
-    join = "".join
     out: list[Any] = []
     append = out.append
     t = 0
@@ -935,7 +1074,14 @@ def _bulk_rows(block: _Block, table: list[_Entry], joins: list[bool],  # noqa: P
                     vi += 1
                 else:
                     v = 1
-                if f & NO_BODY:
+                if make is not None:  # a bare kind: its string
+                    if f & NO_BODY:
+                        _no_string(kind.tag)
+                    end = tp + lens[li]
+                    body = text[tp:end]
+                    li += 1
+                    tp = end
+                elif f & NO_BODY:
                     body = None
                 else:
                     body = bodies[bi]
@@ -952,11 +1098,17 @@ def _bulk_rows(block: _Block, table: list[_Entry], joins: list[bool],  # noqa: P
             else:
                 actor = default_actor
                 v = 1
-                body = bodies[bi]
-                bi += 1
+                if make is not None:
+                    end = tp + lens[li]
+                    body = text[tp:end]
+                    li += 1
+                    tp = end
+                else:
+                    body = bodies[bi]
+                    bi += 1
                 if shape > have:
                     _check_refs(kind, f, have_msg, have_part, seq)
-            if make is not None and type(body) is str:
+            if make is not None:
                 if shape == 2:
                     append(make("", session_id, seq, t, actor, v, msg, part, body))
                 elif shape == 1:
@@ -982,9 +1134,6 @@ def _bulk_rows(block: _Block, table: list[_Entry], joins: list[bool],  # noqa: P
                     body["message_id"] = msg
                     if shape == 2:
                         body["part_id"] = part
-                if kind.free and not keys_are_strings(body, kind.free):
-                    raise EventDecodeError(f"packed block: a map key that is not a string in a "
-                                           f"{kind.tag} body")
                 try:
                     append(convert(body, kind.cls, strict=True))
                 except msgspec.ValidationError as exc:
@@ -1008,22 +1157,22 @@ def _bulk_rows(block: _Block, table: list[_Entry], joins: list[bool],  # noqa: P
             have = 2 if have_msg and have_part else 1 if have_msg else 0
         if have < 2:
             _check_refs(kind, f, have_msg, have_part, seq)
-        end = bi + size
-        chunk = bodies[bi:end]
+        chunk = lens[li:li + size]
         if len(chunk) < size:
-            raise EventDecodeError("packed block: fewer bodies than events")
-        bi = end
-        try:
-            text = join(chunk)
-        except TypeError:
-            raise _NotRuns from None
+            raise EventDecodeError("packed block: fewer strings than events")
+        li += size
+        end = tp + sum(chunk)
+        joined = text[tp:end]
+        tp = end
         end = i + size
         t += sum(times[i:end])
         last = seq + size - 1
-        append(Run(kind.cls, msg, part, text, seq, last, t))
+        append(Run(kind.cls, msg, part, joined, seq, last, t))
         i = end
         seq = last + 1
     _all_read(block, ii, ai, ri, vi, bi)
+    if tp != len(text):  # (opened with sums=False)
+        raise_cut()
     return out
 
 

@@ -6,7 +6,8 @@ to use a few dozen of its events cost more than the rest of the ``at`` call: eve
 body string of the block is built, and every event before ``lo`` is walked to learn
 the state it leaves (time, the id generator, the message and part in force).
 
-Here the columns are decoded with the bodies left as msgpack (``msgspec.Raw``), and
+Here the columns are decoded with the bodies left as msgpack (``msgspec.Raw``; the
+bare strings are one ``text`` anyway, sliced at the range), and
 the state at ``lo`` is computed from the columns in bulk: counts and last positions
 of the flag bits (bytes.translate), a sum of the time steps, and the id generator
 from the last stored id before ``lo`` stepped over the time steps after it
@@ -15,7 +16,8 @@ loop (``packed._rows``) then reads them from that state, so the result is exactl
 what the whole block's decode gives there, runs cut at ``lo`` and ``hi``.
 
 A prefix the shortcut does not cover (an absolute time among its events, or times
-so large that the sums are checked event by event) is walked as before.
+so large that the sums are checked event by event) is walked as before, and so is a
+payload of format 1 (``packed._open`` upcasts it).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from engine.store.packed import (
     _DAMAGE,
     ACTOR_STORED,
     FORMAT,
+    FORMAT_1,
     ID_STORED,
     MSG_NEW,
     NO_BODY,
@@ -60,6 +63,8 @@ class _LazyBlock(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     refidx: list[int]
     vs: list[int]
     bodies: list[msgspec.Raw]
+    text: str
+    lens: list[packed.Length]
 
 
 _lazy_dec = msgspec.msgpack.Decoder(_LazyBlock)
@@ -75,17 +80,20 @@ def unpack_runs_range(data: bytes | bytearray | memoryview, session_id: str,
     """Seqs ``lo..hi`` (inclusive) of a payload as ``packed.unpack_runs`` gives them,
     each run cut at ``lo`` and ``hi``; any damage is :class:`EventDecodeError`."""
     raw = bytes(data)
-    if not raw or raw[0] != FORMAT:
+    if not raw or raw[0] not in (FORMAT, FORMAT_1):
         head = raw[:1].hex() or "empty"
         raise EventDecodeError(f"packed block: unknown format {head}")
     a, b = max(lo - first_seq, 0), max(hi - first_seq + 1, 0)
     try:
+        if raw[0] == FORMAT_1:
+            raise _Walk
         lazy = _lazy_dec.decode(memoryview(raw)[1:])
         n = len(lazy.codes)
         if len(lazy.flags) != n or len(lazy.times) != n:
             raise EventDecodeError("packed block: columns of different lengths")
         if lazy.flags and max(lazy.flags) > _ALL_FLAGS:
             raise EventDecodeError(f"packed block: unknown flags {max(lazy.flags):#x}")
+        packed.check_text(lazy.kinds, lazy.codes, lazy.text, lazy.lens)
         a, b = min(a, n), min(b, n)
         if a >= b:
             return []
@@ -101,6 +109,8 @@ def unpack_runs_range(data: bytes | bytearray | memoryview, session_id: str,
                                        first_seq + a, runs=False, start=state)
     except (EventDecodeError, _NotRuns):
         raise
+    except _Walk:
+        pass
     except (msgspec.DecodeError, *_DAMAGE) as exc:
         raise EventDecodeError(f"packed block: {type(exc).__name__}: {exc}") from None
     # A prefix the shortcut does not cover: decode the columns whole and walk it.
@@ -111,17 +121,22 @@ def unpack_runs_range(data: bytes | bytearray | memoryview, session_id: str,
         return packed._decoded(packed._open(raw), session_id, first_seq, runs=False, cut=cut)
 
 
+class _Walk(Exception):
+    """A payload the shortcut does not read: decoded whole, its prefix walked."""
+
+
 # How many values of each side column the events before an index use: ids, actors,
-# ref indexes, versions, bodies.
-_Counts = tuple[int, int, int, int, int]
+# ref indexes, versions, bodies, bare strings.
+_Counts = tuple[int, int, int, int, int, int]
 
 
 def _counts(block: _LazyBlock, k: int) -> tuple[dict[int, bytes], _Counts]:
     head = block.flags[:k]
     marks = {bit: head.translate(table) for bit, table in _BIT.items()}
+    bare = block.codes[:k].translate(packed.bare_table(tuple(block.kinds))).count(1)
     return marks, (marks[ID_STORED].count(1), marks[ACTOR_STORED].count(1),
                    marks[MSG_NEW].count(1) + marks[PART_NEW].count(1),
-                   marks[V_STORED].count(1), k - marks[NO_BODY].count(1))
+                   marks[V_STORED].count(1), k - marks[NO_BODY].count(1) - bare, bare)
 
 
 def _state_at(block: _LazyBlock, k: int, end: int) -> tuple[_State, _Counts] | None:
@@ -170,11 +185,15 @@ def _state_at(block: _LazyBlock, k: int, end: int) -> tuple[_State, _Counts] | N
 
 def _sub(block: _LazyBlock, a: int, b: int, before: _Counts, after: _Counts) -> _Block:
     """Events ``a..b-1`` as a payload of their own, their bodies decoded."""
+    lens = block.lens[before[5]:after[5]]
+    start = sum(block.lens[:before[5]])
     return _Block(block.kinds, block.refs, block.codes[a:b], block.flags[a:b],
                   block.times[a:b], block.ids[before[0]:after[0]],
                   block.actors[before[1]:after[1]], block.refidx[before[2]:after[2]],
                   block.vs[before[3]:after[3]],
-                  [_body_dec.decode(r) for r in block.bodies[before[4]:after[4]]])
+                  packed.check_keys([_body_dec.decode(r)
+                                     for r in block.bodies[before[4]:after[4]]]),
+                  block.text[start:start + sum(lens)], lens)
 
 
 __all__ = ["unpack_runs_range"]

@@ -24,6 +24,7 @@ from engine.session import Session, StepClock
 from engine.store import MemoryStore, packed
 from engine.store.runs import Run
 from tests.support.event_strategies import ANY_BODY, body_strategy, drawn_damage, runs
+from tests.support.packed_format_1 import as_format_1, as_json_format_1, columns_1
 from tests.support.runs_check import assert_runs_join
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "packed-v1"
@@ -46,9 +47,15 @@ def _round_trip(session_id: str, first: int, events: Sequence[Event]) -> bytes:
           events)
     as_json = packed.pack_json(events, session_id, first)
     _same(packed.unpack_json(as_json, session_id, first), events)
+    # Format 1, which the release before wrote, reads the same (upcast on opening).
+    old, old_json = as_format_1(data), as_json_format_1(as_json)
+    _same(packed.unpack(old, session_id, first), events)
+    _same(packed.unpack_json(old_json, session_id, first), events)
     # The builtins (what verify and upcasters read) are the events' own, in both flavours.
     for objs in (packed.unpack_builtins(data, session_id, first),
-                 packed.unpack_builtins(as_json, session_id, first, json=True)):
+                 packed.unpack_builtins(as_json, session_id, first, json=True),
+                 packed.unpack_builtins(old, session_id, first),
+                 packed.unpack_builtins(old_json, session_id, first, json=True)):
         assert [codec.canonical(o) for o in objs] == [codec.canonical(e) for e in events]
         _same([codec.from_builtins(o) for o in objs], events)
     return data
@@ -127,6 +134,7 @@ def test_runs_join_exactly_the_events_they_stand_for(run: tuple[str, int, list[E
     session_id, first, events = run
     data = packed.pack(events, session_id, first)
     assert_runs_join(packed.unpack_runs(data, session_id, first), events)
+    assert_runs_join(packed.unpack_runs(as_format_1(data), session_id, first), events)
     # Without ids (a bulk replay): the same items, and no event keeps an id.
     items = packed.unpack_runs(data, session_id, first, ids=False)
     assert_runs_join(items, events, ids=False)
@@ -185,16 +193,25 @@ def test_the_workload_round_trips_and_its_ids_are_predicted() -> None:
         assert len(stored_ids) <= 1  # only a block's first id is stored
 
 
-def test_a_payload_written_today_keeps_its_meaning() -> None:
-    """tests/fixtures/packed-v1.* are written once: the events and their packed bytes.
-    Whatever the catalog gains later, those bytes must decode to those events."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_payload_written_by_each_format_keeps_its_meaning(version: int) -> None:
+    """tests/fixtures/packed-v1.* are written once: the events and their packed bytes
+    (format 1); packed-v2.bin.z holds the same events in format 2. Whatever the
+    catalog gains later, those bytes must decode to those events."""
     events = codec.decode_json_list((FIXTURE.with_suffix(".json")).read_bytes())
-    blob = zlib.decompress(FIXTURE.with_suffix(".bin.z").read_bytes())
+    blob = zlib.decompress(FIXTURE.with_name(f"packed-v{version}.bin.z").read_bytes())
+    assert blob[0] == version
     _same(packed.unpack(blob, events[0].session_id, events[0].seq), events)
-    assert packed.pack(events, events[0].session_id, events[0].seq) == blob  # deterministic
+    if version == packed.FORMAT:
+        assert packed.pack(events, events[0].session_id, events[0].seq) == blob  # deterministic
+        # The format 1 writer of the tests writes what the release before wrote.
+        old = zlib.decompress(FIXTURE.with_name("packed-v1.bin.z").read_bytes())
+        assert as_format_1(blob) == old
     for ids in (True, False):  # and so must a bulk read of them
         assert_runs_join(packed.unpack_runs(blob, events[0].session_id, events[0].seq,
                                             ids=ids), events, ids=ids)
+    builtins = packed.unpack_builtins(blob, events[0].session_id, events[0].seq)
+    assert [codec.canonical(b) for b in builtins] == [codec.canonical(e) for e in events]
 
 
 def test_pack_refuses_events_that_are_not_the_run() -> None:
@@ -213,7 +230,9 @@ def test_an_unknown_format_or_type_is_a_decode_error() -> None:
                      message_id="m", part_id="p", delta="d")
     data = packed.pack([e], "s", 1)
     with pytest.raises(EventDecodeError, match="format"):
-        packed.unpack(b"\x02" + data[1:], "s", 1)
+        packed.unpack(b"\x03" + data[1:], "s", 1)
+    with pytest.raises(EventDecodeError):  # today's columns under format 1's byte
+        packed.unpack(bytes((packed.FORMAT_1,)) + data[1:], "s", 1)
     with pytest.raises(EventDecodeError, match="format"):
         packed.unpack(b"", "s", 1)
     renamed = data.replace(b"text.delta", b"text.delte")
@@ -266,11 +285,14 @@ def test_damaged_payloads_are_refused_with_a_decode_error(
         run: tuple[str, int, list[Event]], data: st.DataObject) -> None:
     json = data.draw(st.booleans())
     blob = (packed.pack_json if json else packed.pack)(run[2], run[0], run[1])
+    if data.draw(st.booleans()):
+        blob = (as_json_format_1 if json else as_format_1)(blob)
     _decodes_or_refuses(drawn_damage(data, blob))
 
 
 # Columns of the msgpack array (``packed._Block``), by name.
-_COLUMNS = ("kinds", "refs", "codes", "flags", "times", "ids", "actors", "refidx", "vs", "bodies")
+_COLUMNS = ("kinds", "refs", "codes", "flags", "times", "ids", "actors", "refidx", "vs", "bodies",
+            "text", "lens")
 _ODD_VALUES = st.one_of(st.none(), st.integers(-3, 300), st.text(max_size=3), st.binary(max_size=3),
                         st.just({}), st.just(2**62), st.just({"delta": 5}))
 _ENVELOPE_KEYS = st.sampled_from(["type", "id", "session_id", "seq", "time", "actor", "v",
@@ -294,8 +316,10 @@ def _column_index(flags: bytes, at: int, bit: int) -> int:
 
 
 def _damage(cols: list[Any], data: st.DataObject) -> None:
-    """One change to decoded columns that keeps them well-formed msgpack."""
-    name = data.draw(st.sampled_from([*_COLUMNS[2:], "flag", "flag", "flag", "bodies"]))
+    """One change to decoded columns (of either format: format 1 has no ``text`` and
+    ``lens``) that keeps them well-formed msgpack."""
+    name = data.draw(st.sampled_from([*_COLUMNS[2:len(cols)], "flag", "flag", "flag",
+                                      "bodies"]))
     if name == "flag":  # a flag set or cleared with its column value: the columns still agree
         flags = cols[3]  # (the first event often opens the block's message and part)
         at = data.draw(st.one_of(st.just(0), st.integers(0, len(flags) - 1)))
@@ -311,7 +335,13 @@ def _damage(cols: list[Any], data: st.DataObject) -> None:
         cols[3] = flags[:at] + bytes((flags[at] ^ bit,)) + flags[at + 1:]
         return
     col = cols[_COLUMNS.index(name)]
-    if name in ("codes", "flags"):
+    if name == "text":  # a character more, fewer or another
+        at = data.draw(st.integers(0, len(col)))
+        how = data.draw(st.sampled_from(["drop", "insert", "replace"]))
+        new = data.draw(st.characters())
+        col = (col[:at] + col[at + 1:] if how == "drop" else col[:at] + new + col[at:]
+               if how == "insert" else col[:at] + new + col[at + 1:])
+    elif name in ("codes", "flags"):
         at = data.draw(st.integers(0, len(col) - 1))
         byte = (col[at] ^ (1 << data.draw(st.integers(0, 6))) if name == "flags"
                 else data.draw(st.integers(0, len(cols[0]))))
@@ -348,9 +378,12 @@ def test_payloads_with_damaged_columns_are_read_alike_in_bulk(
     msgpack decode; this reaches the row loops' checks."""
     session_id, first, events = run
     cols = msgspec.msgpack.decode(packed.pack(events, session_id, first)[1:])
+    fmt = data.draw(st.sampled_from([packed.FORMAT, packed.FORMAT_1]))
+    if fmt == packed.FORMAT_1:
+        cols = columns_1(cols)
     for _ in range(data.draw(st.integers(1, 3))):
         _damage(cols, data)
-    _bulk_reads_as_unpack(bytes((packed.FORMAT,)) + msgspec.msgpack.encode(cols))
+    _bulk_reads_as_unpack(bytes((fmt,)) + msgspec.msgpack.encode(cols))
 
 
 def _set_flag(cols: list[Any], at: int, bit: int, value: Any = None) -> None:

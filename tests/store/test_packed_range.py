@@ -23,6 +23,7 @@ from engine.store import SQLiteStore, packed, packed_range
 from engine.store.runs import Run
 from tests.store.test_packed import streams
 from tests.support.event_strategies import drawn_damage, runs
+from tests.support.packed_format_1 import as_format_1
 from tests.support.runs_check import assert_runs_join
 
 SETTINGS = settings(max_examples=150, deadline=None,
@@ -32,6 +33,8 @@ SETTINGS = settings(max_examples=150, deadline=None,
 def _check_ranges(run: tuple[str, int, list[Event]], data: st.DataObject) -> None:
     session_id, first, events = run
     blob = packed.pack(events, session_id, first)
+    if data.draw(st.booleans()):  # format 1 (read whole, its prefix walked)
+        blob = as_format_1(blob)
     last = first + len(events) - 1
     for _ in range(3):
         lo = data.draw(st.integers(first - 2, last + 1))
@@ -75,7 +78,10 @@ def test_a_prefix_with_an_absolute_time_is_walked() -> None:
 def test_a_damaged_payload_is_refused_with_a_decode_error_or_read(
         run: tuple[str, int, list[Event]], data: st.DataObject) -> None:
     session_id, first, events = run
-    blob = drawn_damage(data, packed.pack(events, session_id, first))
+    blob = packed.pack(events, session_id, first)
+    if data.draw(st.booleans()):
+        blob = as_format_1(blob)
+    blob = drawn_damage(data, blob)
     lo = data.draw(st.integers(first, first + len(events) - 1))
     with contextlib.suppress(EventDecodeError):  # never any other error
         for item in packed_range.unpack_runs_range(blob, session_id, first, lo,
@@ -87,7 +93,7 @@ def test_an_unknown_format_is_a_decode_error() -> None:
     with pytest.raises(EventDecodeError, match="format"):
         packed_range.unpack_runs_range(b"", "s", 1, 1, 1)
     with pytest.raises(EventDecodeError, match="format"):
-        packed_range.unpack_runs_range(b"\x02abc", "s", 1, 1, 1)
+        packed_range.unpack_runs_range(b"\x03abc", "s", 1, 1, 1)
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -104,8 +104,11 @@ def test_sealed_sessions_read_verify_and_zcat(tmp_path: Path) -> None:
     first = json.loads(docs[0])
     assert first["kinds"]
     assert first["bodies"]
-    deltas = [getattr(e, "delta", None) for e in events[:SEAL_AT]]
-    assert any(d is not None and d in first["bodies"] for d in deltas)
+    # The streamed text of the block's events, joined: prose, not a list of fragments.
+    streamed = [getattr(e, name) for e in events[:len(first["codes"])]
+                if (name := packed._KINDS[type(e)].bare)]
+    assert streamed
+    assert first["text"] == "".join(streamed)
 
 
 def test_todays_jsonl_stores_open_read_and_verify_unchanged(tmp_path: Path) -> None:
