@@ -41,7 +41,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
-from itertools import accumulate, islice
+from itertools import accumulate, compress, islice
 from typing import Annotated, Any, Final
 
 import msgspec
@@ -507,28 +507,35 @@ def _open_json(raw: bytes) -> _Block:
 def _upcast(old: _Block1) -> _Block:
     """A format 1 payload's columns as today's: each bare kind's string moved from
     ``bodies`` to ``text`` and ``lens``. What format 1 could hold in a bare kind's
-    place but a string (no writer did: its events were typed) is refused here."""
-    bare = [row[2] != "" for row in old.kinds]
-    bodies: list[Any] = []
-    texts: list[str] = []
-    lens: list[int] = []
-    values = iter(old.bodies)
-    for code, f in zip(old.codes, old.flags, strict=False):  # (lengths: _checked)
-        value = None if f & NO_BODY else next(values, _END)
-        if value is _END:
-            raise EventDecodeError("packed block: fewer bodies than events")
-        if code >= len(bare) or not bare[code]:
-            if not f & NO_BODY:
-                bodies.append(value)
-            continue
-        if type(value) is not str:
-            raise EventDecodeError(f"packed block: a {old.kinds[code][0]} body is a "
-                                   f"{type(value).__name__}")
-        texts.append(value)
-        lens.append(len(value))
-    bodies += values  # values left over: the readers refuse them as any extra value
+    place but a string (no writer did: its events were typed) is refused here.
+    Without a loop per event: a byte per event says whether it has a body (0: none)
+    and whether it is of a bare kind, and those with a body select from the bodies."""
+    codes, flags = old.codes, old.flags[:len(old.codes)]  # (lengths: _checked)
+    codes = codes[:len(flags)]
+    big = int.from_bytes
+    bare = codes.translate(bare_table(tuple(old.kinds)))  # 1 for a bare kind
+    has = flags.translate(_HAS_BODY)  # 2 for an event with a body
+    marks = (big(bare, "big") | big(has, "big")).to_bytes(len(codes), "big")
+    if marks.find(1) >= 0:  # a bare kind flagged NO_BODY
+        tag = old.kinds[codes[marks.find(1)]][0]
+        raise EventDecodeError(f"packed block: a {tag} without its string")
+    picks = marks.replace(b"\x00", b"")  # per body: 3 for a bare kind's, 2 for a map
+    if len(picks) != len(old.bodies):
+        raise EventDecodeError("packed block: bodies that do not match its events")
+    strings = list(compress(old.bodies, picks.translate(_BARE_PICK)))
+    try:
+        text = "".join(strings)
+    except TypeError:
+        kind = next(type(x).__name__ for x in strings if type(x) is not str)
+        raise EventDecodeError(f"packed block: a bare body is a {kind}") from None
     return _Block(old.kinds, old.refs, old.codes, old.flags, old.times, old.ids, old.actors,
-                  old.refidx, old.vs, bodies, "".join(texts), lens)
+                  old.refidx, old.vs, list(compress(old.bodies, picks.translate(_MAP_PICK))),
+                  text, list(map(len, strings)))
+
+
+_HAS_BODY: Final = bytes(0 if i & NO_BODY else 2 for i in range(256))
+_BARE_PICK: Final = bytes(1 if i == 3 else 0 for i in range(256))
+_MAP_PICK: Final = bytes(1 if i == 2 else 0 for i in range(256))
 
 
 def _checked(block: _Block, *, sums: bool = True) -> _Block:
