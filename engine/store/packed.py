@@ -429,7 +429,8 @@ def unpack_runs(data: bytes | bytearray | memoryview, session_id: str,
                 first_seq: int, *, ids: bool = True) -> list[AnyEvent | Run]:
     """The events of a :func:`pack` payload, numbered from ``first_seq``, with each
     stretch of consecutive deltas of one kind to one part (``engine.store.runs``)
-    given as one :class:`Run`: no event object, no id text, one string join. Every
+    given as one :class:`Run`: no event object, no id text, one slice of the
+    block's text. Every
     other event is exactly what :func:`unpack` gives, but that with ``ids=False``
     (for a fold that never reads an event's id) an event may come without its id
     (``""``): none is predicted or formatted, a stored one is only checked. Either
