@@ -62,6 +62,8 @@ class Statements:
     put_snapshot: str
     latest_snapshot: str
     all_ids: str
+    seal_state: str
+    seal_blocks: str
 
     @classmethod
     def of(cls, d: Dialect) -> Statements:
@@ -92,6 +94,9 @@ class Statements:
             put_snapshot=d.sql("INSERT INTO {snapshots} VALUES (?, ?, ?, ?) ON CONFLICT "
                                "(sid, name, seq) DO UPDATE SET body = excluded.body"),
             all_ids=d.sql("SELECT id, position FROM {ids}"),
+            seal_state=d.sql("SELECT sid, fork_seq, version, sealed FROM {sessions} WHERE id=?"),
+            seal_blocks=d.sql("SELECT first_seq, last_seq, substr(body, 1, 1) FROM {blocks} "
+                              "WHERE sid=? AND last_seq>=? ORDER BY last_seq"),
             latest_snapshot=d.sql("SELECT seq, body FROM {snapshots} WHERE sid=? AND name=? "
                                   "AND seq<=? ORDER BY seq DESC LIMIT 1"),
         )
@@ -182,6 +187,16 @@ class SQLRecorder(BlockReader):
             seen += 1
         return None if seen == len(ids) else f"{len(ids) - seen} event(s) are not indexed"
 
+    def _write_state_problem(self, session_id: str) -> str | None:
+        row = self._rows(self._sql.seal_state, (session_id,))
+        if not row:
+            return None
+        sid, fork_seq, version, sealed = row[0]
+        rows = self._rows(self._sql.seal_blocks, (sid, sealed))
+        return seal_problem(fork_seq, int(sealed),
+                            [(int(r[0]), int(r[1]), bytes(r[2])) for r in rows],
+                            end=max(int(version), fork_seq or 0))
+
     # -- snapshots
 
     def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
@@ -191,3 +206,34 @@ class SQLRecorder(BlockReader):
                          max_seq: int) -> tuple[int, bytes] | None:
         rows = self._rows(self._sql.latest_snapshot, (self._sid(session_id), name, max_seq))
         return None if not rows else (int(rows[0][0]), bytes(rows[0][1]))
+
+
+_TAIL_BLOCK = b"\x00"  # first byte of an uncompressed tail block (engine.store.blocks)
+
+
+def seal_problem(fork_seq: int | None, sealed: int,
+                 rows: Sequence[tuple[int, int, bytes]], *, end: int) -> str | None:
+    """What is wrong with a session's seal mark (the ``sealed`` column of its session
+    row), given its block rows ``(first seq, last seq, first byte)`` from the one
+    ending at the mark on, and ``end``, its last stored seq; None if nothing. The mark
+    is where the next merge starts: it must end a sealed block (or be the fork point,
+    before any), and after it come only the uncompressed tail's blocks, gapless up to
+    ``end``."""
+    base = fork_seq or 0
+    if sealed < base or sealed > end:
+        return f"the seal mark {sealed} is outside the session's own seqs {base}..{end}"
+    expected = sealed + 1
+    for i, (first, last, kind) in enumerate(rows):
+        if last == sealed and i == 0:
+            if kind == _TAIL_BLOCK:
+                return f"the seal mark {sealed} ends a tail block, not a sealed one"
+            continue
+        if first != expected or kind != _TAIL_BLOCK:
+            return (f"the blocks after the seal mark {sealed} are not the tail: seq "
+                    f"{expected} is {'missing' if first > expected else 'sealed or repeated'}")
+        expected = last + 1
+    if sealed > base and not (rows and rows[0][1] == sealed):
+        return f"no sealed block ends at the seal mark {sealed}"
+    if expected != end + 1:
+        return f"the tail ends at seq {expected - 1}, the session at {end}"
+    return None

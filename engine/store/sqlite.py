@@ -61,7 +61,7 @@ from engine.store.base import (
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
 from engine.store.blockread import Range, hash_before
-from engine.store.sql import SQLITE, SQLRecorder, Statements
+from engine.store.sql import SQLITE, SQLRecorder, Statements, seal_problem
 
 SCHEMA_VERSION = 3
 # The page size of new files (an existing file keeps its own). Every table and index
@@ -728,8 +728,8 @@ class SQLiteStore(SQLRecorder):
             return sealed
         rows = db.execute("SELECT first_seq, last_seq, t_max, body FROM blocks WHERE sid=? "
                           "AND last_seq>=? ORDER BY last_seq", (sid, sealed)).fetchall()
-        problem = _seal_problem(tail.fork_seq, sealed, [(r[0], r[1], r[3][:1]) for r in rows],
-                                end=tail.stored)
+        problem = seal_problem(tail.fork_seq, sealed, [(r[0], r[1], r[3][:1]) for r in rows],
+                               end=tail.stored)
         if problem is not None:  # merging would write blocks over the wrong seqs
             raise CorruptLog(tail.name, sealed + 1, problem)
         tail_canon, tail_hashes, times = blocks.join_tail(
@@ -817,50 +817,9 @@ class SQLiteStore(SQLRecorder):
         return None if seen == len(ids) else (f"it holds {seen} id(s) for {len(ids)} "
                                               "event(s)")
 
-    def _write_state_problem(self, session_id: str) -> str | None:
-        row = self._rows("SELECT sid, fork_seq, version, sealed FROM sessions WHERE id=?",
-                         (session_id,))
-        if not row:
-            return None
-        sid, fork_seq, version, sealed = row[0]
-        rows = self._rows("SELECT first_seq, last_seq, substr(body, 1, 1) FROM blocks "
-                          "WHERE sid=? AND last_seq>=? ORDER BY last_seq", (sid, sealed))
-        return _seal_problem(fork_seq, int(sealed), [(r[0], r[1], bytes(r[2])) for r in rows],
-                             end=max(int(version), fork_seq or 0))
-
     def _position_ranges(self, sid: int) -> list[Range]:
         return [(int(p), sid, int(q), int(n)) for p, q, n in self._rows(
             "SELECT position, seq, count FROM log WHERE sid=?", (sid,))]
-
-
-_TAIL_BLOCK = b"\x00"  # first byte of an uncompressed tail block (engine.store.blocks)
-
-
-def _seal_problem(fork_seq: int | None, sealed: int,
-                  rows: Sequence[tuple[int, int, bytes]], *, end: int) -> str | None:
-    """What is wrong with a session's seal mark (``sessions.sealed``), given its block
-    rows ``(first seq, last seq, first byte)`` from the one ending at the mark on, and
-    ``end``, its last stored seq; None if nothing. The mark is where the next merge
-    starts: it must end a sealed block (or be the fork point, before any), and after
-    it come only the uncompressed tail's blocks, gapless up to ``end``."""
-    base = fork_seq or 0
-    if sealed < base or sealed > end:
-        return f"the seal mark {sealed} is outside the session's own seqs {base}..{end}"
-    expected = sealed + 1
-    for i, (first, last, kind) in enumerate(rows):
-        if last == sealed and i == 0:
-            if kind == _TAIL_BLOCK:
-                return f"the seal mark {sealed} ends a tail block, not a sealed one"
-            continue
-        if first != expected or kind != _TAIL_BLOCK:
-            return (f"the blocks after the seal mark {sealed} are not the tail: seq "
-                    f"{expected} is {'missing' if first > expected else 'sealed or repeated'}")
-        expected = last + 1
-    if sealed > base and not (rows and rows[0][1] == sealed):
-        return f"no sealed block ends at the seal mark {sealed}"
-    if expected != end + 1:
-        return f"the tail ends at seq {expected - 1}, the session at {end}"
-    return None
 
 
 def _maxv(row: Any) -> int:
