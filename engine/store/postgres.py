@@ -54,7 +54,14 @@ from psycopg import errors as pg_errors
 from psycopg import pq
 
 from engine.codec import encode_msgpack
-from engine.errors import BadBatch, ConcurrencyError, SessionExists, StoreError, UnknownSession
+from engine.errors import (
+    BadBatch,
+    ConcurrencyError,
+    CorruptLog,
+    SessionExists,
+    StoreError,
+    UnknownSession,
+)
 from engine.events import Event
 from engine.store import blocks
 from engine.store.base import (
@@ -72,7 +79,7 @@ from engine.store.base import (
 from engine.store.blockread import hash_before
 from engine.store.pg_notify import CHANNEL, Listener
 from engine.store.pg_wire import bytea_array, int4_array, int8_array, use_binary
-from engine.store.sql import POSTGRES, SQLRecorder, Statements
+from engine.store.sql import POSTGRES, SQLRecorder, Statements, seal_problem
 
 # 3: positions are placed after the commit (convlog_pending, convlog_place_v2) and the
 # id index names (sid, seq) instead of a position. A schema 2 store is migrated on open.
@@ -601,7 +608,7 @@ class PostgresStore(SQLRecorder):
             t_maxes = [max(e.time for e in events)]
             bodies = [blocks.encode(body, batch.hashes, maxv, compress=False)]
         else:
-            tail = self._tail(head, actual)
+            tail = self._tail(session_id, head, actual)
             if tail is None:  # the session moved on
                 self._fetch_head(session_id)
                 return None
@@ -643,16 +650,31 @@ class PostgresStore(SQLRecorder):
         self._remember(session_id, _Head(head.sid, actual + n, head.fork_seq, sealed, batch.head))
         return int(first)
 
-    def _tail(self, head: _Head, actual: int) -> tuple[list[bytes], list[bytes], list[int]] | None:
+    def _tail(self, session_id: str, head: _Head, actual: int
+              ) -> tuple[list[bytes], list[bytes], list[int]] | None:
         """(msgpack, hash, time bound) of the events in uncompressed blocks, read without
         the row lock: the function's head check (same version, same seal) proves them
-        current. None when they do not end at ``actual`` (the session moved on)."""
+        current. None when they are not the tail from the seal mark to ``actual`` (the
+        session moved on); with the row locked that is damage: CorruptLog, since a
+        merge over them would write sealed blocks over the wrong seqs."""
         if actual == head.sealed:  # after a merge (always, for bulk appends): no read
             return [], [], []
-        canon, hashes, times = blocks.join_tail(self._db.execute(
-            "SELECT t_max, body FROM convlog_blocks WHERE sid=%s AND last_seq>%s "
-            "ORDER BY last_seq", (head.sid, head.sealed), binary=True).fetchall())
-        return (canon, hashes, times) if len(canon) == actual - head.sealed else None
+        rows = self._db.execute(
+            "SELECT first_seq, last_seq, t_max, body FROM convlog_blocks WHERE sid=%s AND "
+            "last_seq>=%s ORDER BY last_seq", (head.sid, head.sealed), binary=True).fetchall()
+        problem = seal_problem(head.fork_seq, head.sealed,
+                               [(int(r[0]), int(r[1]), bytes(r[3][:1])) for r in rows],
+                               end=actual)
+        if problem is None:
+            canon, hashes, times = blocks.join_tail((r[2], r[3]) for r in rows
+                                                    if r[1] > head.sealed)
+            if len(canon) == actual - head.sealed:
+                return canon, hashes, times
+            problem = (f"the tail blocks after the seal mark {head.sealed} hold {len(canon)} "
+                       f"event(s) for seqs {head.sealed + 1}..{actual}")
+        if self._db.info.transaction_status != pq.TransactionStatus.IDLE:
+            raise CorruptLog(session_id, head.sealed + 1, problem)  # the row is locked
+        return None
 
     def _raw_block_at(self, sid: int, seq: int) -> tuple[int, bytes] | None:
         """(first seq, body) of the session's block holding ``seq`` (for a seal: the
