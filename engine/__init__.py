@@ -1,23 +1,42 @@
 """convlog's write side: events, transition tables, the lifecycle check, sessions and stores.
 
 Nothing in this package imports :mod:`projections`.
+
+The names below load on first use (PEP 562): importing a submodule runs this file
+first, and the ``convlog`` command (:mod:`engine.launch`) must be able to catch a
+Ctrl-C from its first line on, before the engine's imports begin.
 """
 
-from engine import logging as _logging
-from engine.errors import (
-    ConcurrencyError,
-    ConvlogError,
-    DuplicateEventId,
-    EventDecodeError,
-    IllegalTransition,
-    PartValidationError,
-    SessionExists,
-    StoreError,
-    UnknownSession,
-)
-from engine.events import AnyEvent, Event
-from engine.session import PartRef, Session, StepClock, system_clock
-from engine.store import MemoryStore, SQLiteStore, Store, open_store
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (type checkers know it)
+if TYPE_CHECKING:
+    from engine.errors import (
+        ConcurrencyError,
+        ConvlogError,
+        DuplicateEventId,
+        EventDecodeError,
+        IllegalTransition,
+        PartValidationError,
+        SessionExists,
+        StoreError,
+        UnknownSession,
+    )
+    from engine.events import AnyEvent, Event
+    from engine.session import PartRef, Session, StepClock, system_clock
+    from engine.store import MemoryStore, SQLiteStore, Store, open_store
+
+_HOMES = {
+    "engine.errors": ("ConcurrencyError", "ConvlogError", "DuplicateEventId",
+                      "EventDecodeError", "IllegalTransition", "PartValidationError",
+                      "SessionExists", "StoreError", "UnknownSession"),
+    "engine.events": ("AnyEvent", "Event"),
+    "engine.session": ("PartRef", "Session", "StepClock", "system_clock"),
+    "engine.store": ("MemoryStore", "SQLiteStore", "Store", "open_store"),
+}
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "AnyEvent",
@@ -41,4 +60,11 @@ __all__ = [
     "system_clock",
 ]
 
-_logging.default_to_stderr()
+
+def __getattr__(name: str) -> object:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import structlog
 
@@ -41,3 +42,10 @@ def default_to_stderr() -> None:
     event, a moved torn tail) go to stderr instead of structlog's default, stdout."""
     if not structlog.is_configured():
         structlog.configure(logger_factory=_StderrLoggerFactory())
+
+
+def get_logger(name: str) -> Any:
+    """The engine's logger ``name``, its output on stderr unless the application
+    configured structlog itself (see :func:`default_to_stderr`)."""
+    default_to_stderr()
+    return structlog.get_logger(name)

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
-import structlog
 
 from engine import events as ev
 from engine import settle
@@ -30,12 +29,13 @@ from engine.errors import (
 from engine.events import DEFAULT_ACTOR, SCHEMA_VERSION, Event, tag_of
 from engine.ids import EventIds, is_uuid, part_id, uuid7
 from engine.lifecycle import Lifecycle
+from engine.logging import get_logger
 from engine.store.base import SessionInfo, Store
 
 # Runs an iterator to its end, keeping nothing.
 _drain: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
 
-log = structlog.get_logger("convlog.session")
+log = get_logger("convlog.session")
 
 Clock = Callable[[], int]
 Subscriber = Callable[[Event], None]

@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import structlog
 
 from engine.codec import canonical, decode_json, from_stored, upcasting_active, upgrade
 from engine.errors import (
@@ -62,6 +61,7 @@ from engine.errors import (
     UnknownSession,
 )
 from engine.events import AnyEvent, Event
+from engine.logging import get_logger
 from engine.store import jsonl_blocks, packed
 from engine.store.base import (
     BATCHED,
@@ -79,7 +79,7 @@ from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupC
 from engine.store.chain import HASH_BYTES
 from engine.store.jsonl_blocks import SEAL_AT, SEAL_BYTES, BadMember, BlockRef
 
-log = structlog.get_logger("convlog.store.jsonl")
+log = get_logger("convlog.store.jsonl")
 
 FORMAT = "convlog-jsonl"
 # 2: sealed members carry a block link (jsonl_blocks index version 2). A format 1
