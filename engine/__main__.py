@@ -1,5 +1,5 @@
 import sys
 
-from engine.cli import main
+from engine.launch import main
 
 sys.exit(main())
