@@ -326,6 +326,10 @@ class SQLiteStore(SQLRecorder):
                 "SELECT name FROM sqlite_master WHERE type='table'")}
             meta = (dict(db.execute("SELECT key, value FROM meta").fetchall())
                     if "meta" in tables else {})
+            if tables and "schema" not in meta:  # another program's database: never touched
+                raise StoreUnreadable(f"{self.url}: {self.path} is not a convlog sqlite "
+                                      f"store (it holds other tables: "
+                                      f"{', '.join(sorted(tables)[:5])})")
             try:
                 old = int(meta["schema"]) if "schema" in meta else None
                 if old == 2 and "chain" in meta and {"log", "ids", "blocks"} <= tables:
