@@ -264,7 +264,7 @@ def _check_place(url: str, scheme: str, path: str, *, create: bool,
     if not ok:
         if create and _is_empty(place):
             return  # an empty file or directory becomes a new store
-        if not create and scheme == "jsonl":
+        if not create and scheme == "jsonl" and place.is_dir():
             raise StoreNotFound(f"no such store: {url} ({path} holds no convlog.json){hint}")
         raise StoreUnreadable(f"{url}: {path} is not a convlog {scheme} store")
 
