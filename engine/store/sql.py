@@ -153,6 +153,21 @@ class SQLRecorder(BlockReader):
                 return
             lo = rows[-1][1] + 1
 
+    def _blocks(self, sid: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+        # BlockReader's, refusing a hole: the rows start at the first block ending at or
+        # after ``first``, which is the next one when the block holding ``first`` is
+        # gone, and read_all indexes what it gets by seq minus the block's first seq (a
+        # negative index: the next block's events were returned at the missing
+        # positions, exit 0).
+        for first_seq, last_seq, body in self._block_rows(sid, first, last):
+            if last_seq < first:
+                continue  # already read, before a merge replaced its block
+            if first_seq > first:
+                raise CorruptLog(self._name(sid), first, f"seq {first} is missing (the next "
+                                 f"stored block starts at seq {first_seq})")
+            yield first_seq, body
+            first = last_seq + 1
+
     def find_event(self, event_id: str) -> tuple[str, int] | None:
         rows = self._rows(self._sql.find_event, (blocks.id_key(event_id),))
         return None if not rows else (self._name(int(rows[0][0])), int(rows[0][1]))

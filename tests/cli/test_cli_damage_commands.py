@@ -359,3 +359,30 @@ def test_a_damaged_jsonl_meta_file_is_exit_4_for_readers_and_writers(
         outcome.assert_clean()
     assert runs[0].code == EXIT_CORRUPT, runs[0]  # verify
     assert runs[-1].code == EXIT_CORRUPT, runs[-1]  # append
+
+
+def test_a_dropped_block_is_exit_4_for_every_reader_never_the_next_blocks_events(
+        pristine: dict[str, Any], scratch: Path) -> None:
+    """Found by the PostgreSQL damage tests (tests/store/test_postgres_damage.py): with
+    a block row gone, ``tail`` printed the next block's events at the missing
+    positions (read_all indexed the block it got by seq minus that block's first seq:
+    a negative index), exit 0. Each block of the session, dropped in turn."""
+    src = pristine["sqlite"][0]
+    sid = pristine["sqlite"][1][0]
+    con = sqlite3.connect(src)
+    key = con.execute("SELECT sid FROM sessions WHERE id=?", (sid,)).fetchone()[0]
+    rows = [r[0] for r in con.execute("SELECT last_seq FROM blocks WHERE sid=? "
+                                      "ORDER BY last_seq", (key,))]
+    con.close()
+    for last_seq in rows[:-1]:  # not the last: that is a cut tail, which reads end before
+        db = fresh_copy(src, scratch / "damaged")
+        con = sqlite3.connect(db, isolation_level=None)
+        con.execute("DELETE FROM blocks WHERE sid=? AND last_seq=?", (key, last_seq))
+        con.close()
+        url = _url("sqlite", db)
+        for argv in (["tail", url], ["tail", url, "--session", sid],
+                     ["tail", url, "--follow", "--idle-timeout", "0.01"],
+                     ["show", url, "--session", sid], ["export", url, "--session", sid]):
+            outcome = run_cli(argv)
+            outcome.assert_clean()
+            assert outcome.code == EXIT_CORRUPT, (last_seq, argv, outcome)
