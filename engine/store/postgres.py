@@ -752,10 +752,14 @@ class PostgresStore(SQLRecorder):
             for position, s, seq in rows:
                 block = _holding(held.get(s, ()), seq)
                 if block is None:
-                    raise StoreError(f"position {position} has no stored event")
+                    raise CorruptLog(self._name(s), seq, f"position {position} has no stored "
+                                     "event")
                 events = decoded.get((s, block[0]))
                 if events is None:
                     events = decoded[(s, block[0])] = blocks.decode(block[2], self._name(s))
+                if seq - block[0] >= len(events):  # a body shorter than its row's seqs
+                    raise CorruptLog(self._name(s), seq, f"the block of seqs {block[0]}.."
+                                     f"{block[1]} holds {len(events)} event(s)")
                 yield Record(int(position), events[seq - block[0]])
                 after = position
             if len(rows) < _LIVE_PAGE:

@@ -80,6 +80,7 @@ def commands(url: str, sid: str, fid: str) -> dict[str, list[str]]:
         "sessions": ["sessions", url],
         "export": ["export", url, "--session", sid],
         "tail": ["tail", url],
+        "tail --follow": ["tail", url, "--follow", "--idle-timeout", "0.01"],
     }
 
 
@@ -206,7 +207,7 @@ def _assert_found(pristine: Pristine, url: str, *, reads: bool, words: str = "")
     assert outcomes["verify"].code == EXIT_CORRUPT, outcomes["verify"]
     assert words in outcomes["verify"].err, outcomes["verify"]
     if reads:
-        for name in ("show", "export"):
+        for name in ("show", "export", "tail", "tail --follow"):
             assert outcomes[name].code == EXIT_CORRUPT, (name, outcomes[name])
             assert len(outcomes[name].err.splitlines()) == 1, (name, outcomes[name])
 
