@@ -60,6 +60,7 @@ from engine.errors import (
     CorruptLog,
     SessionExists,
     StoreError,
+    StoreUnreadable,
     UnknownSession,
 )
 from engine.events import Event
@@ -400,11 +401,17 @@ class PostgresStore(SQLRecorder):
         self._flushes = durability != BATCHED
         try:
             self._db = connect(dsn, connect_timeout)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open {self.url}: {exc}".strip()) from None
+        try:
             if durability == BATCHED:
                 self._db.execute("SET synchronous_commit = off")
             self._refuse = self._migrate()
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot open {self.url}: {exc}".strip()) from None
+        except BaseException as exc:  # a store that fails to open keeps no connection
+            self._db.close()
+            if isinstance(exc, psycopg.Error):
+                raise StoreError(f"cannot open {self.url}: {exc}".strip()) from None
+            raise
         self._sids: dict[str, int] = {}
         self._names: dict[int, str] = {}
         self._heads: dict[str, _Head] = {}
@@ -427,7 +434,14 @@ class PostgresStore(SQLRecorder):
             self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             meta = (dict(self._db.execute("SELECT key, value FROM convlog_meta").fetchall())
                     if self._exists("convlog_meta") else {})
-            old = int(meta.get("schema", SCHEMA_VERSION))
+            try:
+                old = int(meta.get("schema", SCHEMA_VERSION))
+            except ValueError:
+                raise StoreUnreadable(f"{self.url}: its schema version {meta['schema']!r} is "
+                                      "not a number (a damaged convlog_meta)") from None
+            if meta and "chain" not in meta:  # every store's meta has named its chain
+                raise StoreUnreadable(f"{self.url}: convlog_meta names no chain algorithm "
+                                      "(damaged)")
             if old > SCHEMA_VERSION:
                 raise StoreError(f"{self.url} has schema {old}, newer than {SCHEMA_VERSION}")
             if self._ids_have_positions():  # schema 1 or 2: before the DDL below
