@@ -650,7 +650,11 @@ class PostgresStore(SQLRecorder):
                     first = None if row[5] is None else self._db.execute(
                         f"SELECT {_PLACE_FN}(%s, %s, %s)", (row[0], row[5], n)).fetchone()
                     row = (None if first is None else first[0], *row[:5])
-        except pg_errors.UniqueViolation:
+        except pg_errors.UniqueViolation as exc:
+            if exc.diag.table_name == "convlog_log":  # only damage puts the counter behind
+                raise CorruptLog(session_id, actual + 1, "the position counter "
+                                 "(convlog_position) is behind the stored positions (run "
+                                 "convlog verify)") from None
             raise IdTaken from None  # its transaction is gone; the cached head still holds
         assert row is not None
         first, sid, version, fork_seq, now_sealed, now_head = row[:6]

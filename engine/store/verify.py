@@ -475,3 +475,7 @@ def _check_positions(store: Store, positions: Iterable[tuple[int, int]],
     if (found and last > expected - 1) or (not found and last):
         report.problems.append(Problem(
             "*", 0, f"global positions {expected}..{last} are missing: the log was cut"))
+    elif last < expected - 1:  # where the next append places its events (PostgreSQL, JSONL)
+        report.problems.append(Problem(
+            "*", 0, f"the last position is recorded as {last}, but events hold positions up "
+                    f"to {expected - 1}: the next append would reuse a position"))

@@ -18,6 +18,7 @@ of any row, drawn), and checks what SQLite's tests check:
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import os
 import zlib
@@ -29,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.cli import EXIT_CORRUPT, EXIT_OK
+from engine.cli import EXIT_CORRUPT, EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE
 from engine.errors import CorruptLog, StoreError
 from engine.session import Session, StepClock
 from engine.store import open_store
@@ -368,3 +369,58 @@ def test_a_damaged_seal_mark_is_caught_before_it_damages_the_log(
     after = run_cli(["verify", url])
     assert after.code == EXIT_CORRUPT, after
     assert "seal mark" in after.err.splitlines()[0], after
+
+
+def test_a_position_counter_behind_the_log_is_found_and_refuses_appends(
+        pristine: Pristine, damaged: tuple[str, Any]) -> None:
+    """``convlog_position.last`` is where the next placement starts. Lowered, verify
+    said ok (it only looked for a counter ahead of the log), and the next append
+    collided with a stored position and was reported as "id index conflict"."""
+    url, db = damaged
+    db.execute("UPDATE convlog_position SET last = 5")
+    outcome = run_cli(["verify", url])
+    assert outcome.code == EXIT_CORRUPT, outcome
+    assert "the next append would reuse a position" in outcome.err, outcome
+    store = open_store(url)
+    try:
+        with pytest.raises(CorruptLog, match="position counter"):
+            Session.open(store, pristine.sid).user_message("more")
+    finally:
+        store.close()
+    assert run_cli(["verify", url]).err == outcome.err  # nothing was written
+
+
+def _client_connections(server: PgServer) -> int:
+    with psycopg.connect(server.url(), autocommit=True) as db:
+        row = db.execute("SELECT count(*) FROM pg_stat_activity "
+                         "WHERE backend_type = 'client backend'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.parametrize("damage", [
+    "DELETE FROM convlog_meta WHERE key = 'chain'",
+    "UPDATE convlog_meta SET value = 'x' WHERE key = 'schema'",
+    "UPDATE convlog_meta SET value = '99' WHERE key = 'schema'",
+])
+def test_a_damaged_meta_table_fails_the_open_cleanly_and_leaks_no_connection(
+        damage: str, pristine: Pristine, damaged: tuple[str, Any]) -> None:
+    """A meta table without its chain row ran the creation DDL and failed on a
+    duplicate key (exit 2); a schema that is no number was a ValueError; and every
+    failed open left its connection open until garbage collection (a damage fuzz of
+    a few hundred runs met "too many clients")."""
+    url, db = damaged
+    db.execute(damage)
+    outcomes = _run_all(pristine, url)
+    assert {o.code for o in outcomes.values()} <= {EXIT_UNREADABLE, EXIT_USAGE}, outcomes
+    if "99" not in damage:  # a newer schema is not damage: its own message, exit 2
+        assert {o.code for o in outcomes.values()} == {EXIT_UNREADABLE}, outcomes
+    gc.disable()  # connections must be closed by the failed open, not by the collector
+    try:
+        before = _client_connections(pristine.server)
+        for _ in range(5):
+            with pytest.raises(StoreError):
+                open_store(url, create=False)
+        assert _client_connections(pristine.server) == before
+    finally:
+        gc.enable()
