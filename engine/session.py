@@ -30,7 +30,8 @@ from engine.events import DEFAULT_ACTOR, SCHEMA_VERSION, Event, tag_of
 from engine.ids import EventIds, is_uuid, part_id, uuid7
 from engine.lifecycle import Lifecycle
 from engine.logging import get_logger
-from engine.store.base import SessionInfo, Store
+from engine.store.base import SessionInfo, Stamped, Store
+from engine.store.door import INT_MAX
 
 # Runs an iterator to its end, keeping nothing.
 _drain: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
@@ -157,13 +158,15 @@ class Session:
             or DEFAULT_ACTOR[cls],
         )
 
-    def _commit(self, events: Sequence[Event]) -> list[Event]:
-        """Check, append atomically, notify. Events need not carry seqs yet."""
+    def _commit(self, events: Sequence[Event], *, own: bool = False) -> list[Event]:
+        """Check, append atomically, notify. Events need not carry seqs yet. ``own``:
+        every envelope field but ``v`` was stamped here (``record``'s fresh events)."""
         lc = self._lc
         lc.begin()
         try:
             accepted = lc.apply_batch(events)
-            self.store.append(self.id, accepted, lc.version - len(accepted))
+            self.store.append(self.id, Stamped(accepted) if own else accepted,
+                              lc.version - len(accepted))
         except BaseException as exc:
             lc.rollback()
             if isinstance(exc, IllegalTransition):
@@ -282,15 +285,19 @@ class Session:
         sid, actors, started = self.id, DEFAULT_ACTOR, ev.MessageStarted
         # What _stamp does, inlined for the common case (an adapter's fresh event: no
         # id, time or actor yet); anything else goes through _stamp itself.
+        # The whole envelope is this session's own (fresh ids, a commit time of the
+        # right type) unless an event brought part of it: then the store checks it all.
+        own = now.__class__ is int and 0 <= now <= INT_MAX
         for e, eid in zip(events, self._ids.many(now, len(events)), strict=True):
             seq += 1
             cls = e.__class__
             if e.id or e.time or e.actor or cls is started:
+                own = False
                 append(self._stamp(e if e.id else replace(e, id=eid), seq=seq, now=now))
             else:
                 append(replace(e, id=eid, session_id=sid, seq=seq, time=now,
                                actor=actors[cls]))
-        return self._commit(stamped)
+        return self._commit(stamped, own=own)
 
     # ------------------------------------------------------------------ envelope helpers
 
