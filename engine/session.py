@@ -9,6 +9,7 @@ it was.
 from __future__ import annotations
 
 import time as _time
+import types
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
@@ -33,6 +34,7 @@ from engine.logging import get_logger
 from engine.store.base import SessionInfo, Stamped, Store
 from engine.store.door import INT_MAX
 
+_FUNCTION = types.FunctionType
 # Runs an iterator to its end, keeping nothing.
 _drain: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
 
@@ -188,7 +190,12 @@ class Session:
                 if len(accepted) == 1:
                     fn(accepted[0])
                 else:
-                    _drain(map(fn, accepted))  # a C-level loop: a streamed batch has dozens
+                    # A C-level loop: a streamed batch has dozens. An object whose
+                    # __call__ is a Python function is called through that function,
+                    # bound once (calling the object finds it on its type every time).
+                    dunder = fn.__class__.__call__
+                    call = dunder.__get__(fn) if dunder.__class__ is _FUNCTION else fn
+                    _drain(map(call, accepted))
             except Exception as exc:
                 log.error("subscriber_failed", session_id=self.id, subscriber=repr(fn),
                           error=repr(exc))

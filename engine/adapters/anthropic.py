@@ -211,6 +211,7 @@ class AnthropicIngest(StreamIngest):
                                  data={"call_id": call_id, "name": name, "server": False})
                     self.blocks[index] = tool
                     self._tools.append(tool)
+                    self._calls[pid] = tool
                     self._queue.append(_ToolAdded(message_id=mid, part_id=pid,
                                                   call_id=call_id, tool=name,
                                                   input=tool.start_input))

@@ -201,6 +201,12 @@ class Block(msgspec.Struct, gc=False):
         return self.raw
 
 
+def _tool_call(block: Block) -> ToolCall:
+    """A client tool block as the agent loop gets it (its input so far: {} until parsed)."""
+    data = block.data
+    return ToolCall(block.ref, data["call_id"], data["name"], data.get("input", {}))
+
+
 def as_dict(event: Any) -> dict[str, Any]:
     """A provider event as a plain dict: SSE dicts pass through, SDK models are dumped.
 
@@ -294,6 +300,10 @@ class StreamIngest:
         self._queue: list[Event] = []
         self._buffered: Block | None = None
         self._tools: list[Block] = []
+        # The client tool calls (not server ones, nor cut ones), in start order: each
+        # block until its input is parsed, then its ToolCall, built there while its
+        # data is at hand (result() then builds only the calls still open).
+        self._calls: dict[str, Block | ToolCall] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -392,8 +402,8 @@ class StreamIngest:
     def result(self) -> IngestResult:
         return IngestResult(
             self.message_id, self.stop_reason, self.tokens,
-            tuple(ToolCall(b.ref, b.data["call_id"], b.data["name"], b.data.get("input", {}))
-                  for b in self._tools if not b.data.get("server") and "cut" not in b.data),
+            tuple(c if c.__class__ is ToolCall else _tool_call(c)  # type: ignore[arg-type]
+                  for c in self._calls.values()),
             self.completed,
         )
 
@@ -492,6 +502,8 @@ class StreamIngest:
         block.raw = []  # openai_responses completes it in place
         block.data.update(call_id=call_id, name=name, server=server)
         self._tools.append(block)
+        if not server:
+            self._calls[block.part_id] = block
         self._emit(ev.ToolAdded(message_id=self.message_id, part_id=block.part_id,
                                 call_id=call_id, tool=name, input=block.start_input,
                                 metadata=metadata))
@@ -565,7 +577,10 @@ class StreamIngest:
                 if not is_prefix(raw):
                     raise
                 block.data["cut"] = raw  # cut short? the finish reason will tell (_stop)
+                self._calls.pop(pid, None)
                 return
+            if pid in self._calls:
+                self._calls[pid] = _tool_call(block)
             ready = ev.ToolInputReady(message_id=mid, part_id=pid, input=block.data["input"])
             if self.direct_deltas and _ascii_strings(ready.input):
                 self._queue.append(ready)  # every field a str known to encode: no pre-check

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.adapters.anthropic import AnthropicIngest
+from engine.adapters.ingest import ToolCall
 from engine.events import Event
 from engine.lifecycle import Lifecycle
 from engine.session import Session, StepClock
@@ -71,6 +72,11 @@ def _run(events: list[JSON], batch: int, cancel_at: int | None, *, fast: bool
             ing.finish()
     except Exception as exc:
         error = type(exc).__name__
+    # The tool calls of the result (built as each input is parsed) are those of the
+    # client tool blocks not cut short, in start order, as the blocks hold them now.
+    assert ing.result().tool_calls == tuple(
+        ToolCall(b.ref, b.data["call_id"], b.data["name"], b.data.get("input", {}))
+        for b in ing._tools if not b.data.get("server") and "cut" not in b.data)
     return _normalized(list(store.read(session.id))), error
 
 
