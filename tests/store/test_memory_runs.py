@@ -32,6 +32,9 @@ def test_runs_read_as_one_record_per_event(batches: list[tuple[int, int]], after
                                 for i in ids], ANY)
         log += [(len(log) + k, sid, i) for k, i in enumerate(ids, start=1)]
     assert store.last_position() == len(log)
+    # The index's one non-id key (it keeps the hashes inline) is found as no event.
+    assert store.find_event("\0") is None
+    assert store.find_event("e-none") is None
     for _, sid, eid in log:
         found = store.find_event(eid)
         assert found is not None
