@@ -671,8 +671,9 @@ class Store(abc.ABC):
             if len(data) > limit:
                 raise EventTooLarge(e.id, len(data), limit)
             return Prepared([e], [data], [self.chain.link(prev_hash, data)], seq)
-        out = list(events)
-        stamped = events.__class__ is Stamped and out[0].seq == seq
+        stamped = events.__class__ is Stamped and events[0].seq == seq
+        # (A stamped batch is never changed below: no copy.)
+        out = events if stamped and isinstance(events, list) else list(events)
         if not stamped and (list(map(_SEQ, out)) != list(range(seq, seq + len(out)))
                             or set(map(_SESSION_ID, out)) != {session_id}):
             for i, e in enumerate(out, start=seq):  # stamp what is missing, refuse the rest
