@@ -858,13 +858,7 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,  # noqa: PLR0917
             have = 2 if have_msg and have_part else 1 if have_msg else 0
             if have < 2:
                 _check_refs(kind, f, have_msg, have_part, seq)
-            run_lens = lens[li:li + run_len]
-            if len(run_lens) < run_len:
-                raise EventDecodeError("packed block: fewer strings than events")
-            li += run_len
-            end = tp + sum(run_lens)
-            joined = text[tp:end]
-            tp = end
+            joined, li, tp = _run_text(text, lens, li, tp, run_len)
             i = seq - first_seq
             dts = times[i:i + run_len]
             ms, cnt, lo, hi, moved = _advance_ids((ms, cnt, lo, hi), t, dts)
@@ -1165,13 +1159,7 @@ def _bulk_rows(block: _Block, table: list[_Entry], joins: list[bool],  # noqa: P
             have = 2 if have_msg and have_part else 1 if have_msg else 0
         if have < 2:
             _check_refs(kind, f, have_msg, have_part, seq)
-        chunk = lens[li:li + size]
-        if len(chunk) < size:
-            raise EventDecodeError("packed block: fewer strings than events")
-        li += size
-        end = tp + sum(chunk)
-        joined = text[tp:end]
-        tp = end
+        joined, li, tp = _run_text(text, lens, li, tp, size)
         end = i + size
         t += sum(times[i:end])
         last = seq + size - 1
@@ -1182,6 +1170,17 @@ def _bulk_rows(block: _Block, table: list[_Entry], joins: list[bool],  # noqa: P
     if tp != len(text):  # (opened with sums=False)
         raise_cut()
     return out
+
+
+def _run_text(text: str, lens: list[int], li: int, tp: int, n: int) -> tuple[str, int, int]:
+    """The text of a run of ``n`` bare strings from the ``li``-th, which starts at
+    ``tp`` in ``text``, and where the next string's length and text are. (A call per
+    run, not per event: the row loops inline a single event's slice.)"""
+    run_lens = lens[li:li + n]
+    if len(run_lens) < n:
+        raise EventDecodeError("packed block: fewer strings than events")
+    end = tp + sum(run_lens)
+    return text[tp:end], li + n, end
 
 
 def _all_read(block: _Block, ids: int, actors: int, refidx: int, vs: int,  # noqa: PLR0917
