@@ -246,8 +246,12 @@ def test_progress_only_on_a_terminal() -> None:
 
 
 def _convlog(*argv: str, stdin: int | None = None) -> subprocess.Popen[bytes]:
+    # SIGINT as a terminal gives it: a test run started in the background of a
+    # non-interactive shell has SIGINT ignored, the child inherits that, and Python
+    # then keeps it ignored (the Ctrl-C test waited out its timeout in such a run).
     return subprocess.Popen([sys.executable, "-m", "engine", *argv], cwd=REPO, stdin=stdin,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
 
 
 @pytest.mark.parametrize("command", [["show", "--as", "events"], ["tail"]])
