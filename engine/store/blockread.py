@@ -168,6 +168,9 @@ class BlockReader(Store):
                             raise CorruptLog(self._name(sid), s, f"position {position + i} "
                                              "has no stored event")
                         hit = cache[sid] = (blk[0], blocks.decode(blk[1], self._name(sid)))
+                        if not 0 <= s - hit[0] < len(hit[1]):  # fewer events than its seqs
+                            raise CorruptLog(self._name(sid), s, f"the block from seq {hit[0]} "
+                                             f"holds {len(hit[1])} events, not seq {s}")
                     yield Record(position + i, hit[1][s - hit[0]])
                     after = position + i
                     count += 1
