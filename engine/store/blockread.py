@@ -80,9 +80,19 @@ class BlockReader(Store):
         """Bodies of blocks holding a seq >= first with an event later than time_ms."""
 
     def _blocks(self, sid: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
-        """(first seq, body) of the blocks that hold seqs first..last, in order."""
-        for first_seq, _, body in self._block_rows(sid, first, last):
+        """(first seq, body) of the blocks that hold seqs first..last, in order; a
+        missing seq is CorruptLog. (The rows start at the first block ending at or
+        after ``first``, which is the next one when the block holding ``first`` is
+        gone; a reader that indexes a block by seq minus its first seq would return
+        the next block's events at the missing seqs.)"""
+        for first_seq, last_seq, body in self._block_rows(sid, first, last):
+            if last_seq < first:
+                continue  # already read, before a merge replaced its block
+            if first_seq > first:
+                raise CorruptLog(self._name(sid), first, f"seq {first} is missing (the next "
+                                 f"stored block starts at seq {first_seq})")
             yield first_seq, body
+            first = last_seq + 1
 
     def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
         return chain.from_iterable(self._own_blocks(session_id, first, last, blocks.decode))

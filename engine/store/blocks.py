@@ -45,7 +45,7 @@ SEAL_AT = 128  # uncompressed tail events that trigger a merge into compressed b
 BLOCK_MAX = 1024  # events per sealed block (see _write_blocks in sqlite.py for the measure)
 ZLIB_LEVEL = 3  # measured: level 6 is 2.5x slower to write for 5% fewer bytes
 
-_RAW = b"\x00"
+TAIL = b"\x00"  # the first byte of an uncompressed tail block
 _ZLIB = b"\x01"  # a format 2 sealed block (still read)
 _SEALED = b"\x03"
 _SEALED_BYTE = _SEALED[0]
@@ -83,7 +83,7 @@ def encode(canon: Sequence[bytes], hashes: Sequence[bytes], maxv: int, *,
     body = _enc.encode(_BlockOut(maxv, b"".join(hashes), [msgspec.Raw(c) for c in canon]))
     if compress:
         return _ZLIB + zlib.compress(body, ZLIB_LEVEL)
-    return _RAW + body
+    return TAIL + body
 
 
 def join_tail(rows: Iterable[tuple[int, bytes]]) -> tuple[list[bytes], list[bytes], list[int]]:
@@ -256,7 +256,7 @@ def _open(body: bytes) -> tuple[int, bytes | memoryview]:
     rest = memoryview(body)[1:]
     if flag == _ZLIB:
         data: bytes | memoryview = zlib.decompress(rest)
-    elif flag == _RAW:
+    elif flag == TAIL:
         data = rest
     else:
         raise ValueError(f"unknown block format {flag!r}")
@@ -418,7 +418,7 @@ def _open_v2(body: bytes) -> bytes | memoryview:
     flag, rest = body[:1], memoryview(body)[1:]
     if flag == _ZLIB:
         return zlib.decompress(rest)
-    if flag == _RAW:
+    if flag == TAIL:
         return rest
     raise ValueError(f"unknown block format {flag!r}")
 

@@ -153,21 +153,6 @@ class SQLRecorder(BlockReader):
                 return
             lo = rows[-1][1] + 1
 
-    def _blocks(self, sid: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
-        # BlockReader's, refusing a hole: the rows start at the first block ending at or
-        # after ``first``, which is the next one when the block holding ``first`` is
-        # gone, and read_all indexes what it gets by seq minus the block's first seq (a
-        # negative index: the next block's events were returned at the missing
-        # positions, exit 0).
-        for first_seq, last_seq, body in self._block_rows(sid, first, last):
-            if last_seq < first:
-                continue  # already read, before a merge replaced its block
-            if first_seq > first:
-                raise CorruptLog(self._name(sid), first, f"seq {first} is missing (the next "
-                                 f"stored block starts at seq {first_seq})")
-            yield first_seq, body
-            first = last_seq + 1
-
     def find_event(self, event_id: str) -> tuple[str, int] | None:
         rows = self._rows(self._sql.find_event, (blocks.id_key(event_id),))
         return None if not rows else (self._name(int(rows[0][0])), int(rows[0][1]))
@@ -223,9 +208,6 @@ class SQLRecorder(BlockReader):
         return None if not rows else (int(rows[0][0]), bytes(rows[0][1]))
 
 
-_TAIL_BLOCK = b"\x00"  # first byte of an uncompressed tail block (engine.store.blocks)
-
-
 def seal_problem(fork_seq: int | None, sealed: int,
                  rows: Sequence[tuple[int, int, bytes]], *, end: int) -> str | None:
     """What is wrong with a session's seal mark (the ``sealed`` column of its session
@@ -240,10 +222,10 @@ def seal_problem(fork_seq: int | None, sealed: int,
     expected = sealed + 1
     for i, (first, last, kind) in enumerate(rows):
         if last == sealed and i == 0:
-            if kind == _TAIL_BLOCK:
+            if kind == blocks.TAIL:
                 return f"the seal mark {sealed} ends a tail block, not a sealed one"
             continue
-        if first != expected or kind != _TAIL_BLOCK:
+        if first != expected or kind != blocks.TAIL:
             return (f"the blocks after the seal mark {sealed} are not the tail: seq "
                     f"{expected} is {'missing' if first > expected else 'sealed or repeated'}")
         expected = last + 1
