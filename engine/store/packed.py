@@ -440,7 +440,7 @@ def unpack_runs(data: bytes | bytearray | memoryview, session_id: str,
         if not ids:
             return _bulk(_open(raw, sums=False), session_id, first_seq)
         return _decoded(_open(raw), session_id, first_seq, runs=True)
-    except _NotRuns:  # a delta body that is not a string, or huge time jumps: event by event
+    except _NotRuns:  # time steps whose sums may leave int64: event by event
         return _decoded(_open(raw), session_id, first_seq, runs=False)
 
 
@@ -518,8 +518,7 @@ def _upcast(old: _Block1) -> _Block:
     has = flags.translate(_HAS_BODY)  # 2 for an event with a body
     marks = (big(bare, "big") | big(has, "big")).to_bytes(len(codes), "big")
     if marks.find(1) >= 0:  # a bare kind flagged NO_BODY
-        tag = old.kinds[codes[marks.find(1)]][0]
-        raise EventDecodeError(f"packed block: a {tag} without its string")
+        _no_string(old.kinds[codes[marks.find(1)]][0])
     picks = marks.replace(b"\x00", b"")  # per body: 3 for a bare kind's, 2 for a map
     if len(picks) != len(old.bodies):
         raise EventDecodeError("packed block: bodies that do not match its events")
@@ -540,14 +539,30 @@ _MAP_PICK: Final = bytes(1 if i == 2 else 0 for i in range(256))
 
 
 def _checked(block: _Block, *, sums: bool = True) -> _Block:
-    n = len(block.codes)
-    if len(block.flags) != n or len(block.times) != n:
-        raise EventDecodeError("packed block: columns of different lengths")
-    if not block.flags.isascii():  # _ALL_FLAGS is 127: a flag byte of 128 or more is not one
-        raise EventDecodeError(f"packed block: unknown flags {max(block.flags):#x}")
-    check_text(block.kinds, block.codes, block.text, block.lens, sums=sums)
+    check_columns(block.kinds, block.codes, block.flags, block.times, block.text, block.lens,
+                  sums=sums)
     check_keys(block.bodies)
     return block
+
+
+def check_columns(kinds: list[KindRow], codes: bytes, flags: bytes, times: list[int],  # noqa: PLR0917
+                  text: str, lens: list[int], *, sums: bool = True) -> None:
+    """The checks of a payload's columns that the readers then rely on: one code,
+    flag byte and time step per event, no unknown flag, and in ``lens`` one length
+    for each event of a bare kind (and for no other) that (``sums``) add up to the
+    length of ``text``, so the readers slice ``text`` without a check per event.
+    (msgspec has checked that no length is negative.)"""
+    n = len(codes)
+    if len(flags) != n or len(times) != n:
+        raise EventDecodeError("packed block: columns of different lengths")
+    if not flags.isascii():  # _ALL_FLAGS is 127: a flag byte of 128 or more is not one
+        raise EventDecodeError(f"packed block: unknown flags {max(flags):#x}")
+    bare = codes.translate(bare_table(tuple(kinds))).count(1)
+    if bare != len(lens):
+        raise EventDecodeError(f"packed block: {len(lens)} string lengths for {bare} "
+                               "events of bare kinds")
+    if sums and sum(lens) != len(text):
+        _cut_wrong()
 
 
 def check_keys(bodies: list[Any]) -> list[Any]:
@@ -558,20 +573,7 @@ def check_keys(bodies: list[Any]) -> list[Any]:
     return bodies
 
 
-def check_text(kinds: list[KindRow], codes: bytes, text: str, lens: list[int], *,
-               sums: bool = True) -> None:
-    """That ``lens`` has one length for each event of a bare kind (and for no other)
-    and (``sums``) that they add up to the length of ``text``: the readers then slice
-    ``text`` without a check per event. (msgspec has checked that none is negative.)"""
-    bare = codes.translate(bare_table(tuple(kinds))).count(1)
-    if bare != len(lens):
-        raise EventDecodeError(f"packed block: {len(lens)} string lengths for {bare} "
-                               "events of bare kinds")
-    if sums and sum(lens) != len(text):
-        raise_cut()
-
-
-def raise_cut() -> None:
+def _cut_wrong() -> None:
     raise EventDecodeError("packed block: string lengths that do not cut its text")
 
 
@@ -941,7 +943,7 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,  # noqa: PLR0917
             event_id = f"{head}{hex3[tm & 0xFFF]}-7{hex3[cnt]}{tail}{hex3[lo & 0xFFF]}"
         if seq < keep:
             continue  # before a partial read's first seq: the state moves on, nothing is built
-        if make is not None and type(body) is str:
+        if make is not None:  # a bare kind: its string
             if shape == 2:
                 append(make(event_id, session_id, seq, t, actor, v, msg, part, body))
             elif shape == 1:
@@ -997,7 +999,7 @@ def _bulk(block: _Block, session_id: str, first_seq: int) -> list[Any]:
         if not codes:
             _all_read(block, 0, 0, 0, 0, 0)
             if block.text:  # (opened with sums=False)
-                raise_cut()
+                _cut_wrong()
             return []
         if _far(times):
             raise _NotRuns  # a run keeps only its last time: check each event's
@@ -1168,7 +1170,7 @@ def _bulk_rows(block: _Block, table: list[_Entry], joins: list[bool],  # noqa: P
         seq = last + 1
     _all_read(block, ii, ai, ri, vi, bi)
     if tp != len(text):  # (opened with sums=False)
-        raise_cut()
+        _cut_wrong()
     return out
 
 

@@ -30,7 +30,6 @@ from engine.errors import EventDecodeError
 from engine.events import AnyEvent
 from engine.store import packed
 from engine.store.packed import (
-    _ALL_FLAGS,
     _DAMAGE,
     ACTOR_STORED,
     FORMAT,
@@ -88,12 +87,9 @@ def unpack_runs_range(data: bytes | bytearray | memoryview, session_id: str,
         if raw[0] == FORMAT_1:
             raise _Walk
         lazy = _lazy_dec.decode(memoryview(raw)[1:])
+        packed.check_columns(lazy.kinds, lazy.codes, lazy.flags, lazy.times, lazy.text,
+                             lazy.lens)
         n = len(lazy.codes)
-        if len(lazy.flags) != n or len(lazy.times) != n:
-            raise EventDecodeError("packed block: columns of different lengths")
-        if lazy.flags and max(lazy.flags) > _ALL_FLAGS:
-            raise EventDecodeError(f"packed block: unknown flags {max(lazy.flags):#x}")
-        packed.check_text(lazy.kinds, lazy.codes, lazy.text, lazy.lens)
         a, b = min(a, n), min(b, n)
         if a >= b:
             return []
