@@ -40,7 +40,6 @@ def as_format_1(blob: bytes) -> bytes:
 def as_json_format_1(blob: bytes) -> bytes:
     """A JSON payload of today's format, rewritten in format 1."""
     obj = json.loads(blob)
-    names = ["kinds", "refs", "codes", "flags", "times", "ids", "actors", "refidx", "vs",
-             "bodies", "text", "lens"]
+    names = packed._Block.__struct_fields__
     cols = columns_1([obj[n] for n in names])
     return msgspec.json.encode({"format": packed.FORMAT_1, **dict(zip(names, cols, strict=False))})
