@@ -100,7 +100,10 @@ def viewer_store(tmp_path: Path) -> Iterator[tuple[Store, Sessions]]:
         store.close()
 
 
-@pytest.fixture(scope="session")
+# Package scope, not session: while Playwright's sync API is open, its event loop runs
+# in this thread, and any later test calling asyncio.run() would fail. The loop ends
+# with this package (tests/viewer/test_isolation.py runs an asyncio test after it).
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as pw, chromium(pw) as b:
         yield b
