@@ -15,7 +15,7 @@ def test_viewer_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_export_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    assert export.main(["--deltas", "50", "100"]) == 0
+    assert export.main(["--deltas", "50", "100", "--tools", "5"]) == 0
     out = capsys.readouterr().out
-    for line in ("50 deltas", "100 deltas", "MB page", "MB traced"):
+    for line in ("50 deltas", "100 deltas", "5 tool calls", "MB page", "MB traced"):
         assert line in out
