@@ -559,6 +559,11 @@ class WithPartsProjection:
     def message(self, message_id: str) -> v.WithParts:
         return self._msg(message_id).build()
 
+    def part(self, message_id: str, part_id: str) -> v.Part:
+        """One part's view, without building its message's (whose cost grows with its
+        parts): the offline export reads the one part each event changed."""
+        return self._part(message_id, part_id).build()
+
     def to_json(self) -> list[Any]:
         data = converter.unstructure(self.messages(), list[v.WithParts])
         assert isinstance(data, list)

@@ -1,20 +1,32 @@
 """One self-contained HTML file for a session: the page, its data, no server.
 
 The scrubber works offline without folding events in JavaScript, and the file stays
-linear in the log's size:
+linear in the log's size: each event stores only what it changed, and its work is
+proportional to that (one part, or one message's info).
 
-- ``versions``: each distinct full message JSON once, stored only at events that are
-  not appends. A text, reasoning or tool-input delta only appends to one part, so a
-  delta stores nothing: the page appends the deltas' text (already in ``events``) to
-  the message's base version. Storing a full version per delta made a streamed
-  session's file (and the exporter's memory) grow with the square of its deltas.
-- ``changes[seq]``: what event ``seq`` changed, as ``[message id, entry]`` pairs (or
-  null for nothing). An entry is a version index, ``[version, since]`` (that version
-  plus the message's deltas in events ``since+1 .. seq``), or null (removed).
-- ``frames``: ``[seq, [[message id, entry], ...]]``, the whole state in message order,
-  at seq 0, at every event that names no message, and whenever as many events as
-  there are messages (at least ``FRAME_EVERY``) have passed: the page rebuilds any seq
-  from the frame before it in bounded time, and frames cost O(events) in all.
+- ``infos``: message infos, one JSON per info change (a message start or completion).
+- ``parts``: part JSONs, one each time an event that is not an append changes a part
+  (added, tool input ready, running, completed, ended, ...). A text, reasoning or
+  tool-input delta only appends to one part, so a delta stores nothing: the page
+  appends the deltas' text (already in ``events``) to the part's last stored JSON.
+  Storing the whole message at each such event made a message with many tool calls
+  cost its size per event (the square of its calls); storing it per delta made a
+  stream cost the square of its deltas.
+- A message is ``{"info": info index, "parts": [entry, ...]}`` in part order. An
+  entry is a part index, or ``[part, since]``: that part plus its deltas in events
+  ``since+1 .. seq``.
+- ``changes[seq]``: what event ``seq`` changed, as ``[message id, change]``, or null
+  for nothing. A change is a whole message (it has a ``parts`` key), or
+  ``{"info": i}`` or ``{"at": position, "part": entry}``: the message's info, or its
+  part at that position (``at`` equal to its number of parts appends one).
+- ``frames``: ``[seq, [[message id, message], ...]]``, the whole state in message
+  order, at seq 0 and whenever as many events as the state has messages and parts (at
+  least ``FRAME_EVERY``) have passed: the page rebuilds any seq from the frame before
+  it in bounded time, and frames cost O(events) in all.
+
+Only message events change a WithParts state (the fold ignores the rest), and a part
+event changes only its own part: ``tests/viewer/test_export.py`` checks both, and
+that the page's state equals the fold at every seq.
 """
 
 from __future__ import annotations
@@ -32,8 +44,10 @@ from projections.withparts import WithPartsProjection
 
 FRAME_EVERY = 256
 APPENDS = (ev.TextDelta, ev.ReasoningDelta, ev.ToolInputDelta)
+UNCHANGING = WithPartsProjection.IGNORES  # events that change no message
 
-Entry = int | list[int] | None
+Entry = int | list[int]
+Change = dict[str, Any] | None
 
 
 def static_text(name: str) -> str:
@@ -46,73 +60,122 @@ def script_json(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-class _States:
-    """The message versions and state changes of one session, event by event."""
+class _Message:
+    """One message as the file holds it, with the views its entries were stored from."""
+
+    __slots__ = ("entries", "info", "info_view", "position", "since", "views")
 
     def __init__(self) -> None:
-        self.versions: list[Any] = []
-        self.index: dict[str, int] = {}
-        self.current: dict[str, Entry] = {}  # message id -> entry, in message order
-        self.seen: dict[str, v.WithParts] = {}  # message id -> the view last stored
-        self.since: dict[str, int] = {}  # message id -> seq its version was stored at
-        self.changes: list[list[list[Any]] | None] = [None]
+        self.info = -1
+        self.info_view: v.MessageInfo | None = None
+        self.entries: list[Entry] = []
+        self.views: list[v.Part] = []  # the view each entry was stored from
+        self.since: list[int] = []  # the seq each entry's part was stored at
+        self.position: dict[str, int] = {}  # part id -> its index in entries
+
+    def json(self) -> dict[str, Any]:
+        return {"info": self.info, "parts": list(self.entries)}  # a copy: entries change
+
+
+class _States:
+    """The infos, parts and state changes of one session, event by event."""
+
+    def __init__(self) -> None:
+        self.infos: list[Any] = []
+        self.parts: list[Any] = []
+        self.messages: dict[str, _Message] = {}  # in message order
+        self.size = 0  # messages and parts in the state: a frame's entries
+        self.changes: list[list[Any] | None] = [None]
         self.frames: list[list[Any]] = [[0, []]]
         self.last_frame = 0
 
-    def _version(self, view: v.WithParts) -> int:
-        data = converter.unstructure(view, v.WithParts)
-        key = json.dumps(data, sort_keys=True)
-        i = self.index.get(key)
-        if i is None:
-            i = self.index[key] = len(self.versions)
-            self.versions.append(data)
-        return i
+    def _put(self, seq: int, m: _Message, at: int, view: v.Part) -> int:
+        """Store ``view`` as the part at ``at`` (appended when ``at`` is past the end)."""
+        k = len(self.parts)
+        self.parts.append(converter.unstructure(view, v.Part))
+        if at == len(m.entries):
+            m.entries.append(k)
+            m.views.append(view)
+            m.since.append(seq)
+            self.size += 1
+        else:
+            m.entries[at], m.views[at], m.since[at] = k, view, seq
+        return k
 
-    def _store(self, seq: int, mid: str, view: v.WithParts) -> int:
-        i = self._version(view)
-        self.current[mid] = i
-        self.seen[mid] = view
-        self.since[mid] = seq
-        return i
-
-    def _drop(self, mid: str) -> None:
-        self.current.pop(mid, None)
-        self.seen.pop(mid, None)
-        self.since.pop(mid, None)
-
-    def append(self, seq: int, mid: str) -> list[list[Any]] | None:
-        """A delta to ``mid``: its entry becomes (or stays) its base version plus deltas."""
-        entry = self.current.get(mid)
+    def append(self, seq: int, e: ev.PartEvent, proj: WithPartsProjection) -> Change:
+        """A delta: its part's entry becomes (or stays) its stored JSON plus deltas."""
+        m = self.messages.get(e.message_id)
+        at = m.position.get(e.part_id) if m is not None else None
+        if m is None or at is None:
+            return self.part(seq, e, proj)
+        entry = m.entries[at]
         if not isinstance(entry, int):
-            return None  # already [version, since]: the page reads the new delta itself
-        self.current[mid] = [entry, self.since[mid]]
-        return [[mid, self.current[mid]]]
+            return None  # already [part, since]: the page reads the new delta itself
+        m.entries[at] = [entry, m.since[at]]
+        return {"at": at, "part": m.entries[at]}
 
-    def message(self, seq: int, mid: str, proj: WithPartsProjection) -> list[list[Any]]:
-        try:
-            view = proj.message(mid)
-        except KeyError:  # the event removed the message
-            self._drop(mid)
-            return [[mid, None]]
-        return [[mid, self._store(seq, mid, view)]]
+    def part(self, seq: int, e: ev.PartEvent, proj: WithPartsProjection) -> Change:
+        """Any other part event: only its part changed, so only its part is stored."""
+        m = self.messages.get(e.message_id)
+        if m is None:  # not seen yet: store the message as a whole
+            return self.message(seq, e.message_id, proj)
+        at = m.position.setdefault(e.part_id, len(m.entries))
+        return {"at": at, "part": self._put(seq, m, at, proj.part(e.message_id, e.part_id))}
 
-    def whole(self, seq: int, proj: WithPartsProjection) -> None:
-        """An event naming no message may touch any: compare every view (by identity,
-        unchanged ones are not serialized again) and store a frame."""
-        views = proj.messages()
-        ids = {m.info.id for m in views}
-        for mid in [m for m in self.current if m not in ids]:
-            self._drop(mid)
-        order = [m.info.id for m in views]
-        if order != [m for m in self.current if m in ids]:
-            self.current = {}  # the order changed: rebuild it
-        for view in views:
-            mid = view.info.id
-            if self.seen.get(mid) is not view or mid not in self.current:
-                self._store(seq, mid, view)
+    def message(self, seq: int, mid: str, proj: WithPartsProjection) -> Change:
+        """A message event: its info, and any part whose view is new, by identity (a
+        start or a completion, so the walk over the parts is once or twice a message)."""
+        view = proj.message(mid)
+        m = self.messages.get(mid)
+        new = m is None
+        if m is None:
+            m = self.messages[mid] = _Message()
+            self.size += 1
+        change: dict[str, Any] = {}
+        if view.info is not m.info_view:
+            m.info, m.info_view = len(self.infos), view.info
+            self.infos.append(converter.unstructure(view.info, v.MessageInfo))
+            change["info"] = m.info
+        if len(view.parts) != len(m.views) or any(
+                a is not b for a, b in zip(view.parts, m.views, strict=True)):
+            self._reparts(seq, m, view.parts)
+            return m.json()
+        return m.json() if new else change or None
+
+    def _reparts(self, seq: int, m: _Message, views: list[v.Part]) -> None:
+        """Keep the entries whose view is unchanged, store the others."""
+        old = {pv.id: (e, pv, s) for e, pv, s in zip(m.entries, m.views, m.since, strict=True)}
+        self.size -= len(m.entries)
+        m.entries, m.views, m.since, m.position = [], [], [], {}
+        for at, pv in enumerate(views):
+            m.position[pv.id] = at
+            kept = old.get(pv.id)
+            if kept is not None and kept[1] is pv:
+                m.entries.append(kept[0])
+                m.views.append(pv)
+                m.since.append(kept[2])
+                self.size += 1
+            else:
+                self._put(seq, m, at, pv)
+
+    def event(self, seq: int, e: ev.Event, proj: WithPartsProjection) -> list[Any] | None:
+        """``[message id, change]`` for event ``seq`` (folded into ``proj``), or None."""
+        change: Change
+        if type(e) in UNCHANGING:  # first: mailbox events have a message_id too
+            return None
+        if isinstance(e, APPENDS):
+            change = self.append(seq, e, proj)
+        elif isinstance(e, ev.PartEvent):
+            change = self.part(seq, e, proj)
+        elif isinstance(e, ev.MessageEvent):
+            change = self.message(seq, e.message_id, proj)
+        else:
+            raise TypeError(f"the export cannot place {type(e).__name__}: WithParts folds "
+                            "it, but it names no message")
+        return None if change is None else [e.message_id, change]
 
     def frame(self, seq: int) -> None:
-        self.frames.append([seq, [[mid, e] for mid, e in self.current.items()]])
+        self.frames.append([seq, [[mid, m.json()] for mid, m in self.messages.items()]])
         self.last_frame = seq
 
 
@@ -128,21 +191,13 @@ def export_data(store: Store, session_id: str) -> dict[str, Any]:
         seq = e.seq
         if isinstance(e, ev.MessageStarted):
             marks.append(seq)
-        mid = getattr(e, "message_id", None)
-        if not isinstance(mid, str):
-            st.whole(seq, proj)
-            st.changes.append(None)
-            st.frame(seq)
-            continue
-        if isinstance(e, APPENDS) and mid in st.current:
-            st.changes.append(st.append(seq, mid))
-        else:
-            st.changes.append(st.message(seq, mid, proj))
-        if seq - st.last_frame >= max(FRAME_EVERY, len(st.current)):
+        st.changes.append(st.event(seq, e, proj))
+        if seq - st.last_frame >= max(FRAME_EVERY, st.size):
             st.frame(seq)
     info = session_json(store, session_id)
-    return {"session": {"info": info, "versions": st.versions, "changes": st.changes,
-                        "frames": st.frames, "events": events, "marks": marks},
+    return {"session": {"info": info, "infos": st.infos, "parts": st.parts,
+                        "changes": st.changes, "frames": st.frames, "events": events,
+                        "marks": marks},
             "verify": viewer.verify(session_id), "window": WINDOW}
 
 

@@ -41,33 +41,33 @@
     project: (pid, agent) => getJSON("/api/mailbox/" + enc(pid) + (agent ? "?agent=" + enc(agent) : "")),
   };
 
-  // An exported file carries each message version once and, per event, what changed
-  // (projections/serve/export.py): the state at a seq is rebuilt from the frame before
-  // it, and a message that only got deltas since its version gets their text appended,
-  // so the scrubber works offline without folding events in JS.
+  // An exported file stores, per event, only what the event changed, against the
+  // message infos and part JSONs it holds once each (projections/serve/export.py): the
+  // state at a seq is rebuilt from the frame before it, and a part that only got deltas
+  // since its JSON was stored gets their text appended, so the scrubber works offline
+  // without folding events in JS.
   const APPENDS = { "text.delta": ["text", "delta"], "reasoning.delta": ["text", "delta"],
     "tool.input_delta": ["raw", "fragment"] };
 
-  function withDeltas(s, mid, version, since, seq) {
-    const msg = JSON.parse(JSON.stringify(s.versions[version]));
-    const parts = new Map(msg.parts.map((p) => [p.id, p]));
+  // Appends to each pending part (a copy of its stored JSON) the deltas of events
+  // since+1 .. seq; pending: message id -> part id -> { part, since }.
+  function appendDeltas(s, pending, from, seq) {
     const pieces = new Map();
-    for (let i = since; i < seq; i++) {  // events[i] is the event of seq i + 1
+    for (let i = from; i < seq; i++) {  // events[i] is the event of seq i + 1
       const e = s.events[i];
-      if (e.message_id !== mid || !APPENDS[e.tag]) continue;
-      if (!pieces.has(e.part_id)) pieces.set(e.part_id, []);
-      pieces.get(e.part_id).push(e);
+      if (!APPENDS[e.tag]) continue;
+      const p = pending.has(e.message_id) && pending.get(e.message_id).get(e.part_id);
+      if (!p || i < p.since) continue;
+      if (!pieces.has(p)) pieces.set(p, []);
+      pieces.get(p).push(e);
     }
-    for (const [pid, evs] of pieces) {
-      const part = parts.get(pid);
-      if (!part) continue;
+    for (const [p, evs] of pieces) {
       const [field, from] = APPENDS[evs[0].tag];
-      const host = field === "raw" ? part.state : part;
+      const host = field === "raw" ? p.part.state : p.part;
       if (host && typeof host[field] === "string") {
         host[field] += evs.map((e) => e[from]).join("");
       }
     }
-    return msg;
   }
 
   function exportedState(s, seq) {
@@ -76,18 +76,36 @@
       const mid = (lo + hi + 1) >> 1;
       if (s.frames[mid][0] <= seq) lo = mid; else hi = mid - 1;
     }
-    const [start, entries] = s.frames[lo];
-    const current = new Map(entries);
+    const [start, messages] = s.frames[lo];
+    // message id -> { info, parts, own }: parts is copied (own) before it is changed
+    const current = new Map(messages.map(([mid, m]) => [mid, { info: m.info, parts: m.parts }]));
     for (let q = start + 1; q <= seq; q++) {
-      for (const [mid, entry] of s.changes[q] || []) {
-        if (entry === null) current.delete(mid); else current.set(mid, entry);
+      const change = s.changes[q];
+      if (!change) continue;
+      const [mid, c] = change;
+      if (c.parts) { current.set(mid, { info: c.info, parts: c.parts }); continue; }
+      const m = current.get(mid);
+      if (c.info !== undefined) m.info = c.info;
+      if (c.at !== undefined) {
+        if (!m.own) { m.parts = m.parts.slice(); m.own = true; }
+        m.parts[c.at] = c.part;
       }
     }
+    const pending = new Map();
+    let from = seq;
     const all = [];
-    for (const [mid, entry] of current) {
-      all.push(typeof entry === "number" ? s.versions[entry]
-        : withDeltas(s, mid, entry[0], entry[1], seq));
+    for (const [mid, m] of current) {
+      const parts = m.parts.map((entry) => {
+        if (typeof entry === "number") return s.parts[entry];
+        const part = JSON.parse(JSON.stringify(s.parts[entry[0]]));
+        if (!pending.has(mid)) pending.set(mid, new Map());
+        pending.get(mid).set(part.id, { part: part, since: entry[1] });
+        from = Math.min(from, entry[1]);
+        return part;
+      });
+      all.push({ info: s.infos[m.info], parts: parts });
     }
+    if (pending.size) appendDeltas(s, pending, from, seq);
     return all;
   }
 
