@@ -179,7 +179,9 @@ class _States:
         self.last_frame = seq
 
 
-def export_data(store: Store, session_id: str) -> dict[str, Any]:
+def export_data(store: Store, session_id: str, *, frame_every: int = FRAME_EVERY
+                ) -> dict[str, Any]:
+    """The page's data; ``frame_every`` (the least spacing of frames) is for tests."""
     viewer = Viewer(store)
     proj = WithPartsProjection(session_id)
     st = _States()
@@ -192,7 +194,7 @@ def export_data(store: Store, session_id: str) -> dict[str, Any]:
         if isinstance(e, ev.MessageStarted):
             marks.append(seq)
         st.changes.append(st.event(seq, e, proj))
-        if seq - st.last_frame >= max(FRAME_EVERY, st.size):
+        if seq - st.last_frame >= max(frame_every, st.size):
             st.frame(seq)
     info = session_json(store, session_id)
     return {"session": {"info": info, "infos": st.infos, "parts": st.parts,
@@ -201,11 +203,11 @@ def export_data(store: Store, session_id: str) -> dict[str, Any]:
             "verify": viewer.verify(session_id), "window": WINDOW}
 
 
-def render_html(store: Store, session_id: str) -> str:
+def render_html(store: Store, session_id: str, *, frame_every: int = FRAME_EVERY) -> str:
     """The viewer page with the session's data inlined; opens from a file, offline."""
     page = static_text("index.html")
     css, js = static_text("app.css"), static_text("app.js")
-    data = script_json(export_data(store, session_id))
+    data = script_json(export_data(store, session_id, frame_every=frame_every))
     page = page.replace('<link rel="stylesheet" href="/static/app.css">', f"<style>\n{css}</style>")
     page = page.replace(
         '<script src="/static/app.js"></script>',

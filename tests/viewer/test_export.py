@@ -9,10 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from playwright.sync_api import Browser
 
-from benchmarks.export import record
+from benchmarks.export import record, record_tools
+from engine import events as ev
 from engine.session import Session
 from engine.store import open_store
 from engine.store.base import Store
+from projections.dispatch import handlers
 from projections.serve.export import FRAME_EVERY, export_data, render_html, script_json
 from projections.timetravel import at
 from projections.withparts import WithPartsProjection
@@ -52,7 +54,10 @@ def test_export_holds_every_state(browser: Browser,
         # An info or a part is stored when an event changes it, not once per seq.
         assert len(data["infos"]) + len(data["parts"]) <= store.version(sid)
 
-STATES_JS = "n => Array.from({length: n + 1}, (_, q) => JSON.stringify(convlogExport.state(q)))"
+# From the last seq down: a rebuild that changed the data it started from would then
+# show a later state at an earlier seq.
+STATES_JS = ("n => Array.from({length: n + 1},"
+             " (_, i) => JSON.stringify(convlogExport.state(n - i))).reverse()")
 
 
 def page_states(browser: Browser, html: str, last: int) -> list[str]:
@@ -96,10 +101,12 @@ def js_numbers(value: object) -> object:
 @given(st.data())
 def test_the_page_shows_the_projection_at_every_seq(browser: Browser, data: st.DataObject
                                                     ) -> None:
+    frame_every = data.draw(st.sampled_from([1, 3, 16, FRAME_EVERY]), label="frame_every")
     with open_store("sqlite:///:memory:") as store:
         sid = data.draw(streamed_session(store))
         want = folded_states(store, sid)
-        got = page_states(browser, render_html(store, sid), store.version(sid))
+        html = render_html(store, sid, frame_every=frame_every)
+        got = page_states(browser, html, store.version(sid))
     assert len(got) == len(want)
     for seq, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g == w, seq
@@ -133,3 +140,33 @@ def test_the_export_grows_linearly_with_the_deltas() -> None:
 
     small, big = size(2000), size(4000)
     assert big < 2.5 * small, (small, big)
+
+
+def test_a_message_with_many_tool_calls_scrubs_exactly(browser: Browser) -> None:
+    """An agent's step loop in one message, past frames spaced by its growing size."""
+    with open_store("sqlite:///:memory:") as store:
+        sid = record_tools(store, 60)
+        want = folded_states(store, sid)
+        got = page_states(browser, render_html(store, sid), store.version(sid))
+    assert got == want
+
+
+def test_the_export_grows_linearly_with_the_tool_calls() -> None:
+    """4x the calls in one message, about 4x the data: the whole message per event
+    (each call's added, ready, running, completed, its text's added and ended) made it 16x."""
+    def size(calls: int) -> int:
+        with open_store("sqlite:///:memory:") as store:
+            return len(script_json(export_data(store, record_tools(store, calls))))
+
+    small, big = size(25), size(100)
+    assert big < 6 * small, (small, big)
+
+
+def test_every_event_the_fold_handles_names_its_message() -> None:
+    """The export stores, per event, only the message (or the one part) the event names:
+    sound only while every event WithParts folds is a message event and the rest are
+    ignored (the property tests above check that a part event changes only its part)."""
+    folded = set(handlers(WithPartsProjection))
+    assert folded, "no handlers found"
+    assert all(issubclass(t, ev.MessageEvent) for t in folded), folded
+    assert ev.PartEvent in {b for t in folded for b in t.__mro__}
