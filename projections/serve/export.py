@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 from engine import events as ev
 from engine.store.base import Store
@@ -43,7 +43,8 @@ from projections.serve.state import WINDOW, Viewer, event_json, session_json
 from projections.withparts import WithPartsProjection
 
 FRAME_EVERY = 256
-APPENDS = (ev.TextDelta, ev.ReasoningDelta, ev.ToolInputDelta)
+APPENDS: frozenset[type[ev.Event]] = frozenset({ev.TextDelta, ev.ReasoningDelta,
+                                                 ev.ToolInputDelta})
 UNCHANGING = WithPartsProjection.IGNORES  # events that change no message
 
 Entry = int | list[int]
@@ -161,11 +162,13 @@ class _States:
     def event(self, seq: int, e: ev.Event, proj: WithPartsProjection) -> list[Any] | None:
         """``[message id, change]`` for event ``seq`` (folded into ``proj``), or None."""
         change: Change
-        if type(e) in UNCHANGING:  # first: mailbox events have a message_id too
+        if type(e) in APPENDS:  # the most frequent: the first test
+            delta = cast(ev.PartEvent, e)
+            change = self.append(seq, delta, proj)
+            return None if change is None else [delta.message_id, change]
+        if type(e) in UNCHANGING:  # before the message events: mail events name one too
             return None
-        if isinstance(e, APPENDS):
-            change = self.append(seq, e, proj)
-        elif isinstance(e, ev.PartEvent):
+        if isinstance(e, ev.PartEvent):
             change = self.part(seq, e, proj)
         elif isinstance(e, ev.MessageEvent):
             change = self.message(seq, e.message_id, proj)
