@@ -118,46 +118,30 @@ class _States:
     def part(self, seq: int, e: ev.PartEvent, proj: WithPartsProjection) -> Change:
         """Any other part event: only its part changed, so only its part is stored."""
         m = self.messages.get(e.message_id)
-        if m is None:  # not seen yet: store the message as a whole
-            return self.message(seq, e.message_id, proj)
+        if m is None:
+            raise TypeError(f"part event {seq} names message {e.message_id}, not started")
         at = m.position.setdefault(e.part_id, len(m.entries))
         return {"at": at, "part": self._put(seq, m, at, proj.part(e.message_id, e.part_id))}
 
-    def message(self, seq: int, mid: str, proj: WithPartsProjection) -> Change:
-        """A message event: its info, and any part whose view is new, by identity (a
-        start or a completion, so the walk over the parts is once or twice a message)."""
+    def message(self, mid: str, proj: WithPartsProjection) -> Change:
+        """A message event (a start or a completion): the message's info. It changes no
+        part, which the walk over the parts checks (once or twice a message)."""
         view = proj.message(mid)
         m = self.messages.get(mid)
         new = m is None
         if m is None:
             m = self.messages[mid] = _Message()
             self.size += 1
-        change: dict[str, Any] = {}
-        if view.info is not m.info_view:
-            m.info, m.info_view = len(self.infos), view.info
-            self.infos.append(converter.unstructure(view.info, v.MessageInfo))
-            change["info"] = m.info
-        if len(view.parts) != len(m.views) or any(
-                a is not b for a, b in zip(view.parts, m.views, strict=True)):
-            self._reparts(seq, m, view.parts)
-            return m.json()
-        return m.json() if new else change or None
-
-    def _reparts(self, seq: int, m: _Message, views: list[v.Part]) -> None:
-        """Keep the entries whose view is unchanged, store the others."""
-        old = {pv.id: (e, pv, s) for e, pv, s in zip(m.entries, m.views, m.since, strict=True)}
-        self.size -= len(m.entries)
-        m.entries, m.views, m.since, m.position = [], [], [], {}
-        for at, pv in enumerate(views):
-            m.position[pv.id] = at
-            kept = old.get(pv.id)
-            if kept is not None and kept[1] is pv:
-                m.entries.append(kept[0])
-                m.views.append(pv)
-                m.since.append(kept[2])
-                self.size += 1
-            else:
-                self._put(seq, m, at, pv)
+        if len(view.parts) != len(m.views) or any(  # a part with deltas has a new view
+                a is not b and isinstance(entry, int)
+                for a, b, entry in zip(view.parts, m.views, m.entries, strict=True)):
+            raise TypeError(f"a message event changed the parts of {mid}: the export "
+                            "stores parts only at part events")
+        if view.info is m.info_view:
+            return None
+        m.info, m.info_view = len(self.infos), view.info
+        self.infos.append(converter.unstructure(view.info, v.MessageInfo))
+        return m.json() if new else {"info": m.info}
 
     def event(self, seq: int, e: ev.Event, proj: WithPartsProjection) -> list[Any] | None:
         """``[message id, change]`` for event ``seq`` (folded into ``proj``), or None."""
@@ -171,7 +155,7 @@ class _States:
         if isinstance(e, ev.PartEvent):
             change = self.part(seq, e, proj)
         elif isinstance(e, ev.MessageEvent):
-            change = self.message(seq, e.message_id, proj)
+            change = self.message(e.message_id, proj)
         else:
             raise TypeError(f"the export cannot place {type(e).__name__}: WithParts folds "
                             "it, but it names no message")
