@@ -16,7 +16,7 @@ proportional to that (one part, or one message's info).
   entry is a part index, or ``[part, since]``: that part plus its deltas in events
   ``since+1 .. seq``.
 - ``changes[seq]``: what event ``seq`` changed, as ``[message id, change]``, or null
-  for nothing. A change is a whole message (it has a ``parts`` key), or
+  for nothing. A change is a new message, whole (it has a ``parts`` key), or
   ``{"info": i}`` or ``{"at": position, "part": entry}``: the message's info, or its
   part at that position (``at`` equal to its number of parts appends one).
 - ``frames``: ``[seq, [[message id, message], ...]]``, the whole state in message
@@ -24,9 +24,10 @@ proportional to that (one part, or one message's info).
   least ``FRAME_EVERY``) have passed: the page rebuilds any seq from the frame before
   it in bounded time, and frames cost O(events) in all.
 
-Only message events change a WithParts state (the fold ignores the rest), and a part
-event changes only its own part: ``tests/viewer/test_export.py`` checks both, and
-that the page's state equals the fold at every seq.
+This rests on the fold: only message events change a WithParts state (it ignores the
+rest), a message event changes only its message's info (checked here, by identity),
+and a part event only its own part. ``tests/viewer/test_export.py`` checks the first
+and that the page's state equals the fold at every seq of generated sessions.
 """
 
 from __future__ import annotations
