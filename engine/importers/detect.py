@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -76,14 +76,8 @@ def detect(path: Path) -> str:
     if not text.startswith(b"{"):
         raise ImportInputError(str(path), "not a transcript this tool knows (not JSON, "
                                "JSON lines or an aider history)", 1)
-    first = text.split(b"\n", 1)[0]
-    try:
-        record = decode(first)
-    except msgspec.DecodeError:
-        try:  # a lone surrogate msgspec refuses (json_lines reads it), or a document
-            record = loads(first)
-        except ValueError:
-            record = None  # a multi-line JSON document
+    lines = text.split(b"\n")
+    record = _record(lines[0])
     if isinstance(record, dict):
         kind = record.get("type")
         if kind in ("console", "network") and "sessionId" in record:
@@ -91,12 +85,23 @@ def detect(path: Path) -> str:
                                    "network events), not a conversation", 1)
         if "payload" in record and "type" in record:
             return "codex"
-        if (isinstance(kind, str) and kind in _CLAUDE_TYPES) or "parentUuid" in record:
+        if _is_claude(record):
             return "claude-code"
         if "projectHash" in record or "$set" in record:
             return "gemini"
         if kind is None and "id" in record and "timestamp" in record:
             return "codex"  # a rollout before the envelope: a bare {id, timestamp, ...} header
+        # Claude Code 2.1.x opens many files with metadata records of types added since
+        # ({"type": "atis-latch", "sessionId"}, "mode", "permission-mode", ...: no uuid):
+        # while the lines are such records, the first line that is a known record decides.
+        while isinstance(kind, str) and "payload" not in record and len(lines) > 2:
+            lines = lines[1:]  # the last piece of the head may be cut: never read it
+            record = _record(lines[0])
+            if not isinstance(record, dict):
+                break
+            if _is_claude(record):
+                return "claude-code"
+            kind = record.get("type")
     if b'"conversation_id"' in head:
         return "qcli"
     if b'"projectHash"' in head or (b'"history"' in head and b'"parts"' in head):
@@ -104,6 +109,22 @@ def detect(path: Path) -> str:
     if b'"info"' in head and b'"messages"' in head:
         return "opencode"
     raise ImportInputError(str(path), "not a transcript format this tool knows", 1)
+
+
+def _record(line: bytes) -> Any:
+    """One line of a file's head as JSON (None when it is not: a multi-line document)."""
+    try:
+        return decode(line)
+    except msgspec.DecodeError:
+        try:  # a lone surrogate msgspec refuses (json_lines reads it), or a document
+            return loads(line)
+        except ValueError:
+            return None
+
+
+def _is_claude(record: dict[str, Any]) -> bool:
+    kind = record.get("type")
+    return (isinstance(kind, str) and kind in _CLAUDE_TYPES) or "parentUuid" in record
 
 
 def plan_path(path: Path, fmt: str = "auto", *, lenient: bool = False) -> Plan:

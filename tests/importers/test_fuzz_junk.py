@@ -201,6 +201,8 @@ def test_a_file_cut_at_any_byte(tmp_path: Path, source: Path, data: st.DataObjec
 UNKNOWN_RECORDS = {
     "claude-code": lambda kind, junk: {"type": kind, "uuid": "zz-1", "parentUuid": None,
                                        "sessionId": "s", "data": junk},
+    # Claude Code 2.1.x's metadata records have no uuid ({"type": "atis-latch", ...}).
+    "claude-code-metadata": lambda kind, junk: {"type": kind, "sessionId": "s", "data": junk},
     "codex": lambda kind, junk: {"timestamp": "2025-09-03T14:00:30.000Z", "type": kind,
                                  "payload": {"type": kind, "data": junk}},
     "gemini": lambda kind, junk: {"id": "zz-1", "timestamp": "2025-10-01T09:00:30Z",
@@ -227,8 +229,11 @@ def test_an_unknown_record_type_is_reported_never_fatal(
         tmp_path: Path, source: Path, data: st.DataObject, kind: str, junk: Any) -> None:
     """A newer tool version's record type: the import goes on and the report names it."""
     fmt = plan_path(source).report.format
+    if fmt == "claude-code":
+        fmt = data.draw(st.sampled_from(["claude-code", "claude-code-metadata"]), label="shape")
     lines = source.read_text().splitlines(keepends=True)
-    at_line = data.draw(st.integers(1, len(lines)), label="at")
+    # Line 0 too: a newer version's record can open the file, before anything known.
+    at_line = data.draw(st.integers(0, len(lines)), label="at")
     record = UNKNOWN_RECORDS[fmt](kind, junk)
     lines.insert(at_line, json.dumps(record) + "\n")
     path = tmp_path / source.name
