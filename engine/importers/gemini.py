@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Final
 
@@ -36,6 +37,7 @@ from engine.importers.base import (
     PlannedSession,
     json_document,
     json_lines,
+    loads,
     ms_of,
     open_binary,
     seal,
@@ -46,6 +48,14 @@ from engine.importers.base import (
 
 FORMAT: Final = "gemini"
 _NOTICES: Final = frozenset({"info", "warning", "error"})
+# A large tool output Gemini CLI moved out of the history, to
+# <project temp dir>/tool-outputs/[session-<id>/]<file>.txt: masked (the whole response as
+# JSON in the file, a preview in the record), or truncated (the raw output in the file).
+TOOL_OUTPUTS: Final = "tool-outputs"
+_MASKED: Final = "<tool_output_masked>"
+_TRUNCATED: Final = "Output too large. Showing first "
+_SAVED_AT: Final = re.compile(
+    r"(?:Full output available at|Full string saved to|For full output see): ([^\n\]]+)")
 
 
 @attrs.define
@@ -63,9 +73,10 @@ def _key(record: dict[str, Any]) -> str:
 class _Events:
     """One session's events, ids keyed by the session and the record."""
 
-    def __init__(self, sid: str, report: ImportReport) -> None:
+    def __init__(self, sid: str, report: ImportReport, outputs: Path | None = None) -> None:
         self.sid = sid
         self.report = report
+        self.outputs = outputs  # the project's tool-outputs/ directory, when it is here
         self.events: list[Event] = []
         self.last_user: str | None = None
 
@@ -167,20 +178,72 @@ class _Events:
         add(ev.ToolStarted(**ids))
         if status == "executing":
             return False
-        output = _result_text(call.get("result"))
+        output, saved = self._saved(_result_text(call.get("result")), line)
+        kept = {"gemini": {"saved_output": saved}} if saved else None
         if status == "success":
             shown = call.get("resultDisplay") or ""
             # An edit's display is an object ({fileDiff, fileName, ...}): JSON, not a repr.
             output = output or (shown if isinstance(shown, str) else json.dumps(shown))
             if not output:
                 self.report.note("an empty tool result reads '(no output)'", line)
-            add(ev.ToolCompleted(**ids, output=output or "(no output)"))
+            add(ev.ToolCompleted(**ids, output=output or "(no output)", metadata=kept))
         elif status == "error":
-            add(ev.ToolFailed(**ids, error=output or "error"))
+            add(ev.ToolFailed(**ids, error=output or "error", metadata=kept))
         else:
             self.report.note(f"tool call status {status!r}: left running", line)
             return False
         return True
+
+
+    def _saved(self, text: str, line: int | None) -> tuple[str, dict[str, Any] | None]:
+        """A masked or truncated output read back from its ``tool-outputs/`` file when the
+        file is here (the preview kept in metadata), else the preview, reported."""
+        masked = _MASKED in text
+        found = _SAVED_AT.search(text) if masked or text.startswith(_TRUNCATED) else None
+        if found is None:
+            return text, None
+        # The path is the writer's own (Windows or POSIX): its last two names locate it.
+        names = re.split(r"[\\/]", found.group(1).strip())
+        name, folder = names[-1], names[-2] if len(names) > 1 else ""
+        kept: dict[str, Any] = {"file": name, "preview": text}
+        candidates: list[Path] = []
+        if self.outputs is not None and name:
+            if folder.startswith("session-"):
+                candidates.append(self.outputs / folder / name)
+            candidates.append(self.outputs / name)  # saved without a session folder
+        for candidate in candidates:
+            if candidate.is_file():
+                try:
+                    with candidate.open("rb") as f:
+                        saved = f.read(MAX_LINE).decode("utf-8", "replace")
+                except OSError:
+                    break
+                return (_unmasked(saved) if masked else saved), kept
+        self.report.note(f"a {'masked' if masked else 'truncated'} tool output whose "
+                         f"{TOOL_OUTPUTS}/ file is not here: the preview is the output", line)
+        return text, kept
+
+
+def _unmasked(saved: str) -> str:
+    """A masked output's file holds the whole ``functionResponse.response`` as JSON: its
+    output (or error) as the record would have held it."""
+    try:
+        response = loads(saved)
+    except ValueError:
+        return saved
+    if not isinstance(response, dict):
+        return saved
+    value = response.get("output", response.get("error", response))
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def outputs_dir(path: Path) -> Path | None:
+    """The ``tool-outputs/`` beside a session file's ``chats/`` (a subagent's is one level
+    deeper), or beside a checkpoint."""
+    for folder in list(path.parents)[:3]:
+        if (folder / TOOL_OUTPUTS).is_dir():
+            return folder / TOOL_OUTPUTS
+    return None
 
 
 def _parts(content: Any) -> list[Any]:
@@ -451,7 +514,7 @@ def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
             session.parent = planned[branch.parent].id
             session.fork_seq = _events_of(planned, branch.parent, shared, branches)
             start = shared
-        out = _Events(sid, report)
+        out = _Events(sid, report, outputs_dir(path))
         for r in branch.records[start:]:
             line = branch.lines.get(str(r.get("id")))
             try:
