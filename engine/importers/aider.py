@@ -43,10 +43,19 @@ FORMAT: Final = "aider"
 _VERSION: Final = re.compile(r"Aider v(\d[\w.+-]*)")
 _RUN: Final = "# aider chat started at "
 _SECRETS: Final = (
+    # aider's own complaint about a malformed --api-key or --set-env echoes the whole
+    # setting, key included: "Invalid --api-key format: <value>" (aider/main.py).
+    re.compile(r"(Invalid --(?:api-key|set-env) format:\s*)(.+)"),
     # A flag that names a key or token, then its value: --api-key X, --openai-api-key=X, ...
-    re.compile(r"(--[\w-]*(?:api[-_]?key|token|secret|password)[\w-]*(?:=|\s+))(\S+)", re.I),
-    re.compile(r"((?:api[-_]?key|token|secret|password)\s*[=:]\s*)(\S+)", re.I),
+    # (not a count of tokens: --thinking-tokens 32k, --map-tokens 1024 are no secrets).
+    re.compile(r"(--[\w-]*(?:api[-_]?key|token(?!s)|secret|password)[\w-]*(?:=|\s+))"
+               r"(?!format:)(\S+)", re.I),
+    # NAME_API_KEY=value, token: value; not aider's "- OPENAI_API_KEY: Not set".
+    re.compile(r"((?:api[-_]?key|token(?!s)|secret|password)\s*[=:]\s*)(?!Not set)(\S+)",
+               re.I),
     re.compile(r"()(sk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,})"),  # OpenAI / Anthropic
+    re.compile(r"()(nvapi-[A-Za-z0-9_-]{20,})"),  # NVIDIA
+    re.compile(r"()(gsk_[A-Za-z0-9]{20,})"),  # Groq
     re.compile(r"()(AIza[0-9A-Za-z_-]{30,})"),  # Google
     re.compile(r"()(gh[pousr]_[A-Za-z0-9]{30,})"),  # GitHub
     re.compile(r"()(xox[abprs]-[A-Za-z0-9-]{10,})"),  # Slack

@@ -66,6 +66,38 @@ def test_key_shaped_values_never_survive(flag: str, value: str) -> None:
     assert n >= 1
 
 
+@given(st.sampled_from(["Invalid --api-key format: {}", "Invalid --api-key format: nvidia={}",
+                        "Invalid --set-env format: NVIDIA_NIM={}", "aider --api-key {}",
+                        "aider --api-key openrouter={} --model x", "GROQ_API_KEY={}"]),
+       st.text(st.characters(blacklist_categories=("Z", "C")), min_size=12, max_size=60))
+def test_a_key_aider_echoes_in_its_own_messages_never_survives(template: str,
+                                                               key: str) -> None:
+    """aider prints a malformed --api-key or --set-env whole ("Invalid --api-key format:
+    <value>", aider/main.py): a key of any shape, not only a known prefix, is hidden."""
+    text, n = redact(template.format(key))
+    assert key not in text
+    assert n >= 1
+
+
+@pytest.mark.parametrize("line", [
+    "aider --model gemini/gemini-2.5-pro --thinking-tokens 32k",
+    "aider --map-tokens 1024 --max-chat-history-tokens 2000",
+    "- DEEPSEEK_API_KEY: Not set",
+    "Tokens: 2.3k sent, 512 received.",
+])
+def test_counts_of_tokens_and_unset_keys_are_kept(line: str) -> None:
+    """Over-redaction loses what the user typed: a token count is no token."""
+    assert redact(line) == (line, 0)
+
+
+@given(st.sampled_from(["nvapi-", "gsk_"]),
+       st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+               min_size=20, max_size=60))
+def test_more_provider_key_shapes_never_survive(prefix: str, rest: str) -> None:
+    text, _ = redact(f"> Model: x with key {prefix}{rest} in the env")
+    assert prefix + rest not in text
+
+
 def test_reimport_is_idempotent() -> None:
     store = written(plan_aider(HISTORY))
     again = plan_aider(HISTORY)
