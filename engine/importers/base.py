@@ -287,7 +287,10 @@ def shape_error(path: str, exc: Exception, line: int | None) -> ImportInputError
 
 def _bad(report: ImportReport, name: str, number: int, why: str, lenient: bool) -> None:
     if not lenient:
-        raise ImportInputError(name, why, number)
+        # Real files hold such lines (a write torn by a crash or a race, mid-file too):
+        # say how to import the rest rather than leave the user with a refusal.
+        raise ImportInputError(name, f"{why}; --lenient skips such lines and lists them",
+                               number)
     report.skipped.append((number, f"{name}: {why}"))
 
 

@@ -65,6 +65,7 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path,
     err = capsys.readouterr().err
     assert f"{bad}:4" in err
     assert "nothing written" in err
+    assert "--lenient skips such lines" in err  # the way to import the rest
     store = open_store(url)
     try:
         assert store.sessions() == []
@@ -72,6 +73,25 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path,
         store.close()
     assert main(["import", str(bad), "--store", url, "--lenient"]) == 0
     assert "skipped 1 bad line(s)" in capsys.readouterr().out
+
+
+def test_a_torn_metadata_line_mid_file_loses_nothing_after_it_with_lenient(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real failure (anthropics/claude-code#50347): a ``file-history-snapshot`` line cut
+    mid-JSON in the middle of a session file, valid records after it. The refusal names
+    --lenient; with it every message after the torn line is imported."""
+    source = next((FIXTURES / "claude-code-metadata-first").glob("*.jsonl"))
+    lines = source.read_text().splitlines(keepends=True)
+    torn = '{"type":"file-history-snapshot","messageId":"m","snapshot":{"trackedFileBack\n'
+    path = tmp_path / source.name
+    path.write_text("".join([*lines[:6], torn, *lines[6:]]))
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    assert main(["import", str(path), "--store", url]) == 2
+    assert "--lenient" in capsys.readouterr().err
+    assert main(["import", str(path), "--store", url, "--lenient", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [s["line"] for s in report["skipped"]] == [7]
+    assert [(s["messages"], s["tools"]) for s in report["sessions"]] == [(3, 1)]
 
 
 def test_a_wrong_format_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
