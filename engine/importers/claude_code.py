@@ -488,6 +488,11 @@ class _Builder:
             text, persisted = self._persisted(text, node)
         blocks = content if isinstance(content, list) else []
         others = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "text")]
+        if not text:
+            # ToolSearch (2.1.x) answers with tool_reference blocks and no text: the names
+            # it found are its output (the blocks stay in metadata).
+            text = "\n".join(b["tool_name"] for b in others if isinstance(b, dict) and b.get(
+                "type") == "tool_reference" and isinstance(b.get("tool_name"), str))
         attachments = [ev.Attachment(part_id=stable_part_id(node.uuid, str(call), str(i)),
                                      mime=found[0], url=found[1])
                        for i, b in enumerate(others)

@@ -99,3 +99,31 @@ def test_any_assistant_blocks_round_trip_to_anthropic(tmp_path: Path,
           for i, b in enumerate(blocks)]]) + "\n")
     history, _ = _imported(path)
     assert anthropic.response(history[1])["content"] == blocks
+
+
+def test_a_tool_result_of_tool_references_outputs_the_names(tmp_path: Path) -> None:
+    """A tool search answers with the Messages API's ``tool_reference`` blocks
+    (``{type, tool_name}``) and no text: the names are the output, not "(no output)"."""
+    env = {"isSidechain": False, "userType": "external", "cwd": "/w", "sessionId": "s",
+           "version": "2.1.100", "timestamp": "2026-09-01T10:00:00.000Z"}
+    refs = [{"type": "tool_reference", "tool_name": "mcp__mail__send"},
+            {"type": "tool_reference", "tool_name": "mcp__mail__read"}]
+    lines = [
+        {**env, "parentUuid": None, "uuid": "u1", "type": "user",
+         "message": {"role": "user", "content": "find the mail tools"}},
+        {**env, "parentUuid": "u1", "uuid": "u2", "type": "assistant",
+         "message": {"id": "msg_1", "role": "assistant", "model": "m", "stop_reason": "tool_use",
+                     "content": [{"type": "tool_use", "id": "toolu_1", "name": "ToolSearch",
+                                  "input": {"query": "mail"}}]}},
+        {**env, "parentUuid": "u2", "uuid": "u3", "type": "user",
+         "message": {"role": "user", "content": [{"type": "tool_result",
+                                                  "tool_use_id": "toolu_1", "content": refs}]}},
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    history, report = _imported(path)
+    search = next(p for p in history[1].parts if isinstance(p, v.ToolPart))
+    assert isinstance(search.state, v.ToolStateCompleted)
+    assert search.state.output == "mcp__mail__send\nmcp__mail__read"
+    assert (search.state.metadata or {})["claude_code"]["content"] == refs  # kept whole
+    assert not any("empty tool result" in k for k in report.unmapped)
