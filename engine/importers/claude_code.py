@@ -214,6 +214,28 @@ class _Reader:
                 self.report.note("parentUuid names no line in the input: starts a new chain",
                                  node.line)
             node.parent = up if up in self.nodes else None
+        self._break_cycles()
+
+    def _break_cycles(self) -> None:
+        """Lines whose parents lead back to themselves (a damaged or hand-edited file)
+        reach no root, and the walk from the roots would drop them all: the cycle's
+        earliest line in file order starts a new chain instead."""
+        index = {uuid: i for i, uuid in enumerate(self.order)}
+        done: set[str] = set()
+        for uuid in self.order:
+            path: list[str] = []
+            seen: set[str] = set()
+            up: str | None = uuid
+            while up is not None and up not in done and up not in seen:
+                path.append(up)
+                seen.add(up)
+                up = self.nodes[up].parent
+            if up is not None and up in seen:
+                first = min(path[path.index(up):], key=index.__getitem__)
+                self.nodes[first].parent = None
+                self.report.note("parentUuid forms a cycle: its earliest line starts a new "
+                                 "chain", self.nodes[first].line)
+            done.update(path)
 
 
 class _Builder:
