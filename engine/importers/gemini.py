@@ -48,6 +48,7 @@ from engine.importers.base import (
 
 FORMAT: Final = "gemini"
 _NOTICES: Final = frozenset({"info", "warning", "error"})
+_MODEL_FIELDS: Final = ("toolCalls", "thoughts", "tokens", "model")
 # A large tool output Gemini CLI moved out of the history, to
 # <project temp dir>/tool-outputs/[session-<id>/]<file>.txt: masked (the whole response as
 # JSON in the file, a preview in the record), or truncated (the raw output in the file).
@@ -97,8 +98,13 @@ class _Events:
                              line)
             return
         if kind not in ("user", "gemini"):
-            self.report.note(f"record type {kind!r}: not mapped", line)
-            return
+            if not isinstance(kind, str) or not any(k in r for k in _MODEL_FIELDS):
+                self.report.note(f"record type {kind!r}: not mapped", line)
+                return
+            # A Gemini CLI fork writes the same record under its own name for the model's
+            # turns (IBM Bob shell: "bob-shell"): it carries the model's fields.
+            self.report.note(f"record type {kind!r} read as the model's turn (a Gemini CLI "
+                             "fork's name for it)", line)
         mid = stable_uuid(time, FORMAT, "message", self.sid, rid)
         meta = {"gemini": {k: r[k] for k in ("id", "displayContent") if k in r}}
         files: list[tuple[int, str, str]] = []  # (index, mime, url) of inlineData / fileData
@@ -128,12 +134,11 @@ class _Events:
             self.last_user = mid
             return
         model = r.get("model")
+        provider = "google" if kind == "gemini" else str(kind)
         add(ev.MessageStarted(message_id=mid, role="assistant", parent_id=self.last_user,
-                              model=ev.ModelRef(provider_id="google", model_id=model)
+                              model=ev.ModelRef(provider_id=provider, model_id=model)
                               if isinstance(model, str) and model else None))
-        for i, thought in enumerate(r.get("thoughts") or []):
-            if not isinstance(thought, dict):
-                continue
+        for i, thought in _thoughts(r.get("thoughts"), self.report, line):
             pid = stable_part_id(rid, "thought", str(i))
             add(ev.ReasoningAdded(message_id=mid, part_id=pid,
                                   text=str(thought.get("description") or ""),
@@ -244,6 +249,33 @@ def outputs_dir(path: Path) -> Path | None:
         if (folder / TOOL_OUTPUTS).is_dir():
             return folder / TOOL_OUTPUTS
     return None
+
+
+def _thoughts(thoughts: Any, report: ImportReport, line: int | None
+              ) -> list[tuple[int, dict[str, Any]]]:
+    """The record's thoughts, less the snapshots a streaming writer left behind: a thought
+    whose next one has the same subject and extends its description (IBM Bob shell
+    records one per streamed chunk, each the text so far) is kept as that next one. Each
+    with its index in the record (part ids are derived from it)."""
+    if not isinstance(thoughts, list):
+        return []
+    kept: list[tuple[int, dict[str, Any]]] = []
+    dropped = 0
+    for i, thought in enumerate(thoughts):
+        if not isinstance(thought, dict):
+            continue
+        after = thoughts[i + 1] if i + 1 < len(thoughts) else None
+        text = thought.get("description")
+        if isinstance(after, dict) and isinstance(text, str) and after.get(
+                "subject") == thought.get("subject") and isinstance(
+                after.get("description"), str) and after["description"].startswith(text):
+            dropped += 1
+            continue
+        kept.append((i, thought))
+    if dropped:
+        report.note("thoughts that are a streamed snapshot of the next one (each the text "
+                    "so far): the last snapshot kept", line)
+    return kept
 
 
 def _parts(content: Any) -> list[Any]:
