@@ -485,14 +485,23 @@ class _Rollout:
             return
         output = p.get("output")
         text, meta = _output_text(output)
-        self._settle(call, text, meta)
+        # An image a tool returned (view_image, an MCP tool): input_image content items.
+        images = [i["image_url"] for i in output if isinstance(i, dict) and i.get(
+            "type") == "input_image" and isinstance(i.get("image_url"), str)
+            and i["image_url"]] if isinstance(output, list) else []
+        attachments = [ev.Attachment(part_id=stable_part_id(self.s.sid, call, "image", str(n)),
+                                     mime=_image_mime(url), url=url)
+                       for n, url in enumerate(images)]
+        self._settle(call, text, meta, attachments)
 
-    def _settle(self, call: str, text: str, meta: dict[str, Any] | None) -> None:
+    def _settle(self, call: str, text: str, meta: dict[str, Any] | None,
+                attachments: list[ev.Attachment] | None = None) -> None:
         mid, pid = self.s.tools.pop(call)
-        if not text:
+        if not text and not attachments:
             self.report.note(f"an empty output reads {_EMPTY_OUTPUT!r}", self.s.line)
         self.add(ev.ToolCompleted(message_id=mid, part_id=pid, output=text or _EMPTY_OUTPUT,
-                                  metadata={"codex": meta} if meta else None))
+                                  metadata={"codex": meta} if meta else None,
+                                  attachments=attachments or []))
 
     def _compaction(self, summary: str, payload: dict[str, Any]) -> None:
         self._close()
@@ -685,6 +694,15 @@ def _visible(payload: Any) -> list[str]:
         return [str(x.get("text", "")) for key in ("summary", "content")
                 for x in payload.get(key) or [] if isinstance(x, dict)]
     return []
+
+
+def _image_mime(url: str) -> str:
+    """A ``data:`` URL's own mime type; any other URL an image of unknown kind."""
+    if url.startswith("data:"):
+        head = url[5:].split(",", 1)[0].split(";", 1)[0]
+        if "/" in head:
+            return head
+    return "image/*"
 
 
 def _output_text(output: Any) -> tuple[str, dict[str, Any] | None]:

@@ -143,6 +143,9 @@ def test_the_newest_generation() -> None:
     assert isinstance(image, v.ToolStateCompleted)
     assert image.output == "image attached"
     assert image.metadata["codex"]["content_items"][0]["type"] == "input_image"
+    # ... and the image is the tool's attachment, shown as a file part
+    url = image.metadata["codex"]["content_items"][0]["image_url"]
+    assert [(a.mime, a.url) for a in image.attachments or []] == [(url.split(";")[0][5:], url)]
     assert tools["view_image"].metadata is not None
     assert tools["view_image"].metadata["codex"]["namespace"] == "builtin"
     text = next(p for p in turn.parts if isinstance(p, v.TextPart))
