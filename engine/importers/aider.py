@@ -63,6 +63,8 @@ _SECRETS: Final = (
     re.compile(r"(Bearer\s+)([A-Za-z0-9._~+/-]{16,}=*)"),
 )
 REDACTED: Final = "[REDACTED]"
+NOT_UTF8: Final = ("a line that is not UTF-8 (aider wrote it in another --encoding): its "
+                   "undecodable bytes read as U+FFFD")
 # aider's own reasoning tag (thinking-content-<32 hex>), or a model's (<think>, <thinking>,
 # <reasoning>): a closed pair, or an open tag that runs to the end.
 _REASONING: Final = re.compile(
@@ -94,11 +96,14 @@ def _lines(path: Path, report: ImportReport, max_line: int) -> Iterator[tuple[in
             if len(raw) > max_line and not raw.endswith(b"\n"):
                 raise ImportInputError(str(path), f"a line over {max_line} bytes", number)
             try:
-                # aider writes in text mode: CRLF line ends on Windows.
-                yield number, raw.decode().removesuffix("\n").removesuffix("\r")
-            except UnicodeDecodeError as exc:
-                raise ImportInputError(str(path), f"not UTF-8 text ({exc.reason})",
-                                       number) from exc
+                text = raw.decode()
+            except UnicodeDecodeError:
+                # aider writes the history in its --encoding (UTF-8 unless the user chose
+                # another): one such line must not refuse the whole history.
+                report.note(NOT_UTF8, number)
+                text = raw.decode(errors="replace")
+            # aider writes in text mode: CRLF line ends on Windows.
+            yield number, text.removesuffix("\n").removesuffix("\r")
 
 
 class _Run:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import events as ev
 from engine.codec import encode_json
-from engine.importers.aider import REDACTED, plan_aider, redact
+from engine.importers.aider import NOT_UTF8, REDACTED, plan_aider, redact
 from engine.importers.base import ImportInputError
 from engine.importers.detect import detect
 from engine.importers.write import write_plan
@@ -119,3 +120,28 @@ def test_the_banner_names_the_tool_version() -> None:
     assert isinstance(head, ev.SessionImported)
     assert head.tool_version == "0.82.2"
     assert head.source == ".aider.chat.history.md"
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.data(), st.text(st.characters(min_codepoint=0xA0, max_codepoint=0xBF), min_size=1,
+                          max_size=12))
+def test_a_line_in_another_encoding_reads_with_replacement_characters(
+        tmp_path: Path, data: st.DataObject, word: str) -> None:
+    """aider writes the history in its --encoding (io.py: ``open("a", encoding=...,
+    errors="ignore")``): a Latin-1 line among UTF-8 ones is read with U+FFFD for its
+    undecodable bytes and reported; the rest of the history imports as before."""
+    lines = HISTORY.read_bytes().splitlines(keepends=True)
+    n = data.draw(st.sampled_from([i for i, x in enumerate(lines) if x.startswith(b"#### ")]))
+    lines[n] = b"#### " + f"order a {word} please".encode("latin-1") + b"\n"
+    path = Path(tempfile.mkdtemp(dir=tmp_path)) / HISTORY.name
+    path.write_bytes(b"".join(lines))
+    plan = plan_aider(path)
+    store = written(plan)
+    assert plan.report.unmapped[NOT_UTF8].lines == [n + 1]
+    stored = [t for s in plan.sessions for t in texts(at(store, s.id).messages())]
+    # Latin-1 0xA0-0xBF are lone UTF-8 continuation bytes: one U+FFFD each.
+    assert any(f"order a {chr(0xFFFD) * len(word)} please" in t for t in stored)
+    for i, raw in enumerate(lines):  # every other input line is there, unchanged
+        if i != n and raw.startswith(b"#### ") and raw.strip() != b"####":
+            assert any(raw[5:].decode().strip() in t for t in stored)
