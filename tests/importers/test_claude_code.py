@@ -286,9 +286,16 @@ def test_a_parent_cycle_is_reported_not_dropped(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     plan = plan_claude_code(path)
-    written(plan)
-    cycle = plan.report.unmapped["a line on a parentUuid cycle: not reachable, not imported"]
+    store = written(plan)
+    # Reported, and no longer lost: the line starts a chain of its own.
+    cycle = plan.report.unmapped["parentUuid forms a cycle: its earliest line starts a new "
+                                 "chain"]
     assert cycle.count == 1
+    assert "a line on a parentUuid cycle: not reachable, not imported" not in \
+        plan.report.unmapped
+    texts = [p.text for s in plan.sessions for m in at(store, s.id).messages()
+             for p in m.parts if isinstance(p, v.TextPart)]
+    assert "add(1, 2) returns 3, the test expects 4." in texts
 
 
 def test_a_session_file_brings_its_subagents_directory() -> None:
