@@ -251,6 +251,42 @@ def outputs_dir(path: Path) -> Path | None:
     return None
 
 
+def _masking_pass(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> bool:
+    """Whether ``after`` is ``before`` (then possibly more records) with nothing changed
+    but tool results replaced by masked previews, or content re-spelled (a string as
+    a list of text parts: the sync writes the model's own parts back)."""
+    if len(after) < len(before) or not before:
+        return False
+    return all(_same_but_masked(a, b) for a, b in zip(before, after, strict=False))
+
+
+def _same_but_masked(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if a == b:
+        return True
+    rest = ("content", "toolCalls")
+    if {k: v for k, v in a.items() if k not in rest} != {
+            k: v for k, v in b.items() if k not in rest}:
+        return False
+    if _text(a.get("content")) != _text(b.get("content")) or [
+            _file(p) for p in _parts(a.get("content"))] != [
+            _file(p) for p in _parts(b.get("content"))]:
+        return False
+    calls_a, calls_b = a.get("toolCalls") or [], b.get("toolCalls") or []
+    if not isinstance(calls_a, list) or not isinstance(calls_b, list) or len(
+            calls_a) != len(calls_b):
+        return False
+    for x, y in zip(calls_a, calls_b, strict=True):
+        if x == y:
+            continue
+        if not isinstance(x, dict) or not isinstance(y, dict) or {
+                k: v for k, v in x.items() if k != "result"} != {
+                k: v for k, v in y.items() if k != "result"}:
+            return False
+        if _MASKED not in json.dumps(y.get("result")):
+            return False
+    return True
+
+
 def _thoughts(thoughts: Any, report: ImportReport, line: int | None
               ) -> list[tuple[int, dict[str, Any]]]:
     """The record's thoughts, less the snapshots a streaming writer left behind: a thought
@@ -368,7 +404,20 @@ def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
                 # rolled-back turn): a fork sharing what did not change.
                 records = [m for m in patch["messages"]
                            if isinstance(m, dict) and isinstance(m.get("id"), str)]
-                if records != branches[current].records:
+                branch = branches[current]
+                if _masking_pass(branch.records, records):
+                    # Gemini CLI's masking sync (updateMessagesFromHistory) rewrites every
+                    # message to put a preview in place of large tool outputs: the same
+                    # conversation, not a fork. The outputs as first recorded are kept;
+                    # records it adds go on the branch.
+                    report.note("a $set of messages that only masks tool outputs (Gemini "
+                                "CLI's masking sync): the outputs as first recorded are "
+                                "kept, no fork", number)
+                    for r in records[len(branch.records):]:
+                        branch.records.append(r)
+                        branch.lines[r["id"]] = number
+                    continue
+                if records != branch.records:
                     lines = dict(branches[current].lines)
                     for r in records:
                         lines.setdefault(r["id"], number)

@@ -110,3 +110,57 @@ def test_a_masked_output_naming_any_path_never_breaks_the_import(
     root = Path(tempfile.mkdtemp(dir=tmp_path))  # tmp_path is shared by the examples
     tools, _ = _tools(_project(root, "preview text", saved, name))
     assert tools["read_file"].output
+
+
+def _jsonl_session(tmp_path: Path, masked_result: Any, extra: bool) -> Path:
+    """A JSONL session whose tool output Gemini CLI's masking sync later replaced: the
+    ``$set`` of every message (updateMessagesFromHistory), content re-spelled as parts."""
+    call = {"id": "c1", "name": "read_file", "args": {"file_path": "recipe.txt"},
+            "status": "success", "timestamp": "2026-03-01T18:00:02Z",
+            "result": [{"functionResponse": {"id": "c1", "name": "read_file",
+                                             "response": {"output": RECIPE}}}]}
+    user = {"id": "m1", "timestamp": "2026-03-01T18:00:00Z", "type": "user",
+            "content": "read the recipe"}
+    model = {"id": "m2", "timestamp": "2026-03-01T18:00:01Z", "type": "gemini",
+             "content": "Reading it.", "toolCalls": [call], "model": "gemini-3-flash"}
+    later = {"id": "m3", "timestamp": "2026-03-01T18:00:09Z", "type": "user",
+             "content": "thanks"}
+    masked = {**model, "content": [{"text": "Reading it."}],
+              "toolCalls": [{**call, "result": masked_result}]}
+    lines: list[Any] = [
+        {"sessionId": SID, "projectHash": "p", "startTime": "2026-03-01T18:00:00Z",
+         "kind": "main"}, user, model,
+        {"$set": {"messages": [user, masked, *([later] if extra else [])],
+                  "lastUpdated": "2026-03-01T18:00:08Z"}}]
+    path = Path(tempfile.mkdtemp(dir=tmp_path)) / "session-2026-03-01T18-00-x.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_a_masking_pass_in_a_jsonl_session_is_no_fork(tmp_path: Path) -> None:
+    preview = (f"<tool_output_masked>\n{RECIPE[:30]}\n... [TRUNCATED] ...\n\nOutput too large. "
+               f"Full output available at: /h/.gemini/tmp/p/tool-outputs/session-{SID}/r.txt"
+               "\n</tool_output_masked>")
+    masked = [{"functionResponse": {"id": "c1", "name": "read_file",
+                                    "response": {"output": preview}}}]
+    for extra in (False, True):
+        plan = plan_path(_jsonl_session(tmp_path, masked, extra))
+        store = written(plan)
+        assert [s.kind for s in plan.sessions] == ["main"]
+        messages = at(store, plan.sessions[0].id).messages()
+        tool = next(p for m in messages for p in m.parts if isinstance(p, v.ToolPart))
+        assert isinstance(tool.state, v.ToolStateCompleted)
+        assert tool.state.output == RECIPE  # as first recorded: no file needed
+        assert [m.info.role for m in messages] == ["user", "assistant", *(
+            ["user"] if extra else [])]
+        assert any("masking sync" in k for k in plan.report.unmapped)
+
+
+def test_a_rewrite_that_changes_more_than_masking_still_forks(tmp_path: Path) -> None:
+    """A compression or a rolled-back turn changes a result into something that is no
+    masked preview: the rewritten history is a fork, as before."""
+    other = [{"functionResponse": {"id": "c1", "name": "read_file",
+                                   "response": {"output": "a different recipe"}}}]
+    plan = plan_path(_jsonl_session(tmp_path, other, False))
+    written(plan)
+    assert [s.kind for s in plan.sessions] == ["main", "fork"]
