@@ -486,17 +486,29 @@ def db_sessions(path: Path, report: ImportReport
                 ) -> tuple[list[PlannedSession], dict[str, int]]:
     """The sessions of an ``opencode.db`` (tables ``session``, ``message``, ``part``; the
     JSON ``data`` of a message leaves out ``id`` and ``sessionID``, a part's also
-    ``messageID``; newer versions' ``session_message``)."""
+    ``messageID``; newer versions' ``session_message``; 2.0's ``session_v2``)."""
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            cur = db.execute("SELECT * FROM session ORDER BY time_created, id")
-            names = [d[0] for d in cur.description]
-            session_rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+            tables = {r[0] for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not tables & {"session", "session_v2"}:
+                raise sqlite3.DatabaseError("no session table")
+            session_rows = _rows(db, "session") if "session" in tables else []
+            # OpenCode 2.0 keeps its sessions in session_v2 (their messages in
+            # session_message); the 1.x session table it migrated from stays beside it.
+            # A session in both is a migrated one: the newer table's row stands.
+            newer = {row.get("id"): row for row in (
+                _rows(db, "session_v2") if "session_v2" in tables else [])}
+            session_rows = sorted([*(newer.pop(row.get("id"), row) for row in session_rows),
+                                   *newer.values()],
+                                  key=lambda row: (_int(row.get("time_created")),
+                                                   str(row.get("id"))))
             messages = db.execute("SELECT id, session_id, data FROM message "
-                                  "ORDER BY session_id, time_created, id").fetchall()
+                                  "ORDER BY session_id, time_created, id").fetchall(
+                                  ) if "message" in tables else []
             parts = db.execute("SELECT id, message_id, session_id, data FROM part "
-                               "ORDER BY message_id, id").fetchall()
+                               "ORDER BY message_id, id").fetchall() if "part" in tables else []
             v2_rows = _session_message_rows(db)
         finally:
             db.close()
@@ -521,6 +533,12 @@ def db_sessions(path: Path, report: ImportReport
         except (json.JSONDecodeError, TypeError) as exc:
             raise ImportInputError(str(path), f"a session_message {mid!r} whose data is not a "
                                    f"JSON object ({exc})") from exc
+    listed = {str(row.get("id")) for row in session_rows}
+    for sid in sorted({*v2, *by_session}, key=str):
+        if str(sid) not in listed:  # messages of a session no session table holds: not lost
+            report.note("messages of a session no session table holds: imported as a "
+                        "session without its info", str(sid))
+            session_rows.append({"id": sid})
     sessions, created = [], {}
     for row in session_rows:
         info = session_info(row)
@@ -551,6 +569,13 @@ _SESSION_COLUMNS: Final = frozenset({
     "summary_additions", "summary_deletions", "summary_files", "summary_diffs", "share_url",
     "revert", "permission", "time_created", "time_updated", "time_compacting",
     "time_archived"})
+
+
+def _rows(db: sqlite3.Connection, table: str) -> list[dict[str, Any]]:
+    """A session table's rows as dicts (whatever columns this version has), oldest first."""
+    cur = db.execute(f"SELECT * FROM {table} ORDER BY time_created, id")
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
 def _session_message_rows(db: sqlite3.Connection) -> list[tuple[Any, Any, Any, Any]]:

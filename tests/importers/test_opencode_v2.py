@@ -41,6 +41,18 @@ _DDL = """
     CREATE TABLE session_message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
         type TEXT NOT NULL, seq INTEGER NOT NULL, time_created INTEGER NOT NULL,
         time_updated INTEGER, data TEXT NOT NULL);
+    CREATE TABLE session_v2 (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, workspace_id TEXT,
+        parent_id TEXT, fork_session_id TEXT, fork_boundary TEXT, slug TEXT NOT NULL,
+        directory TEXT NOT NULL, path TEXT, title TEXT, version TEXT NOT NULL, share_url TEXT,
+        summary_additions INTEGER, summary_deletions INTEGER, summary_files INTEGER,
+        summary_diffs TEXT, metadata TEXT, cost REAL NOT NULL DEFAULT 0,
+        tokens_input INTEGER NOT NULL DEFAULT 0, tokens_output INTEGER NOT NULL DEFAULT 0,
+        tokens_reasoning INTEGER NOT NULL DEFAULT 0, tokens_cache_read INTEGER NOT NULL DEFAULT 0,
+        tokens_cache_write INTEGER NOT NULL DEFAULT 0, revert TEXT, permission TEXT, agent TEXT,
+        model TEXT, time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL,
+        time_compacting INTEGER, time_archived INTEGER, time_suspended INTEGER,
+        resume_attempts INTEGER NOT NULL DEFAULT 0, time_idle INTEGER, time_viewed INTEGER,
+        idle_outcome TEXT);
 """
 
 
@@ -201,3 +213,39 @@ def test_the_newest_session_message_schema(tmp_path: Path) -> None:
                  "a session_message user skills: not imported"):
         assert note in report
     assert any(k.startswith("a session_message compaction that failed") for k in report)
+
+
+def _shape(plan: Any) -> dict[str, list[tuple[str, list[str]]]]:
+    store = written(plan)
+    return {s.original_id: [(m.info.role, [p.TAG for p in m.parts])
+                            for m in at(store, s.id).messages()] for s in plan.sessions}
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(["session", "session_v2", "both", "none"]), min_size=2,
+                max_size=2))
+def test_every_session_is_imported_whichever_table_holds_it(tmp_path_factory: Any,
+                                                             where: list[str]) -> None:
+    """OpenCode 2.0 keeps its sessions in session_v2 (the 1.x session table stays beside
+    it, its rows migrated or stale), and session_message rows can name a session no table
+    holds. Each session imports with the same messages wherever its row is; a row in both
+    tables is one session; messages without a row are a session too."""
+    rows = json.loads(ROWS.read_text())
+    expected = _shape(plan_opencode(build(tmp_path_factory.mktemp("a") / "opencode.db")))
+    moved: dict[str, list[dict[str, Any]]] = {**rows, "session": [], "session_v2": []}
+    for row, table in zip(rows["session"], where, strict=True):
+        if table in ("session", "both"):
+            moved["session"].append(row)
+        if table in ("session_v2", "both"):
+            moved["session_v2"].append({**row, "resume_attempts": 0})
+    plan = plan_opencode(build(tmp_path_factory.mktemp("b") / "opencode.db", moved))
+    got = _shape(plan)
+    with_messages = {r["session_id"] for r in [*rows["session_message"], *rows["message"]]}
+    kept = {r["id"] for r, t in zip(rows["session"], where, strict=True) if t != "none"}
+    assert set(got) == kept | with_messages
+    for sid in kept | with_messages:  # the same messages, wherever the row was (or none)
+        assert got[sid] == expected[sid]
+    if with_messages - kept:
+        assert "messages of a session no session table holds: imported as a session " \
+               "without its info" in plan.report.unmapped
