@@ -31,8 +31,9 @@ member whose events are still in the tail: reads ignore it, the next writer (or
 ``repair``) moves it to ``<id>.blocks.corrupt``. A block is sealed only when its
 events, as decoded, reproduce the stored hashes, so the chain never changes.
 Stores written before blocks existed are plain tails and open unchanged; stores
-of format 1 (members without a block link) open, read and verify as they are, and
-become format 2 at the first seal this release writes into them.
+of format 1 (members without a block link) or 2 open, read and verify as they are,
+and become format 3 at the first seal this release writes into them (sealed
+members are the only place a packed payload is written; see ``FORMAT_VERSION``).
 """
 
 from __future__ import annotations
@@ -82,11 +83,12 @@ from engine.store.jsonl_blocks import SEAL_AT, SEAL_BYTES, BadMember, BlockRef
 log = get_logger("convlog.store.jsonl")
 
 FORMAT = "convlog-jsonl"
-# 2: sealed members carry a block link (jsonl_blocks index version 2). A format 1
-# store opens as it is; its convlog.json says 2 from the first seal this release
-# writes into it, so the release before refuses the store rather than taking a
-# member it cannot read for a torn one.
-FORMAT_VERSION = 2
+# 2: sealed members carry a block link (jsonl_blocks index version 2).
+# 3: sealed members may hold packed payload format 2 (engine.store.packed).
+# An older store opens as it is; its convlog.json says 3 from the first seal this
+# release writes into it, so the releases before refuse the store as newer rather
+# than taking a member they cannot read for damage.
+FORMAT_VERSION = 3
 
 
 class _LineOut(msgspec.Struct):
@@ -383,17 +385,26 @@ class JSONLStore(Store):
             self._format = FORMAT_VERSION
         return check_chain(self.url, str(meta["chain"]), str(meta.get("key", "")), self.chain)
 
-    def _upgrade_format(self) -> None:
-        """Before the first format 2 member is written (file lock held): say so in
-        ``convlog.json``, so that the release before refuses the store."""
-        if self._format >= FORMAT_VERSION:
-            return
+    def _upgrade_format(self) -> bool:
+        """Before the first member this release seals (file lock held): say so in
+        ``convlog.json``, so that the releases before refuse the store. The file is
+        read again: a newer release may have raised it since this store opened. Its
+        number is never lowered: False (no seal; the events stay in the tail) when it
+        is newer than this release's."""
+        if self._format == FORMAT_VERSION:
+            return True
         path = self.root / "convlog.json"
         meta = msgspec.json.decode(path.read_bytes())
-        meta["version"] = FORMAT_VERSION
-        _write_atomic(path, msgspec.json.encode(meta) + b"\n", durable=True)
-        self._format = FORMAT_VERSION
-        log.info("jsonl_format_upgraded", url=self.url, version=FORMAT_VERSION)
+        self._format = int(meta.get("version", 0))
+        if self._format > FORMAT_VERSION:
+            log.warning("jsonl_format_newer", url=self.url, version=self._format)
+            return False
+        if self._format < FORMAT_VERSION:
+            meta["version"] = FORMAT_VERSION
+            _write_atomic(path, msgspec.json.encode(meta) + b"\n", durable=True)
+            self._format = FORMAT_VERSION
+            log.info("jsonl_format_upgraded", url=self.url, version=FORMAT_VERSION)
+        return True
 
     def _read_txn(self) -> _Txn | None:
         try:
@@ -904,7 +915,8 @@ class JSONLStore(Store):
             if members is None:
                 return
             cut = st.size - st.offsets[0]  # whole lines; anything after them stays
-            self._upgrade_format()
+            if not self._upgrade_format():
+                return
             blocks_path = self._blocks_path(session_id)
             new_file = not blocks_path.exists()
             with open(blocks_path, "ab") as f:

@@ -1,7 +1,9 @@
 """``postgresql://user@host:port/db``: many processes and machines on one database (psycopg 3).
 
 Same tables and block format as SQLite (prefixed ``convlog_``), created or
-migrated on open under an advisory lock. An append is one call of the server-side
+migrated on open under an advisory lock; a store whose tables are current but
+whose number is older (schema 3) is only read until this release's first write
+raises the number (see ``SCHEMA_VERSION``). An append is one call of the server-side
 procedure ``convlog_append_v3`` (``batched``: the function
 ``convlog_append_once_v3``): it locks the session row (writers of one session
 queue, and the head the batch was prepared against is checked exactly) and
@@ -84,7 +86,12 @@ from engine.store.sql import POSTGRES, SQLRecorder, Statements, seal_problem
 
 # 3: positions are placed after the commit (convlog_pending, convlog_place_v2) and the
 # id index names (sid, seq) instead of a position. A schema 2 store is migrated on open.
-SCHEMA_VERSION = 3
+# 4: sealed blocks may hold packed payload format 2 (engine.store.packed), which the
+# releases of schema 3 cannot all read: they refuse a schema 4 store as newer. The
+# tables and functions are schema 3's (_TABLES), so a schema 3 store is read as it is
+# and raised to 4 by this release's first write (any write may seal a block).
+SCHEMA_VERSION = 4
+_TABLES = 3
 _MIGRATION_LOCK = 0x636F6E766C6F67  # "convlog": serializes schema creation across clients
 PLACE_LOCK = 0x636F6E766C7071  # serializes placements: held from stamping to commit
 
@@ -399,6 +406,7 @@ class PostgresStore(SQLRecorder):
         self._lock = threading.RLock()
         self._write_lock = _RowLockTx(self)
         self._flushes = durability != BATCHED
+        self._stale_schema = False  # schema 3: the first write raises it (_current_schema)
         try:
             self._db = connect(dsn, connect_timeout)
         except psycopg.Error as exc:
@@ -423,7 +431,8 @@ class PostgresStore(SQLRecorder):
         if row is not None and row[0] is not None:
             meta: dict[str, str] = dict(
                 self._db.execute("SELECT key, value FROM convlog_meta").fetchall())
-            if meta.get("schema") == str(SCHEMA_VERSION) and "chain" in meta:
+            if meta.get("schema") in (str(_TABLES), str(SCHEMA_VERSION)) and "chain" in meta:
+                self._stale_schema = meta["schema"] != str(SCHEMA_VERSION)
                 if self._missing_functions():
                     with self._db.transaction():
                         self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
@@ -455,10 +464,21 @@ class PostgresStore(SQLRecorder):
                         "key": self.chain.fingerprint()}
                 for k, v in meta.items():
                     self._db.execute("INSERT INTO convlog_meta VALUES (%s, %s)", (k, v))
-            elif old < SCHEMA_VERSION:
+            elif old < _TABLES:  # the tables changed; the number says so at the first write
                 self._db.execute("UPDATE convlog_meta SET value=%s WHERE key='schema'",
-                                 (str(SCHEMA_VERSION),))
+                                 (str(_TABLES),))
+            self._stale_schema = old < SCHEMA_VERSION
         return check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
+
+    def _current_schema(self) -> None:
+        """Before this store object's first write: raise a schema 3 store to this
+        release's number. Only from 3: a client of a newer release may have raised it
+        further since this store opened, and a number is never lowered."""
+        if self._stale_schema:
+            with self._lock:
+                self._db.execute("UPDATE convlog_meta SET value=%s WHERE key='schema' AND "
+                                 "value=%s", (str(SCHEMA_VERSION), str(_TABLES)))
+                self._stale_schema = False
 
     def _exists(self, table: str) -> bool:
         row = self._db.execute("SELECT to_regclass(%s)", (table,)).fetchone()
@@ -503,6 +523,7 @@ class PostgresStore(SQLRecorder):
 
     def _write_one(self, sql: str, params: Sequence[Any]) -> None:
         with self._lock:
+            self._current_schema()
             self._db.execute(sql, params)
 
     # ------------------------------------------------------------------ sessions
@@ -510,6 +531,7 @@ class PostgresStore(SQLRecorder):
     def _create_session(self, info: SessionInfo, genesis: bytes) -> None:
         fork = info.fork_seq or 0
         with self._lock:
+            self._current_schema()
             try:
                 row = self._db.execute(
                     "INSERT INTO convlog_sessions (id, created, parent, fork_seq, sealed, head) "
@@ -571,6 +593,7 @@ class PostgresStore(SQLRecorder):
         over the hooks below). The unique id index refuses a stored id (IdTaken)."""
         with self._lock:
             try:
+                self._current_schema()
                 for _ in range(2):
                     head = self._heads.get(session_id) or self._fetch_head(session_id)
                     try:

@@ -1,6 +1,6 @@
 """``sqlite:///path.db``: the embedded default, on the standard library's sqlite3 in WAL mode.
 
-Tables (schema 3): ``sessions`` (lineage, version, head hash), ``blocks`` (events
+Tables (schema 4): ``sessions`` (lineage, version, head hash), ``blocks`` (events
 in the compact block format of :mod:`engine.store.blocks`), and two indexes kept
 as *ranges* instead of a row per event:
 
@@ -19,12 +19,16 @@ An append is one ``BEGIN IMMEDIATE`` transaction: SQLite's single writer lock
 serializes appends across processes, so the last range's end + 1 inside it is a
 gapless global position, and readers see whole appends or nothing.
 
-Schema 2 stores (a ``log`` and an ``ids`` row per event) are read as they are (the
-range indexes built in the connection's temp schema, which shadows the old tables
-for it alone) and migrated by their first write, in one transaction: the two
-indexes are rebuilt as ranges, the blocks and session heads stay byte for byte
-(format 2 sealed blocks stay readable, see blocks). A current file opens with a
-read only.
+Schema 4 has schema 3's tables; its number says that sealed blocks may hold packed
+payload format 2 (:mod:`engine.store.packed`), which the releases of schema 3 before
+it cannot all read: they refuse a schema 4 file as newer instead of taking those
+blocks for damage. Older files are read as they are and migrated by this release's
+first write (any write may seal a block), in one transaction; a read never changes
+the file. Schema 3: the number is raised. Schema 2 (a ``log`` and an ``ids`` row
+per event) is read through range indexes built in the connection's temp schema,
+which shadows the old tables for it alone, and its migration rebuilds the two
+indexes as ranges; the blocks and session heads stay byte for byte (format 2
+sealed blocks stay readable, see blocks). A current file opens with a read only.
 
 Durability: ``sync`` commits every append with ``synchronous=FULL`` (the WAL is
 fsynced before the append returns). ``batched`` keeps the write transaction open
@@ -63,9 +67,11 @@ from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupC
 from engine.store.blockread import Range, hash_before
 from engine.store.sql import SQLITE, SQLRecorder, Statements, seal_problem
 
-SCHEMA_VERSION = 3
+# 4: sealed blocks may hold packed payload format 2 (same tables as 3; see the module
+# doc). Raised by the first write, so that a release of schema 3 refuses the file.
+SCHEMA_VERSION = 4
 # The page size of new files (an existing file keeps its own). Every table and index
-# costs at least a page, and a schema 3 file has 12 of them: at SQLite's default
+# costs at least a page, and a schema 4 file has 12 of them: at SQLite's default
 # 4 KiB that is 48 KiB before any event, 0.7x the text of a 50-turn session. At 2 KiB
 # a 50-turn session of whole messages takes 0.69x its text instead of 1.09x (streamed,
 # flushed every turn: 1.33x, was 1.69x), at the same read and append speed (measured
@@ -315,10 +321,10 @@ class SQLiteStore(SQLRecorder):
 
     def _open_schema(self) -> None:
         """Open without writing when the file needs no change: a current schema is
-        only read (no write transaction per open); a schema 2 store is read through
-        range indexes built in this connection's memory and migrated by its first
-        write (:meth:`_current_schema`), so reading it leaves the file as the release
-        before wrote it. A new file gets the schema."""
+        only read (no write transaction per open); a schema 2 or 3 store is read as
+        it is (schema 2 through range indexes built in this connection's memory) and
+        migrated by its first write (:meth:`_current_schema`), so reading it leaves
+        the file as the release before wrote it. A new file gets the schema."""
         db = self._db
         db.execute("BEGIN")  # one consistent read of the schema and its version
         try:
@@ -335,6 +341,8 @@ class SQLiteStore(SQLRecorder):
                 if old == 2 and "chain" in meta and {"log", "ids", "blocks"} <= tables:
                     db.execute("PRAGMA temp_store=MEMORY")
                     _ranges_from_v2(db, "main.log", "main.ids", into="temp.")
+                    self._stale_schema = True
+                elif old == 3 and "chain" in meta:  # schema 4's tables: only the number
                     self._stale_schema = True
             except (ValueError, TypeError, AssertionError) as exc:  # damaged rows
                 raise StoreError(f"cannot open {self.url}: unreadable schema or index: "
@@ -355,9 +363,9 @@ class SQLiteStore(SQLRecorder):
                                 f"(no write access to {self.path} or its directory)")
 
     def _current_schema(self) -> None:
-        """Before the first write of a store opened at schema 2: migrate it (the
-        in-memory range indexes give way to the stored ones). Every write passes here:
-        a read-only store refuses it before any transaction begins."""
+        """Before the first write of a store opened at schema 2 or 3: migrate it (at
+        2, the in-memory range indexes give way to the stored ones). Every write
+        passes here: a read-only store refuses it before any transaction begins."""
         self._refuse_read_only()
         if not self._stale_schema:
             return

@@ -76,8 +76,9 @@ def test_a_schema_2_store_migrates_and_keeps_positions_ids_and_chains(old: str) 
     import psycopg  # noqa: PLC0415 - optional extra
 
     with psycopg.connect(old) as db:
+        # Migrated to schema 3's tables on open, raised to 4 by the first write.
         assert db.execute("SELECT value FROM convlog_meta WHERE key='schema'").fetchone() == (
-            "3",)
+            "4",)
         gone = db.execute("SELECT to_regprocedure('convlog_append_v1(text, integer, bytea, "
                           "integer, integer, bytea, bytea[], integer[], integer[], bigint[], "
                           "bytea[])')").fetchone()
@@ -104,7 +105,11 @@ def test_a_schema_3_store_of_the_release_before_gets_this_releases_functions(
     schema change, and appends and durable reads go through them."""
     import psycopg  # noqa: PLC0415 - optional extra
 
-    from engine.store.postgres import _INOUT_TYPES, _SIGNATURE_TYPES  # noqa: PLC0415
+    from engine.store.postgres import (  # noqa: PLC0415
+        _INOUT_TYPES,
+        _SIGNATURE_TYPES,
+        SCHEMA_VERSION,
+    )
 
     store = open_store(pg_url)
     Session.create(store, ROOT).create_conversation()
@@ -117,7 +122,7 @@ def test_a_schema_3_store_of_the_release_before_gets_this_releases_functions(
         for routine in this_release:
             db.execute(f"DROP {routine}")
         assert db.execute("SELECT value FROM convlog_meta WHERE key = 'schema'"
-                          ).fetchone() == ("3",)
+                          ).fetchone() == (str(SCHEMA_VERSION),)
     for durability in ("sync", "batched"):
         again = open_store(f"{pg_url}&durability={durability}")
         Session.open(again, ROOT).user_message(f"through {durability}")

@@ -205,14 +205,14 @@ def test_sealed_stores_of_each_format_open_read_and_verify(
         assert deep.heads == fast.heads
         assert deep.events == fast.events
         assert _files(root) == before  # reading and verifying wrote nothing
-        # The next seal writes format 2 members (and says so for older releases).
+        # The next seal writes index version 2 members (the store says format 3).
         s = Session.open(store, main)
         for i in range(SEAL_AT):
             s.user_message(f"after the upgrade {i}")
         after = _member_versions(root / "sessions" / f"{main}.blocks")
         assert after[:len(versions)] == versions
         assert set(after[len(versions):]) == {2}
-        assert json.loads((root / "convlog.json").read_bytes())["version"] == 2
+        assert json.loads((root / "convlog.json").read_bytes())["version"] == 3
         assert list(store.read(main))[:len(want[main])] == want[main]
         for deep_check in (True, False):
             report = verify(store, deep=deep_check)

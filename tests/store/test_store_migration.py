@@ -82,7 +82,7 @@ def test_a_schema_2_store_is_read_as_it_is_and_migrates_on_its_first_write(old: 
     _read_everything(store, log_before, ids_before)
     store.close()
     db = sqlite3.connect(old)
-    assert db.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == ("3",)
+    assert db.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == ("4",)
     assert db.execute("SELECT sid, last_seq, body FROM blocks ORDER BY 1, 2").fetchall() == before
     assert db.execute("SELECT COUNT(*) FROM log").fetchone()[0] < len(log_before) / 10
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
