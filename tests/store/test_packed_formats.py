@@ -5,61 +5,27 @@ code, and take appends that seal in today's format next to the old blocks."""
 from __future__ import annotations
 
 import functools
-import gzip
-import json
 import shutil
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-import msgspec
 import pytest
 
-from engine import codec
 from engine import events as ev
-from engine.events import AnyEvent
 from engine.session import Session
-from engine.store import blocks, jsonl_blocks, open_store, packed
+from engine.store import blocks, open_store, packed
 from engine.store.verify import verify
 from projections.bulk import read_bulk
 from projections.withparts import WithPartsProjection
+from tests.support.packed_stores import (
+    enc,
+    fixture_events,
+    jsonl_payload_formats,
+    sqlite_payload_formats,
+)
 from tests.support.runs_check import assert_runs_join
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "packed-v1-stores"
-
-
-def _want(name: str) -> list[list[AnyEvent]]:
-    """The old release's reads of the root session and of its fork (a fork's read holds
-    its parent's events up to the fork seq), one after the other in the file."""
-    events = codec.decode_json_list(gzip.decompress((FIXTURE / f"{name}-events.json.gz")
-                                                    .read_bytes()))
-    cut = next(i for i, e in enumerate(events) if i and e.seq == 1)
-    return [events[:cut], events[cut:]]
-
-
-def _sqlite_payload_formats(path: Path) -> set[int]:
-    with sqlite3.connect(path) as db:
-        bodies = [bytes(b) for (b,) in db.execute("SELECT body FROM blocks")]
-    db.close()
-    return {blocks._payload(b)[0] for b in bodies
-            if blocks.is_sealed(b) and blocks.sealed_head(b).kind == blocks.KIND_PACKED}
-
-
-def _jsonl_payload_formats(root: Path) -> set[int]:
-    found: set[int] = set()
-    for path in (root / "sessions").glob("*.blocks"):
-        data = path.read_bytes()
-        meta = json.loads(path.with_suffix(".meta.json").read_bytes())
-        refs, bad = jsonl_blocks.scan(data, 0, (meta.get("fork_seq") or 0) + 1)
-        assert bad is None
-        for ref in refs:
-            member = data[ref.offset:ref.offset + ref.length]
-            found.add(json.loads(jsonl_blocks.payload(member))["format"])
-    return found
-
-
-def _enc(events: list[AnyEvent]) -> list[bytes]:
-    return [msgspec.json.encode(e) for e in events]
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
@@ -68,28 +34,28 @@ def test_a_store_of_packed_format_1_reads_replays_and_verifies(tmp_path: Path, k
         path = tmp_path / "store.db"
         shutil.copy(FIXTURE / "store.db", path)
         url = f"sqlite:///{path}"
-        formats: Callable[[], set[int]] = functools.partial(_sqlite_payload_formats, path)
+        formats: Callable[[], set[int]] = functools.partial(sqlite_payload_formats, path)
     else:
         root = tmp_path / "jsonl"
         shutil.copytree(FIXTURE / "jsonl", root)
         url = f"jsonl:///{root}"
-        formats = functools.partial(_jsonl_payload_formats, root)
+        formats = functools.partial(jsonl_payload_formats, root)
     assert formats() == {1}  # the fixture keeps its meaning: old payloads only
     store = open_store(url)
     try:
         root_id = next(i.id for i in store.sessions() if i.parent is None)
         fork_id = next(i.id for i in store.sessions() if i.parent == root_id)
-        want = dict(zip((root_id, fork_id), _want(kind), strict=True))
+        want = dict(zip((root_id, fork_id), fixture_events(FIXTURE, kind), strict=True))
         for sid, events in want.items():
             assert len(events) > blocks.BLOCK_MAX + 900
-            assert _enc(list(store.read(sid))) == _enc(events)
+            assert enc(list(store.read(sid))) == enc(events)
             assert_runs_join(list(read_bulk(store, sid)), events)
             assert_runs_join(list(read_bulk(store, sid, ids=False)), events, ids=False)
             live = WithPartsProjection(sid)
             live.apply_all(events)
             assert WithPartsProjection.replay(store, sid).messages() == live.messages()
             middle = events[len(events) // 2].seq
-            assert _enc(list(store.read(sid, middle, middle + 700))) == _enc(
+            assert enc(list(store.read(sid, middle, middle + 700))) == enc(
                 events[middle - 1:middle + 700])
         for deep in (True, False):
             report = verify(store, deep=deep)
@@ -104,7 +70,7 @@ def test_a_store_of_packed_format_1_reads_replays_and_verifies(tmp_path: Path, k
         s.complete_message(m, finish="stop")
         assert formats() == {1, packed.FORMAT}
         after = list(store.read(root_id))
-        assert _enc(after[:len(want[root_id])]) == _enc(want[root_id])
+        assert enc(after[:len(want[root_id])]) == enc(want[root_id])
         assert "".join(e.delta for e in after[len(want[root_id]):]
                        if isinstance(e, ev.TextDelta)) == "".join(
             f"é{i} " for i in range(blocks.BLOCK_MAX + 300))
