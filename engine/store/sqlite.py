@@ -369,10 +369,16 @@ class SQLiteStore(SQLRecorder):
         self._refuse_read_only()
         if not self._stale_schema:
             return
+        # A newer release may have migrated the file since it was opened: refused
+        # before the in-memory indexes that reads still use are dropped. The store
+        # stays stale until a migration succeeds, so every later write is refused too.
+        row = self._db.execute("SELECT value FROM main.meta WHERE key='schema'").fetchone()
+        if row is not None and int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(f"{self.url} has schema {row[0]}, newer than {SCHEMA_VERSION}")
         for name in ("log", "ids", "names"):
             self._db.execute(f"DROP TABLE IF EXISTS temp.{name}")
-        self._stale_schema = False
         self._migrate()
+        self._stale_schema = False
 
     def _migrate(self) -> None:
         db = self._db
