@@ -8,6 +8,7 @@ blocks damage; everything still reads and verifies after it."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import shutil
 from collections.abc import Callable, Iterator
@@ -16,6 +17,8 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine import events as ev
 from engine.session import Session
@@ -23,6 +26,7 @@ from engine.store import Store, blocks, open_store, packed
 from engine.store import jsonl as jsonl_store
 from engine.store import postgres as pg_store
 from engine.store import sqlite as sqlite_store
+from engine.store.jsonl_blocks import SEAL_AT as JSONL_SEAL_AT
 from engine.store.verify import verify
 from projections.bulk import read_bulk
 from projections.withparts import WithPartsProjection
@@ -121,10 +125,14 @@ def test_an_old_store_reads_replays_and_verifies_and_reads_change_nothing(old: O
     assert store_number(old.url) == old.old_number
 
 
-@pytest.mark.parametrize("argv", [["verify"], ["verify", "--fast"], ["sessions"], ["tail"]])
+@pytest.mark.parametrize("argv", [
+    ["verify"], ["verify", "--fast"], ["sessions"], ["tail"], ["show", "--session", "{root}"],
+    ["show", "--session", "{root}", "--at", "1500"],
+    ["export", "--session", "{root}", "--as", "opencode"]])
 def test_read_commands_leave_an_old_store_unchanged(old: Old, argv: list[str]) -> None:
+    root = fixture_events(FIXTURE, old.kind)[0][0].session_id
     before = old.state()
-    outcome = run_cli([argv[0], old.url, *argv[1:]])
+    outcome = run_cli([argv[0], old.url, *(a.format(root=root) for a in argv[1:])])
     outcome.assert_clean()
     assert outcome.code == 0, outcome
     assert old.state() == before
@@ -165,3 +173,65 @@ def test_the_first_write_raises_the_number_and_everything_still_verifies(old: Ol
         assert verify(again).ok
     finally:
         again.close()
+
+
+def _blocks_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in (root / "sessions").glob("*.blocks"))
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["sqlite", "jsonl"]),
+       ops=st.lists(st.sampled_from(["read", "snapshot", "message", "seal"]), max_size=4))
+def test_the_number_is_raised_exactly_by_the_writes_that_may_need_it(
+        tmp_path_factory: pytest.TempPathFactory, kind: str, ops: list[str]) -> None:
+    """Any mix of reads and writes on an old store: until the first write its bytes
+    are as the old release wrote them; a SQLite store is raised by its first write
+    of any kind, a JSONL store exactly when a seal has written members; and it
+    verifies after them."""
+    where = tmp_path_factory.mktemp("old")
+    if kind == "sqlite":
+        shutil.copy(FIXTURE / "store.db", where / "store.db")
+        url, old_number, new_number = (f"sqlite:///{where / 'store.db'}", 3,
+                                       sqlite_store.SCHEMA_VERSION)
+        state: Callable[[], Any] = (where / "store.db").read_bytes
+    else:
+        shutil.copytree(FIXTURE / "jsonl", where / "jsonl")
+        url, old_number, new_number = (f"jsonl:///{where / 'jsonl'}", 2,
+                                       jsonl_store.FORMAT_VERSION)
+        state = functools.partial(files, where / "jsonl")
+    pristine = state()
+    sealed_before = _blocks_bytes(where / "jsonl") if kind == "jsonl" else 0
+    store = open_store(url)
+    try:
+        root_id, fork_id = (e[0].session_id for e in fixture_events(FIXTURE, kind))
+        wrote = False
+        for i, op in enumerate(ops):
+            if op == "read":
+                assert verify(store, deep=False).ok
+                list(store.read(fork_id, 1, 50))
+            elif op == "snapshot":
+                store.put_snapshot(fork_id, "drawn", 3, f"書いた {i}".encode())
+            elif op == "message":
+                Session.open(store, fork_id).user_message(f"drawn {i} ü")
+            else:
+                s = Session.open(store, root_id)
+                m = s.start_message("assistant")
+                part = s.add_text(m)
+                for j in range(max(blocks.SEAL_AT, JSONL_SEAL_AT)):
+                    s.text_delta(part, f"{j}🙂")
+                s.end_part(part)
+                s.complete_message(m, finish="stop")
+            wrote = wrote or op != "read"
+            number = store_number(url)
+            if not wrote:
+                assert state() == pristine
+                assert number == old_number
+            elif kind == "sqlite":
+                assert number == new_number
+            else:
+                sealed = _blocks_bytes(where / "jsonl") > sealed_before
+                assert number == (new_number if sealed else old_number)
+        assert verify(store).ok
+    finally:
+        store.close()

@@ -416,6 +416,9 @@ def test_a_damaged_meta_table_fails_the_open_cleanly_and_leaks_no_connection(
     assert {o.code for o in outcomes.values()} <= {EXIT_UNREADABLE, EXIT_USAGE}, outcomes
     if "99" not in damage:  # a newer schema is not damage: its own message, exit 2
         assert {o.code for o in outcomes.values()} == {EXIT_UNREADABLE}, outcomes
+    else:
+        assert {o.code for o in outcomes.values()} == {EXIT_USAGE}, outcomes
+        assert all("has schema 99, newer than" in o.err for o in outcomes.values()), outcomes
     gc.disable()  # connections must be closed by the failed open, not by the collector
     try:
         before = _client_connections(pristine.server)
