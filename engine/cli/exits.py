@@ -17,7 +17,9 @@ OK = ExitCode(0, "ok", "success (for `verify`: the log is sound)")
 INTERNAL = ExitCode(1, "internal", "a bug in convlog: one line names it; `-v` shows the "
                                    "traceback (please report it)")
 USAGE = ExitCode(2, "usage", "bad arguments or option values, a store URL that cannot be "
-                             "opened, no such store, a malformed or unknown `--session`")
+                             "opened (also a store a newer release wrote: its schema or "
+                             "format is newer), no such store, a malformed or unknown "
+                             "`--session`")
 REJECTED = ExitCode(3, "rejected", "an event was invalid, illegal or conflicts with a stored "
                                    "one (nothing was appended), or another convlog error")
 CORRUPT = ExitCode(4, "corrupt", "the log is damaged or tampered with (`verify` names the "
