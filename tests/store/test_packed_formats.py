@@ -1,6 +1,7 @@
 """Stores written by the release of packed payload format 1 (each delta its own
 string; tests/fixtures/make_packed_v1.py) open, read, replay and verify with today's
-code, and take appends that seal in today's format next to the old blocks."""
+code, and take appends that seal in today's format next to the old blocks (and raise
+the store's number, which reads never do)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 from engine import events as ev
 from engine.session import Session
 from engine.store import blocks, open_store, packed
+from engine.store import jsonl as jsonl_store
+from engine.store import sqlite as sqlite_store
 from engine.store.verify import verify
 from projections.bulk import read_bulk
 from projections.withparts import WithPartsProjection
@@ -22,6 +25,7 @@ from tests.support.packed_stores import (
     fixture_events,
     jsonl_payload_formats,
     sqlite_payload_formats,
+    store_number,
 )
 from tests.support.runs_check import assert_runs_join
 
@@ -41,6 +45,9 @@ def test_a_store_of_packed_format_1_reads_replays_and_verifies(tmp_path: Path, k
         url = f"jsonl:///{root}"
         formats = functools.partial(jsonl_payload_formats, root)
     assert formats() == {1}  # the fixture keeps its meaning: old payloads only
+    old_number, new_number = ((3, sqlite_store.SCHEMA_VERSION) if kind == "sqlite"
+                              else (2, jsonl_store.FORMAT_VERSION))
+    assert store_number(url) == old_number
     store = open_store(url)
     try:
         root_id = next(i.id for i in store.sessions() if i.parent is None)
@@ -60,6 +67,7 @@ def test_a_store_of_packed_format_1_reads_replays_and_verifies(tmp_path: Path, k
         for deep in (True, False):
             report = verify(store, deep=deep)
             assert report.ok, report.problems
+        assert store_number(url) == old_number  # reads never raise it
         # Appends seal in today's format beside the old blocks; all of it still reads.
         s = Session.open(store, root_id)
         m = s.start_message("assistant")
@@ -69,6 +77,7 @@ def test_a_store_of_packed_format_1_reads_replays_and_verifies(tmp_path: Path, k
         s.end_part(part)
         s.complete_message(m, finish="stop")
         assert formats() == {1, packed.FORMAT}
+        assert store_number(url) == new_number  # the release before refuses it as newer
         after = list(store.read(root_id))
         assert enc(after[:len(want[root_id])]) == enc(want[root_id])
         assert "".join(e.delta for e in after[len(want[root_id]):]
