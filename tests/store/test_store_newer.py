@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from engine.cli import EXIT_USAGE
 from engine.errors import StoreError
 from engine.session import Session
-from engine.store import blocks, open_store
+from engine.store import blocks, open_store, packed
 from engine.store import jsonl as jsonl_store
 from engine.store import postgres as pg_store
 from engine.store import sqlite as sqlite_store
@@ -187,3 +187,15 @@ def test_a_number_raised_by_a_newer_release_after_this_one_opened_is_never_lower
     finally:
         store.close()
     assert store_number(made.url) == newer
+
+
+# The store numbers that go with each packed payload format (SQLite schema, PostgreSQL
+# schema, JSONL format). A new payload format that old releases cannot read must come
+# with raised numbers and a row here, or those releases take its blocks for damage
+# (packed format 2 first shipped at the numbers of format 1).
+NUMBERS_OF_PACKED_FORMAT = {1: (3, 3, 2), 2: (4, 4, 3)}
+
+
+def test_the_packed_format_written_today_comes_with_its_store_numbers() -> None:
+    numbers = (sqlite_store.SCHEMA_VERSION, pg_store.SCHEMA_VERSION, jsonl_store.FORMAT_VERSION)
+    assert numbers == NUMBERS_OF_PACKED_FORMAT[packed.FORMAT]
