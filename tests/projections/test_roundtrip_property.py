@@ -261,7 +261,9 @@ def test_random_sessions_are_rich() -> None:
     """The session strategy reaches tools, text and settled states (it is not degenerate)."""
     seen: set[str] = set()
 
-    @settings(max_examples=20, deadline=None, database=None,
+    # Derandomized: a claim about what the strategy reaches, checked on a fixed draw
+    # (drawn afresh, 20 examples missed the bar about once in five runs).
+    @settings(max_examples=40, deadline=None, database=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(session=random_session())
     def collect(session: Session) -> None:
