@@ -27,8 +27,10 @@ def messages(history: list[v.WithParts]) -> list[JSON]:
             for r in turn.items:
                 assert isinstance(r, c.ToolResult)
                 result = f"Error: {r.output}" if r.is_error else r.output
+                # json.dumps with its defaults, as the seed's converter writes it: non-ASCII
+                # is escaped (\uXXXX), so the string is byte for byte the seed's.
                 out.append({"role": "user", "content": json.dumps(
-                    {"tool_result": {"name": r.name, "result": result}}, ensure_ascii=False)})
+                    {"tool_result": {"name": r.name, "result": result}})})
             continue
         lines: list[str] = []
         for i in turn.items:
