@@ -62,8 +62,23 @@ class PartValidationError(ConvlogError):
         super().__init__(f"{rule}: {message}{why}")
 
 
+# A tool's table states as the seed's ToolState statuses: the approval states are all
+# ``pending`` and a compacted output is ``completed`` (the tool table's own summary).
+TOOL_STATUS: Final[dict[str, str]] = {
+    "awaiting-approval": "pending", "approved": "pending", "compacted": "completed",
+}
+
+
 class IllegalTransition(ConvlogError):
-    """An event that the transition tables do not allow from the entity's current state."""
+    """An event that the transition tables do not allow from the entity's current state.
+
+    The seed (part-abstraction-toolstate, section 6.2) names this error
+    ``InvalidStateTransition`` (:attr:`name`, and the alias of that name) and gives its
+    details as ``currentStatus``, ``attemptedStatus`` and ``validTransitions``
+    (:attr:`details`).
+    """
+
+    name: Final = "InvalidStateTransition"
 
     def __init__(
         self,
@@ -107,6 +122,23 @@ class IllegalTransition(ConvlogError):
             f"attempted '{self.attempted}'; valid next states: {valid}{events}{why}"
         )
 
+    @property
+    def details(self) -> dict[str, object]:
+        """The seed's ``InvalidStateTransitionError.details``. For a tool, the states are
+        its ToolState statuses (``awaiting-approval`` is ``pending``), each valid status
+        once; for any other entity, its table's states."""
+        status = TOOL_STATUS if self.entity == "tool" else {}
+        valid = [status.get(s, s) for s in self.valid]
+        return {
+            "currentStatus": status.get(self.current, self.current),
+            "attemptedStatus": " | ".join(status.get(a, a) for a in self.attempted.split(" | ")),
+            "validTransitions": list(dict.fromkeys(valid)),
+        }
+
+    def to_seed(self) -> dict[str, object]:
+        """The error as the seed's ``InvalidStateTransitionError``: name, message, details."""
+        return {"name": self.name, "message": str(self), "details": self.details}
+
     def as_dict(self) -> dict[str, object]:
         return {
             "entity": self.entity,
@@ -121,6 +153,9 @@ class IllegalTransition(ConvlogError):
             "reason": self.reason,
             "event_id": self.event_id,
         }
+
+
+InvalidStateTransition = IllegalTransition  # the seed's name (section 6.1)
 
 
 class ConcurrencyError(ConvlogError):
