@@ -4,8 +4,15 @@
 a view, against the seed's field tables (section 3) and its part rules: BR-01 (ids
 present), BR-03 (``type`` a known string literal), BR-04 (UUID session and message
 ids), BR-06..BR-10 (the ToolState fields). ``validate_message`` adds BR-02 (part ids
-unique within the message) and, for an assistant, BR-13 (tokens hold input, output,
-reasoning and cache) and BR-14 (a completed message has ``time.completed``).
+unique within the message) and the message info's field tables (section 3.8/3.9):
+a user's ``agent`` and ``model``, an assistant's ``cost`` (BR-12), ``tokens`` (BR-13:
+input, output, reasoning and cache), ``agent`` and ``path``, and ``time.completed``
+never before ``time.created`` (BR-14).
+
+A model or a path the log never recorded is left out of the projection rather than
+invented (``{"providerID": ""}`` would claim a provider), so such a message reports
+``MissingRequiredField`` for it: the seed's own handling of a missing required field
+is to log it and return undefined.
 
 A problem is reported, never raised, and names the seed's error type (section 6.1):
 ``MissingRequiredField`` for a required field that is absent (the seed "returns
@@ -264,9 +271,30 @@ def validate_message(message: v.WithParts | Mapping[str, Any]) -> ValidationResu
     time = c.need(info, "time", dict, "info", "info.") or {}
     c.need(time, "created", NUMBER, "info", "info.time.")
     completed = c.may(time, "completed", NUMBER, "BR-14", "info.time.")
-    if role == "assistant":
+    if role == "user":  # UserMessageExtension
+        c.need(info, "agent", str, "user", "info.")
+        model = c.need(info, "model", dict, "user", "info.")
+        if model is not None:
+            c.need(model, "providerID", str, "user", "info.model.")
+            c.need(model, "modelID", str, "user", "info.model.")
+        summary = c.may(info, "summary", dict, "BR-11", "info.")
+        if summary is not None:
+            c.may(summary, "title", str, "BR-11", "info.summary.")
+            c.may(summary, "body", str, "BR-11", "info.summary.")
+            c.may(summary, "diffs", list, "BR-11", "info.summary.")
+        c.may(info, "system", str, "user", "info.")
+        c.may(info, "tools", dict, "user", "info.")
+        c.may(info, "variant", str, "user", "info.")
+    elif role == "assistant":  # AssistantMessageExtension
         c.need(info, "cost", NUMBER, "BR-12", "info.")
         _tokens(c, info, "BR-13", "info.")
+        c.need(info, "agent", str, "assistant", "info.")
+        path = c.need(info, "path", dict, "assistant", "info.")
+        if path is not None:
+            c.need(path, "cwd", str, "assistant", "info.path.")
+            c.need(path, "root", str, "assistant", "info.path.")
         if completed is not None and completed < time.get("created", completed):
             c.bad("BR-14", "info.time.completed", "completed before it was created")
+    elif role is not None:
+        c.bad("info", "info.role", f"a message's role is user or assistant, not {role!r}")
     return ValidationResult(tuple(c.problems))

@@ -39,7 +39,7 @@ def one_of_each() -> tuple[Session, WithPartsProjection, str]:
     s = Session.create(MemoryStore(), clock=StepClock())
     proj = WithPartsProjection(s.id)
     s.subscribe(proj)
-    s.user_message("read it", model=ev.ModelRef(provider_id="p", model_id="m"))
+    s.user_message("read it", agent="build", model=ev.ModelRef(provider_id="p", model_id="m"))
     mid = s.start_message("assistant", path=ev.PathInfo(cwd="/r", root="/r"))
     s.start_step(mid, snapshot="s1")
     s.end_part(s.add_reasoning(mid, "thinking"))
@@ -80,8 +80,16 @@ def test_every_part_of_the_seed_passes() -> None:
 def test_any_projected_session_passes_the_seeds_part_validator(
         built: tuple[Session, list[v.WithParts]]) -> None:
     session, history = built
+    started = {e.message_id: e for e in session.store.read(session.id)
+               if isinstance(e, ev.MessageStarted)}
     for msg in history:
-        assert validate_message(msg).problems == ()
+        # A model or path the log never recorded is the only thing missing.
+        e = started[msg.info.id]
+        unrecorded = ({"info.model"} if e.role == "user" and e.model is None else set()) | (
+            {"info.path"} if e.role == "assistant" and e.path is None else set())
+        problems = validate_message(msg).problems
+        assert {(p.error, p.field) for p in problems} == {
+            ("MissingRequiredField", f) for f in unrecorded}
         # BR-14: time.completed is set exactly when the message completed.
         completed = session.lifecycle.messages[msg.info.id].state == "completed"
         assert (msg.info.time.completed is not None) == completed
@@ -182,6 +190,31 @@ def test_br_02_a_part_id_twice_in_a_message() -> None:
     msg["parts"][1]["id"] = msg["parts"][0]["id"]
     (problem,) = validate_message(msg).problems
     assert (problem.rule, problem.field) == ("BR-02", "parts[1].id")
+
+
+@pytest.mark.parametrize(("role", "field"), [
+    ("user", "info.agent"), ("user", "info.model"), ("user", "info.model.modelID"),
+    ("assistant", "info.agent"), ("assistant", "info.path"), ("assistant", "info.path.root"),
+    ("assistant", "info.cost"), ("assistant", "info.tokens"),
+])
+def test_a_message_info_without_a_required_field(role: str, field: str) -> None:
+    _, proj, _ = one_of_each()
+    msg = next(m for m in proj.to_json() if m["info"]["role"] == role)
+    assert validate_message(msg).valid
+    (problem,) = validate_message(_drop(msg, field)).problems
+    assert (problem.error, problem.field) == ("MissingRequiredField", field)
+
+
+def test_a_message_recorded_without_model_or_path_reports_them_missing() -> None:
+    s = Session.create(MemoryStore())
+    proj = WithPartsProjection(s.id)
+    s.subscribe(proj)
+    user = s.user_message("hi")
+    assistant = s.start_message("assistant")
+    assert [(p.error, p.field) for p in validate_message(proj.message(user)).problems] == [
+        ("MissingRequiredField", "info.model")]
+    assert [(p.error, p.field) for p in validate_message(proj.message(assistant)).problems] == [
+        ("MissingRequiredField", "info.path")]
 
 
 def test_br_13_an_assistant_message_without_cache_tokens() -> None:
