@@ -64,7 +64,9 @@ class MessageError(_Value, frozen=True):
 
 
 class UserSummary(_Value, frozen=True):
-    """BR-11: only produced when the context is compacted."""
+    """BR-11: only produced when the context is compacted; a user message's only (an
+    assistant message with one is refused). convlog records a summary where the source
+    recorded one; it never generates one."""
 
     title: str | None = None
     body: str | None = None
@@ -179,7 +181,8 @@ class MessageStarted(MessageEvent, frozen=True, tag="message.started"):
 
 
 class MessageCompleted(MessageEvent, frozen=True, tag="message.completed"):
-    """The message closes; no part may be added after it (BR-14 sets time.completed)."""
+    """The message closes; no part may be added after it (BR-14 sets time.completed).
+    Cost and tokens are an assistant's (BR-12, BR-13): a user message completes without."""
 
     entity = "message"
 

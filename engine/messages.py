@@ -100,6 +100,12 @@ def _part_id_given(_: Messages, e: ev.PartEvent) -> None:
 def _message_started(m: Messages, e: ev.MessageStarted) -> None:
     if not is_uuid(e.message_id):  # BR-04: messageID must be a valid UUID
         raise _fail(e, "BR-04", f"message id {e.message_id!r} is not a UUID")
+    # The role extensions (section 3.8): a summary on an assistant message would be
+    # logged and then shown nowhere, so it is refused rather than dropped. (A user
+    # message's path is allowed: importers record the cwd a user typed in.)
+    if e.role == "assistant" and e.summary is not None:
+        raise _fail(e, "BR-11", "an assistant message has no summary; the summary of a "
+                    "context compaction belongs to a user message")
     if e.parent_id is not None and e.parent_id not in m.messages:
         raise _fail(e, "parentID", f"parent message {e.parent_id} does not exist in this "
                     "session; start the parent first or leave parent_id empty")
@@ -117,6 +123,10 @@ def _message_completed(m: Messages, e: ev.MessageCompleted) -> None:
     if msg.step != "idle" and e.error is None:
         raise illegal(m.session_id, MESSAGE.table, e, msg.state,
                       "a step is open: finish it, or complete with an error")
+    if msg.role == "user" and (e.cost or e.tokens is not None):  # BR-12, BR-13
+        # Logged, they would be shown nowhere: the user info has no cost or tokens.
+        raise _fail(e, "BR-12" if e.cost else "BR-13", "a user message has no cost or "
+                    "tokens; they come from the provider's response to an assistant message")
 
 
 def _tool_added(m: Messages, e: ev.ToolAdded) -> None:

@@ -431,12 +431,16 @@ def predict_one(m: Model, e: Event) -> tuple[Kind, type[Exception] | None]:
                 return INVALID
             if e.parent_id is not None and e.parent_id not in m.messages:
                 return INVALID
+            if e.role == "assistant" and e.summary is not None:
+                return INVALID  # BR-11: a summary is a user message's
             return ACCEPT
         assert msg is not None
         if any(p.state in UNSETTLED for p in msg.parts.values()):
             return ILLEGAL
         if msg.step != "idle" and e.error is None:
             return ILLEGAL
+        if msg.role == "user" and (e.cost or e.tokens is not None):
+            return INVALID  # BR-12, BR-13: cost and tokens are an assistant's
         return ACCEPT
     assert isinstance(e, ev.PartEvent)
     msg = m.messages.get(e.message_id)
