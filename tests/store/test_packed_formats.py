@@ -18,16 +18,13 @@ from engine.store import blocks, open_store, packed
 from engine.store import jsonl as jsonl_store
 from engine.store import sqlite as sqlite_store
 from engine.store.verify import verify
-from projections.bulk import read_bulk
-from projections.withparts import WithPartsProjection
 from tests.support.packed_stores import (
+    check_reads,
     enc,
-    fixture_events,
     jsonl_payload_formats,
     sqlite_payload_formats,
     store_number,
 )
-from tests.support.runs_check import assert_runs_join
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "packed-v1-stores"
 
@@ -50,20 +47,8 @@ def test_a_store_of_packed_format_1_reads_replays_and_verifies(tmp_path: Path, k
     assert store_number(url) == old_number
     store = open_store(url)
     try:
+        want = check_reads(store, FIXTURE, kind)
         root_id = next(i.id for i in store.sessions() if i.parent is None)
-        fork_id = next(i.id for i in store.sessions() if i.parent == root_id)
-        want = dict(zip((root_id, fork_id), fixture_events(FIXTURE, kind), strict=True))
-        for sid, events in want.items():
-            assert len(events) > blocks.BLOCK_MAX + 900
-            assert enc(list(store.read(sid))) == enc(events)
-            assert_runs_join(list(read_bulk(store, sid)), events)
-            assert_runs_join(list(read_bulk(store, sid, ids=False)), events, ids=False)
-            live = WithPartsProjection(sid)
-            live.apply_all(events)
-            assert WithPartsProjection.replay(store, sid).messages() == live.messages()
-            middle = events[len(events) // 2].seq
-            assert enc(list(store.read(sid, middle, middle + 700))) == enc(
-                events[middle - 1:middle + 700])
         for deep in (True, False):
             report = verify(store, deep=deep)
             assert report.ok, report.problems

@@ -28,10 +28,9 @@ from engine.store import postgres as pg_store
 from engine.store import sqlite as sqlite_store
 from engine.store.jsonl_blocks import SEAL_AT as JSONL_SEAL_AT
 from engine.store.verify import verify
-from projections.bulk import read_bulk
-from projections.withparts import WithPartsProjection
 from tests.support.cli_run import run_cli
 from tests.support.packed_stores import (
+    check_reads,
     enc,
     files,
     fixture_events,
@@ -41,7 +40,6 @@ from tests.support.packed_stores import (
     sqlite_payload_formats,
     store_number,
 )
-from tests.support.runs_check import assert_runs_join
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "packed-v2-stores"
 KINDS = ["sqlite", "jsonl", "postgres"]
@@ -84,22 +82,10 @@ def old(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Old]:
 
 
 def _check_reads(store: Store, kind: str) -> dict[str, list[ev.AnyEvent]]:
-    """Every read of the old store gives the old release's events; returns them by session."""
+    """Every read of the old store gives the old release's events (check_reads), its
+    snapshot, and verifies; returns them by session."""
+    want = check_reads(store, FIXTURE, kind)
     root_id = next(i.id for i in store.sessions() if i.parent is None)
-    fork_id = next(i.id for i in store.sessions() if i.parent == root_id)
-    want = dict(zip((root_id, fork_id), fixture_events(FIXTURE, kind), strict=True))
-    for sid, events in want.items():
-        assert len(events) > blocks.BLOCK_MAX + 900
-        assert enc(list(store.read(sid))) == enc(events)
-        assert_runs_join(list(read_bulk(store, sid)), events)
-        assert_runs_join(list(read_bulk(store, sid, ids=False)), events, ids=False)
-        live = WithPartsProjection(sid)
-        live.apply_all(events)
-        assert WithPartsProjection.replay(store, sid).messages() == live.messages()
-        middle = events[len(events) // 2].seq
-        assert enc(list(store.read(sid, middle, middle + 700))) == enc(
-            events[middle - 1:middle + 700])
-        assert store.find_event(events[-1].id) == (sid, events[-1].seq)
     assert store.latest_snapshot(root_id, "fixture.v1", 10) == (4, "スナップショット".encode())
     for deep in (True, False):
         report = verify(store, deep=deep)

@@ -14,7 +14,10 @@ import msgspec
 
 from engine import codec
 from engine.events import AnyEvent
-from engine.store import blocks, jsonl_blocks
+from engine.store import Store, blocks, jsonl_blocks
+from projections.bulk import read_bulk
+from projections.withparts import WithPartsProjection
+from tests.support.runs_check import assert_runs_join
 
 
 def fixture_events(fixture: Path, name: str) -> list[list[AnyEvent]]:
@@ -102,3 +105,25 @@ def store_number(url: str) -> int:
         row = pg.execute("SELECT value FROM convlog_meta WHERE key='schema'").fetchone()
     assert row is not None
     return int(row[0])
+
+
+def check_reads(store: Store, fixture: Path, kind: str) -> dict[str, list[AnyEvent]]:
+    """Every read of an old release's store (a root session and its fork) gives the
+    events that release wrote: whole, in bulk runs, replayed, a range, an id lookup.
+    Returns them by session."""
+    root_id = next(i.id for i in store.sessions() if i.parent is None)
+    fork_id = next(i.id for i in store.sessions() if i.parent == root_id)
+    want = dict(zip((root_id, fork_id), fixture_events(fixture, kind), strict=True))
+    for sid, events in want.items():
+        assert len(events) > blocks.BLOCK_MAX + 900
+        assert enc(list(store.read(sid))) == enc(events)
+        assert_runs_join(list(read_bulk(store, sid)), events)
+        assert_runs_join(list(read_bulk(store, sid, ids=False)), events, ids=False)
+        live = WithPartsProjection(sid)
+        live.apply_all(events)
+        assert WithPartsProjection.replay(store, sid).messages() == live.messages()
+        middle = events[len(events) // 2].seq
+        assert enc(list(store.read(sid, middle, middle + 700))) == enc(
+            events[middle - 1:middle + 700])
+        assert store.find_event(events[-1].id) == (sid, events[-1].seq)
+    return want
