@@ -149,6 +149,12 @@ def check_chain(url: str, algorithm: str, fingerprint: str, chain: Chain) -> str
     return f"{url} was created without a key ({algorithm}); open it without one to append"
 
 
+def newer_store(url: str, number: object, ours: int, what: str = "schema") -> StoreError:
+    """A store whose number a newer release raised: refused as it is (the CLI's exit 2),
+    never read as damage nor written at an older number."""
+    return StoreError(f"{url} has {what} {number}, newer than {ours}")
+
+
 @attrs.frozen
 class SessionInfo:
     id: str

@@ -75,6 +75,7 @@ from engine.store.base import (
     Stored,
     check_chain,
     check_id,
+    newer_store,
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
 from engine.store.chain import HASH_BYTES
@@ -370,8 +371,7 @@ class JSONLStore(Store):
                     raise StoreError(f"{self.url}: {path} is not a convlog JSONL store")
                 self._format = int(meta.get("version", 0))
                 if self._format > FORMAT_VERSION:
-                    raise StoreError(f"{self.url} has format {meta['version']}, newer than "
-                                     f"{FORMAT_VERSION}")
+                    raise newer_store(self.url, meta["version"], FORMAT_VERSION, "format")
             except (msgspec.DecodeError, AttributeError, ValueError) as exc:
                 raise StoreError(f"{self.url}: unreadable {path}: {exc}") from None
         else:

@@ -78,6 +78,7 @@ from engine.store.base import (
     SessionInfo,
     check_chain,
     follow,
+    newer_store,
 )
 from engine.store.blockread import hash_before
 from engine.store.pg_notify import CHANNEL, Listener
@@ -452,7 +453,7 @@ class PostgresStore(SQLRecorder):
                 raise StoreUnreadable(f"{self.url}: convlog_meta names no chain algorithm "
                                       "(damaged)")
             if old > SCHEMA_VERSION:
-                raise StoreError(f"{self.url} has schema {old}, newer than {SCHEMA_VERSION}")
+                raise newer_store(self.url, old, SCHEMA_VERSION)
             if self._ids_have_positions():  # schema 1 or 2: before the DDL below
                 for statement in _MIGRATE_2_TO_3:
                     self._db.execute(statement)

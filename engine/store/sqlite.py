@@ -62,6 +62,7 @@ from engine.store.base import (
     Prepared,
     SessionInfo,
     check_chain,
+    newer_store,
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
 from engine.store.blockread import Range, hash_before
@@ -350,7 +351,7 @@ class SQLiteStore(SQLRecorder):
         finally:
             db.execute("COMMIT")
         if old is not None and old > SCHEMA_VERSION:
-            raise StoreError(f"{self.url} has schema {old}, newer than {SCHEMA_VERSION}")
+            raise newer_store(self.url, old, SCHEMA_VERSION)
         if (old == SCHEMA_VERSION or self._stale_schema) and "chain" in meta:
             self._refuse = check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
             return
@@ -374,7 +375,7 @@ class SQLiteStore(SQLRecorder):
         # stays stale until a migration succeeds, so every later write is refused too.
         row = self._db.execute("SELECT value FROM main.meta WHERE key='schema'").fetchone()
         if row is not None and int(row[0]) > SCHEMA_VERSION:
-            raise StoreError(f"{self.url} has schema {row[0]}, newer than {SCHEMA_VERSION}")
+            raise newer_store(self.url, row[0], SCHEMA_VERSION)
         for name in ("log", "ids", "names"):
             self._db.execute(f"DROP TABLE IF EXISTS temp.{name}")
         self._migrate()
@@ -393,7 +394,7 @@ class SQLiteStore(SQLRecorder):
                 row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
                 old = int(row[0]) if row else None
             if old is not None and old > SCHEMA_VERSION:
-                raise StoreError(f"{self.url} has schema {old}, newer than {SCHEMA_VERSION}")
+                raise newer_store(self.url, old, SCHEMA_VERSION)
             if old == 1:
                 # Schema 1 (a row per event, before blocks) had an importer here that no
                 # test ever ran; it could not work (it appended before the store was set
