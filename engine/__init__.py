@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 
+__version__ = "0.1.0"  # the one definition: pyproject.toml reads it at build time
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (type checkers know it)
 if TYPE_CHECKING:
     from engine.errors import (

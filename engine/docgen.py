@@ -439,6 +439,16 @@ SPLICED: Final[dict[str, Callable[[str], str]]] = {
 }
 
 
+# Code generated from the code: the CLI's catalog of commands (read at every start).
+CODE: Final[dict[str, Callable[[], str]]] = {
+    "cli/catalog.py": cli_reference.render_catalog,
+}
+
+
+def code_path(name: str) -> Path:
+    return Path(__file__).resolve().parent / name
+
+
 def default_docs_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "docs"
 
@@ -455,6 +465,10 @@ def stale(docs: Path) -> list[Path]:
         path = docs / name
         current = path.read_text(encoding="utf-8") if path.exists() else ""
         if current != splice(current):
+            out.append(path)
+    for name, render in CODE.items():
+        path = code_path(name)
+        if not path.exists() or path.read_text(encoding="utf-8") != render():
             out.append(path)
     return out
 
@@ -481,6 +495,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         current = path.read_text(encoding="utf-8") if path.exists() else ""
         path.write_text(splice(current), encoding="utf-8")
         print(f"wrote the generated block of {path}")
+    for name, render in CODE.items():
+        code_path(name).write_text(render(), encoding="utf-8")
+        print(f"wrote {code_path(name)}")
     return 0
 
 

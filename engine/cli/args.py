@@ -12,7 +12,6 @@ from typing import TypeVar
 
 from engine.errors import InvalidId
 from engine.ids import is_uuid
-from engine.store.base import check_id
 
 N = TypeVar("N", int, float)
 
@@ -20,6 +19,8 @@ N = TypeVar("N", int, float)
 def session_id(value: str) -> str:
     """A well-formed session id (the one rule for ``--session``: malformed or unknown
     is a usage error, exit 2, in every command)."""
+    from engine.store.base import check_id  # noqa: PLC0415 - parsers are built at every start
+
     try:
         check_id("session", value)
     except InvalidId as exc:

@@ -3,11 +3,11 @@ handler maps exceptions onto them and ``docs/cli.md`` is generated from this tab
 
 from __future__ import annotations
 
-import attrs
+from typing import NamedTuple
 
 
-@attrs.frozen
-class ExitCode:
+class ExitCode(NamedTuple):
+    # A NamedTuple, not attrs: `convlog --help` imports this module and must start fast.
     code: int
     name: str
     meaning: str

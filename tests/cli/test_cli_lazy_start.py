@@ -1,0 +1,79 @@
+"""``convlog --help`` and ``--version`` import no command, and a command imports only
+its own module: start-up is what a person waits for at every call (issue 30, target 3:
+<= 150 ms). Checked in a fresh interpreter, by the modules it loaded, not by a clock."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from engine.cli import catalog
+from engine.cli.app import catalog_entries, chosen_command
+
+HEAVY = ("engine.store", "engine.codec", "engine.session", "projections", "structlog",
+         "attr", "msgspec", "sqlite3")
+
+
+def _loaded_after(argv: list[str]) -> tuple[int, set[str]]:
+    code = (
+        "import json, sys\n"
+        "from engine.cli.app import main as run\n"
+        f"rc = run({argv!r})\n"
+        "print(json.dumps([rc, sorted(sys.modules)]), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False, timeout=120)
+    rc, modules = json.loads(done.stderr.strip().splitlines()[-1])
+    return rc, set(modules)
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["-v", "--help"]])
+def test_help_and_version_load_no_command(argv: list[str]) -> None:
+    rc, modules = _loaded_after(argv)
+    assert rc == 0
+    assert _heavy(modules) == []
+    assert not any(m.startswith("engine.cli.") and m.split(".")[2] in
+                   ("append", "check", "tail") for m in modules)
+
+
+def test_a_command_loads_only_its_own_module() -> None:
+    rc, modules = _loaded_after(["verify", "--help"])
+    assert rc == 0
+    assert "engine.cli.check" in modules
+    assert not any(m.startswith("projections") for m in modules)  # show, serve, ...
+    assert "engine.cli.tail" not in modules
+    assert "engine.cli.append" not in modules
+
+
+def test_the_catalog_is_what_the_commands_say() -> None:
+    """The generated catalog holds every command (built-in and entry point) with its
+    home and help line; `python -m engine.docgen --check` fails when it is stale."""
+    assert catalog_entries() == catalog.COMMANDS
+
+
+@pytest.mark.parametrize(("argv", "name"), [
+    (["verify", "x.db"], "verify"),
+    (["-v", "--log-level", "debug", "show", "x"], "show"),
+    (["--log-level=debug", "tail"], "tail"),
+    (["--log-json", "--", "sessions"], "sessions"),
+    (["-vv"], None),
+    (["--log-level", "info"], None),
+])
+def test_the_chosen_command_is_the_first_word_after_the_global_options(
+        argv: list[str], name: str | None) -> None:
+    assert chosen_command(argv) == name
+
+
+def test_an_unknown_command_is_a_usage_error_naming_the_choices() -> None:
+    done = subprocess.run([sys.executable, "-m", "engine", "nosuch"], capture_output=True,
+                          text=True, check=False, timeout=120)
+    assert done.returncode == 2
+    assert "invalid choice" in done.stderr
+    assert "verify" in done.stderr
