@@ -7,11 +7,9 @@ import argparse
 import math
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 from engine.errors import InvalidId
-from engine.ids import is_uuid
 
 N = TypeVar("N", int, float)
 
@@ -30,6 +28,8 @@ def session_id(value: str) -> str:
 
 def new_session_id(value: str) -> str:
     """A session id ``append`` may create: a UUID (always a well-formed id)."""
+    from engine.ids import is_uuid  # noqa: PLC0415 - uuid and random load at first use
+
     if not is_uuid(value):
         raise argparse.ArgumentTypeError(f"{value[:80]!r} is not a UUID (append creates "
                                          "sessions with UUID ids)")
@@ -87,7 +87,7 @@ def store_url(given: str) -> str:
     # Absolute, so messages name the file itself: the URL slash rule (three slashes
     # relative, four absolute) is no business of someone who typed a path.
     place = os.path.abspath(given)
-    return f"jsonl:///{place}" if Path(given).is_dir() else f"sqlite:///{place}"
+    return f"jsonl:///{place}" if os.path.isdir(given) else f"sqlite:///{place}"
 
 
 def add_store(parser: argparse.ArgumentParser) -> None:
