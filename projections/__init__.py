@@ -2,9 +2,33 @@
 
 Projections never read the clock, the disk or randomness: times and ids come
 from events, so the same log always folds to the same state.
+
+The names below load on first use (PEP 562), as :mod:`engine`'s do: importing one
+read command (``convlog show``) must not import every projection.
 """
 
-from projections.timetravel import Diff, Snapshotter, Timeline, at, at_time, diff
-from projections.withparts import WithPartsProjection
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from projections.timetravel import Diff, Snapshotter, Timeline, at, at_time, diff
+    from projections.withparts import WithPartsProjection
+
+_HOME = {
+    **dict.fromkeys(("Diff", "Snapshotter", "Timeline", "at", "at_time", "diff"),
+                    "projections.timetravel"),
+    "WithPartsProjection": "projections.withparts",
+}
 
 __all__ = ["Diff", "Snapshotter", "Timeline", "WithPartsProjection", "at", "at_time", "diff"]
+
+
+def __getattr__(name: str) -> object:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'projections' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value

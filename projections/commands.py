@@ -7,19 +7,21 @@ import json
 import sqlite3
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.cli import EXIT_OK, EXIT_USAGE
 from engine.cli import args as cli_args
 from engine.cli.output import Progress
 from engine.codec import to_builtins
 from engine.events import MessageStarted, tag_of
-from engine.session import Session
 from engine.store import DEFAULT_URL, open_store
 from engine.store.base import Store
-from projections.demo import record_demo
 from projections.text import render_event, render_messages
 from projections.timetravel import Snapshotter, at, diff
 from projections.withparts import WithPartsProjection
+
+if TYPE_CHECKING:
+    from engine.session import Session
 
 
 def _pick_session(store: Store, given: str | None) -> str | None:
@@ -154,6 +156,9 @@ def _report_torn_tails(store: Store) -> None:
 
 
 def _record(store: Store, every: int) -> Session:
+    # The demo's recorder loads the write side's commands: not on `show`'s path.
+    from projections.demo import record_demo  # noqa: PLC0415
+
     session = record_demo(store)
     # Snapshots are caches: write them after the fact so `show --at` starts nearby.
     snap = Snapshotter(store, WithPartsProjection(session.id), every=every)

@@ -52,7 +52,30 @@ from engine.errors import (
 )
 from engine.events import AnyEvent, Event
 from engine.store.chain import GENESIS, Chain
-from engine.store.door import admit, admit_all
+
+
+def _load_door() -> None:
+    """Bind :func:`admit` and :func:`admit_all` to the door's own functions, on the first
+    write: the door compiles its checks from the event catalog at import (tens of ms),
+    which a read command never needs. After the first call a write pays nothing."""
+    global admit, admit_all
+    from engine.store import door  # noqa: PLC0415 - see the docstring
+
+    admit, admit_all = door.admit, door.admit_all
+
+
+def _first_admit(event: Event) -> bytes:
+    _load_door()
+    return admit(event)
+
+
+def _first_admit_all(events: Iterable[Event], *, stamped: bool = False) -> list[bytes]:
+    _load_door()
+    return admit_all(events, stamped=stamped)
+
+
+admit: Callable[[Event], bytes] = _first_admit
+admit_all: Callable[..., list[bytes]] = _first_admit_all
 
 
 class StreamState(enum.Enum):
