@@ -193,6 +193,44 @@ def _chain(store: Store, owner: str, found: tuple[int, bytes]) -> list[_Index] |
         found = hit
 
 
+class _ChunkLoader:
+    """Loads a restored state's message chunks: one by one as each is first used, or
+    all of them in one read (:meth:`prefetch`, which ``messages()`` calls first)."""
+
+    def __init__(self, store: Store, owner: str, session_id: str, rename: str | None) -> None:
+        self.store, self.owner, self.session_id, self.rename = store, owner, session_id, rename
+        self.fetched: dict[tuple[str, int], bytes] = {}
+
+    def prefetch(self, keys: list[tuple[str, int]]) -> None:
+        wanted = [(message_snapshot_name(mid), version) for mid, version in keys]
+        found = self.store.snapshots_at(self.owner, wanted)
+        self.fetched.update({key: found[name] for key, name in zip(keys, wanted, strict=True)
+                             if name in found})
+
+    def __call__(self, mid: str, version: int, digest: bytes) -> Any:
+        body = self.fetched.pop((mid, version), None)
+        if body is None:
+            found = self.store.latest_snapshot(self.owner, message_snapshot_name(mid), version)
+            body = found[1] if found is not None and found[0] == version else None
+        if body is not None and (not digest or _digest(body) == digest):
+            try:
+                data = _unpack(body)
+                if is_chunk(data):  # format 3: the view itself
+                    view = decode_chunk(data, self.rename)
+                    if view.info.id == mid:
+                        return view
+                else:  # format 2 (the previous release): the JSON view as a map
+                    raw = decode_message(data, self.rename)
+                    if raw["info"]["id"] == mid:
+                        return raw
+            except (msgspec.DecodeError, zlib.error, LookupError, TypeError, StaleChunk):
+                pass
+        if not digest:  # a version 1 index cannot tell a stale chunk from a good one
+            raise LookupError(f"snapshot chunk {mid}@{version} is missing from {self.owner}")
+        # A missing or damaged chunk: the message as of that version, by replay.
+        return at(self.store, self.session_id, version, use_snapshots=False).message(mid)
+
+
 def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProjection | None:
     """The stored snapshot nearest below ``seq``, searching the fork lineage too.
 
@@ -213,26 +251,7 @@ def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProject
         return None  # an unreadable index is only a cache miss: replay instead
     rename = None if chain[0].session == session_id else session_id
 
-    def load(mid: str, version: int, digest: bytes) -> Any:
-        found = store.latest_snapshot(owner, message_snapshot_name(mid), version)
-        if found is not None and found[0] == version and (
-                not digest or _digest(found[1]) == digest):
-            try:
-                data = _unpack(found[1])
-                if is_chunk(data):  # format 3: the view itself
-                    view = decode_chunk(data, rename)
-                    if view.info.id == mid:
-                        return view
-                else:  # format 2 (the previous release): the JSON view as a map
-                    raw = decode_message(data, rename)
-                    if raw["info"]["id"] == mid:
-                        return raw
-            except (msgspec.DecodeError, zlib.error, LookupError, TypeError, StaleChunk):
-                pass
-        if not digest:  # a version 1 index cannot tell a stale chunk from a good one
-            raise LookupError(f"snapshot chunk {mid}@{version} is missing from {owner}")
-        # A missing or damaged chunk: the message as of that version, by replay.
-        return at(store, session_id, version, use_snapshots=False).message(mid)
+    load = _ChunkLoader(store, owner, session_id, rename)
 
     # Oldest record first: a delta's messages replace or follow its base's.
     refs: dict[str, tuple[Any, ...]] = {}

@@ -545,6 +545,10 @@ class WithPartsProjection:
 
     def messages(self) -> list[v.WithParts]:
         msgs = self._msgs
+        pending = [m for m in msgs.values() if type(m) is tuple]
+        if len(pending) > 1 and hasattr(pending[0][0], "prefetch"):
+            # A restored state: its message chunks load in one read, not one each.
+            pending[0][0].prefetch([(ref[1], ref[2]) for ref in pending])
         out: list[v.WithParts] = []
         for mid, m in msgs.items():
             if type(m) is _Msg:

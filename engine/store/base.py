@@ -422,6 +422,22 @@ class Store(abc.ABC):
         """The snapshot with the greatest seq <= max_seq."""
         return self._latest_snapshot(session_id, check_snapshot_name(name), max_seq)
 
+    def snapshots_at(self, session_id: str,
+                     wanted: Sequence[tuple[str, int]]) -> dict[tuple[str, int], bytes]:
+        """The snapshots stored at exactly these ``(name, seq)`` pairs, by pair; a pair
+        with none stored is absent. One read where the backend can (SQL): a restore
+        loads every message chunk of a state at once instead of one query each."""
+        return self._snapshots_at(session_id, [(check_snapshot_name(n), s) for n, s in wanted])
+
+    def _snapshots_at(self, session_id: str,
+                      wanted: Sequence[tuple[str, int]]) -> dict[tuple[str, int], bytes]:
+        found = {}
+        for name, seq in wanted:
+            hit = self._latest_snapshot(session_id, name, seq)
+            if hit is not None and hit[0] == seq:
+                found[name, seq] = hit[1]
+        return found
+
     @abc.abstractmethod
     def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None: ...
 

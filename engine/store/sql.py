@@ -61,6 +61,8 @@ class Statements:
     positions: str
     put_snapshot: str
     latest_snapshot: str
+    snapshots_at: str  # its {pairs} is one "(?, ?)" per (name, seq) asked for
+    pair: str
     all_ids: str
     seal_state: str
     seal_blocks: str
@@ -99,6 +101,13 @@ class Statements:
                               "WHERE sid=? AND last_seq>=? ORDER BY last_seq"),
             latest_snapshot=d.sql("SELECT seq, body FROM {snapshots} WHERE sid=? AND name=? "
                                   "AND seq<=? ORDER BY seq DESC LIMIT 1"),
+            # A join from the pairs, so each is one primary-key seek (SQLite plans
+            # "(name, seq) IN (VALUES ...)" as a scan of the session's every snapshot).
+            # Both name a VALUES list's columns column1, column2.
+            snapshots_at=d.sql("SELECT s.name, s.seq, s.body FROM (VALUES {{pairs}}) AS w "
+                               "JOIN {snapshots} s ON s.sid = ? AND s.name = w.column1 "
+                               "AND s.seq = w.column2"),
+            pair=d.sql("(?, ?)"),
         )
 
 
@@ -206,6 +215,23 @@ class SQLRecorder(BlockReader):
                          max_seq: int) -> tuple[int, bytes] | None:
         rows = self._rows(self._sql.latest_snapshot, (self._sid(session_id), name, max_seq))
         return None if not rows else (int(rows[0][0]), bytes(rows[0][1]))
+
+    def _snapshots_at(self, session_id: str,
+                      wanted: Sequence[tuple[str, int]]) -> dict[tuple[str, int], bytes]:
+        sid = self._sid(session_id)
+        found: dict[tuple[str, int], bytes] = {}
+        for i in range(0, len(wanted), _SNAPSHOT_CHUNK):
+            part = wanted[i:i + _SNAPSHOT_CHUNK]
+            query = self._sql.snapshots_at.format(pairs=", ".join([self._sql.pair] * len(part)))
+            params: list[Any] = []
+            for name, seq in part:
+                params += (name, seq)
+            params.append(sid)
+            found.update({(r[0], int(r[1])): bytes(r[2]) for r in self._rows(query, params)})
+        return found
+
+
+_SNAPSHOT_CHUNK = 400  # pairs per read: two parameters each, below SQLite's oldest limit
 
 
 def seal_problem(fork_seq: int | None, sealed: int,

@@ -193,6 +193,23 @@ def test_snapshots(store: Store) -> None:
     assert store.latest_snapshot(ROOT, "proj", 10) == (10, b"TEN")
 
 
+def test_snapshots_at_reads_exactly_the_pairs_asked(store: Store) -> None:
+    """The one-read lookup a restore uses agrees with ``latest_snapshot`` pair by pair:
+    a pair not stored at exactly that seq is absent, never the nearest one below, and
+    lookups past one read's chunk of pairs are all answered."""
+    store.create_session(ROOT, created=1)
+    stored = {(f"m/{i % 7}", i): f"body {i}".encode() for i in range(0, 900, 2)}
+    for (name, seq), body in stored.items():
+        store.put_snapshot(ROOT, name, seq, body)
+    wanted = [(f"m/{i % 7}", i) for i in range(900)] + [("absent", 4)]
+    found = store.snapshots_at(ROOT, wanted)
+    assert found == stored
+    for name, seq in wanted[:60]:
+        hit = store.latest_snapshot(ROOT, name, seq)
+        assert found.get((name, seq)) == (hit[1] if hit and hit[0] == seq else None)
+    assert store.snapshots_at(ROOT, []) == {}
+
+
 # --------------------------------------------------------------------------- forks
 
 
