@@ -134,8 +134,8 @@ def _choose(turn: Turn, n: int) -> Reply:
     marker = markers[-1] if markers else "text"
     first = turn.rounds == 0
     if marker == "parallel" and first:
-        return Reply("parallel", text="Running two commands at once.",
-                     thinking="Two independent commands: run them in parallel.",
+        return Reply("parallel", text=f"Running two commands at once ({n}).",
+                     thinking=f"Two independent commands ({n}): run them in parallel.",
                      calls=[_shell(turn, n, 0, "echo alpha"), _shell(turn, n, 1, "echo beta")])
     if marker == "fail" and first:
         return Reply("fail", calls=[_shell(turn, n, 0, "cat /nonexistent/convlog-missing-file")])
@@ -144,7 +144,7 @@ def _choose(turn: Turn, n: int) -> Reply:
     if marker == "task" and first:
         call = _agent(turn, n, "[[sub]] Run one shell command and report its output.")
         if call is not None:
-            return Reply("task", text="Delegating to a subagent.", calls=[call])
+            return Reply("task", text=f"Delegating to a subagent ({n}).", calls=[call])
     if marker == "task" and turn.rounds == 1:
         wait = _wait(turn, n)
         if wait is not None:

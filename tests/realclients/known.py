@@ -1,0 +1,36 @@
+"""Where convlog's import of a real-CLI fixture is still wrong, by test id.
+
+Each entry marks its test ``xfail(strict=True)``: the test keeps asserting the
+truth, the suite stays green, and the day the importer is fixed the test passes,
+which fails the run until the entry is deleted here. Issue 23 numbers the classes.
+"""
+
+from __future__ import annotations
+
+CLAUDE = "claude-code-2.1.197"
+CODEX = "codex-0.171.0"
+
+KNOWN: dict[str, str] = {
+    f"test_every_prompt_is_a_user_message[{CLAUDE}]":
+        "issue 23 class 4: the queued_command attachment (a prompt typed while the agent "
+        "worked) is not imported as a user message",
+    f"test_every_tool_result_is_kept[{CLAUDE}]":
+        "issue 23 class 1: the parallel tool_use lines read as a rewind; the main "
+        "session keeps the first call running",
+    f"test_usage_is_kept[{CLAUDE}]":
+        "issue 23 class 1 (the parallel-call message is never completed, so its usage is "
+        "0) and the --fork-session copy's zeroed usage taken over the original's",
+    f"test_session_structure[{CLAUDE}]":
+        "issue 23 class 1 (a false fork at the parallel calls) and --fork-session: the "
+        "forked file's copied lines are deduplicated by file-name order",
+    f"test_compaction_is_the_sessions_own[{CLAUDE}]":
+        "issue 23 class 1: the turns after the parallel calls, the compaction included, "
+        "sit in a false fork, not the main session",
+    f"test_api_errors_are_marked[{CODEX}]":
+        "issue 23 class 8: the API error in task_complete.error is dropped",
+    f"test_usage_is_kept[{CODEX}]":
+        "issue 23 class 8: a turn's usage is its last request's, not the sum",
+    f"test_session_structure[{CODEX}]":
+        "issue 23 class 8: `codex exec fork` (session_meta.forked_from_id) imports as an "
+        "unrelated main session, not a fork",
+}
