@@ -136,9 +136,37 @@ def codex_flow(r: Run) -> None:
     r.run("error", resume, "[[error]] This prompt is refused.", session="fork")
 
 
+def gemini_flow(r: Run) -> None:
+    settings = r.home / ".gemini" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    # Compression when a request's prompt passes 20% of the context window: the
+    # scripted usage of [[big]] (250,000 tokens) does.
+    settings.write_text(json.dumps({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "model": {"compressionThreshold": 0.2},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False}}))
+    r.env.update({"GOOGLE_GEMINI_BASE_URL": r.server.url, "GEMINI_API_KEY": FAKE_KEY,
+                  "GEMINI_CLI_TRUST_WORKSPACE": "true"})
+    base = ["--yolo", "--output-format", "stream-json"]
+    resume = [*base, "--resume", "latest"]
+    r.run("parallel", [*base, "-p"], "[[parallel]] Run two shell commands at once.",
+          session="main")
+    r.run("fail", [*resume, "-p"], "[[fail]] Show the missing file.", session="main")
+    r.run("task", [*resume, "-p"], "[[task]] Hand this to a subagent.", session="main")
+    # Gemini CLI checks the last request's usage before each request of a turn.
+    r.run("big", [*resume, "-p"], "[[bigtool]] A turn whose usage passes the compression "
+          "limit.", session="main")
+    r.run("after-compact", [*resume, "-p"], "[[text]] Anything left after the summary?",
+          session="main")
+    r.run("error", [*resume, "-p"], "[[error]] This prompt is refused.", session="main")
+
+
 FLOWS: dict[str, tuple[str, Callable[[Run], None]]] = {
     "claude": ("claude-code", claude_flow),
     "codex": ("codex", codex_flow),
+    "gemini": ("gemini-cli", gemini_flow),
 }
 
 
@@ -155,6 +183,7 @@ def _first_session(stdout: str) -> str:
 TRANSCRIPTS = {  # where each CLI writes its sessions, under the temporary HOME
     "claude": ".claude/projects",
     "codex": ".codex/sessions",
+    "gemini": ".gemini/tmp",
 }
 
 

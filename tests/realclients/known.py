@@ -9,6 +9,7 @@ from __future__ import annotations
 
 CLAUDE = "claude-code-2.1.197"
 CODEX = "codex-0.171.0"
+GEMINI = "gemini-cli-0.61.0"
 
 KNOWN: dict[str, str] = {
     f"test_every_prompt_is_a_user_message[{CLAUDE}]":
@@ -33,4 +34,15 @@ KNOWN: dict[str, str] = {
     f"test_session_structure[{CODEX}]":
         "issue 23 class 8: `codex exec fork` (session_meta.forked_from_id) imports as an "
         "unrelated main session, not a fork",
+    f"test_every_thought_is_kept_apart[{GEMINI}]":
+        "issue 23 class 8: Gemini CLI's thoughts are glued onto the answer text",
+    f"test_usage_is_kept[{GEMINI}]":
+        "issue 23 class 8: the JSONL session's `tokens` (and model) are not read",
+    f"test_compaction_is_the_sessions_own[{GEMINI}]":
+        "issue 23 class 8: --resume read as rewinds, so no one main session holds the "
+        "turns around the compression",
+    f"test_session_structure[{GEMINI}]":
+        "issue 23 class 8: each --resume appends a header and $set to the file and reads "
+        "as a rewind (an empty main session and 7 forks); the stub file a later --resume "
+        "writes (same sessionId, only $set) is a second main session with 2 forks",
 }

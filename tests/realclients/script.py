@@ -71,7 +71,7 @@ class Reply:
 
 
 SHELL_TOOLS = ("Bash", "exec_command", "shell", "run_shell_command", "bash", "shell_command")
-AGENT_TOOLS = ("Task", "Agent", "spawn_agent", "task")
+AGENT_TOOLS = ("Task", "Agent", "spawn_agent", "task", "invoke_agent")
 
 
 def _shell(turn: Turn, n: int, k: int, command: str) -> Call:
@@ -96,6 +96,8 @@ def _agent(turn: Turn, n: int, task: str) -> Call | None:
     args: dict[str, Any]
     if name == "spawn_agent":
         args = {"message": task}
+    elif name == "invoke_agent":
+        args = {"agent_name": "generalist", "prompt": task}
     elif name == "task":
         args = {"description": "scripted subtask", "prompt": task, "subagent_type": "general"}
     else:
@@ -125,7 +127,8 @@ def reply(turn: Turn, n: int) -> Reply:
 def _choose(turn: Turn, n: int) -> Reply:
     if turn.wants_json:
         return Reply("json", text=json.dumps({
-            "reasoning": "scripted", "model_choice": "flash", "next_speaker": "user"}))
+            "reasoning": "scripted", "model_choice": "flash", "next_speaker": "user",
+            "complexity_reasoning": "scripted", "complexity_score": 10}))
     if any(h in turn.prompt or h in turn.system for h in COMPACTION_HINTS):
         return Reply("compaction", text=SUMMARY)
     if "title" in turn.system.lower() and not turn.tools:
@@ -145,12 +148,19 @@ def _choose(turn: Turn, n: int) -> Reply:
         call = _agent(turn, n, "[[sub]] Run one shell command and report its output.")
         if call is not None:
             return Reply("task", text=f"Delegating to a subagent ({n}).", calls=[call])
+    if marker == "sub" and turn.rounds == 1 and "complete_task" in turn.tools:
+        # Gemini CLI's subagents end by calling complete_task with their answer.
+        return Reply("sub-complete", calls=[Call(f"call_{n}_0", "complete_task", {
+            "result": {"response": f"Subagent answer {n}."}})])
     if marker == "task" and turn.rounds == 1:
         wait = _wait(turn, n)
         if wait is not None:
             return Reply("task-wait", calls=[wait])
     if marker == "error" and first:
         return Reply("error", error="scripted invalid request: the prompt is refused")
+    if marker == "bigtool" and first:  # the same, where a CLI checks within a turn
+        return Reply("bigtool", calls=[_shell(turn, n, 0, "echo big")],
+                     input_tokens=250_000 + n)
     if marker == "big" and first:  # usage past a compaction threshold
         return Reply("big", text=f"A long answer, number {n}.", input_tokens=250_000 + n)
     step = marker if not first else "text"

@@ -183,6 +183,10 @@ class Recorded:
         for _, p in self.parts():
             if isinstance(p, v.ToolPart):
                 out.setdefault(p.call_id, p)
+                # Gemini CLI saves the model's call id as "<tool>__<id>" (it sends the
+                # model back the id as it was)
+                if p.call_id.startswith(f"{p.tool}__"):
+                    out.setdefault(p.call_id[len(p.tool) + 2:], p)
         return out
 
     def holding(self, text: str) -> list[str]:
