@@ -163,16 +163,109 @@ def gemini_flow(r: Run) -> None:
     r.run("error", [*resume, "-p"], "[[error]] This prompt is refused.", session="main")
 
 
+def opencode_flow(r: Run) -> None:
+    config = {
+        "$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled",
+        "model": "fake/scripted-model", "small_model": "fake/scripted-model",
+        "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny"},
+        "provider": {"fake": {
+            "npm": "@ai-sdk/openai-compatible", "name": "Scripted",
+            "options": {"baseURL": f"{r.server.url}/v1", "apiKey": FAKE_KEY},
+            "models": {"scripted-model": {"name": "Scripted model"}}}}}
+    (r.work / "opencode.json").write_text(json.dumps(config, indent=1))
+    r.env.update({"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+                  "OPENCODE_DISABLE_SHARE": "1"})
+    base = ["run", "--format", "json", "--auto"]
+    first = r.run("parallel", base, "[[parallel]] Run two shell commands at once.",
+                  session="main")
+    session = _first_session(first.stdout)
+    r.run("fail", [*base, "-c"], "[[fail]] Show the missing file.", session="main")
+    r.run("task", [*base, "-c"], "[[task]] Hand this to a subagent.", session="main")
+    _opencode_compact(r, session)
+    r.run("after-compact", [*base, "-c"], "[[text]] Anything left after the summary?",
+          session="main")
+    r.run("fork", [*base, "-s", session, "--fork"], "[[text]] A question in the fork.",
+          session="fork", fork_of="main")
+    r.run("error", [*base, "-c"], "[[error]] This prompt is refused.", session="fork")
+    exports = r.root / "exports"
+    exports.mkdir()
+    for sid in _opencode_sessions(r.home):
+        done = subprocess.run([str(r.binary), "export", sid], cwd=r.work, env=r.env,
+                              capture_output=True, text=True, timeout=TIMEOUT, check=True)
+        start = done.stdout.index("{")  # it may print a notice first
+        (exports / f"{sid}.json").write_text(done.stdout[start:])
+
+
+def _opencode_compact(r: Run, session: str) -> None:
+    """`opencode run --command compact` fails; its server's summarize route works."""
+    import urllib.request
+    server = subprocess.Popen([str(r.binary), "serve", "--port", "0", "--hostname",
+                               "127.0.0.1"], cwd=r.work, env=r.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        assert server.stdout is not None
+        url = ""
+        deadline = time.monotonic() + TIMEOUT
+        while not url and time.monotonic() < deadline:
+            line = server.stdout.readline()
+            if not line:
+                break
+            m = re.search(r"http://127\.0\.0\.1:\d+", line)
+            url = m.group(0) if m else ""
+        if not url:
+            raise RuntimeError("opencode serve printed no address")
+        body = json.dumps({"providerID": "fake", "modelID": "scripted-model"}).encode()
+        request = urllib.request.Request(f"{url}/session/{session}/summarize", data=body,
+                                         headers={"content-type": "application/json"})
+        started = time.monotonic()
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+            status = answer.status
+        r.steps.append({"label": "compact", "session": "main", "fork_of": None,
+                        "args": ["serve", "POST /session/ID/summarize"], "prompt": None,
+                        "stdin": None, "exit": 0 if status == 200 else status,
+                        "seconds": round(time.monotonic() - started, 1),
+                        "requests_so_far": r.server.count, "sessions": [session]})
+        print(f"  opencode compact: HTTP {status} ({r.server.count} requests)", flush=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _opencode_sessions(home: Path) -> list[str]:
+    import sqlite3
+    db = home / ".local" / "share" / "opencode" / "opencode.db"
+    with sqlite3.connect(db) as conn:
+        return [row[0] for row in conn.execute("select id from session order by id")]
+
+
+def aider_flow(r: Run) -> None:
+    r.env.update({"OPENAI_API_KEY": FAKE_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                  "AIDER_CHECK_UPDATE": "false", "AIDER_ANALYTICS": "false"})
+    base = ["--openai-api-base", f"{r.server.url}/v1", "--model", "openai/scripted-model",
+            "--edit-format", "diff", "--yes-always", "--no-git", "--no-auto-commits",
+            "--no-check-update", "--no-show-release-notes", "--no-analytics",
+            "--no-pretty", "--no-fancy-input", "--map-tokens", "0"]
+    r.run("text", [*base, "--stream", "--message"], "[[text]] Say something, streamed.",
+          session="main")
+    r.run("restore", [*base, "--no-stream", "--restore-chat-history", "--message"],
+          "[[text]] And again, not streamed.", session="main")
+    r.run("error", [*base, "--stream", "--restore-chat-history", "--message"],
+          "[[error]] This prompt is refused.", session="main")
+
+
 FLOWS: dict[str, tuple[str, Callable[[Run], None]]] = {
     "claude": ("claude-code", claude_flow),
     "codex": ("codex", codex_flow),
     "gemini": ("gemini-cli", gemini_flow),
+    "opencode": ("opencode", opencode_flow),
+    "aider": ("aider", aider_flow),
 }
 
 
 def _first_session(stdout: str) -> str:
     for line in stdout.splitlines():
-        m = re.search(r'"(?:session_id|thread_id)"\s*:\s*"([0-9a-f-]{36})"', line)
+        m = re.search(r'"(?:session_id|thread_id|sessionID)"\s*:\s*"([0-9a-f-]{36}|ses_\w+)"',
+                      line)
         if m:
             return m.group(1)
     raise RuntimeError(f"no session id in the CLI's output: {stdout[-2000:]!r}")
@@ -180,10 +273,12 @@ def _first_session(stdout: str) -> str:
 
 # --- copying what the CLI wrote ------------------------------------------------------
 
-TRANSCRIPTS = {  # where each CLI writes its sessions, under the temporary HOME
-    "claude": ".claude/projects",
-    "codex": ".codex/sessions",
-    "gemini": ".gemini/tmp",
+TRANSCRIPTS = {  # where each CLI's sessions are, under the temporary root
+    "claude": "home/.claude/projects",
+    "codex": "home/.codex/sessions",
+    "gemini": "home/.gemini/tmp",
+    "opencode": "exports",  # `opencode export` of each session
+    "aider": "work",  # its .aider.chat.history.md (the other files are not sessions)
 }
 
 
@@ -210,8 +305,9 @@ def _slug(path: str) -> str:
 def copy_out(run: Run, dest: Path) -> None:
     if dest.exists():
         shutil.rmtree(dest)
-    src = run.home / TRANSCRIPTS[run.tool]
-    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+    src = run.root / TRANSCRIPTS[run.tool]
+    for path in sorted(p for p in src.rglob("*") if p.is_file()
+                       and (run.tool != "aider" or p.name == ".aider.chat.history.md")):
         rel = scrub(str(path.relative_to(src)), run.root)
         target = dest / "transcripts" / rel
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 CLAUDE = "claude-code-2.1.197"
 CODEX = "codex-0.171.0"
 GEMINI = "gemini-cli-0.61.0"
+OPENCODE = "opencode-1.18.33"
+AIDER = "aider-0.86.2"
 
 KNOWN: dict[str, str] = {
     f"test_every_prompt_is_a_user_message[{CLAUDE}]":
@@ -45,4 +47,16 @@ KNOWN: dict[str, str] = {
         "issue 23 class 8: each --resume appends a header and $set to the file and reads "
         "as a rewind (an empty main session and 7 forks); the stub file a later --resume "
         "writes (same sessionId, only $set) is a second main session with 2 forks",
+    f"test_session_structure[{OPENCODE}]":
+        "issue 23 class 8: `opencode run -s ID --fork` (a copy of the messages) imports as "
+        "an unrelated main session, and the subagent's child session names its parent "
+        "by OpenCode's id (ses_...), not the imported session's",
+    f"test_api_errors_are_marked[{AIDER}]":
+        "issue 23 class 8: aider's '> litellm.BadRequestError: ...' line is not an error",
+    f"test_usage_is_kept[{AIDER}]":
+        "issue 23 class 8: aider's '> Tokens: 1.0k sent, 22 received.' line is not read",
+    f"test_session_structure[{AIDER}]":
+        "not in issue 23: a run with --restore-chat-history ('> Restored previous "
+        "conversation history.') continues the conversation, but each '# aider chat "
+        "started' header becomes an unrelated main session",
 }

@@ -21,6 +21,7 @@ COMPACTION_HINTS = (
     "state_snapshot",  # Gemini CLI compression
     "summary of our conversation",  # OpenCode's compaction agent
     "Provide a detailed prompt for continuing",  # OpenCode's compaction agent
+    "context summarization agent",  # OpenCode 1.18
 )
 SUMMARY = "Scripted summary: the session ran shell commands and a subagent."
 

@@ -46,8 +46,9 @@ def _typed(t: truth.Truth) -> list[tuple[dict[str, object], str]]:
 def test_fixture_is_complete(folder: Path) -> None:
     t, _ = _load(folder)
     assert t.sent, "the server log holds no request"
-    assert any(s.calls for s in t.sent)
-    assert t.results
+    if t.tool != "aider":  # aider has no tool calls: it edits files from the answer text
+        assert any(s.calls for s in t.sent)
+        assert t.results
     assert (folder / "transcripts").is_dir()
 
 
@@ -144,10 +145,14 @@ def test_usage_is_kept(folder: Path) -> None:
     assert by_message, "no recorded answer holds what the model sent"
     wrong: list[tuple[object, ...]] = []
     for info, sent in by_message.values():
+        if t.tool == "aider" and not all(s.whole for s in sent):
+            continue  # streamed, aider counts the tokens itself (no usage is asked for)
         want = sum(s.output_tokens or 0 for s in sent)
+        # aider saves the prompt's tokens rounded ("1.0k sent")
+        slack = 0.05 * (sent[0].input_tokens or 0) if t.tool == "aider" else 0
         if info.tokens.output != want:
             wrong.append((info.id, [s.n for s in sent], info.tokens.output, want))
-        elif len(sent) == 1 and info.tokens.input != sent[0].input_tokens:
+        elif len(sent) == 1 and abs(info.tokens.input - (sent[0].input_tokens or 0)) > slack:
             wrong.append((info.id, sent[0].n, "input", info.tokens.input,
                           sent[0].input_tokens))
     assert wrong == [], f"(message, requests, recorded, sent) usage mismatches: {wrong}"

@@ -38,6 +38,7 @@ class Sent:
     input_tokens: int | None = None
     output_tokens: int | None = None
     error: str = ""
+    whole: bool = False  # answered with one JSON body, not a stream
 
 
 @dataclass
@@ -71,7 +72,10 @@ def load(folder: Path) -> Truth:
         if entry.get("status") == 400:
             s.error = json.dumps(entry["error_body"])
         else:
-            _READ[entry["wire"]](s, entry.get("events", []))
+            events = entry.get("events", [])
+            s.whole = len(events) == 1 and events[0].get("object") in (
+                "chat.completion", None) and "candidates" not in events[0]
+            _READ[entry["wire"]](s, events)
         sent.append(s)
     steps = json.loads((folder / "steps.json").read_text())
     return Truth(folder.name, sent, results, steps)
