@@ -14,10 +14,12 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -198,7 +200,6 @@ def opencode_flow(r: Run) -> None:
 
 def _opencode_compact(r: Run, session: str) -> None:
     """`opencode run --command compact` fails; its server's summarize route works."""
-    import urllib.request
     server = subprocess.Popen([str(r.binary), "serve", "--port", "0", "--hostname",
                                "127.0.0.1"], cwd=r.work, env=r.env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
@@ -232,7 +233,6 @@ def _opencode_compact(r: Run, session: str) -> None:
 
 
 def _opencode_sessions(home: Path) -> list[str]:
-    import sqlite3
     db = home / ".local" / "share" / "opencode" / "opencode.db"
     with sqlite3.connect(db) as conn:
         return [row[0] for row in conn.execute("select id from session order by id")]
