@@ -295,6 +295,8 @@ def scrub(text: str, root: Path) -> str:
     for form in (str(root), str(root.resolve())):
         text = text.replace(form, HOME_PLACEHOLDER)
         text = text.replace(_slug(form), _slug(HOME_PLACEHOLDER))
+        # OpenCode's export keeps the project path without its leading slash
+        text = text.replace(form.lstrip("/"), HOME_PLACEHOLDER.lstrip("/"))
     return SECRET.sub("REDACTED", text)
 
 
@@ -318,7 +320,8 @@ def copy_out(run: Run, dest: Path) -> None:
     (dest / "steps.json").write_text(json.dumps(steps, indent=1) + "\n")
 
 
-def generate(tool: str, keep: bool = False) -> Path | None:
+def generate(tool: str, keep: bool = False, out: Path = FIXTURES) -> Path | None:
+    """Run ``tool``'s flow and write its fixture under ``out``; None when not installed."""
     binary, why = find(tool)
     if binary is None:
         print(f"skip {tool}: {why}", file=sys.stderr)
@@ -331,9 +334,9 @@ def generate(tool: str, keep: bool = False) -> Path | None:
             version = _version(binary, run.env)
             print(f"{tool} {version} in {root}", flush=True)
             flow(run)
-        dest = FIXTURES / f"{name}-{version}"
+        dest = out / f"{name}-{version}"
         copy_out(run, dest)
-        print(f"wrote {dest.relative_to(ROOT)}", flush=True)
+        print(f"wrote {dest}", flush=True)
         return dest
     finally:
         if not keep:
