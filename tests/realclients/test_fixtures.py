@@ -178,39 +178,55 @@ def test_compaction_is_the_sessions_own(folder: Path) -> None:
 def test_session_structure(folder: Path) -> None:
     """Main sessions, forks and children exactly where the script made them: one main
     session holds every turn of the conversation (parallel calls, a failing tool and a
-    subagent are no rewinds), a fork only where the CLI forked, a child per subagent."""
+    subagent are no rewinds), a fork only where the CLI forked, a child per subagent.
+    Every problem is listed, not only the first."""
     t, r = _load(folder)
     kinds = r.kinds()
     parents = {s.id: s.parent for s in r.plan.sessions}
     by_label: dict[str, list[str]] = {}
     for step, prompt in _typed(t):
         by_label.setdefault(str(step["session"]), []).append(prompt)
-    mains = [sid for sid, k in kinds.items() if k == "main"
-             and all(sid in r.holding(p) for p in by_label["main"])]
-    assert len(mains) == 1, (f"no single main session holds all of {by_label['main']}: "
-                             f"kinds {kinds}")
-    main = mains[0]
+    problems: list[str] = []
+
+    def sessions_holding(kind: str, label: str) -> list[str]:
+        return [sid for sid, k in kinds.items() if k == kind
+                and all(sid in r.holding(p) for p in by_label[label])]
+
+    mains = sessions_holding("main", "main")
+    if len(mains) != 1:
+        problems.append(f"{len(mains)} main sessions hold every prompt of the conversation")
+    main = mains[0] if len(mains) == 1 else None
     forks_made = {str(s["session"]) for s in t.steps if s.get("fork_of")}
     for label in forks_made:
-        forks = [sid for sid, k in kinds.items() if k == "fork"
-                 and all(sid in r.holding(p) for p in by_label[label])]
-        assert len(forks) == 1, f"the {label!r} prompts are in no single fork: {kinds}"
-        assert parents[forks[0]] == main
-        assert not any(main == sid for p in by_label[label] for sid in r.holding(p))
-    assert sum(k == "fork" for k in kinds.values()) == len(forks_made), \
-        f"forks where the script made none: {kinds}"
+        forks = sessions_holding("fork", label)
+        if len(forks) != 1:
+            problems.append(f"{len(forks)} forks hold the {label!r} prompts")
+        elif main is not None and parents[forks[0]] != main:
+            problems.append(f"the {label!r} fork's parent is not the main session")
+        if main is not None and any(main in r.holding(p) for p in by_label[label]):
+            problems.append(f"the main session holds the {label!r} prompts")
+    n_forks = sum(k == "fork" for k in kinds.values())
+    if n_forks != len(forks_made):
+        problems.append(f"{n_forks} forks where the CLI made {len(forks_made)}")
     subagents = [s for s in t.sent if s.step == "sub"]
     children = [sid for sid, k in kinds.items() if k == "child"]
-    assert len(children) == len(subagents)
+    if len(children) != len(subagents):
+        problems.append(f"{len(children)} child sessions for {len(subagents)} subagents")
     for child in children:
-        assert parents[child] == main
-        assert any("[[sub]]" in x for x in r.texts("user", child)), \
-            "the child session lacks the task it was given"
+        if parents[child] not in kinds:
+            problems.append(f"a child session's parent {parents[child]!r} is no imported "
+                            "session")
+        elif main is not None and parents[child] != main:
+            problems.append(f"a child session's parent is {parents[child]!r}, "
+                            "not the main session")
+        if not any("[[sub]]" in x for x in r.texts("user", child)):
+            problems.append("a child session lacks the task it was given")
     others = {label for label in by_label if label not in forks_made and label != "main"}
     for label in others:  # a conversation of its own (Claude Code's queued prompts)
-        holders = [sid for sid in kinds if kinds[sid] == "main"
-                   and all(sid in r.holding(p) for p in by_label[label])]
-        assert len(holders) == 1, f"the {label!r} prompts are in no single main session"
-        assert holders[0] != main, f"the {label!r} prompts are in the first conversation"
-    expected_mains = 1 + len(others)
-    assert sum(k == "main" for k in kinds.values()) == expected_mains, kinds
+        holders = sessions_holding("main", label)
+        if len(holders) != 1 or holders[0] == main:
+            problems.append(f"the {label!r} prompts are in no main session of their own")
+    n_mains = sum(k == "main" for k in kinds.values())
+    if n_mains != 1 + len(others):
+        problems.append(f"{n_mains} main sessions where the CLI made {1 + len(others)}")
+    assert problems == [], f"{problems}; sessions: {kinds}"
