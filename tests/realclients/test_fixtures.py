@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from engine import events as ev
+from engine.importers.detect import plan_path
 from projections import views as v
 from tests.realclients import truth
 from tests.realclients.script import SUMMARY
@@ -173,6 +175,26 @@ def test_compaction_is_the_sessions_own(folder: Path) -> None:
     assert any(isinstance(p, v.CompactionPart) for _, p in parts), "no compaction part"
     assert any(isinstance(p, v.TextPart) and SUMMARY in p.text for _, p in parts), \
         "the summary the model wrote is not in the session"
+
+
+def test_each_file_alone_imports_as_in_its_folder(folder: Path) -> None:
+    """A session file imported alone gives the sessions the folder import gives for it
+    (event for event); only a parent in another file can be missing when alone."""
+    whole = {s.id: s for s in truth.record(folder).plan.sessions}
+    top = [p for p in sorted((folder / "transcripts").rglob("*")) if p.is_file()
+           and p.suffix in (".jsonl", ".json", ".md") and "subagents" not in p.parts
+           and not p.name.endswith(".meta.json")]
+    differ = []
+    for path in top:
+        for alone in plan_path(path).sessions:
+            there = whole.get(alone.id)
+            mine = [e for e in alone.events if not isinstance(e, ev.SessionImported)]
+            theirs = [e for e in there.events if not isinstance(e, ev.SessionImported)] \
+                if there else None
+            if mine != theirs:
+                differ.append((path.name, alone.kind, len(mine),
+                               None if theirs is None else len(theirs)))
+    assert differ == [], f"(file, kind, events alone, events in the folder): {differ}"
 
 
 def test_session_structure(folder: Path) -> None:
