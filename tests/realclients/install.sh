@@ -5,6 +5,8 @@
 # binary inside its package: nothing is fetched from outside the package registries.
 # The versions are the fixtures' (tests/fixtures/real-cli/<tool>-<version>); set
 # CONVLOG_REAL_CLIENTS_LATEST=1 to take the newest the registries serve (to regenerate).
+# CONVLOG_REAL_CLIENTS_ONLY="claude-code codex" installs only those (CI: what the live
+# tests run; aider's pip install alone takes minutes).
 # Idempotent: a client already installed at its version is left alone.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -19,12 +21,14 @@ version() {  # the version of <tool> among the checked-in fixtures, or "latest"
     if [ -n "$found" ]; then echo "${found##*-}"; else echo latest; fi
 }
 
-packages=(
-    "@anthropic-ai/claude-code@$(version claude-code)"
-    "@openai/codex@$(version codex)"
-    "@google/gemini-cli@$(version gemini-cli)"
-    "opencode-ai@$(version opencode)"
-)
+wanted() {  # whether <tool> is to be installed
+    [ -z "${CONVLOG_REAL_CLIENTS_ONLY:-}" ] || [[ " $CONVLOG_REAL_CLIENTS_ONLY " == *" $1 "* ]]
+}
+packages=()
+wanted claude-code && packages+=("@anthropic-ai/claude-code@$(version claude-code)")
+wanted codex && packages+=("@openai/codex@$(version codex)")
+wanted gemini-cli && packages+=("@google/gemini-cli@$(version gemini-cli)")
+wanted opencode && packages+=("opencode-ai@$(version opencode)")
 if ! command -v npm >/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
@@ -33,10 +37,10 @@ if ! command -v npm >/dev/null; then
     fi
 fi
 want="$(printf '%s\n' "${packages[@]}")"
-if [ "$(cat "$dest/.installed-npm" 2>/dev/null)" != "$want" ]; then
+if [ "${#packages[@]}" -gt 0 ] && [ "$(cat "$dest/.installed-npm" 2>/dev/null)" != "$want" ]; then
     npm install --prefix "$dest" --no-audit --no-fund --loglevel=error "${packages[@]}"
     # npm 11 may skip Claude Code's postinstall, which puts its native binary in place
-    if ! "$dest/node_modules/.bin/claude" --version >/dev/null 2>&1; then
+    if wanted claude-code && ! "$dest/node_modules/.bin/claude" --version >/dev/null 2>&1; then
         node "$dest/node_modules/@anthropic-ai/claude-code/install.cjs"
     fi
     echo "$want" > "$dest/.installed-npm"
@@ -44,12 +48,12 @@ fi
 
 aider="aider-chat"
 if [ "$(version aider)" != latest ]; then aider="aider-chat==$(version aider)"; fi
-if [ "$(cat "$dest/.installed-aider" 2>/dev/null)" != "$aider" ]; then
+if wanted aider && [ "$(cat "$dest/.installed-aider" 2>/dev/null)" != "$aider" ]; then
     python3 -m venv "$dest/aider-venv"
     "$dest/aider-venv/bin/pip" install --quiet --disable-pip-version-check "$aider"
     echo "$aider" > "$dest/.installed-aider"
 fi
 for bin in node_modules/.bin/claude node_modules/.bin/codex node_modules/.bin/gemini \
            node_modules/.bin/opencode aider-venv/bin/aider; do
-    echo "$bin: $("$dest/$bin" --version 2>/dev/null | tail -1)"
+    if [ -x "$dest/$bin" ]; then echo "$bin: $("$dest/$bin" --version 2>/dev/null | tail -1)"; fi
 done
