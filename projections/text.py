@@ -12,6 +12,13 @@ _PREVIEW = 72
 
 
 def _short(text: str, limit: int = _PREVIEW) -> str:
+    if len(text) > 4 * limit:
+        # A long text (a tool's whole output): collapsing a prefix gives a prefix of the
+        # whole text's collapse, so when it is already too long it decides the preview
+        # without splitting megabytes.
+        head = " ".join(text[: 4 * limit].split())
+        if len(head) > limit:
+            return head[: limit - 1] + "…"
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
