@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Final
 
 from engine import events as ev
-from engine.errors import ConcurrencyError, SessionExists
+from engine.errors import ConcurrencyError, EventIdConflict, SessionExists
 from engine.events import Event
 from engine.ids import uuid7
 from engine.lifecycle import Lifecycle
@@ -74,9 +74,19 @@ class MailboxLog:
                 events = list(decide())
                 if not events:
                     return []
+                version = self.session.lifecycle.version
                 try:
                     self.session.append(events)
                 except ConcurrencyError:
+                    continue
+                except EventIdConflict:
+                    # A retry racing its original (same client message id) lost: the
+                    # original committed after we decided, under the same derived id
+                    # with another timestamp. Deciding again finds it; a conflict
+                    # with nothing new in the log is a real one.
+                    self.catch_up()
+                    if self.session.lifecycle.version == version:
+                        raise
                     continue
                 return events
 
