@@ -16,7 +16,7 @@ from engine.events import MessageStarted, tag_of
 from engine.session import Session
 from engine.store import DEFAULT_URL, open_store
 from engine.store.base import Store
-from projections.demo import record_demo
+from projections.demo import foreign_sessions, record_demo
 from projections.text import render_event, render_messages
 from projections.timetravel import Snapshotter, at, diff
 from projections.withparts import WithPartsProjection
@@ -105,6 +105,11 @@ class DemoCommand:
                 print(f"convlog demo: {path} exists and is not a convlog store; not "
                       "overwriting it (pick another --store)", file=sys.stderr)
                 return EXIT_USAGE
+            if path.exists() and path.stat().st_size and (others := _foreign(args.store)):
+                print(f"convlog demo: {path} holds {len(others)} session(s) the demo did not "
+                      "record (imported sessions or a mailbox); not deleting it (pick "
+                      "another --store)", file=sys.stderr)
+                return EXIT_USAGE
             for suffix in ("", "-wal", "-shm"):
                 Path(str(path) + suffix).unlink(missing_ok=True)  # a fresh demo every run
         store = open_store(args.store)
@@ -129,6 +134,14 @@ class DemoCommand:
             return EXIT_OK
         finally:
             store.close()
+
+
+def _foreign(url: str) -> list[str]:
+    store = open_store(url, create=False)
+    try:
+        return foreign_sessions(store)
+    finally:
+        store.close()
 
 
 def _is_convlog_sqlite(path: Path) -> bool:
