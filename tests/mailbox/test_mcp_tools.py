@@ -1,0 +1,246 @@
+"""The MCP server's doors, each through the SDK's own client over stdio: parameter
+descriptions, JSON refusals that echo no secret, limits, credentials, racing
+retries, and the tools agents need beyond the seed (docs/mailbox.md's session)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.types import TextContent
+
+from engine import events as ev
+from engine.store import open_store
+from projections.mailbox import MAILBOX_SESSION, Mailbox
+
+Call = Callable[..., Awaitable[tuple[bool, Any]]]
+
+
+def _setup(url: str) -> None:
+    store = open_store(url)
+    try:
+        mb = Mailbox(store, "project-1")
+        mb.create_project("/work/project-1")
+        for agent in ("agent-a", "agent-b", "agent-c"):
+            mb.register_agent(agent, passkey=f"key-{agent}")
+            mb.assign(agent)
+        mb.register_agent("no-credential")
+        mb.assign("no-credential")
+        other = Mailbox(store, "project-2")
+        other.create_project("/work/project-2")
+        other.register_agent("agent-x")  # imported agents have no credential
+        other.assign("agent-x")
+    finally:
+        store.close()
+
+
+@asynccontextmanager
+async def _client(url: str, *extra: str) -> AsyncIterator[tuple[ClientSession, Call]]:
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "engine", "mcp", "--store", url, *extra])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
+
+        async def call(name: str, **args: Any) -> tuple[bool, Any]:
+            result = await client.call_tool(name, args)
+            first = result.content[0]
+            assert isinstance(first, TextContent)
+            text = first.text
+            if result.is_error:  # the SDK's prefix, then our JSON: always JSON at the end
+                assert text.startswith(f"Error executing tool {name}: {{"), text
+                return True, json.loads(text[text.index("{"):])
+            return False, json.loads(text)
+
+        yield client, call
+
+
+def _version(url: str) -> int:
+    store = open_store(url)
+    try:
+        return store.version(MAILBOX_SESSION)
+    finally:
+        store.close()
+
+
+async def _doors(url: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    async with _client(url) as (client, call):
+        out["tools"] = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+        _, a = await call("authenticate", agent_id="agent-a", project_id="project-1",
+                          passkey="key-agent-a")
+        token = a["session_token"]
+        out["token"] = token
+        version = _version(url)
+        out["args"] = [
+            await call("send_message", session_token=token, target_agent_id="agent-b"),
+            await call("send_message", session_token=token, target_agent_id=["agent-b"],
+                       content="x"),
+            await call("mark_read", session_token=token, message_ids=token),
+            await call("list_messages", session_token=token, limit="many"),
+            await call("no_such_tool", session_token=token),
+        ]
+        out["limits"] = [await call("list_messages", session_token=token, limit=n)
+                         for n in (-1, 0, 1001)]
+        out["auth"] = [
+            await call("authenticate", agent_id="agent-x", project_id="project-2"),
+            await call("authenticate", agent_id="no-credential", project_id="project-1"),
+            await call("authenticate", agent_id="agent-a", project_id="project-1"),
+            await call("authenticate", agent_id="agent-a", project_id="project-1",
+                       passkey="wrong"),
+        ]
+        out["written_by_refusals"] = _version(url) - version
+    return out
+
+
+def test_every_door_refuses_with_json_and_no_secret(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/mcp.db"
+    _setup(url)
+    out = asyncio.run(_doors(url))
+    # Defect 1: every parameter of every tool carries a description.
+    for name, schema in out["tools"].items():
+        for param, spec in schema["properties"].items():
+            assert spec.get("description"), (name, param)
+    props = out["tools"]["send_message"]["properties"]
+    assert "authenticate" in props["session_token"]["description"]
+    assert "same project" in props["target_agent_id"]["description"]
+    assert "4,000" in props["content"]["description"]
+    # Defect 2: argument errors end with the JSON, name fields, echo nothing.
+    for is_error, body in out["args"]:
+        assert is_error
+        assert (body["error"], body["status"]) == ("invalid_request", 400)
+        assert out["token"][:6] not in json.dumps(body)
+    assert "content" in out["args"][0][1]["message"]
+    assert "target_agent_id" in out["args"][1][1]["message"]
+    assert "unknown tool" in out["args"][4][1]["message"]
+    # Defect 3: limit is validated, never sliced.
+    assert [(e, b["error"]) for e, b in out["limits"]] == [(True, "invalid_request")] * 3
+    # Trust: no credential, no token (another project's agent, or this one's).
+    assert [(e, b["error"]) for e, b in out["auth"]] == [
+        (True, "credential_required"), (True, "credential_required"),
+        (True, "invalid_credentials"), (True, "invalid_credentials")]
+    assert out["written_by_refusals"] == 0
+
+
+async def _session(url: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    async with _client(url) as (_, call):
+        async def login(agent: str) -> str:
+            _, got = await call("authenticate", agent_id=agent, project_id="project-1",
+                                passkey=f"key-{agent}")
+            token: str = got["session_token"]
+            return token
+
+        ta = await login("agent-a")
+        out["agents_before"] = (await call("list_agents", session_token=ta))[1]
+        tb = await login("agent-b")
+        waiting = asyncio.ensure_future(call("wait_for_messages", session_token=tb,
+                                             timeout_seconds=20))
+        await asyncio.sleep(0.5)
+        _, sent = await call("send_message", session_token=ta, target_agent_id="agent-b",
+                             content="Can you review task X?", client_message_id="ask-1")
+        out["again"] = (await call("send_message", session_token=ta,
+                                   target_agent_id="agent-b", content="Can you review task X?",
+                                   client_message_id="ask-1"))[1]
+        out["waited"] = (await waiting)[1]
+        out["idle"] = (await call("wait_for_messages", session_token=tb,
+                                  timeout_seconds=0.2))[1]
+        mid = sent["message_id"]
+        out["sent"] = sent
+        out["receipts_delivered"] = (await call("get_read_receipts", session_token=ta,
+                                                message_ids=[mid]))[1]
+        _, answer = await call("respond_chat", session_token=tb, message_id=mid,
+                               content="Done")
+        out["receipts"] = (await call("get_read_receipts", session_token=ta))[1]
+        out["thread"] = (await call("read_thread", session_token=ta,
+                                    message_id=answer["message_id"]))[1]
+        out["not_mine"] = await call("get_read_receipts", session_token=tb,
+                                     message_ids=[mid])
+        out["broadcast"] = (await call("broadcast", session_token=ta,
+                                       content="standup in 5"))[1]
+        out["agents_after"] = (await call("list_agents", session_token=ta))[1]
+    return out
+
+
+def test_the_documented_session(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/mcp.db"
+    _setup(url)
+    out = asyncio.run(_session(url))
+    before = {a["id"]: a for a in out["agents_before"]["agents"]}
+    assert before["agent-a"]["status"] == "online"
+    assert before["agent-b"]["status"] == "offline"
+    assert "agent-x" not in before  # another project's agents are not listed
+    mid = out["sent"]["message_id"]
+    assert out["again"]["message_id"] == mid
+    assert out["waited"]["timed_out"] is False
+    assert [m["id"] for m in out["waited"]["pending_messages"]] == [mid]
+    assert out["idle"] == {"pending_messages": [], "timed_out": True}
+    assert out["receipts_delivered"]["messages"][0]["receipts"] == {"agent-b": "delivered"}
+    [receipt] = out["receipts"]["messages"]
+    assert (receipt["id"], receipt["receipts"]) == (mid, {"agent-b": "read"})
+    assert out["thread"]["root"] == mid
+    assert [m["content"] for m in out["thread"]["messages"]] == [
+        "Can you review task X?", "Done"]
+    assert out["not_mine"][0] is True
+    assert out["not_mine"][1]["error"] == "message_not_found"
+    assert sorted(out["broadcast"]["target_agent_ids"]) == ["agent-b", "agent-c",
+                                                            "no-credential"]
+    after = {a["id"]: a for a in out["agents_after"]["agents"]}
+    assert after["agent-b"]["status"] == "online"
+    assert after["agent-c"]["pending"] == 1
+    assert after["agent-b"]["lastSeen"] is not None
+
+
+async def _race(url: str, servers: int, sends: int) -> list[list[tuple[bool, Any]]]:
+    async def one() -> list[tuple[bool, Any]]:
+        async with _client(url) as (_, call):
+            _, got = await call("authenticate", agent_id="agent-a", project_id="project-1",
+                                passkey="key-agent-a")
+            token = got["session_token"]
+            await ready.wait()
+            return [await call("send_message", session_token=token,
+                               target_agent_id="agent-b", content=f"retry {n}",
+                               client_message_id=f"retry-{n}") for n in range(sends)]
+
+    ready = asyncio.Event()
+    tasks = [asyncio.ensure_future(one()) for _ in range(servers)]
+    await asyncio.sleep(4)  # every server started and authenticated
+    ready.set()
+    return list(await asyncio.gather(*tasks))
+
+
+def test_racing_retries_through_mcp(tmp_path: Path) -> None:
+    """Issue 29, defect 4: servers in separate processes send the same client message
+    ids at the same moment; every call answers, with one message id per client id."""
+    url = f"sqlite:///{tmp_path}/mcp.db"
+    _setup(url)
+    results = asyncio.run(_race(url, servers=3, sends=30))
+    for calls in results:
+        assert [is_error for is_error, _ in calls] == [False] * 30, calls
+    ids = [[body["message_id"] for _, body in calls] for calls in results]
+    assert ids[0] == ids[1] == ids[2]
+    store = open_store(url)
+    try:
+        sent = [e for e in store.read(MAILBOX_SESSION) if isinstance(e, ev.MailSent)]
+        assert sorted(e.message_id for e in sent) == sorted(ids[0])
+    finally:
+        store.close()
+
+
+async def _open_agents(url: str) -> tuple[bool, Any]:
+    async with _client(url, "--allow-open-agents") as (_, call):
+        return await call("authenticate", agent_id="no-credential", project_id="project-1")
+
+
+def test_open_agents_only_when_the_server_allows_them(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/mcp.db"
+    _setup(url)
+    is_error, body = asyncio.run(_open_agents(url))
+    assert not is_error
+    assert body["agent_id"] == "no-credential"
