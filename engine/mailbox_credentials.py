@@ -19,7 +19,13 @@ import hashlib
 import hmac
 import re
 import secrets
-from typing import Final
+from typing import Final, TypeVar
+
+import msgspec
+
+from engine import events as ev
+
+E = TypeVar("E", bound=ev.Event)
 
 # N=2**14, r=8, p=1: about 16 MiB and tens of milliseconds per check on a laptop
 # (the parameters the scrypt paper suggests for interactive logins).
@@ -74,3 +80,12 @@ def matches(verifier: str, passkey: str) -> bool:
     n, r, p = int(m[1]), int(m[2]), int(m[3])
     got = _derive(passkey, _unb64(m[4]), n, r, p)
     return hmac.compare_digest(got, _unb64(m[5]))
+
+
+def redacted(event: E) -> E:
+    """``event`` as any output may show it: a credential verifier replaced by
+    ``<redacted>`` (``convlog tail``, ``show``, ``export``, the viewer). The stored
+    event is untouched; only what is printed changes."""
+    if isinstance(event, ev.AgentRegistered | ev.AgentCredentialSet) and event.passkey_hash:
+        return msgspec.structs.replace(event, passkey_hash=REDACTED)
+    return event

@@ -13,6 +13,7 @@ from engine.cli import args as cli_args
 from engine.cli.output import Progress
 from engine.codec import to_builtins
 from engine.events import MessageStarted, tag_of
+from engine.mailbox_credentials import redacted
 from engine.session import Session
 from engine.store import DEFAULT_URL, open_store
 from engine.store.base import Store
@@ -67,7 +68,7 @@ class ShowCommand:
                 # Progress is for output going to a file: on the terminal the events
                 # themselves show it.
                 progress.enabled = progress.enabled and not sys.stdout.isatty()
-                render = ((lambda e: json.dumps(to_builtins(e), ensure_ascii=False))
+                render = ((lambda e: json.dumps(to_builtins(redacted(e)), ensure_ascii=False))
                           if args.json else render_event)
                 try:
                     for count, e in enumerate(store.read(sid, 1, seq), start=1):

@@ -76,7 +76,7 @@ def record_demo(store: Store, *, clock: Callable[[], int] | None = None) -> Sess
 
 def foreign_sessions(store: Store) -> list[str]:
     """The sessions of ``store`` that ``convlog demo`` did not record: anything but
-    a demo session (its user prompt, at the demo's fixed start time) and forks of
+    a demo session (its user prompt, at the demo's fixed clock) and forks of
     one. ``demo`` recreates its store only when this is empty, so imported
     sessions or a mailbox log are never deleted with it."""
     infos = list(store.sessions())
@@ -86,7 +86,8 @@ def foreign_sessions(store: Store) -> list[str]:
             continue
         first = list(store.read(info.id, 1, 2))
         if (len(first) == 2 and isinstance(first[0], ev.MessageStarted)
-                and first[0].role == "user" and first[0].time == DEMO_START_MS
+                and first[0].role == "user"
+                and DEMO_START_MS <= first[0].time < DEMO_START_MS + 1000
                 and isinstance(first[1], ev.TextAdded) and first[1].text == DEMO_PROMPT):
             demo.add(info.id)
     grown = True
