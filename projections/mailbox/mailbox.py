@@ -373,8 +373,8 @@ class Mailbox:
             before = self._state.messages.get(message_id)
             if before is None:
                 return [mail]
-            if (before.sender_id, before.receivers, before.content) != (
-                    sender_id, list(receivers), content):
+            if (before.project_id, before.sender_id, before.receivers, before.content) != (
+                    self.project_id, sender_id, list(receivers), content):
                 raise MailboxError("client_message_id_reused",
                                    f"message {message_id!r} is already logged, differently")
             return []

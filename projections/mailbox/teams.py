@@ -66,6 +66,9 @@ def _time(value: object, where: str) -> int:
     raise TeamFormatError(f"{where}: timestamp must be ISO 8601 or ms, not {value!r}")
 
 
+EntryKey = tuple[str, int, str, str | None, str | None]  # sender, time, text, summary, color
+
+
 @attrs.frozen
 class Entry:
     """One element of one inbox file."""
@@ -77,8 +80,9 @@ class Entry:
     summary: str | None
     color: str | None
     read: bool
+    msg_id: str | None = None
 
-    def key(self) -> tuple[str, int, str, str | None, str | None]:
+    def key(self) -> EntryKey:
         return (self.sender, self.time, self.text, self.summary, self.color)
 
 
@@ -110,7 +114,8 @@ def read_inboxes(root: Path) -> list[Entry]:
                                  time=_time(d.get("timestamp"), where),
                                  summary=_optional_str(d, "summary", where),
                                  color=_optional_str(d, "color", where),
-                                 read=d.get("read") is True))
+                                 read=d.get("read") is True,
+                                 msg_id=_optional_str(d, "msg_id", where) or None))
     return entries
 
 
@@ -139,17 +144,28 @@ class TeamMessage:
 def messages_of(entries: list[Entry]) -> list[TeamMessage]:
     """Entries grouped into messages: equal entries in different inboxes are one
     broadcast; the n-th equal entry of an inbox pairs with the n-th of the others."""
-    groups: dict[tuple[tuple[str, int, str, str | None, str | None], int], list[Entry]] = {}
-    seen: dict[tuple[tuple[str, int, str, str | None, str | None], str], int] = {}
+    groups: dict[str | tuple[EntryKey, int], list[Entry]] = {}
+    seen: dict[tuple[EntryKey, str], int] = {}
     for e in entries:
+        if e.msg_id is not None:
+            groups.setdefault(e.msg_id, []).append(e)
+            continue
         nth = seen.get((e.key(), e.receiver), 0)
         seen[(e.key(), e.receiver)] = nth + 1
         groups.setdefault((e.key(), nth), []).append(e)
     out = []
-    for (key, nth), members in groups.items():
-        digest = hashlib.sha256(json.dumps([*key, nth], ensure_ascii=False).encode()).hexdigest()
+    for group, members in groups.items():
         first = members[0]
-        out.append(TeamMessage(id=str(uuid.uuid5(_IDS, digest)), sender=first.sender,
+        if isinstance(group, str):
+            mid = group
+        else:
+            digest = hashlib.sha256(json.dumps([*group[0], group[1]],
+                                               ensure_ascii=False).encode()).hexdigest()
+            mid = str(uuid.uuid5(_IDS, digest))
+        if len({m.key() for m in members}) > 1 or len({m.receiver for m in members}) < len(
+                members):
+            raise TeamFormatError(f"msg_id {mid}: entries under one id differ")
+        out.append(TeamMessage(id=mid, sender=first.sender,
                                receivers=[m.receiver for m in members],
                                read_by=[m.receiver for m in members if m.read],
                                text=first.text, time=first.time, summary=first.summary,
@@ -230,6 +246,8 @@ def export_team(mailbox: Mailbox, root: Path) -> list[Path]:
             entry["timestamp"] = team_timestamp(msg.created_at)
             if msg.color is not None:
                 entry["color"] = msg.color
+            # Claude Code 2.1's envelope: a version, the entry's id, its kind.
+            entry.update(msgV=1, msg_id=msg.id, type="message")
             entry["read"] = view.states[(msg.id, receiver)] == "read"
             inboxes.setdefault(receiver, []).append(entry)
     created = state.projects.get(project)
