@@ -31,7 +31,7 @@ EXIT_TORN = EXIT_REJECTED  # the import found torn messages (reported, not hidde
 
 def _store_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=MAILBOX_URL,
-                   help=f"store URL (default {MAILBOX_URL}, the mailbox's own)")
+                   help="store URL (the mailbox's own by default, never the demo's)")
 
 
 def _project_arg(p: argparse.ArgumentParser) -> None:
