@@ -15,19 +15,31 @@ its name.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
+from urllib.parse import quote, unquote
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.subscriptions import SubscriptionBus
+from mcp.shared.subscriptions import ResourceUpdated
 from pydantic import Field, ValidationError
 
+from engine import events as ev
 from engine.mailbox import MAX_CONTENT, MAX_PAGE, MailboxError
 from engine.store.base import Store
 from projections.mailbox.aipm import iso
-from projections.mailbox.mailbox import MAX_WAIT_S, Mailbox, MailboxLog, token_hash
+from projections.mailbox.mailbox import (
+    MAILBOX_SESSION,
+    MAX_WAIT_S,
+    Mailbox,
+    MailboxLog,
+    token_hash,
+)
 from projections.mailbox.wire import wire
 
 log = logging.getLogger(__name__)
@@ -68,6 +80,10 @@ def _argument_errors(exc: ValidationError) -> str:
 
 class MailboxServer(MCPServer[Any]):
     """The SDK's server, with every refusal spelled as the mailbox's JSON error."""
+
+    @property
+    def subscriptions_bus(self) -> SubscriptionBus:
+        return self._subscriptions
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Any = None) -> Any:
@@ -116,11 +132,72 @@ class Tools:
             raise ToolError(error_text(err)) from err
 
 
-def build_server(store: Store, *, require_credential: bool = True) -> MCPServer[Any]:
+def inbox_uri(project_id: str, agent_id: str) -> str:
+    """The resource a client subscribes to for an agent's new mail."""
+    return f"mailbox://{quote(project_id, safe='')}/inbox/{quote(agent_id, safe='')}"
+
+
+def _touched(e: ev.Event) -> list[tuple[str, str]]:
+    """The inboxes (project, agent) an event changes."""
+    if isinstance(e, ev.MailSent):
+        return [(e.project_id, r) for r in e.receivers]
+    return []
+
+
+async def _publish_mail(tools: Tools, bus: SubscriptionBus, poll: float) -> None:
+    """Tell subscribers of an inbox when mail arrives in it, from any writer (another
+    server process, the CLI, Python): the log is the source, watched from its head
+    at start-up."""
+    store = tools.log.store
+
+    def head() -> int:
+        with tools.log.lock:
+            return store.version(MAILBOX_SESSION)
+
+    def since(seq: int) -> list[ev.Event]:
+        with tools.log.lock:
+            return list(store.read(MAILBOX_SESSION, seq + 1))
+
+    seen = await asyncio.to_thread(head)
+    while True:
+        fresh = await asyncio.to_thread(since, seen)
+        for e in fresh:
+            seen = e.seq
+            for project_id, agent_id in _touched(e):
+                await bus.publish(ResourceUpdated(uri=inbox_uri(project_id, agent_id)))
+        await asyncio.sleep(poll)
+
+
+def build_server(store: Store, *, require_credential: bool = True,
+                 poll: float = 0.1) -> MCPServer[Any]:
     """The server over ``store``. ``require_credential`` (the default): an agent
-    without a credential cannot authenticate."""
+    without a credential cannot authenticate. Inbox resources notify their
+    subscribers (``subscriptions/listen``) within ``poll`` seconds of new mail."""
     tools = Tools(store, require_credential=require_credential)
-    server = MailboxServer("convlog-mailbox")
+
+    @asynccontextmanager
+    async def watching(app: MCPServer[Any]) -> AsyncIterator[None]:
+        task = asyncio.create_task(_publish_mail(tools, server.subscriptions_bus, poll))
+        try:
+            yield None
+        finally:
+            task.cancel()
+
+    server = MailboxServer("convlog-mailbox", lifespan=watching)
+
+    @server.resource("mailbox://{project_id}/inbox/{agent_id}", mime_type="application/json",
+                     description="An agent's inbox: how many messages wait for it. Subscribe "
+                                 "(subscriptions/listen) to be told when mail arrives, then "
+                                 "fetch it with get_pending_messages (which needs the token).")
+    def inbox(project_id: str, agent_id: str) -> str:
+        # Counts only: the messages themselves need the agent's session token.
+        project, agent = unquote(project_id), unquote(agent_id)
+        with tools.log.lock:
+            tools.log.catch_up()
+            view = tools.log.view
+            return json.dumps({"project_id": project, "agent_id": agent,
+                               "pending": len(view.pending(project, agent)),
+                               "unread": len(view.unread(project, agent))})
 
     @server.tool(structured_output=False)
     def authenticate(

@@ -42,11 +42,15 @@ def _setup(url: str) -> None:
 
 
 @asynccontextmanager
-async def _client(url: str, *extra: str) -> AsyncIterator[tuple[ClientSession, Call]]:
+async def _client(url: str, *extra: str,
+                  modern: bool = False) -> AsyncIterator[tuple[ClientSession, Call]]:
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "engine", "mcp", "--store", url, *extra])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
-        await client.initialize()
+        if modern:  # the 2026-07-28 protocol: subscriptions/listen
+            await client.discover()
+        else:
+            await client.initialize()
 
         async def call(name: str, **args: Any) -> tuple[bool, Any]:
             result = await client.call_tool(name, args)
@@ -244,3 +248,44 @@ def test_open_agents_only_when_the_server_allows_them(tmp_path: Path) -> None:
     is_error, body = asyncio.run(_open_agents(url))
     assert not is_error
     assert body["agent_id"] == "no-credential"
+
+
+async def _subscribed(url: str) -> dict[str, Any]:
+    from mcp.client.subscriptions import listen  # noqa: PLC0415 - 2026-07-28 clients
+
+    from projections.mailbox.mcp_server import inbox_uri  # noqa: PLC0415
+
+    out: dict[str, Any] = {}
+    async with _client(url, modern=True) as (client, call):
+        uri = inbox_uri("project-1", "agent-b")
+        out["templates"] = [t.uri_template for t in
+                            (await client.list_resource_templates()).resource_templates]
+        async with listen(client, resource_subscriptions=[uri]) as sub:
+            out["honored"] = sub.honored.resource_subscriptions
+            # Mail from another writer (this process, straight into the store).
+            store = open_store(url)
+            try:
+                mb = Mailbox(store, "project-1")
+                mb.send(mb.authenticate("agent-a", "key-agent-a"), "agent-b", "wake up")
+            finally:
+                store.close()
+            event = await asyncio.wait_for(sub.__anext__(), 20)
+            out["event"] = getattr(event, "uri", None)
+        read = await client.read_resource(uri)
+        first = read.contents[0]
+        out["inbox"] = json.loads(getattr(first, "text", "{}"))
+        _ = call
+    return out
+
+
+def test_an_inbox_subscription_is_notified_of_new_mail(tmp_path: Path) -> None:
+    """Resource subscriptions (subscriptions/listen, the SDK's 2026-07-28 protocol):
+    mail written by any writer notifies the receiver's inbox resource."""
+    url = f"sqlite:///{tmp_path}/mcp.db"
+    _setup(url)
+    out = asyncio.run(_subscribed(url))
+    assert out["templates"] == ["mailbox://{project_id}/inbox/{agent_id}"]
+    assert out["honored"] == ["mailbox://project-1/inbox/agent-b"]
+    assert out["event"] == "mailbox://project-1/inbox/agent-b"
+    assert out["inbox"] == {"project_id": "project-1", "agent_id": "agent-b", "pending": 1,
+                            "unread": 1}
