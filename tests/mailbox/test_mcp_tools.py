@@ -289,3 +289,62 @@ def test_an_inbox_subscription_is_notified_of_new_mail(tmp_path: Path) -> None:
     assert out["event"] == "mailbox://project-1/inbox/agent-b"
     assert out["inbox"] == {"project_id": "project-1", "agent_id": "agent-b", "pending": 1,
                             "unread": 1}
+
+
+def _wrong(schema: dict[str, Any], secret: str) -> list[Any]:
+    """Values of a type the parameter does not take, each carrying the secret."""
+    kinds = {t.get("type") for t in schema.get("anyOf", [schema])}
+    out: list[Any] = [{"secret": secret}]
+    if "array" not in kinds:
+        out.append([secret])
+    if "string" not in kinds:
+        out.append(f"{secret}-not-a-number")
+    return out
+
+
+def _valid(schema: dict[str, Any]) -> Any:
+    kinds = {t.get("type") for t in schema.get("anyOf", [schema])}
+    if "string" in kinds:
+        return "x"
+    if "array" in kinds:
+        return ["x"]
+    return 1
+
+
+async def _every_argument(url: str) -> tuple[str, list[tuple[str, str, bool, Any, str]]]:
+    out = []
+    async with _client(url) as (client, call):
+        _, got = await call("authenticate", agent_id="agent-a", project_id="project-1",
+                            passkey="key-agent-a")
+        token = got["session_token"]
+        for tool in (await client.list_tools()).tools:
+            props = tool.input_schema["properties"]
+            required = tool.input_schema.get("required", [])
+            base = {p: _valid(s) for p, s in props.items() if p in required}
+            for param, schema in props.items():
+                tries = [{**base, param: bad} for bad in _wrong(schema, token)]
+                if param in required:
+                    tries.append({k: v for k, v in base.items() if k != param})
+                for args in tries:
+                    result = await client.call_tool(tool.name, args)
+                    first = result.content[0]
+                    assert isinstance(first, TextContent)
+                    body = json.loads(first.text[first.text.index("{"):])
+                    out.append((tool.name, param, result.is_error, body, first.text))
+    return token, out
+
+
+def test_every_wrong_argument_of_every_tool_is_a_json_refusal_without_the_secret(
+        tmp_path: Path) -> None:
+    """The class of defect 2: for every parameter of every tool, a value of the wrong
+    type (carrying a live session token) and a missing required one are refused with
+    invalid_request, and the token never comes back."""
+    url = f"sqlite:///{tmp_path}/mcp.db"
+    _setup(url)
+    token, calls = asyncio.run(_every_argument(url))
+    assert len(calls) > 40
+    for tool, param, is_error, body, text in calls:
+        assert is_error, (tool, param)
+        assert (body["error"], body["status"]) == ("invalid_request", 400), (tool, param, body)
+        assert param in body["message"], (tool, param, body)
+        assert token[:8] not in text, (tool, param)  # not even its first characters
