@@ -95,7 +95,8 @@ class DemoCommand:
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--store", default=DEFAULT_URL,
-                            help=f"store URL (default {DEFAULT_URL}, recreated every run)")
+                            help=f"store URL (default {DEFAULT_URL}, recreated every run; "
+                                 "a store holding anything but a demo is never deleted)")
         parser.add_argument("--every", type=cli_args.positive_int, default=16, metavar="K",
                             help="snapshot every K events (default 16)")
 
