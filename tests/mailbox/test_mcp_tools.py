@@ -17,6 +17,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import TextContent
 
 from engine import events as ev
+from engine.cli.app import main
 from engine.store import open_store
 from projections.mailbox import MAILBOX_SESSION, Mailbox
 
@@ -348,3 +349,33 @@ def test_every_wrong_argument_of_every_tool_is_a_json_refusal_without_the_secret
         assert (body["error"], body["status"]) == ("invalid_request", 400), (tool, param, body)
         assert param in body["message"], (tool, param, body)
         assert token[:8] not in text, (tool, param)  # not even its first characters
+
+
+async def _intruder_logs_in(url: str) -> tuple[bool, Any]:
+    async with _client(url) as (_, call):
+        return await call("authenticate", agent_id="agent-x", project_id="project-1",
+                          passkey="key-agent-x")
+
+
+def test_an_imported_file_does_not_let_another_projects_agent_in(tmp_path: Path) -> None:
+    """Issue 29, defect 5, end to end: a file written by project-2's agent-x is
+    imported into project-1 without --assign; agent-x (with its own credential)
+    still cannot authenticate in project-1 over MCP."""
+    url = f"sqlite:///{tmp_path}/mcp.db"
+    _setup(url)
+    store = open_store(url)
+    try:
+        Mailbox(store, "project-2").set_credential("agent-x", "key-agent-x")
+    finally:
+        store.close()
+    tree = tmp_path / "tree" / ".ai-pm" / "agents"
+    line = {"id": "m9", "senderId": "agent-x", "content": "hi",
+            "createdAt": "2026-01-23T10:00:00Z"}
+    for owner, extra in (("agent-x", {"receiverId": "agent-a"}), ("agent-a", {})):
+        (tree / owner).mkdir(parents=True)
+        (tree / owner / "chat.jsonl").write_text(json.dumps({**line, **extra}) + "\n")
+    assert main(["mailbox", "import", str(tmp_path / "tree"), "--store", url,
+                 "--project", "project-1"]) == 3
+    is_error, body = asyncio.run(_intruder_logs_in(url))
+    assert is_error
+    assert (body["error"], body["status"]) == ("sender_not_in_project", 403)
