@@ -23,7 +23,7 @@ from engine.mailbox import MailboxError
 from engine.store import open_store
 from engine.store.base import Store
 from projections.mailbox.aipm import export_tree, import_tree, iso
-from projections.mailbox.mailbox import DEFAULT_TTL_MS, Mailbox
+from projections.mailbox.mailbox import DEFAULT_TTL_MS, MAILBOX_SESSION, Mailbox
 
 MAILBOX_URL = "sqlite:///convlog-mailbox.db"
 EXIT_TORN = EXIT_REJECTED  # the import found torn messages (reported, not hidden)
@@ -153,6 +153,11 @@ class MailboxCommand:
         reads = args.action in ("export", "agents")
         store = open_store(args.store, create=not reads)
         try:
+            if reads and MAILBOX_SESSION not in {i.id for i in store.sessions()}:
+                # Opening a Mailbox would create the log: a read verb never writes.
+                print(f"convlog mailbox {args.action}: the store has no mailbox",
+                      file=sys.stderr)
+                return EXIT_USAGE
             return self._run(store, args, credential, show)
         except MailboxError as exc:
             print(f"convlog mailbox {args.action}: {exc.code}: {exc.detail}", file=sys.stderr)

@@ -141,3 +141,19 @@ def test_the_mailbox_has_its_own_default_store_and_demo_never_deletes_one(
     # Its own demo store is still recreated every run.
     assert main(["demo"]) == 0
     assert main(["demo"]) == 0
+
+
+def test_read_verbs_never_create_a_mailbox(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path}/m.db"
+    store = open_store(url)
+    store.close()
+    for argv in (["mailbox", "agents", "--project", "p", "--store", url],
+                 ["mailbox", "export", str(tmp_path / "out"), "--project", "p", "--store", url]):
+        assert main(argv) == 2
+        assert "has no mailbox" in capsys.readouterr().err
+    store = open_store(url)
+    try:
+        assert MAILBOX_SESSION not in {i.id for i in store.sessions()}
+    finally:
+        store.close()
