@@ -754,8 +754,10 @@ class ProjectDirectorySet(MailboxEvent, frozen=True, tag="project.directory_set"
 
 
 class AgentRegistered(MailboxEvent, frozen=True, tag="agent.registered"):
-    """An agent exists (in no project yet). ``passkey_hash``: the SHA-256 of the
-    secret ``authenticate`` asks for, when the agent has one (never the secret)."""
+    """An agent exists (in no project yet). ``passkey_hash``: a salted scrypt verifier
+    of the credential ``authenticate`` asks for (``engine.mailbox_credentials``;
+    never the credential, and never printed). Without one the agent cannot
+    authenticate over MCP until a credential is set."""
 
     entity = "agent"
     default_actor = "system"
@@ -763,6 +765,18 @@ class AgentRegistered(MailboxEvent, frozen=True, tag="agent.registered"):
     agent_id: str
     name: str = ""
     passkey_hash: str | None = None
+
+
+class AgentCredentialSet(MailboxEvent, frozen=True, tag="agent.credential_set"):
+    """An agent's credential is set or replaced (``convlog mailbox credential``):
+    ``passkey_hash`` is its salted scrypt verifier, never the credential. Tokens
+    issued before stay valid until they expire or are revoked."""
+
+    entity = "agent"
+    default_actor = "system"
+
+    agent_id: str
+    passkey_hash: str
 
 
 class AgentAssigned(MailboxEvent, frozen=True, tag="agent.assigned"):
@@ -814,7 +828,9 @@ class MailSent(MailboxEvent, frozen=True, tag="mail.sent"):
     one delivery state per receiver. The envelope ``time`` is its creation time.
 
     ``reply_to`` names the message it answers (``respond_chat``);
-    ``client_message_id`` makes a retried send idempotent.
+    ``client_message_id`` makes a retried send idempotent. ``summary`` and ``color``
+    are what Claude Code Agent Teams inboxes carry (a preview line, the sender's
+    colour), kept so an imported team's inboxes export back as they were.
     """
 
     entity = "delivery"
@@ -828,6 +844,8 @@ class MailSent(MailboxEvent, frozen=True, tag="mail.sent"):
     reply_to: str | None = None
     client_message_id: str | None = None
     broadcast: bool = False
+    summary: str | None = None
+    color: str | None = None
 
 
 class MailDelivered(MailboxEvent, frozen=True, tag="mail.delivered"):
@@ -901,6 +919,7 @@ AnyEvent = (
     | ProjectCreated
     | ProjectDirectorySet
     | AgentRegistered
+    | AgentCredentialSet
     | AgentAssigned
     | AgentUnassigned
     | TokenIssued

@@ -23,6 +23,7 @@ from engine import events as ev
 from engine.decider import ABSENT, EntityGroup, Journal, KeyedEntity, Row, Table
 from engine.errors import PartValidationError
 from engine.events import Event, tag_of
+from engine.mailbox_credentials import well_formed
 from engine.mailbox_graphemes import grapheme_count
 
 MAX_CONTENT: Final = 4000  # characters as Swift counts them (grapheme clusters)
@@ -42,7 +43,30 @@ ERRORS: Final[dict[str, tuple[int, str]]] = {
     "message_not_found": (404, "no message with this id was sent to this agent"),
     "client_message_id_reused": (409, "a client message id was reused for another message"),
     "invalid_request": (400, "a required field is missing or malformed"),
+    "credential_required": (401, "the agent has no credential; set one before it can "
+                                 "authenticate here"),
+    "internal_error": (500, "the server could not complete the call; nothing was written"),
 }
+
+
+MAX_PAGE: Final = 1000  # messages per listing page, at every door
+
+
+def check_limit(limit: object) -> int:
+    """A listing's ``limit``, the same at every door (MCP, HTTP, Python): an integer
+    from 1 to :data:`MAX_PAGE`. Anything else is refused, never clamped or sliced
+    (``[:-1]`` would silently drop the last message)."""
+    if type(limit) is not int or not 1 <= limit <= MAX_PAGE:
+        raise MailboxError("invalid_request",
+                           f"limit must be an integer from 1 to {MAX_PAGE}, not {limit!r}")
+    return limit
+
+
+def check_cursor(after: object) -> int:
+    """A listing's ``after`` cursor: an integer, 0 (the beginning) or more."""
+    if type(after) is not int or after < 0:
+        raise MailboxError("invalid_request", f"after must be an integer >= 0, not {after!r}")
+    return after
 
 
 class MailboxError(PartValidationError):
@@ -115,19 +139,39 @@ def _agent(m: MailboxLife, e: Any) -> tuple[str, Event | None]:
 
 def _agent_registered(m: MailboxLife, e: ev.AgentRegistered) -> None:
     _blank(e, agent_id=e.agent_id)
+    if e.passkey_hash is not None:
+        _verifier(e, e.passkey_hash)
+
+
+def _verifier(e: Event, verifier: str) -> None:
+    if not well_formed(verifier):
+        raise _fail(e, "invalid_request",
+                    "passkey_hash must be a scrypt verifier (engine.mailbox_credentials)")
+
+
+def _credential_set(m: MailboxLife, e: ev.AgentCredentialSet) -> None:
+    _verifier(e, e.passkey_hash)
 
 
 def _add_agent(j: Journal, m: MailboxLife, e: ev.AgentRegistered, _: Row) -> None:
     j.put(m.agents, e.agent_id, e)
+    j.put(m.credentials, e.agent_id, e.passkey_hash)
+
+
+def _set_credential(j: Journal, m: MailboxLife, e: ev.AgentCredentialSet, _: Row) -> None:
+    j.put(m.credentials, e.agent_id, e.passkey_hash)
 
 
 AGENT: Final = MailboxEntity(
     Table("agent", "An agent, one entity per agent id, known to every project of the "
           "store (so an unknown id and an id of another project are told apart).", [
-              Row(ABSENT, ev.AgentRegistered, "registered", note="agent id not blank"),
+              Row(ABSENT, ev.AgentRegistered, "registered",
+                  note="agent id not blank; a credential, if any, is a scrypt verifier"),
+              Row("registered", ev.AgentCredentialSet, "registered",
+                  note="a scrypt verifier; replaces the one before"),
           ]),
-    rules={ev.AgentRegistered: _agent_registered},
-    evolve={ev.AgentRegistered: _add_agent},
+    rules={ev.AgentRegistered: _agent_registered, ev.AgentCredentialSet: _credential_set},
+    evolve={ev.AgentRegistered: _add_agent, ev.AgentCredentialSet: _set_credential},
     locate=_agent,
 )
 
@@ -296,8 +340,8 @@ ENTITY_OF: Final[dict[type[Event], MailboxEntity]] = {
 class MailboxLife(EntityGroup):
     """Every mailbox entity of a log: enough state to judge the next event."""
 
-    __slots__ = ("agents", "assignments", "deliveries", "directories", "issued", "members",
-                 "messages", "projects", "tokens")
+    __slots__ = ("agents", "assignments", "credentials", "deliveries", "directories",
+                 "issued", "members", "messages", "projects", "tokens")
     ENTITY_OF: ClassVar[dict[type[Event], MailboxEntity]] = ENTITY_OF
 
     def __init__(self, session_id: str, journal: Journal) -> None:
@@ -306,6 +350,7 @@ class MailboxLife(EntityGroup):
         self.directories: dict[str, str] = {}
         self.members: dict[str, dict[str, None]] = {}  # project -> its assigned agents
         self.agents: dict[str, ev.AgentRegistered] = {}
+        self.credentials: dict[str, str | None] = {}  # agent -> its verifier, if any
         self.assignments: dict[tuple[str, str], tuple[str, Event]] = {}
         self.tokens: dict[str, tuple[str, Event]] = {}  # hash -> (state, entered by)
         self.issued: dict[str, ev.TokenIssued] = {}

@@ -14,6 +14,7 @@ from engine.cli import args as cli_args
 from engine.cli.output import Progress
 from engine.codec import to_builtins
 from engine.events import MessageStarted, tag_of
+from engine.mailbox_credentials import redacted
 from engine.store import DEFAULT_URL, open_store
 from engine.store.base import Store
 from projections.text import render_event, render_messages
@@ -69,7 +70,7 @@ class ShowCommand:
                 # Progress is for output going to a file: on the terminal the events
                 # themselves show it.
                 progress.enabled = progress.enabled and not sys.stdout.isatty()
-                render = ((lambda e: json.dumps(to_builtins(e), ensure_ascii=False))
+                render = ((lambda e: json.dumps(to_builtins(redacted(e)), ensure_ascii=False))
                           if args.json else render_event)
                 try:
                     for count, e in enumerate(store.read(sid, 1, seq), start=1):
@@ -96,7 +97,8 @@ class DemoCommand:
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--store", default=DEFAULT_URL,
-                            help=f"store URL (default {DEFAULT_URL}, recreated every run)")
+                            help=f"store URL (default {DEFAULT_URL}, recreated every run; "
+                                 "a store holding anything but a demo is never deleted)")
         parser.add_argument("--every", type=cli_args.positive_int, default=16, metavar="K",
                             help="snapshot every K events (default 16)")
 
@@ -106,6 +108,11 @@ class DemoCommand:
             if path.exists() and not _is_convlog_sqlite(path):
                 print(f"convlog demo: {path} exists and is not a convlog store; not "
                       "overwriting it (pick another --store)", file=sys.stderr)
+                return EXIT_USAGE
+            if path.exists() and path.stat().st_size and (others := _foreign(args.store)):
+                print(f"convlog demo: {path} holds {len(others)} session(s) the demo did not "
+                      "record (imported sessions or a mailbox); not deleting it (pick "
+                      "another --store)", file=sys.stderr)
                 return EXIT_USAGE
             for suffix in ("", "-wal", "-shm"):
                 Path(str(path) + suffix).unlink(missing_ok=True)  # a fresh demo every run
@@ -131,6 +138,16 @@ class DemoCommand:
             return EXIT_OK
         finally:
             store.close()
+
+
+def _foreign(url: str) -> list[str]:
+    from projections.demo import foreign_sessions  # noqa: PLC0415 - demo's only
+
+    store = open_store(url, create=False)
+    try:
+        return foreign_sessions(store)
+    finally:
+        store.close()
 
 
 def _is_convlog_sqlite(path: Path) -> bool:

@@ -9,6 +9,7 @@ from engine.session import Session, StepClock
 from engine.store.base import Store
 
 DEMO_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the demo is reproducible
+DEMO_PROMPT = "The tests in parser.py fail since yesterday. Can you fix them?"
 
 
 def stepping_clock(start: int = DEMO_START_MS, step: int = 7) -> Callable[[], int]:
@@ -29,8 +30,7 @@ def record_demo(store: Store, *, clock: Callable[[], int] | None = None) -> Sess
     """
     s = Session.create(store, clock=clock or stepping_clock())
     model = ev.ModelRef(provider_id="anthropic", model_id="claude-sonnet-4-5")
-    user = s.user_message("The tests in parser.py fail since yesterday. Can you fix them?",
-                          agent="build", model=model)
+    user = s.user_message(DEMO_PROMPT, agent="build", model=model)
     m = s.start_message("assistant", agent="build", model=model, parent_id=user,
                         path=ev.PathInfo(cwd="/work/app", root="/work/app"))
     s.start_step(m, snapshot="a1b2c3")
@@ -72,3 +72,29 @@ def record_demo(store: Store, *, clock: Callable[[], int] | None = None) -> Sess
     s.complete_message(m, cost=0.0073, finish="stop",
                        tokens=ev.Tokens(input=3940, output=222, cache=ev.CacheTokens(read=1200)))
     return s
+
+
+def foreign_sessions(store: Store) -> list[str]:
+    """The sessions of ``store`` that ``convlog demo`` did not record: anything but
+    a demo session (its user prompt, at the demo's fixed clock) and forks of
+    one. ``demo`` recreates its store only when this is empty, so imported
+    sessions or a mailbox log are never deleted with it."""
+    infos = list(store.sessions())
+    demo: set[str] = set()
+    for info in infos:
+        if info.parent is not None:
+            continue
+        first = list(store.read(info.id, 1, 2))
+        if (len(first) == 2 and isinstance(first[0], ev.MessageStarted)
+                and first[0].role == "user"
+                and DEMO_START_MS <= first[0].time < DEMO_START_MS + 1000
+                and isinstance(first[1], ev.TextAdded) and first[1].text == DEMO_PROMPT):
+            demo.add(info.id)
+    grown = True
+    while grown:  # forks of forks
+        grown = False
+        for info in infos:
+            if info.id not in demo and info.parent in demo:
+                demo.add(info.id)
+                grown = True
+    return [info.id for info in infos if info.id not in demo]

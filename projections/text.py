@@ -6,6 +6,7 @@ import json
 
 from engine.codec import to_builtins
 from engine.events import Event, tag_of
+from engine.mailbox_credentials import redacted
 from projections import views as v
 
 _PREVIEW = 72
@@ -75,7 +76,7 @@ _ENVELOPE = frozenset({"type", "id", "session_id", "seq", "time", "actor", "v"})
 
 def render_event(e: Event) -> str:
     """One line: seq, time, actor, type, then the payload fields that are not defaults."""
-    fields = {k: x for k, x in to_builtins(e).items() if k not in _ENVELOPE}
+    fields = {k: x for k, x in to_builtins(redacted(e)).items() if k not in _ENVELOPE}
     body = " ".join(f"{k}={_short(json.dumps(x, ensure_ascii=False), 40)}"
                     for k, x in fields.items())
     return f"{e.seq:>6} {e.time} {e.actor:<9} {tag_of(type(e)):<24} {body}"

@@ -19,6 +19,7 @@ from engine.cli import EXIT_OK, EXIT_USAGE
 from engine.cli.args import STORE_HELP, store_url
 from engine.codec import to_builtins
 from engine.events import SessionImported, ToolAdded, ToolCompleted
+from engine.mailbox_credentials import redacted
 from engine.session import Session
 from engine.store import open_store
 from engine.store.base import SessionInfo, Store
@@ -213,7 +214,7 @@ class ExportCommand(_StoreVerb):
             return EXIT_OK
         if args.fmt == "events":
             for e in store.read(args.session, 1, seq):
-                print(json.dumps(to_builtins(e), ensure_ascii=False))
+                print(json.dumps(to_builtins(redacted(e)), ensure_ascii=False))
             return EXIT_OK
         data: Any
         if args.fmt == "opencode":

@@ -36,7 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     'mailbox': (
         'projections.mailbox.cli:MAILBOX',
-        "export or import a project's agent messages as the seed's .ai-pm files",
+        "the agents' mailbox: projects, agents, credentials, tokens; export or import messages as the seed's .ai-pm files or Claude Code Agent Teams inboxes",
     ),
     'mcp': (
         'projections.mailbox.cli:MCP',

@@ -8,6 +8,7 @@ import sys
 from engine.cli import args as cli_args
 from engine.cli import exits
 from engine.codec import encode_json
+from engine.mailbox_credentials import redacted
 from engine.store import open_store
 
 
@@ -40,7 +41,8 @@ class TailCommand:
             else:
                 records = store.read_all(args.after, session_id=args.session)
             for rec in records:
-                out.write(b'{"position":%d,"event":%s}\n' % (rec.position, encode_json(rec.event)))
+                shown = encode_json(redacted(rec.event))  # never a credential verifier
+                out.write(b'{"position":%d,"event":%s}\n' % (rec.position, shown))
                 out.flush()
         except KeyboardInterrupt:
             if not args.follow:

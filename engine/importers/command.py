@@ -47,6 +47,13 @@ class ImportCommand:
 
     def _run(self, args: argparse.Namespace) -> int:
         try:
+            given = Path(args.path).absolute()  # a team dir, its inboxes/, or an inbox file
+            team = next((d for d in (given, given.parent, given.parent.parent)
+                         if (d / "config.json").is_file() and (d / "inboxes").is_dir()), None)
+            if team is not None:  # Agent Teams inboxes are mail, not sessions
+                raise ImportInputError(args.path, f"{team} is a Claude Code Agent Teams team "
+                                       "directory: its inboxes go into the mailbox with "
+                                       f"`convlog mailbox import {team} --project ID --assign`")
             plan = plan_path(Path(args.path), args.format, lenient=args.lenient)
             if len(plan.sessions) == 0:
                 raise ImportInputError(args.path, "no session found in the input")

@@ -112,6 +112,39 @@ class ImportReport:
     torn: list[Torn] = attrs.field(factory=list)
     conflicts: list[str] = attrs.field(factory=list)  # same id, different payloads
     refused: list[str] = attrs.field(factory=list)  # paths outside the tree
+    # Membership changes the files need: {"create_project", "register", "assign"}.
+    # Without ``assign`` they are only reported here and nothing is written.
+    plan: dict[str, Any] = attrs.field(factory=dict)
+    changed: dict[str, Any] = attrs.field(factory=dict)  # the ones made (with ``assign``)
+
+
+def membership_plan(mailbox: Mailbox, agents: set[str], working_directory: str) -> dict[str, Any]:
+    """What importing messages between ``agents`` would change: the project to create,
+    the agents to register and to assign. Empty when every one is a member already."""
+    mailbox.refresh()
+    state = mailbox.log.session.lifecycle.mailbox
+    plan: dict[str, Any] = {}
+    if mailbox.project_id not in state.projects:
+        plan["create_project"] = {"id": mailbox.project_id,
+                                  "working_directory": working_directory}
+    register = sorted(a for a in agents if a not in state.agents)
+    assign = sorted(a for a in agents if not state.assigned(mailbox.project_id, a))
+    if register:
+        plan["register"] = register
+    if assign:
+        plan["assign"] = assign
+    return plan
+
+
+def apply_plan(mailbox: Mailbox, plan: dict[str, Any]) -> None:
+    """Make the membership changes of :func:`membership_plan` (agents get no
+    credential: an operator sets one before any can authenticate over MCP)."""
+    if "create_project" in plan:
+        mailbox.create_project(plan["create_project"]["working_directory"])
+    for agent in plan.get("register", ()):
+        mailbox.register_agent(agent)
+    for agent in plan.get("assign", ()):
+        mailbox.assign(agent)
 
 
 class UnsafePath(ValueError):
@@ -158,11 +191,16 @@ def read_copies(root: Path, report: ImportReport) -> list[Copy]:
     return copies
 
 
-def import_tree(mailbox: Mailbox, root: Path, *, include_torn: bool = False) -> ImportReport:
+def import_tree(mailbox: Mailbox, root: Path, *, include_torn: bool = False,
+                assign: bool = False) -> ImportReport:
     """Read a seed tree into the log: each message once, its two copies paired by id.
 
     Nothing is written when a path leaves the tree. A torn message is reported, and
-    imported only with ``include_torn`` (either copy proves what was sent).
+    imported only with ``include_torn`` (either copy proves what was sent). Files
+    naming agents that are not members of the project (or a project that does not
+    exist) change membership only with ``assign``; without it the changes are
+    returned in ``plan`` and nothing is written: a file written by another
+    project's agent must not let that agent into this one.
     """
     report = ImportReport()
     copies = read_copies(root, report)
@@ -193,15 +231,12 @@ def import_tree(mailbox: Mailbox, root: Path, *, include_torn: bool = False) -> 
         keep.setdefault(key[0], []).append(c)
     agents = {c.sender_id for cs in keep.values() for c in cs} | {
         c.receiver_id or c.owner for cs in keep.values() for c in cs}
-    state = mailbox.log.session.lifecycle.mailbox
-    mailbox.refresh()
-    if mailbox.project_id not in state.projects:
-        mailbox.create_project(str(root.resolve()))
-    for agent in sorted(agents):
-        if agent not in state.agents:
-            mailbox.register_agent(agent)
-        if not state.assigned(mailbox.project_id, agent):
-            mailbox.assign(agent)
+    plan = membership_plan(mailbox, agents, str(root.resolve()))
+    if plan and not assign:
+        report.plan = plan
+        return report
+    apply_plan(mailbox, plan)
+    report.changed = plan
     # Log order is creation order (files list a message where each agent saw it).
     for mid, cs in sorted(keep.items(), key=lambda item: item[1][0].created_at):
         first = cs[0]

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from engine.mailbox import MailboxError
+from engine.mailbox import MailboxError, check_cursor, check_limit
 from engine.store.base import Store
 from projections.mailbox.aipm import parse_iso
 from projections.mailbox.mailbox import Mailbox, MailboxLog
@@ -36,7 +36,8 @@ def _token(request: Request) -> str:
 
 
 def _error(err: MailboxError) -> JSONResponse:
-    return JSONResponse({"error": err.code, "message": err.detail}, status_code=err.status)
+    return JSONResponse({"error": err.code, "status": err.status, "message": err.detail},
+                        status_code=err.status)
 
 
 def _int(value: str | None, name: str) -> int | None:
@@ -67,11 +68,14 @@ def mailbox_routes(store: Store) -> list[Route]:
     async def get(request: Request) -> JSONResponse:
         try:
             q = request.query_params
-            limit = _int(q.get("limit"), "limit") or 100
+            limit = _int(q.get("limit"), "limit")
+            after = _int(q.get("after"), "after")
+            # Validated as at every door (engine.mailbox.check_limit): never clamped.
             body = await run_in_threadpool(
                 listing, request.path_params["project_id"], request.path_params["agent_id"],
-                _token(request), after=_int(q.get("after"), "after") or 0,
-                since=_int(q.get("since"), "since"), limit=min(max(limit, 1), 1000))
+                _token(request), after=check_cursor(0 if after is None else after),
+                since=_int(q.get("since"), "since"),
+                limit=check_limit(100 if limit is None else limit))
         except MailboxError as err:
             return _error(err)
         return JSONResponse(body)

@@ -32,13 +32,15 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     related_task_id: str | None = None
     reply_to: str | None = None
     broadcast: bool = False
+    summary: str | None = None
+    color: str | None = None
 
 
 def message_of(e: ev.MailSent) -> Message:
     return Message(id=e.message_id, project_id=e.project_id, sender_id=e.sender_id,
                    receivers=tuple(e.receivers), content=e.content, created_at=e.time,
                    cursor=e.seq, related_task_id=e.related_task_id, reply_to=e.reply_to,
-                   broadcast=e.broadcast)
+                   broadcast=e.broadcast, summary=e.summary, color=e.color)
 
 
 class MailboxView:
@@ -96,6 +98,23 @@ class MailboxView:
         """Received, never fetched nor read."""
         return [m for m in self.unread(project_id, agent_id)
                 if self.states[(m.id, agent_id)] == "sent"]
+
+    def root(self, message_id: str) -> str:
+        """The message a ``reply_to`` chain starts from (stops on a loop or a gap)."""
+        msg, seen = self.messages[message_id], {message_id}
+        while msg.reply_to is not None and msg.reply_to in self.messages:
+            if msg.reply_to in seen:
+                break
+            seen.add(msg.reply_to)
+            msg = self.messages[msg.reply_to]
+        return msg.id
+
+    def thread(self, message_id: str) -> list[Message]:
+        """Every message whose chain starts where ``message_id``'s does, in log order."""
+        root = self.root(message_id)
+        project = self.messages[message_id].project_id
+        return [m for m in self.messages.values()
+                if m.project_id == project and self.root(m.id) == root]
 
     def receipts(self, message_id: str) -> dict[str, str]:
         """Each receiver's delivery state: sent, delivered or read."""

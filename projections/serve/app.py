@@ -50,9 +50,11 @@ def _int(request: Request, name: str, default: int | None = None) -> int | None:
 
 def create_app(store: Store, *, allow_writes: bool = False, token: str | None = None,
                poll: float = 0.2, every: int = 64,
-               anchors: Iterable[Anchor] = ()) -> Starlette:
+               anchors: Iterable[Anchor] = (), public_mailbox: bool = False) -> Starlette:
     """The viewer for ``store``. Writes (fork) need ``allow_writes`` and ``token``;
-    ``anchors`` (``convlog anchor``) are what the verify badge checks the log against."""
+    ``anchors`` (``convlog anchor``) are what the verify badge checks the log against.
+    A mailbox project's messages need a session token of that project
+    (``Authorization: Bearer``) unless ``public_mailbox`` (``serve --public``)."""
     if allow_writes and not token:
         raise ValueError("writes need a token")
     viewer = Viewer(store, every=every, anchors=anchors)
@@ -136,6 +138,13 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
         return await sync(mailbox.summary)
 
     async def mailbox_project(request: Request) -> Any:
+        if not public_mailbox:
+            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            if not await sync(mailbox.opens, given, request.path_params["project"]):
+                return JSONResponse({"error": "invalid_session_token", "status": 401,
+                                     "message": "reading a project needs a session token of "
+                                                "that project (or serve --public)"},
+                                    status_code=401)
         return await sync(mailbox.project, request.path_params["project"],
                           agent=request.query_params.get("agent") or None,
                           before=_int(request, "before"), limit=_int(request, "limit", 200) or 1)

@@ -32,6 +32,9 @@ class ServeCommand:
                             help="anchors printed earlier by `convlog anchor` (a file of tokens "
                                  "or one token; may be repeated): the verify badge checks the "
                                  "log against them")
+        parser.add_argument("--public", action="store_true",
+                            help="show every mailbox project's messages without a session "
+                                 "token (default: reading a project needs one of its tokens)")
         cli_args.add_key_file(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -50,7 +53,8 @@ class ServeCommand:
             return EXIT_USAGE
         store = open_store(store_url(args.store), key_file=args.key_file, create=False)
         token = (args.token or secrets.token_urlsafe(18)) if args.allow_writes else None
-        app = create_app(store, allow_writes=args.allow_writes, token=token, anchors=given)
+        app = create_app(store, allow_writes=args.allow_writes, token=token, anchors=given,
+                         public_mailbox=args.public)
         # Bind first, so that --port 0 prints the port the OS picked.
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)

@@ -7,7 +7,9 @@ none shown, and looking never creates one (``MailboxLog`` would).
 
 from __future__ import annotations
 
+import hashlib
 import threading
+import time
 from typing import Any
 
 from engine import events as ev
@@ -29,6 +31,7 @@ class MailboxPage:
         self.projects: dict[str, dict[str, str]] = {}  # id -> name, working directory
         self.agents: dict[str, str] = {}  # id -> name
         self.members: dict[str, dict[str, bool]] = {}  # project -> agent -> assigned now
+        self.tokens: dict[str, ev.TokenIssued] = {}  # token hash -> issued (not revoked)
         self._lock = threading.Lock()
 
     def present(self) -> bool:
@@ -56,9 +59,25 @@ class MailboxPage:
             self.projects[e.project_id]["working_directory"] = e.working_directory
         elif isinstance(e, ev.AgentRegistered):
             self.agents[e.agent_id] = e.name
+        elif isinstance(e, ev.TokenIssued):
+            self.tokens[e.token_hash] = e
+        elif isinstance(e, ev.TokenRevoked):
+            self.tokens.pop(e.token_hash, None)
         elif isinstance(e, ev.AgentAssigned | ev.AgentUnassigned):
             assigned = isinstance(e, ev.AgentAssigned)
             self.members.setdefault(e.project_id, {})[e.agent_id] = assigned
+
+    def opens(self, token: str, project_id: str) -> bool:
+        """Whether ``token`` is an active session token of ``project_id`` whose agent
+        is still a member (the same test the mailbox's own doors make)."""
+        if not token:
+            return False
+        with self._lock:
+            self._catch_up()
+            issued = self.tokens.get(hashlib.sha256(token.encode()).hexdigest())
+            return (issued is not None and issued.project_id == project_id
+                    and issued.expires_at > time.time() * 1000
+                    and self.members.get(project_id, {}).get(issued.agent_id, False))
 
     def summary(self) -> dict[str, Any]:
         """Whether the store has a mailbox, and its projects with their counts."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.codec import to_builtins
 from engine.events import AnyEvent, MessageStarted, SessionImported, tag_of
+from engine.mailbox_credentials import redacted
 from engine.store import anchor as anchoring
 from engine.store.base import Store
 from projections import views as v
@@ -49,7 +50,7 @@ CLIPPED_FIELDS = {"text": ("text",), "reasoning": ("text",),
 
 def event_json(e: AnyEvent) -> dict[str, Any]:
     """An event as the page shows it: its tag and seq first, then every field."""
-    data = to_builtins(e)
+    data = to_builtins(redacted(e))
     assert isinstance(data, dict)
     return {"tag": tag_of(type(e)), **data}
 

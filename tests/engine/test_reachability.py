@@ -121,6 +121,8 @@ MAILBOX_TEMPLATES: list[Template] = [
         ev.AgentAssigned(project_id=_P, agent_id=_B)])),
     ("set directory", lambda s: s.append([ev.ProjectDirectorySet(project_id=_P,
                                                                  working_directory="/x")])),
+    ("set credential", lambda s: s.append([ev.AgentCredentialSet(agent_id=_A,
+                                                                 passkey_hash=_TOKEN)])),
     ("unassign b", lambda s: s.append([ev.AgentUnassigned(project_id=_P, agent_id=_B)])),
     ("assign b", lambda s: s.append([ev.AgentAssigned(project_id=_P, agent_id=_B)])),
     ("issue token", lambda s: s.append([ev.TokenIssued(token_hash=_TOKEN, project_id=_P,

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
+from engine.mailbox import MailboxError
 from engine.session import StepClock
 from engine.store import MemoryStore, Store, open_store
-from projections.mailbox import Mailbox
+from projections.mailbox import MAILBOX_SESSION, Mailbox
 from projections.mailbox.aipm import export_lines, export_tree, import_tree, iso
 
 
@@ -49,7 +50,7 @@ def test_round_trip_through_the_files(mailbox: Mailbox, tmp_path: Path) -> None:
     mailbox.broadcast(ta, "all")
     export_tree(mailbox, tmp_path)
     copy = Mailbox(MemoryStore(), "project-1", clock=StepClock())
-    report = import_tree(copy, tmp_path)
+    report = import_tree(copy, tmp_path, assign=True)
     assert (report.imported, report.torn, report.conflicts) == (3, [], [])
     assert export_lines(copy) == export_lines(mailbox)
     again = import_tree(copy, tmp_path)  # importing twice writes nothing new
@@ -76,14 +77,14 @@ def test_a_torn_dual_write_is_reported(tmp_path: Path) -> None:
            {"id": "msg_01", "senderId": "agent-a", "content": "ok", "createdAt": at},
            {"id": "msg_03", "senderId": "agent-a", "content": "orphan", "createdAt": at})
     mb = Mailbox(MemoryStore(), "p", clock=StepClock())
-    report = import_tree(mb, tmp_path)
+    report = import_tree(mb, tmp_path, assign=True)
     assert report.imported == 1
     assert sorted((t.id, t.has) for t in report.torn) == [("msg_02", "sender"),
                                                           ("msg_03", "receiver")]
     assert [m.id for m in mb.messages("agent-b")] == ["msg_01"]
     assert mb.view.messages["msg_01"].created_at == 1769162400000
     both = Mailbox(MemoryStore(), "p", clock=StepClock())
-    assert import_tree(both, tmp_path, include_torn=True).imported == 3
+    assert import_tree(both, tmp_path, include_torn=True, assign=True).imported == 3
 
 
 def test_paths_outside_the_tree_are_refused(tmp_path: Path) -> None:
@@ -133,7 +134,7 @@ def test_the_cli_exports_and_imports(tmp_path: Path, capsys: pytest.CaptureFixtu
     capsys.readouterr()
     url2 = f"sqlite:///{tmp_path}/n.db"
     assert main(["mailbox", "import", str(tmp_path / "out"), "--store", url2,
-                 "--project", "project-1"]) == 0
+                 "--project", "project-1", "--assign"]) == 0
     assert json.loads(capsys.readouterr().out)["imported"] == 1
     (tmp_path / "out/.ai-pm/agents/agent-b/chat.jsonl").unlink()
     assert main(["mailbox", "import", str(tmp_path / "out"), "--store", url2,
@@ -156,3 +157,43 @@ def test_export_from_a_missing_store_creates_nothing(tmp_path: Path) -> None:
     assert main(["mailbox", "export", str(tmp_path / "out"), "--store", f"sqlite:///{db}",
                  "--project", "p"]) == 2
     assert not db.exists()
+
+
+def test_import_never_changes_membership_unless_asked(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29, defect 5: a file written by another project's agent assigned that
+    agent to this project, which then logged in and messaged a member. Without
+    --assign, import says what it would change and writes nothing."""
+    url = f"sqlite:///{tmp_path}/m.db"
+    store = open_store(url)
+    mb = Mailbox(store, "project-1")
+    mb.create_project("/w")
+    for agent in ("agent-a", "agent-b"):
+        mb.register_agent(agent)
+        mb.assign(agent)
+    Mailbox(store, "project-2").create_project("/other")
+    mb.register_agent("intruder")
+    Mailbox(store, "project-2").assign("intruder")
+    version = store.version(MAILBOX_SESSION)
+    store.close()
+    _write(tmp_path / "tree", "intruder",
+           {"id": "m9", "senderId": "intruder", "receiverId": "agent-a", "content": "hi",
+            "createdAt": "2026-01-23T10:00:00Z"})
+    _write(tmp_path / "tree", "agent-a",
+           {"id": "m9", "senderId": "intruder", "content": "hi",
+            "createdAt": "2026-01-23T10:00:00Z"})
+    capsys.readouterr()
+    assert main(["mailbox", "import", str(tmp_path / "tree"), "--store", url,
+                 "--project", "project-1"]) == 3
+    out = json.loads(capsys.readouterr().out)
+    assert out["would_change"] == {"assign": ["intruder"]}
+    store = open_store(url)
+    try:
+        assert store.version(MAILBOX_SESSION) == version  # nothing written
+        with pytest.raises(MailboxError, match="sender_not_in_project"):
+            Mailbox(store, "project-1").issue_token("intruder")
+    finally:
+        store.close()
+    assert main(["mailbox", "import", str(tmp_path / "tree"), "--store", url,
+                 "--project", "project-1", "--assign"]) == 0
+    assert json.loads(capsys.readouterr().out)["changed"] == {"assign": ["intruder"]}

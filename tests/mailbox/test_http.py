@@ -76,3 +76,16 @@ def test_a_token_only_opens_its_own_project() -> None:
                     headers={"Authorization": f"Bearer {token}"})
     assert ok.status_code == 200
     assert ok.json() == {"messages": [], "next_cursor": 0}
+
+
+def test_limit_is_validated_not_clamped() -> None:
+    """Issue 29, defect 3, at the HTTP door: a limit outside 1..1000 is refused the
+    same way as over MCP and in Python, with the JSON error shape."""
+    client, mb = _app()
+    auth = {"Authorization": f"Bearer {mb.authenticate('agent-a')}"}
+    for bad in ("-1", "0", "1001", "x"):
+        r = client.get(URL.format("agent-a"), params={"limit": bad}, headers=auth)
+        assert r.status_code == 400, bad
+        assert (r.json()["error"], r.json()["status"]) == ("invalid_request", 400)
+    assert client.get(URL.format("agent-a"), params={"after": "-3"},
+                      headers=auth).status_code == 400

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -64,3 +65,16 @@ def test_no_delivery_crosses_a_project(
     for (project, agent), ids in view.history.items():
         assert all(view.messages[i].project_id == project for i in ids)
         assert project in members[agent]
+    # The reading tools stay inside the token's project too: another project's
+    # message is not found, its agents are not listed.
+    for (p, _agent), token in tokens.items():
+        box = boxes[p]
+        assert {a.id for a in box.agents()} <= {a for a, ps in members.items() if p in ps}
+        for msg in view.messages.values():
+            if msg.project_id == p:
+                assert msg in box.thread(token, msg.id)
+                continue
+            with pytest.raises(MailboxError, match="message_not_found"):
+                box.thread(token, msg.id)
+            with pytest.raises(MailboxError, match="message_not_found"):
+                box.sent_receipts(token, [msg.id])

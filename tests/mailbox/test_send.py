@@ -231,3 +231,12 @@ def test_listing_pages_by_cursor_and_time(mailbox: Mailbox) -> None:
     assert [m.id for m in mailbox.messages("agent-b", since=sent[3].created_at)] == [
         sent[4].id, answer.id]
     assert [m.content for m in mailbox.messages("agent-c")] == []
+
+
+@pytest.mark.parametrize("limit", [-1, 0, 1001, True, 2.0, "3"])
+def test_a_bad_limit_is_refused_in_python(mailbox: Mailbox, limit: object) -> None:
+    """Issue 29, defect 3: limit=-1 sliced off the last message. Every door refuses."""
+    ta = mailbox.authenticate("agent-a")
+    mailbox.send(ta, "agent-b", "one")
+    with pytest.raises(MailboxError, match="invalid_request"):
+        mailbox.messages("agent-a", limit=limit)  # type: ignore[arg-type]

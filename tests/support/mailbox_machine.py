@@ -26,8 +26,9 @@ AGENTS: Final = ("a0", "a1", "a2")
 
 # Every mailbox event type this machine writes (checked by tests/engine).
 MAILBOX_EVENTS: Final = (ev.ProjectCreated, ev.ProjectDirectorySet, ev.AgentRegistered,
-                         ev.AgentAssigned, ev.AgentUnassigned, ev.TokenIssued,
-                         ev.TokenRevoked, ev.MailSent, ev.MailDelivered, ev.MailRead)
+                         ev.AgentCredentialSet, ev.AgentAssigned, ev.AgentUnassigned,
+                         ev.TokenIssued, ev.TokenRevoked, ev.MailSent, ev.MailDelivered,
+                         ev.MailRead)
 
 
 # The event types the runs so far have written (the test checks it covers MAILBOX_EVENTS).
@@ -46,6 +47,7 @@ class MailboxMachine(RuleBasedStateMachine):
         self.tokens: dict[tuple[str, str], str] = {}
         self.state: dict[tuple[str, str], str] = {}  # (message, receiver) -> state
         self.project_of: dict[str, str] = {}
+        self.keys: dict[str, str] = {}  # agent -> its credential, once one is set
 
     @initialize()
     def start(self) -> None:
@@ -83,6 +85,16 @@ class MailboxMachine(RuleBasedStateMachine):
             self.boxes[PROJECTS[0]].register_agent(a)
             self.agents.add(a)
 
+    @rule(a=st.sampled_from([*AGENTS, "ghost"]))
+    def credential(self, a: str) -> None:
+        box = self.boxes[PROJECTS[0]]
+        if a not in self.agents:
+            self._refused("agent_not_found", lambda: box.set_credential(a, "k"))
+            return
+        key = f"key-{a}-{len(self.keys)}"
+        box.set_credential(a, key)
+        self.keys[a] = key
+
     @rule(p=st.sampled_from(PROJECTS), a=st.sampled_from(AGENTS), join=st.booleans())
     def membership(self, p: str, a: str, join: bool) -> None:
         if p not in self.dirs or a not in self.agents or join == (a in self.members[p]):
@@ -99,7 +111,10 @@ class MailboxMachine(RuleBasedStateMachine):
         if revoke and (p, a) in self.tokens:
             self.boxes[p].revoke(self.tokens.pop((p, a)))
         elif a in self.members[p]:
-            self.tokens[(p, a)] = self.boxes[p].authenticate(a)
+            if a in self.keys:  # a credential, once set, is asked for
+                self._refused("invalid_credentials",
+                              lambda: self.boxes[p].authenticate(a, "wrong"))
+            self.tokens[(p, a)] = self.boxes[p].authenticate(a, self.keys.get(a))
 
     @rule(p=st.sampled_from(PROJECTS), a=st.sampled_from(AGENTS),
           to=st.sampled_from([*AGENTS, "ghost"]), long=st.booleans())

@@ -253,7 +253,7 @@ def test_mailbox_strings_render_as_text(browser: Browser,
         mb.assign(agent)
     sent = mb.send(mb.authenticate(f"a{B}"), "b", f"hello {SCRIPT}", related_task_id=IMG)
     mb.reply(mb.authenticate("b"), sent.id, f"answer {IMG}")
-    with opened(browser, store, "/?mailbox=evil") as page:
+    with opened(browser, store, "/?mailbox=evil", public_mailbox=True) as page:
         page.wait_for_selector(f'#mailbox [data-mail="{sent.id}"]')
         assert_no_markup(page)
         text = page.text_content("#mailbox") or ""
@@ -292,7 +292,7 @@ def test_the_mailbox_page_follows_the_log(browser: Browser,
     store, _ = viewer_store
     box = Mailbox(store, "webapp", clock=stepping_clock())
     view = box.refresh()
-    with opened(browser, store, "/") as page:
+    with opened(browser, store, "/", public_mailbox=True) as page:
         page.click('.proj[data-project="webapp"]')
         page.wait_for_selector("#mailbox .thread")
         assert urlparse(page.url).query == "mailbox=webapp"
@@ -333,7 +333,7 @@ def test_the_mailbox_page_follows_the_log(browser: Browser,
 def test_back_and_forward_walk_what_was_opened(browser: Browser,
                                                viewer_store: tuple[Store, Sessions]) -> None:
     store, s = viewer_store
-    with opened(browser, store, f"/?session={s.demo}&seq=20") as page:
+    with opened(browser, store, f"/?session={s.demo}&seq=20", public_mailbox=True) as page:
         wait_seq(page, 20)
         page.keyboard.press("ArrowRight")
         wait_seq(page, 21)

@@ -114,7 +114,7 @@ def test_windows_of_any_size_up_to_a_cap(viewer_store: tuple[Store, Sessions]) -
 
 def test_the_mailbox_over_the_viewers_api() -> None:
     store = MemoryStore()
-    c = TestClient(create_app(store))
+    c = TestClient(create_app(store, public_mailbox=True))
     assert c.get("/api/mailbox").json()["present"] is False
     assert MAILBOX_SESSION not in {i.id for i in store.sessions()}  # looking wrote nothing
     mb = Mailbox(store, "p1")
@@ -151,3 +151,25 @@ def test_the_mailbox_over_the_viewers_api() -> None:
     assert [m["id"] for m in paged["messages"]] == [reply.id]
     assert paged["total"] == 2
     assert c.get("/api/mailbox/nope").status_code == 404
+
+
+def test_reading_a_mailbox_project_needs_its_token() -> None:
+    """Issue 29: without a token, /api/mailbox/{project} showed every project's
+    messages and receipts to anything on the machine."""
+    store = MemoryStore()
+    c = TestClient(create_app(store))
+    for pid in ("p1", "p2"):
+        mb = Mailbox(store, pid)
+        mb.create_project("/w")
+        for a in (f"{pid}-a", f"{pid}-b"):
+            mb.register_agent(a)
+            mb.assign(a)
+        mb.send(mb.authenticate(f"{pid}-a"), f"{pid}-b", f"secret of {pid}")
+    t1 = Mailbox(store, "p1").authenticate("p1-a")
+    assert c.get("/api/mailbox/p1").status_code == 401
+    assert c.get("/api/mailbox/p1").json()["error"] == "invalid_session_token"
+    assert c.get("/api/mailbox/p2", headers={"Authorization": f"Bearer {t1}"}).status_code == 401
+    got = c.get("/api/mailbox/p1", headers={"Authorization": f"Bearer {t1}"})
+    assert [m["content"] for m in got.json()["messages"]] == ["secret of p1"]
+    Mailbox(store, "p1").revoke(t1)
+    assert c.get("/api/mailbox/p1", headers={"Authorization": f"Bearer {t1}"}).status_code == 401
