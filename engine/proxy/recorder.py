@@ -438,7 +438,8 @@ class Recorder:
             else:
                 session.complete_tool(ref, output or "(no output)",
                                       metadata=None if output else {"empty": True})
-        session.record([ev.MessageCompleted(message_id=pending.message_id,
+        # As StreamIngest.complete records it (cost included), so both read the same.
+        session.record([ev.MessageCompleted(message_id=pending.message_id, cost=0.0,
                                             tokens=pending.tokens, finish=pending.finish,
                                             metadata=pending.metadata)])
 
