@@ -206,7 +206,7 @@ class Match:
     matched: int  # recorded entries found, in order
     total: int  # recorded entries
     turns_equal: bool  # as many assistant entries in both
-    request_at: int  # the request entry where the search stopped
+    request_at: int  # the request entry where the recorded one was looked for (or after all)
 
     @property
     def complete(self) -> bool:
@@ -235,6 +235,7 @@ def match(recorded: Sequence[Entry], request: Sequence[Entry]) -> Match:
     matched = 0
     for want in recorded:
         found = False
+        begin = i
         while i < len(request):
             got = request[i]
             i += 1
@@ -245,6 +246,7 @@ def match(recorded: Sequence[Entry], request: Sequence[Entry]) -> Match:
                 i -= 1
                 break
         if not found:
+            i = begin  # where the request left the recording
             break
         matched += 1
     turns = sum(e.assistant for e in recorded) == sum(e.assistant for e in request)

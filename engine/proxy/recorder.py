@@ -391,13 +391,12 @@ class Recorder:
             # The same conversation again (a retry, a regeneration): a sibling answer.
             forked = self._fork(branches, origin, call.start_seq, i)
             return forked, forked.calls[-1] if forked.calls else None
-        if branches:  # a side call of a known session (a title, a summary)
-            parent = branches[0].session.id
-            session = self._new_session(None, parent)
+        if branches and key is not None:  # a side call of a named session (a title)
+            session = self._new_session(None, branches[0].session.id)
         elif key is not None:
             parents = self._groups.get(parent_key) if parent_key else None
             session = self._new_session(key, parents[0].session.id if parents else None)
-        else:
+        else:  # no header, a conversation nothing recorded holds: a new session
             session = self._new_session(None, None)
         branch = Branch(session)
         branches.append(branch)

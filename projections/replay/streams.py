@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from engine import events as ev
+from engine.adapters.partial_json import parse_partial
 from engine.proxy.routes import ANTHROPIC, CHAT, GEMINI, RESPONSES
 from projections import views as v
 from projections.render import anthropic as render_anthropic
@@ -52,12 +53,55 @@ def sse(provider: str, answer: Answer) -> Iterator[bytes]:
 def whole(provider: str, answer: Answer) -> JSON:
     """The answer as a non-streamed response body."""
     if provider == ANTHROPIC:
-        return render_anthropic.response(answer.message)
+        if _final_recorded(answer):
+            return render_anthropic.response(answer.message)
+        return _anthropic_whole(answer)
     if provider == RESPONSES:
-        return render_responses.response(answer.message)
+        last = list(responses_events(answer))[-1]
+        return dict(last["response"])
     if provider == CHAT:
-        return render_chat.response(answer.message)
+        whole_chat = render_chat.response(answer.message)
+        step = _step(answer)
+        if not _final_recorded(answer) and step is not None:
+            whole_chat["usage"] = _chat_usage(step.tokens)
+        return whole_chat
     return _gemini_whole(answer)
+
+
+def _anthropic_whole(answer: Answer) -> JSON:
+    """The message an SDK accumulates from :func:`anthropic_events` (for an answer whose
+    final envelope is not recorded yet: the stop reason and usage are the step's)."""
+    message: JSON = {}
+    raw: dict[int, str] = {}
+    for kind, data in anthropic_events(answer):
+        if kind == "message_start":
+            message = {**data["message"], "content": []}
+        elif kind == "content_block_start":
+            message["content"].append(dict(data["content_block"]))
+            if "input" in data["content_block"]:
+                raw[data["index"]] = ""
+        elif kind == "content_block_delta":
+            block, delta = message["content"][data["index"]], data["delta"]
+            if delta["type"] == "text_delta":
+                block["text"] += delta["text"]
+            elif delta["type"] == "thinking_delta":
+                block["thinking"] += delta["thinking"]
+            elif delta["type"] == "signature_delta":
+                block["signature"] = delta["signature"]
+            elif delta["type"] == "input_json_delta":
+                raw[data["index"]] += delta["partial_json"]
+        elif kind == "content_block_stop" and raw.get(data["index"]):
+            try:
+                message["content"][data["index"]]["input"] = json.loads(raw[data["index"]])
+            except ValueError:
+                message["content"][data["index"]]["input"] = parse_partial(raw[data["index"]])
+        elif kind == "message_delta":
+            delta = data["delta"]
+            message.update(stop_reason=delta.get("stop_reason"),
+                           stop_sequence=delta.get("stop_sequence"),
+                           stop_details=delta.get("stop_details"))
+            message["usage"] = {**message.get("usage", {}), **data["usage"]}
+    return message
 
 
 def _meta(metadata: Any, provider: str) -> JSON:
@@ -82,6 +126,12 @@ def _broken(answer: Answer) -> str | None:
         if isinstance(e, ev.MessageCompleted) and e.error is not None:
             return e.error.message or e.error.kind
     return None
+
+
+def _final_recorded(answer: Answer) -> bool:
+    """The answer's final envelope is in the log (kept with its completion: at the
+    stream's end, or once its tool calls were settled)."""
+    return any(isinstance(e, ev.MessageCompleted) and e.metadata for e in answer.events)
 
 
 def _until_step(answer: Answer) -> Iterator[ev.Event]:
@@ -165,8 +215,9 @@ def anthropic_events(answer: Answer) -> Iterator[tuple[str, JSON]]:
         return
     final = _meta(answer.message.info.metadata, "anthropic").get("message")
     step = _step(answer)
-    if not isinstance(final, dict):
-        final = start
+    if not isinstance(final, dict) or not _final_recorded(answer):
+        # Still waiting for its tools' results: the step has the stop reason and usage.
+        final = {k: val for k, val in start.items() if k != "usage"}
     body: JSON = {"stop_reason": final.get("stop_reason") or (step.reason if step else None),
                   "stop_sequence": final.get("stop_sequence")}
     for key in ("stop_details", "container"):
@@ -176,6 +227,10 @@ def anthropic_events(answer: Answer) -> Iterator[tuple[str, JSON]]:
     if not isinstance(usage, dict):
         tokens = step.tokens if step else ev.Tokens()
         usage = {"input_tokens": tokens.input, "output_tokens": tokens.output}
+        if tokens.cache.read:
+            usage["cache_read_input_tokens"] = tokens.cache.read
+        if tokens.cache.write:
+            usage["cache_creation_input_tokens"] = tokens.cache.write
     yield "message_delta", {"type": "message_delta", "delta": body, "usage": usage}
     yield "message_stop", {"type": "message_stop"}
 
@@ -264,7 +319,19 @@ def responses_events(answer: Answer) -> Iterator[JSON]:
         return
     kind = "response.incomplete" if final.get("status") == "incomplete" else \
         "response.completed"
+    if not _final_recorded(answer):  # waiting for its tools: usage from the step
+        step = _step(answer)
+        final = {**final, "usage": _responses_usage(step.tokens if step else ev.Tokens())}
     yield out(kind, response=final)
+
+
+def _responses_usage(tokens: ev.Tokens) -> JSON:
+    read = tokens.cache.read
+    inputs, outputs = tokens.input + read, tokens.output + tokens.reasoning
+    return {"input_tokens": inputs, "input_tokens_details": {"cached_tokens": read},
+            "output_tokens": outputs,
+            "output_tokens_details": {"reasoning_tokens": tokens.reasoning},
+            "total_tokens": inputs + outputs}
 
 
 # --------------------------------------------------------------------------- Chat
@@ -312,8 +379,19 @@ def chat_chunks(answer: Answer) -> Iterator[JSON]:
     if step is None:
         return  # a broken stream: it ends without a finish_reason
     yield chunk({}, step.reason or "stop")
-    if final.get("usage") is not None:
-        yield {**later, "choices": [], "usage": final["usage"]}
+    usage = final.get("usage") if _final_recorded(answer) else _chat_usage(step.tokens)
+    if usage is not None:
+        yield {**later, "choices": [], "usage": usage}
+
+
+def _chat_usage(tokens: ev.Tokens) -> JSON | None:
+    if tokens == ev.Tokens():
+        return None
+    prompt, completion = tokens.input + tokens.cache.read, tokens.output + tokens.reasoning
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": tokens.cache.read},
+            "completion_tokens_details": {"reasoning_tokens": tokens.reasoning}}
 
 
 # --------------------------------------------------------------------------- Gemini
@@ -344,9 +422,9 @@ def gemini_chunks(answer: Answer) -> Iterator[JSON]:
         elif isinstance(e, ev.ToolInputReady):
             added = next(a for a in answer.events
                          if isinstance(a, ev.ToolAdded) and a.part_id == e.part_id)
-            call: JSON = {"name": added.tool, "args": dict(e.input)}
-            if not added.call_id.startswith("gemini_"):
-                call["id"] = added.call_id
+            # The id is sent even when the recorded stream had none (the ingest made
+            # one): the client sends it back, so a recording of the replay keeps it.
+            call: JSON = {"name": added.tool, "args": dict(e.input), "id": added.call_id}
             part: JSON = {"functionCall": call}
             signature = _meta(added.metadata, "gemini").get("thoughtSignature")
             if signature:
@@ -356,9 +434,23 @@ def gemini_chunks(answer: Answer) -> Iterator[JSON]:
     if step is None:
         return
     last = chunk([], finishReason=step.reason)
-    if final.get("usageMetadata") is not None:
-        last["usageMetadata"] = final["usageMetadata"]
+    usage = final.get("usageMetadata") if _final_recorded(answer) else _gemini_usage(
+        step.tokens)
+    if usage is not None:
+        last["usageMetadata"] = usage
     yield last
+
+
+def _gemini_usage(tokens: ev.Tokens) -> JSON | None:
+    if tokens == ev.Tokens():
+        return None
+    usage = {"promptTokenCount": tokens.input + tokens.cache.read,
+             "candidatesTokenCount": tokens.output}
+    if tokens.reasoning:
+        usage["thoughtsTokenCount"] = tokens.reasoning
+    if tokens.cache.read:
+        usage["cachedContentTokenCount"] = tokens.cache.read
+    return usage
 
 
 def _gemini_whole(answer: Answer) -> JSON:

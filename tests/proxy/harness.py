@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -36,13 +37,15 @@ class Rig:
 
 
 @contextmanager
-def rig(tmp_path: Path, replies: Sequence[Reply]) -> Iterator[Rig]:
+def rig(tmp_path: Path, replies: Sequence[Reply], *, upstream_app: Any = None,
+        name: str = "proxy.db") -> Iterator[Rig]:
+    """The proxy in front of ``Upstream(replies)`` (or of ``upstream_app``)."""
     upstream = Upstream(replies)
-    store_url = f"sqlite:///{tmp_path / 'proxy.db'}"
+    store_url = f"sqlite:///{tmp_path / name}"
     recorder = Recorder(store_url)
     recorder.start()
     try:
-        with running(upstream) as upstream_url:
+        with running(upstream_app or upstream) as upstream_url:
             origins = {p: upstream_url for name in UPSTREAM_NAMES
                        for p in UPSTREAM_NAMES[name]}
             with running(ProxyApp(recorder, origins)) as proxy_url:
