@@ -57,7 +57,7 @@ class ProxyCommand:
             import uvicorn  # noqa: F401, PLC0415
 
             from engine.proxy.forward import ProxyApp  # noqa: PLC0415
-            from engine.proxy.recorder import Recorder  # noqa: PLC0415
+            from engine.proxy.process import RecorderProcess  # noqa: PLC0415
         except ImportError:
             print("convlog proxy: install the extra: pip install 'convlog[proxy]'",
                   file=sys.stderr)
@@ -67,7 +67,7 @@ class ProxyCommand:
         except argparse.ArgumentTypeError as exc:
             print(f"convlog proxy: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        recorder = Recorder(store_url(args.store), key_file=args.key_file)
+        recorder = RecorderProcess(store_url(args.store), key_file=args.key_file)
         try:
             recorder.start()
         except ConvlogError as exc:

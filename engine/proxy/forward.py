@@ -12,11 +12,11 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
-from engine.proxy.recorder import BODY, CHUNK, END, REQUEST, RESPONSE, Recorder
+from engine.proxy.recorder import BODY, CHUNK, END, REQUEST, RESPONSE
 from engine.proxy.routes import ANTHROPIC, CHAT, GEMINI, RESPONSES, route
 from engine.proxy.secrets import safe_headers, safe_query
 
@@ -47,10 +47,17 @@ def _other_provider(headers: list[tuple[bytes, bytes]]) -> str:
     return RESPONSES
 
 
+class Sink(Protocol):
+    """Where the forwarder hands its copies: a :class:`~engine.proxy.recorder.Recorder`
+    (a thread) or a :class:`~engine.proxy.process.RecorderProcess`."""
+
+    def put(self, job: tuple[Any, ...]) -> None: ...
+
+
 class ProxyApp:
     """The ASGI app of ``convlog proxy``."""
 
-    def __init__(self, recorder: Recorder | None, upstreams: dict[str, str] | None = None,
+    def __init__(self, recorder: Sink | None, upstreams: dict[str, str] | None = None,
                  client: httpx.AsyncClient | None = None) -> None:
         self.recorder = recorder
         self.upstreams = {**DEFAULT_UPSTREAMS, **(upstreams or {})}
@@ -141,7 +148,7 @@ class ProxyApp:
             await response.aclose()
 
     @staticmethod
-    def _request_done(recorder: Recorder, call_id: int, body_copy: list[bytes]) -> None:
+    def _request_done(recorder: Sink, call_id: int, body_copy: list[bytes]) -> None:
         # The body is whole once the upstream answered (httpx sent it all first).
         recorder.put((BODY, call_id, b"".join(body_copy)))
 

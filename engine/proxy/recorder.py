@@ -174,10 +174,25 @@ class Recorder:
 
     # ------------------------------------------------------------------ the thread
 
+    def open(self) -> None:
+        """Open the store (in the thread or process that will record)."""
+        self.store = self._given_store or open_store(self.store_url, key_file=self.key_file)
+
+    def close(self) -> None:
+        if self._given_store is None and self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def in_flight(self) -> list[int]:
+        return list(self._live)
+
+    def handle(self, job: tuple[Any, ...]) -> None:
+        """Record one job (never raises: a failure is logged and recorded as such)."""
+        self._handle(job)
+
     def _run(self) -> None:
         try:
-            self.store = self._given_store or open_store(self.store_url,
-                                                         key_file=self.key_file)
+            self.open()
         except BaseException as exc:  # reported by start()
             self._open_error = exc
             self._started.set()
@@ -195,8 +210,7 @@ class Recorder:
                     continue
                 self._handle(job)
         finally:
-            if self._given_store is None and self.store is not None:
-                self.store.close()
+            self.close()
 
     def _handle(self, job: tuple[Any, ...]) -> None:
         op, call_id = job[0], job[1]
