@@ -45,7 +45,10 @@ def _event(kind: str, data: dict[str, object]) -> bytes:
 async def _serve(port_out: multiprocessing.Queue[int], chunks: int, interval: float) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
-            head = await reader.readuntil(b"\r\n\r\n")
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return  # the client closed the connection
             length = 0
             for line in head.split(b"\r\n"):
                 if line.lower().startswith(b"content-length:"):

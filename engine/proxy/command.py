@@ -42,9 +42,9 @@ class ProxyCommand:
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--store", required=True, help=STORE_HELP)
-        parser.add_argument("--listen", type=listen_address, default=("127.0.0.1", 8787),
-                            metavar="HOST:PORT", help="where to listen (default "
-                            "127.0.0.1:8787; port 0: any free one)")
+        parser.add_argument("--listen", type=listen_address, default="127.0.0.1:8787",
+                            metavar="HOST:PORT", help="where to listen ("
+                            "port 0: any free one)")
         parser.add_argument("--upstream", action="append", default=[],
                             metavar="NAME=ORIGIN,...",
                             help="where each API goes (anthropic=, openai=, gemini=); the "

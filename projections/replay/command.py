@@ -22,9 +22,9 @@ class ReplayCommand:
         parser.add_argument("--store", required=True, help=STORE_HELP)
         parser.add_argument("--session", type=cli_args.session_id,
                             help="replay this session only (a fork: its own path)")
-        parser.add_argument("--listen", type=listen_address, default=("127.0.0.1", 8788),
+        parser.add_argument("--listen", type=listen_address, default="127.0.0.1:8788",
                             metavar="HOST:PORT",
-                            help="where to listen (default 127.0.0.1:8788; port 0: any)")
+                            help="where to listen (port 0: any free one)")
         cli_args.add_key_file(parser)
 
     def run(self, args: argparse.Namespace) -> int:
