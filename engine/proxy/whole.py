@@ -67,6 +67,16 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _gemini_result(body: Any) -> tuple[str, bool]:
+    """A ``functionResponse.response``: its one text field (``output``, ``result``,
+    ``content``; ``error`` for a failure) when it is that, else its JSON."""
+    if isinstance(body, dict) and len(body) == 1:
+        [(name, value)] = body.items()
+        if isinstance(value, str) and name in ("output", "result", "content", "error"):
+            return value, name == "error"
+    return _text(body), False
+
+
 def tool_results(provider: str, items: Sequence[Any]) -> dict[str, tuple[str, bool]]:
     """Each tool result in ``items``: call id -> (output as text, is an error)."""
     out: dict[str, tuple[str, bool]] = {}
@@ -87,7 +97,5 @@ def tool_results(provider: str, items: Sequence[Any]) -> dict[str, tuple[str, bo
                 response = part.get("functionResponse") if isinstance(part, dict) else None
                 if isinstance(response, dict):
                     key = str(response.get("id") or response.get("name"))
-                    body = response.get("response")
-                    error = isinstance(body, dict) and "error" in body and len(body) == 1
-                    out[key] = (_text(body), error)
+                    out[key] = _gemini_result(response.get("response"))
     return out

@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.importers.claude_code import plan_claude_code
 from engine.importers.codex import plan_codex
+from engine.importers.gemini import plan_gemini
 from engine.importers.write import write_plan
 from engine.store import MemoryStore, open_store
 from tests.proxy import loop, scripted
@@ -231,3 +232,78 @@ def test_codex_closed_loop(tmp_path: Path) -> None:
     write_plan(imported, plan)
     [session] = plan.sessions
     assert loop.session_items(imported, session.id) == proxied
+
+
+def _gemini_chunk(parts: list[JSON], **extra: Any) -> JSON:
+    return {"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0,
+                            **extra}], "modelVersion": "gemini-2.5-pro", "responseId": "r"}
+
+
+def test_gemini_cli_closed_loop(tmp_path: Path) -> None:
+    gemini = require("gemini")
+    work, home = tmp_path / "work", tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    work.mkdir()
+    (home / ".gemini" / "settings.json").write_text(json.dumps(
+        {"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    (work / "notes.txt").write_text("the meeting is at noon\n")
+    prompt = "What does notes.txt say?"
+    call = {"name": "read_file", "args": {"file_path": "notes.txt"}, "id": "call_G1"}
+    usage = {"promptTokenCount": 20, "candidatesTokenCount": 5, "totalTokenCount": 25}
+    user = {"role": "user", "parts": [{"text": prompt}]}
+    calls = [
+        scripted.Call({"contents": [user]}, [
+            _gemini_chunk([{"text": "Reading it."}]),
+            _gemini_chunk([{"functionCall": call}], finishReason="STOP"),
+            {**_gemini_chunk([]), "usageMetadata": usage}]),
+        scripted.Call({"contents": [
+            user, {"role": "model", "parts": [{"text": "Reading it."},
+                                              {"functionCall": call}]},
+            {"role": "user", "parts": [{"functionResponse": {
+                "id": "call_G1", "name": "read_file", "response": {"output": ""}}}]}]},
+            [_gemini_chunk([{"text": "It says the meeting "}]),
+             _gemini_chunk([{"text": "is at noon."}], finishReason="STOP"),
+             {**_gemini_chunk([]), "usageMetadata": usage}]),
+    ]
+    script_db, proxy_db = (f"sqlite:///{tmp_path / 'script.db'}",
+                           f"sqlite:///{tmp_path / 'proxy.db'}")
+    store = open_store(script_db)
+    scripted.build(store, "gemini", calls,
+                   path="/v1beta/models/gemini-2.5-pro:streamGenerateContent")
+    store.close()
+    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _), \
+            verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
+                 "--upstream", f"gemini={model}") as (proxy, _):
+        env = {**_base_env(home), "GOOGLE_GEMINI_BASE_URL": proxy,
+               "GEMINI_API_KEY": "AIza-never-stored-789", "GEMINI_CLI_TRUST_WORKSPACE": "true"}
+        # An explicit model: no router calls (they would need answers of their own).
+        run = subprocess.run([str(gemini), "--yolo", "--output-format", "stream-json", "-m",
+                              "gemini-2.5-pro", "-p", prompt], cwd=work, env=env,
+                             capture_output=True, text=True, timeout=180, check=False,
+                             stdin=subprocess.DEVNULL)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    said = "".join(e["content"] for e in lines
+                   if e.get("type") == "message" and e.get("role") == "assistant")
+    assert said.endswith("It says the meeting is at noon.")
+    assert lines[-1]["type"] == "result"
+    assert lines[-1]["status"] == "success"
+
+    proxy_store, recorded = _check_record(script_db, proxy_db)
+    proxied = loop.session_items(proxy_store, recorded)
+    assert [i[0] for i in proxied] == ["text", "call", "result", "text"]
+    assert "the meeting is at noon" in proxied[2][2]  # the CLI really read the file
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("proxy.db*"))
+    assert b"AIza-never-stored-789" not in raw
+    proxy_store.close()
+
+    plan = plan_gemini(home / ".gemini" / "tmp")
+    imported = MemoryStore()
+    write_plan(imported, plan)
+    # The importer reads this file as an empty main session and a fork holding the turn
+    # (its reading, noted for the importers); the turn is what is compared. It names
+    # a call NAME__ID.
+    [got] = [items for s in plan.sessions if (items := loop.session_items(imported, s.id))]
+    unprefixed = [(i[0], i[1].removeprefix("read_file__"), *i[2:]) if i[0] != "text" else i
+                  for i in got]
+    assert unprefixed == proxied
