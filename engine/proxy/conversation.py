@@ -13,7 +13,7 @@ not in the conversation).
 :func:`extends` decides session grouping (a request continues a call whose
 conversation it extends); :func:`match` decides replay (a recorded call answers a
 request whose conversation holds the recorded one's entries in order, with as
-many assistant turns).
+many assistant turns; a recorded text matches a request text that holds it).
 """
 
 from __future__ import annotations
@@ -213,13 +213,20 @@ class Match:
         return self.matched == self.total and self.turns_equal
 
 
+def _key_holds(got: Key, want: Key) -> bool:
+    if want[0] == "text" and got[0] == "text":
+        return want[1] in got[1]
+    return got == want
+
+
 def _holds(got: Entry, want: Entry) -> bool:
-    """``got`` holds every key of ``want``, in order (a client may add text blocks:
-    reminders, environment notes)."""
+    """``got`` holds every key of ``want``, in order: a client may add text blocks
+    (reminders, environment notes) and text around a prompt (aider appends its
+    format reminder), so a recorded text is found in a request text that contains it."""
     if got.role != want.role and not (got.assistant and want.assistant):
         return False
     keys = iter(got.keys)
-    return all(any(k == want_key for k in keys) for want_key in want.keys)
+    return all(any(_key_holds(k, want_key) for k in keys) for want_key in want.keys)
 
 
 def match(recorded: Sequence[Entry], request: Sequence[Entry]) -> Match:

@@ -28,9 +28,9 @@ def _deltas(url: str) -> list[ev.Event]:
 
 
 def test_kill_9_mid_stream_loses_no_acknowledged_event(tmp_path: Path) -> None:
-    text = " ".join(f"w{i}" for i in range(200))
+    text = " ".join(f"w{i}" for i in range(120))
     chunks = sse(scripts.anthropic_text(text))
-    upstream = Upstream([Reply(chunks, delay=0.02)])
+    upstream = Upstream([Reply(chunks, delay=0.01)])
     url = f"sqlite:///{tmp_path / 'proxy.db'}"
     body = {"model": "m", "max_tokens": 5, "stream": True,
             "messages": [{"role": "user", "content": "count"}]}

@@ -17,6 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from engine.importers.aider import plan_aider
 from engine.importers.claude_code import plan_claude_code
 from engine.importers.codex import plan_codex
 from engine.importers.gemini import plan_gemini
@@ -307,3 +308,56 @@ def test_gemini_cli_closed_loop(tmp_path: Path) -> None:
     unprefixed = [(i[0], i[1].removeprefix("read_file__"), *i[2:]) if i[0] != "text" else i
                   for i in got]
     assert unprefixed == proxied
+
+
+def test_aider_closed_loop(tmp_path: Path) -> None:
+    aider = require("aider")
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    prompt = "Create hello.txt containing hi"
+    answer = "I will create it.\n\nhello.txt\n```\nhi\n```\n"
+    chunks: list[JSON] = [{"id": "chatcmpl-1", "object": "chat.completion.chunk",
+                           "created": 1700000000, "model": "fake", "system_fingerprint": None,
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                          for delta, finish in (({"role": "assistant", "content": ""}, None),
+                                                ({"content": answer[:10]}, None),
+                                                ({"content": answer[10:]}, None),
+                                                ({}, "stop"))]
+    # aider sends its format's example exchange first: three model turns to match.
+    example_turns = [{"role": "assistant", "content": ""}] * 3
+    calls = [scripted.Call({"messages": [*example_turns,
+                                         {"role": "user", "content": prompt}]}, chunks)]
+    script_db, proxy_db = (f"sqlite:///{tmp_path / 'script.db'}",
+                           f"sqlite:///{tmp_path / 'proxy.db'}")
+    store = open_store(script_db)
+    scripted.build(store, "openai-chat", calls, path="/v1/chat/completions")
+    store.close()
+    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _), \
+            verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
+                 "--upstream", f"openai={model}") as (proxy, _):
+        env = {**_base_env(home), "OPENAI_API_KEY": "sk-never-stored-aider",
+               "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # no fetch of the price list
+        run = subprocess.run([str(aider), "--openai-api-base", f"{proxy}/v1", "--model",
+                              "openai/fake", "--edit-format", "whole", "--no-git",
+                              "--yes-always", "--no-check-update", "--no-show-model-warnings",
+                              "--no-analytics", "--stream", "--message", prompt],
+                             cwd=work, env=env, capture_output=True, text=True, timeout=180,
+                             check=False, stdin=subprocess.DEVNULL)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert (work / "hello.txt").read_text() == "hi\n"
+
+    proxy_store, recorded = _check_record(script_db, proxy_db)
+    proxied = loop.session_items(proxy_store, recorded)
+    assert proxied == [("text", answer)]
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("proxy.db*"))
+    assert b"sk-never-stored-aider" not in raw
+    proxy_store.close()
+
+    plan = plan_aider(work / ".aider.chat.history.md")
+    imported = MemoryStore()
+    write_plan(imported, plan)
+    [session] = plan.sessions
+    [(kind, text)] = loop.session_items(imported, session.id)
+    assert kind == "text"
+    assert text.strip() == answer.strip()
