@@ -385,6 +385,13 @@ class Recorder:
         provider = live.route.provider
         new = entries(provider, conversation(provider, body))
         key, parent_key = session_keys(live.headers)
+        # A call without tools in a named session is a side call (OpenCode's title,
+        # a summary): it goes to a child session, so the named session stays the
+        # agent's loop whichever call comes first.
+        main = None
+        if key is not None and not body.get("tools"):
+            main = self._named(key, parent_key)
+            key = f"{key}#side"
         group_key = key or f"anonymous:{provider}"
         branches = self._groups.setdefault(group_key, [])
         best: tuple[tuple[int, bool], Branch, int] | None = None
@@ -405,7 +412,11 @@ class Recorder:
             # The same conversation again (a retry, a regeneration): a sibling answer.
             forked = self._fork(branches, origin, call.start_seq, i)
             return forked, forked.calls[-1] if forked.calls else None
-        if branches and key is not None:  # a side call of a named session (a title)
+        if main is not None:
+            session = self._new_session(None, main.session.id)
+        elif branches and not branches[0].calls:  # opened by a side call
+            return branches[0], None
+        elif branches and key is not None:  # extends none of the named session's calls
             session = self._new_session(None, branches[0].session.id)
         elif key is not None:
             parents = self._groups.get(parent_key) if parent_key else None
@@ -415,6 +426,15 @@ class Recorder:
         branch = Branch(session)
         branches.append(branch)
         return branch, None
+
+    def _named(self, key: str, parent_key: str | None) -> Branch:
+        """The named session's main branch, opened (with no call yet) if needed."""
+        branches = self._groups.setdefault(key, [])
+        if not branches:
+            parents = self._groups.get(parent_key) if parent_key else None
+            branches.append(Branch(self._new_session(
+                key, parents[0].session.id if parents else None)))
+        return branches[0]
 
     @staticmethod
     def _fork(branches: list[Branch], origin: Branch, at: int, keep: int) -> Branch:

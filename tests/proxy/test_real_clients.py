@@ -21,6 +21,7 @@ from engine.importers.aider import plan_aider
 from engine.importers.claude_code import plan_claude_code
 from engine.importers.codex import plan_codex
 from engine.importers.gemini import plan_gemini
+from engine.importers.opencode import plan_opencode
 from engine.importers.write import write_plan
 from engine.store import MemoryStore, open_store
 from tests.proxy import loop, scripted
@@ -361,3 +362,85 @@ def test_aider_closed_loop(tmp_path: Path) -> None:
     [(kind, text)] = loop.session_items(imported, session.id)
     assert kind == "text"
     assert text.strip() == answer.strip()
+
+
+def _chat_answer(resp_id: str, *, text: str | None = None, call: JSON | None = None
+                 ) -> list[JSON]:
+    base = {"id": resp_id, "object": "chat.completion.chunk", "created": 1700000000,
+            "model": "fake-model", "system_fingerprint": None}
+
+    def chunk(delta: JSON, finish: str | None = None) -> JSON:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    if text is not None:
+        out += [chunk({"content": text[:5]}), chunk({"content": text[5:]})]
+    if call is not None:
+        out += [chunk({"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
+                                       "function": {"name": call["name"], "arguments": ""}}]}),
+                chunk({"tool_calls": [{"index": 0,
+                                       "function": {"arguments": call["arguments"]}}]})]
+    out.append(chunk({}, "tool_calls" if call is not None else "stop"))
+    out.append({**base, "choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 5,
+                                                 "total_tokens": 35}})
+    return out
+
+
+def test_opencode_closed_loop(tmp_path: Path) -> None:
+    opencode = require("opencode")
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    (work / "notes.txt").write_text("the meeting is at noon\n")
+    prompt = "What does notes.txt say?"
+    call = {"id": "call_OC1", "name": "read",
+            "arguments": json.dumps({"filePath": str(work / "notes.txt")})}
+    user = {"role": "user", "content": prompt}
+    calls = [
+        scripted.Call({"messages": [user], "tools": [{}]}, _chat_answer("c1", call=call)),
+        scripted.Call({"messages": [
+            user, {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_OC1", "type": "function",
+                 "function": {"name": "read", "arguments": call["arguments"]}}]},
+            {"role": "tool", "tool_call_id": "call_OC1", "content": ""}], "tools": [{}]},
+            _chat_answer("c2", text="It says the meeting is at noon.")),
+    ]
+    script_db, proxy_db = (f"sqlite:///{tmp_path / 'script.db'}",
+                           f"sqlite:///{tmp_path / 'proxy.db'}")
+    store = open_store(script_db)
+    scripted.build(store, "openai-chat", calls, path="/v1/chat/completions")
+    store.close()
+    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _), \
+            verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
+                 "--upstream", f"openai={model}") as (proxy, _):
+        (work / "opencode.json").write_text(json.dumps({
+            "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
+                                  "options": {"baseURL": f"{proxy}/v1",
+                                              "apiKey": "sk-oc-never-stored"},
+                                  "models": {"fake-model": {"name": "Fake"}}}},
+            "model": "fake/fake-model"}))
+        env = _base_env(home)
+        run = subprocess.run([str(opencode), "run", "--format", "json", prompt], cwd=work,
+                             env=env, capture_output=True, text=True, timeout=300,
+                             check=False, stdin=subprocess.DEVNULL)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    texts = [e["part"]["text"] for e in lines if e.get("type") == "text"]
+    assert texts == ["It says the meeting is at noon."]
+
+    proxy_store, recorded = _check_record(script_db, proxy_db)
+    proxied = loop.session_items(proxy_store, recorded)
+    assert [i[0] for i in proxied] == ["call", "result", "text"]
+    assert "the meeting is at noon" in proxied[1][2]  # the CLI really read the file
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("proxy.db*"))
+    assert b"sk-oc-never-stored" not in raw
+    proxy_store.close()
+
+    plan = plan_opencode(home / ".local" / "share" / "opencode")
+    imported = MemoryStore()
+    write_plan(imported, plan)
+    [got] = [items for s in plan.sessions if (items := loop.session_items(imported, s.id))]
+    assert [i for i in got if i[0] != "result"] == [i for i in proxied if i[0] != "result"]
+    [(_, call_id, output)] = [i for i in got if i[0] == "result"]
+    assert call_id == "call_OC1"
+    assert "the meeting is at noon" in output

@@ -26,10 +26,16 @@ R1 = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_
 A2 = {"role": "assistant", "content": [{"type": "text", "text": "It prints hello."}]}
 
 
-def _post(url: str, messages: list[JSON], headers: dict[str, str] | None = None) -> None:
-    got = httpx.post(f"{url}/v1/messages", headers=headers or {},
-                     json={"model": "claude-x", "max_tokens": 50, "stream": True,
-                           "messages": messages})
+TOOLS = [{"name": "read", "input_schema": {"type": "object"}}]
+
+
+def _post(url: str, messages: list[JSON], headers: dict[str, str] | None = None, *,
+          tools: bool = True) -> None:
+    body: JSON = {"model": "claude-x", "max_tokens": 50, "stream": True,
+                  "messages": messages}
+    if tools:
+        body["tools"] = TOOLS
+    got = httpx.post(f"{url}/v1/messages", headers=headers or {}, json=body)
     assert got.status_code == 200
 
 
@@ -70,9 +76,11 @@ def test_a_conversation_carried_on_is_one_session_and_a_divergence_forks(
 
 def test_client_headers_name_sessions_and_subagents(tmp_path: Path) -> None:
     replies = [Reply(sse(scripts.anthropic_text(f"answer {i}", msg_id=f"msg_{i}")))
-               for i in range(4)]
+               for i in range(5)]
     with rig(tmp_path, replies) as r:
         claude = {"x-claude-code-session-id": "cc-1"}
+        # A side call without tools first (a title): a child, not the session itself.
+        _post(r.proxy_url, [{"role": "user", "content": "title this"}], claude, tools=False)
         _post(r.proxy_url, [U1], claude)
         _post(r.proxy_url, [{"role": "user", "content": "explore the repo"}],
               {**claude, "x-claude-code-agent-id": "agent-7"})
@@ -82,13 +90,17 @@ def test_client_headers_name_sessions_and_subagents(tmp_path: Path) -> None:
               {"session-id": "th-2", "thread-id": "th-2", "x-codex-parent-thread-id": "th-1"})
         store = r.store()
     sessions = {s.id: s for s in store.sessions()}
+    main_view = WithPartsProjection.replay(store, stable_uuid(
+        0, "convlog-proxy", "x-claude-code-session-id=cc-1"))
     store.close()
+    assert [m.info.role for m in main_view.messages()] == ["user", "assistant"]
     main = stable_uuid(0, "convlog-proxy", "x-claude-code-session-id=cc-1")
     agent = stable_uuid(0, "convlog-proxy",
                         "x-claude-code-session-id=cc-1/x-claude-code-agent-id=agent-7")
     codex = stable_uuid(0, "convlog-proxy", "thread-id=th-1")
     spawned = stable_uuid(0, "convlog-proxy", "thread-id=th-2")
-    assert set(sessions) == {main, agent, codex, spawned}
+    [title] = set(sessions) - {main, agent, codex, spawned}
+    assert sessions[title].parent == main
     assert sessions[agent].parent == main
     assert sessions[agent].fork_seq is None  # a child, not a fork: no shared history
     assert sessions[spawned].parent == codex
