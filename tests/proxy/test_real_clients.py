@@ -101,21 +101,30 @@ def test_claude_code_closed_loop(tmp_path: Path) -> None:
     store = open_store(script_db)
     scripted.build(store, "anthropic", calls)
     store.close()
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _), \
-            verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                 "--upstream", f"anthropic={model}") as (proxy, _):
-        env = {**_base_env(home), "ANTHROPIC_BASE_URL": proxy,
+    def claude_run(base_url: str, run_home: Path) -> tuple[JSON, list[JSON]]:
+        """The CLI's result line and the model turns it printed; hello.txt is checked."""
+        (work / "hello.txt").unlink(missing_ok=True)
+        run_home.mkdir(exist_ok=True)
+        env = {**_base_env(run_home), "ANTHROPIC_BASE_URL": base_url,
                "ANTHROPIC_API_KEY": "sk-ant-never-stored-123",
                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
                "DISABLE_AUTOUPDATER": "1"}
         run = subprocess.run([str(claude), "-p", prompt, "--output-format", "stream-json",
                               "--verbose", "--allowedTools", "Write"], cwd=work, env=env,
                              capture_output=True, text=True, timeout=180, check=False)
-    assert run.returncode == 0, run.stderr[-2000:]
-    [result] = [json.loads(line) for line in run.stdout.splitlines()
-                if line.startswith('{"type":"result"')]
-    assert (result["subtype"], result["result"]) == ("success", "Done: hello.txt holds hi.")
-    assert (work / "hello.txt").read_text() == "hi\n"
+        assert run.returncode == 0, run.stderr[-2000:]
+        lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+        [result] = [e for e in lines if e["type"] == "result"]
+        assert (result["subtype"], result["result"]) == ("success", "Done: hello.txt holds hi.")
+        assert (work / "hello.txt").read_text() == "hi\n"
+        return result, [e["message"]["content"] for e in lines if e["type"] == "assistant"]
+
+    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
+        _, direct = claude_run(model, tmp_path / "home-direct")
+        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
+                  "--upstream", f"anthropic={model}") as (proxy, _):
+            _, through = claude_run(proxy, home)
+    assert through == direct  # the proxy changes nothing the CLI sees
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
     proxied = loop.session_items(proxy_store, recorded)
@@ -131,6 +140,12 @@ def test_claude_code_closed_loop(tmp_path: Path) -> None:
     write_plan(imported, plan)
     [main] = [s for s in plan.report.sessions if s.kind == "main"]
     assert loop.session_items(imported, main.id) == proxied
+
+    # VCR: the proxy's own recording, replayed, runs the CLI through the task again.
+    with verb("replay", "--store", proxy_db, "--session", recorded, "--listen",
+              "127.0.0.1:0") as (again, _):
+        _, replayed = claude_run(again, tmp_path / "home-again")
+    assert replayed == direct
 
 
 def _responses_answer(resp_id: str, *, text: str | None = None,
