@@ -185,12 +185,12 @@ def _joined(value: Any) -> str | None:
     return None
 
 
-def extends(old: Sequence[Entry], new: Sequence[Entry]) -> bool:
+def extends(old: Sequence[Any], new: Sequence[Any]) -> bool:
     """``new`` holds ``old`` as its prefix (the same conversation, carried on)."""
     return len(new) >= len(old) and list(new[:len(old)]) == list(old)
 
 
-def common_prefix(old: Sequence[Entry], new: Sequence[Entry]) -> int:
+def common_prefix(old: Sequence[Any], new: Sequence[Any]) -> int:
     n = 0
     for a, b in zip(old, new, strict=False):
         if a != b:

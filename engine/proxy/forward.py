@@ -9,6 +9,8 @@ recorder sees it. Headers pass unchanged except the hop-by-hop ones.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -131,8 +133,15 @@ class ProxyApp:
             await send({"type": "http.response.start", "status": response.status_code,
                         "headers": out_headers})
             error: str | None = None
+            # The client hanging up is told by receive() (the body was read whole by
+            # now): then the upstream call is closed, as a direct connection would be.
+            gone = asyncio.Event()
+            watcher = asyncio.create_task(_watch_disconnect(receive, gone))
             try:
                 async for chunk in response.aiter_raw():
+                    if gone.is_set():
+                        error = "the client disconnected before the answer ended"
+                        break
                     await send({"type": "http.response.body", "body": chunk,
                                 "more_body": True})
                     if recorder is not None:
@@ -141,9 +150,12 @@ class ProxyApp:
                 error = f"upstream broke the stream: {exc}"
             except OSError as exc:  # the client went away
                 error = f"client disconnected: {exc}"
+            finally:
+                watcher.cancel()
             if recorder is not None:
                 recorder.put((END, call_id, error))
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            with contextlib.suppress(OSError):  # the client may be gone
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await response.aclose()
 
@@ -162,6 +174,14 @@ class ProxyApp:
                     await self.client.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+            return
 
 
 async def _bad_gateway(send: Send, message: str) -> None:

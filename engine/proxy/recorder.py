@@ -27,7 +27,7 @@ import attrs
 from engine import events as ev
 from engine.adapters.anthropic import AnthropicIngest
 from engine.adapters.gemini import GeminiIngest
-from engine.adapters.ingest import StreamError, StreamIngest
+from engine.adapters.ingest import ProviderStreamError, StreamError, StreamIngest
 from engine.adapters.openai_chat import OpenAIChatIngest
 from engine.adapters.openai_responses import OpenAIResponsesIngest
 from engine.ids import part_id, uuid7
@@ -92,9 +92,14 @@ class Pending:
 
 @attrs.define
 class CallRecord:
+    """What grouping needs of a recorded call. Memory stays small in a long-running
+    proxy: the conversation as one hash per entry, and the request body (the base of
+    the next call's delta) only while the call is its branch's latest."""
+
     context_id: str
-    request: JSON
-    entries: list[Entry]
+    request: JSON | None
+    items: int  # the request's conversation items
+    entries: tuple[int, ...]  # hash of each normalized entry
     start_seq: int  # the version before the call's context
     end_seq: int
     pending: Pending | None = None
@@ -233,6 +238,11 @@ class Recorder:
                 self._response(live, job[2], job[3])
             elif op == END:
                 self._end(live, job[2])
+        except ProviderStreamError:
+            # The provider's own error event: the ingest recorded the answer as ended
+            # by it. Not a recording failure; the rest of the stream has nothing more.
+            live.broken = True
+            self._end_call(live)
         except Exception as exc:
             self._failed(live, exc)
 
@@ -270,7 +280,7 @@ class Recorder:
         branch, base = self._branch_for(live, body)
         live.branch = branch
         if base is not None and base.pending is not None:
-            keep = len(conversation(provider, base.request))
+            keep = base.items
             self._settle(branch.session, base.pending,
                          tool_results(provider, conversation(provider, body)[keep:]))
             base.pending = None
@@ -349,14 +359,16 @@ class Recorder:
                  body: JSON) -> CallRecord:
         provider = live.route.provider
         items = conversation(provider, body)
-        keep = len(conversation(provider, base.request)) if base is not None else 0
+        delta_base = base if base is not None and base.request is not None else None
+        keep = delta_base.items if delta_base is not None else 0
         record: JSON = {
             "provider": provider, "method": live.method, "path": live.path,
             "query": live.query, "headers": live.headers, "status": live.status,
-            **ctx.delta_request(provider, body, base.request if base else None, keep),
+            **ctx.delta_request(provider, body, delta_base.request if delta_base else None,
+                                keep),
         }
-        if base is not None:
-            record["base"] = base.context_id
+        if delta_base is not None:
+            record["base"] = delta_base.context_id
         if live.route.model:
             record["model"] = live.route.model
         session = branch.session
@@ -377,13 +389,16 @@ class Recorder:
         batch.append(ev.MessageCompleted(message_id=message_id))
         start = session.version
         session.record(batch)
-        call = CallRecord(message_id, body, normalized, start, session.version)
+        call = CallRecord(message_id, body, len(items), _hashes(normalized), start,
+                          session.version)
+        if branch.calls:
+            branch.calls[-1].request = None  # no longer a base: the new call is
         branch.calls.append(call)
         return call
 
     def _branch_for(self, live: Live, body: JSON) -> tuple[Branch, CallRecord | None]:
         provider = live.route.provider
-        new = entries(provider, conversation(provider, body))
+        new = _hashes(entries(provider, conversation(provider, body)))
         key, parent_key = session_keys(live.headers)
         # A call without tools in a named session is a side call (OpenCode's title,
         # a summary): it goes to a child session, so the named session stays the
@@ -492,6 +507,10 @@ class Recorder:
                               metadata={ctx.KEY: {"status": status, "body": parsed}}),
             ev.MessageCompleted(message_id=mid, error=error),
         ])
+
+
+def _hashes(normalized: list[Entry]) -> tuple[int, ...]:
+    return tuple(hash(e) for e in normalized)
 
 
 def _now() -> int:

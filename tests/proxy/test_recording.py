@@ -4,6 +4,7 @@ and ``convlog serve`` showing what the proxy records while it records it."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -111,3 +112,47 @@ def test_http_errors_map_to_typed_kinds() -> None:
     assert message_error(400, {"error": {"message": "maximum context length"}}).kind == \
         "context_overflow"
     assert message_error(500, [{"error": {"message": "boom"}}]).message == "boom"
+
+
+def test_a_provider_error_event_is_recorded_not_a_recording_failure(tmp_path: Path) -> None:
+    good = sse(scripts.anthropic_text("half of it"))
+    error = sse([{"type": "error", "error": {"type": "overloaded_error",
+                                             "message": "Overloaded"}}])
+    chunks = [*good[:4], *error]
+    with rig(tmp_path, [Reply(chunks)]) as r:
+        got = httpx.post(f"{r.proxy_url}/v1/messages",
+                         json={"model": "m", "max_tokens": 9, "stream": True,
+                               "messages": [{"role": "user", "content": "hi"}]})
+        views = r.views()
+        assert r.recorder.failures == []
+    assert got.content == b"".join(chunks)
+    [view] = views.values()
+    [answer] = [m for m in view.messages() if m.info.role == "assistant"]
+    info = answer.info
+    assert isinstance(info, v.AssistantInfo)
+    assert info.error is not None
+    assert "Overloaded" in info.error.message
+    assert [p.text for p in answer.parts if isinstance(p, v.TextPart)] == ["half of "]
+
+
+def test_a_client_that_hangs_up_mid_stream_leaves_a_settled_answer(tmp_path: Path) -> None:
+    chunks = sse(scripts.anthropic_text(" ".join(f"w{i}" for i in range(60))))
+    with rig(tmp_path, [Reply(chunks, delay=0.02)]) as r:
+        with httpx.stream("POST", f"{r.proxy_url}/v1/messages",
+                          json={"model": "m", "max_tokens": 9, "stream": True,
+                                "messages": [{"role": "user", "content": "hi"}]}) as got:
+            for n, _ in enumerate(got.iter_raw()):
+                if n == 5:
+                    break  # the client goes away
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            views = r.views()
+            [view] = views.values()
+            [answer] = [m for m in view.messages() if m.info.role == "assistant"]
+            if answer.info.time.completed is not None:
+                break
+            time.sleep(0.1)
+    info = answer.info
+    assert isinstance(info, v.AssistantInfo)
+    assert info.error is not None  # settled: aborted, what streamed kept
+    assert info.error.kind == "aborted"
