@@ -5,7 +5,8 @@ line); a ``generateContent`` answer is one chunk. Only ``candidates[0]`` is
 read. Its ``content.parts`` arrive in order:
 
 - ``text`` parts extend the open text part (a new one opens after any other
-  part), ``thought: true`` ones the open reasoning part;
+  part), ``thought: true`` ones the open reasoning part; an empty text opens
+  nothing (it often carries only a ``thoughtSignature``);
 - a ``functionCall`` arrives whole: a tool part, its ``args`` as one
   ``tool.input_delta`` and the parsed input at once; a call without ``id``
   (the API omits it) gets one, unique in the session;
@@ -118,6 +119,10 @@ class GeminiIngest(StreamIngest):
         if not isinstance(text, str):
             if text is not None:
                 raise MalformedEvent("a part's text must be a string")
+            if signature and self._open is not None:
+                self._open.data["signature"] = signature
+            return
+        if not text:  # nothing to show (often a lone thoughtSignature): no new part
             if signature and self._open is not None:
                 self._open.data["signature"] = signature
             return
