@@ -25,7 +25,7 @@ from tests.adapters.test_ingest_fuzz import (
 JSON = dict[str, Any]
 FUZZ = settings(max_examples=100, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=12)
 _PART = st.one_of(
     st.builds(lambda t: {"text": t}, _TEXT),
     st.builds(lambda t: {"text": t, "thought": True}, _TEXT),
