@@ -218,23 +218,32 @@ def test_codex_closed_loop(tmp_path: Path) -> None:
     store = open_store(script_db)
     scripted.build(store, "openai-responses", calls, path="/v1/responses")
     store.close()
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _), \
-            verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                 "--upstream", f"openai={model}") as (proxy, _):
-        (codex_home / "config.toml").write_text(
+    def codex_run(base_url: str, run_home: Path) -> list[JSON]:
+        """The items the CLI printed (ids aside); the answer is checked."""
+        run_home.mkdir(exist_ok=True)
+        (run_home / "config.toml").write_text(
             'model = "fake-model"\nmodel_provider = "fake"\n'
             '[model_providers.fake]\nname = "fake"\n'
-            f'base_url = "{proxy}/v1"\nwire_api = "responses"\nenv_key = "FAKE_KEY"\n')
-        env = {**_base_env(home), "CODEX_HOME": str(codex_home),
+            f'base_url = "{base_url}/v1"\nwire_api = "responses"\nenv_key = "FAKE_KEY"\n')
+        env = {**_base_env(home), "CODEX_HOME": str(run_home),
                "FAKE_KEY": "sk-proj-never-stored-456"}
         run = subprocess.run([str(codex), "exec", "--json", "--skip-git-repo-check", prompt],
                              cwd=work, env=env, capture_output=True, text=True, timeout=180,
                              check=False, stdin=subprocess.DEVNULL)
-    assert run.returncode == 0, run.stderr[-2000:]
-    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    messages = [e["item"]["text"] for e in lines if e.get("type") == "item.completed"
-                and e["item"].get("type") == "agent_message"]
-    assert messages == ["It says the meeting is at noon."]
+        assert run.returncode == 0, run.stderr[-2000:]
+        lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+        items = [{k: val for k, val in e["item"].items() if k != "id"} for e in lines
+                 if e.get("type") == "item.completed"]
+        said = [i["text"] for i in items if i.get("type") == "agent_message"]
+        assert said == ["It says the meeting is at noon."]
+        return items
+
+    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
+        direct = codex_run(model, tmp_path / "codex-direct")
+        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
+                  "--upstream", f"openai={model}") as (proxy, _):
+            through = codex_run(proxy, codex_home)
+    assert through == direct  # the proxy changes nothing the CLI sees
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
     proxied = loop.session_items(proxy_store, recorded)
