@@ -1,0 +1,517 @@
+"""The recorder: one thread that writes what the forwarder saw as convlog events.
+
+The forwarder never waits for it: it queues a copy of each request, response
+start, body chunk and end (:meth:`Recorder.put` is a non-blocking queue put)
+and goes on forwarding. The thread owns the store and every session object.
+Each provider event is committed as it is parsed (the ingests' ``batch=1``),
+so what the store acknowledged survives a kill of the proxy.
+
+Nothing here can break the client's traffic: any failure while recording a
+call is logged (structlog, ``proxy.record_failed``), kept in
+:attr:`Recorder.failures`, recorded in the session as far as the store lets
+(the ingest settles the message aborted, or an error message says recording
+failed), and the call's later chunks are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from engine import events as ev
+from engine.adapters.anthropic import AnthropicIngest
+from engine.adapters.gemini import GeminiIngest
+from engine.adapters.ingest import ProviderStreamError, StreamError, StreamIngest
+from engine.adapters.openai_chat import OpenAIChatIngest
+from engine.adapters.openai_responses import OpenAIResponsesIngest
+from engine.ids import part_id, uuid7
+from engine.importers.base import stable_uuid
+from engine.logging import get_logger
+from engine.proxy import context as ctx
+from engine.proxy.conversation import Entry, conversation, entries, extends, system_text
+from engine.proxy.decode import decoder
+from engine.proxy.errors import message_error
+from engine.proxy.routes import ANTHROPIC, CHAT, GEMINI, RESPONSES, Route
+from engine.proxy.sse import SSEParser
+from engine.proxy.whole import stream_events, tool_results
+from engine.session import PartRef, Session
+from engine.store import Store, open_store
+
+JSON = dict[str, Any]
+INGESTS: dict[str, Callable[..., StreamIngest]] = {
+    ANTHROPIC: AnthropicIngest, RESPONSES: OpenAIResponsesIngest, CHAT: OpenAIChatIngest,
+    GEMINI: GeminiIngest,
+}
+PROVIDER_IDS = {ANTHROPIC: "anthropic", RESPONSES: "openai", CHAT: "openai", GEMINI: "google"}
+
+# Queue operations (tuples: (op, call id, ...)).
+REQUEST, BODY, RESPONSE, CHUNK, END, SYNC, STOP = range(7)
+
+# Client headers that name a session, and the one naming its parent (subagents).
+_SESSION_HEADERS = (
+    # (session header, child header that makes a child of the session, parent header)
+    ("x-claude-code-session-id", "x-claude-code-agent-id", None),
+    ("thread-id", None, "x-codex-parent-thread-id"),
+    ("session-id", None, "x-codex-parent-thread-id"),
+    ("x-session-id", None, "x-parent-session-id"),
+)
+
+log = get_logger("convlog.proxy")
+
+
+def session_keys(headers: dict[str, str]) -> tuple[str | None, str | None]:
+    """(the call's session key, its parent's key) from the client's headers."""
+    for header, child, parent in _SESSION_HEADERS:
+        value = headers.get(header)
+        if not value:
+            continue
+        key = f"{header}={value}"
+        if child and headers.get(child):
+            return f"{key}/{child}={headers[child]}", key
+        parent_value = headers.get(parent) if parent else None
+        return key, (f"{header}={parent_value}" if parent_value else None)
+    return None, None
+
+
+@attrs.define
+class Pending:
+    """An answer whose tool calls wait for the results the next request carries."""
+
+    message_id: str
+    calls: dict[str, PartRef]
+    finish: str | None
+    tokens: ev.Tokens
+    metadata: JSON | None
+
+
+@attrs.define
+class CallRecord:
+    """What grouping needs of a recorded call. Memory stays small in a long-running
+    proxy: the conversation as one hash per entry, and the request body (the base of
+    the next call's delta) only while the call is its branch's latest."""
+
+    context_id: str
+    request: JSON | None
+    items: int  # the request's conversation items
+    entries: tuple[int, ...]  # hash of each normalized entry
+    start_seq: int  # the version before the call's context
+    end_seq: int
+    pending: Pending | None = None
+
+
+@attrs.define
+class Branch:
+    """One convlog session the proxy writes calls into."""
+
+    session: Session
+    calls: list[CallRecord] = attrs.Factory(list)
+
+
+@attrs.define
+class Live:
+    """A call in flight."""
+
+    id: int
+    route: Route
+    method: str
+    path: str
+    query: str
+    headers: JSON
+    body: bytes = b""
+    status: int = 0
+    response_headers: JSON = attrs.Factory(dict)
+    decode: Callable[[bytes], bytes] | None = None
+    sse: SSEParser | None = None
+    ingest: StreamIngest | None = None
+    buffer: bytearray = attrs.Factory(bytearray)
+    branch: Branch | None = None
+    record: CallRecord | None = None
+    request: JSON | None = None
+    broken: bool = False
+
+
+class Recorder:
+    """Records proxied calls into the store at ``store_url`` from its own thread."""
+
+    def __init__(self, store_url: str, *, key_file: str | None = None,
+                 store: Store | None = None) -> None:
+        self.store_url = store_url
+        self.key_file = key_file
+        self._given_store = store
+        self.store: Store | None = None
+        self.failures: list[str] = []
+        self.calls = 0
+        self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="convlog-proxy-recorder",
+                                        daemon=True)
+        self._live: dict[int, Live] = {}
+        self._groups: dict[str, list[Branch]] = {}
+        self._started = threading.Event()
+        self._open_error: BaseException | None = None
+
+    # ------------------------------------------------------------------ the forwarder's side
+
+    def start(self) -> None:
+        self._thread.start()
+        self._started.wait()
+        if self._open_error is not None:
+            raise self._open_error
+
+    def put(self, job: tuple[Any, ...]) -> None:
+        self._queue.put_nowait(job)
+
+    def sync(self, timeout: float = 30.0) -> bool:
+        """Wait until everything queued so far is recorded (tests, shutdown)."""
+        done = threading.Event()
+        self._queue.put_nowait((SYNC, 0, done))
+        return done.wait(timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self._thread.is_alive():
+            self._queue.put_nowait((STOP, 0))
+            self._thread.join(timeout)
+
+    # ------------------------------------------------------------------ the thread
+
+    def open(self) -> None:
+        """Open the store (in the thread or process that will record)."""
+        self.store = self._given_store or open_store(self.store_url, key_file=self.key_file)
+
+    def close(self) -> None:
+        if self._given_store is None and self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def in_flight(self) -> list[int]:
+        return list(self._live)
+
+    def handle(self, job: tuple[Any, ...]) -> None:
+        """Record one job (never raises: a failure is logged and recorded as such)."""
+        self._handle(job)
+
+    def _run(self) -> None:
+        try:
+            self.open()
+        except BaseException as exc:  # reported by start()
+            self._open_error = exc
+            self._started.set()
+            return
+        self._started.set()
+        get = self._queue.get
+        try:
+            while True:
+                job = get()
+                op = job[0]
+                if op == STOP:
+                    break
+                if op == SYNC:
+                    job[2].set()
+                    continue
+                self._handle(job)
+        finally:
+            self.close()
+
+    def _handle(self, job: tuple[Any, ...]) -> None:
+        op, call_id = job[0], job[1]
+        if op == REQUEST:
+            self._live[call_id] = Live(call_id, *job[2:])
+            return
+        live = self._live.get(call_id)
+        if live is None:
+            return
+        if op == END:
+            del self._live[call_id]
+        if live.broken:
+            return
+        try:
+            if op == CHUNK:
+                self._chunk(live, job[2])
+            elif op == BODY:
+                live.body = job[2]
+            elif op == RESPONSE:
+                self._response(live, job[2], job[3])
+            elif op == END:
+                self._end(live, job[2])
+        except ProviderStreamError:
+            # The provider's own error event: the ingest recorded the answer as ended
+            # by it. Not a recording failure; the rest of the stream has nothing more.
+            live.broken = True
+            self._end_call(live)
+        except Exception as exc:
+            self._failed(live, exc)
+
+    def _failed(self, live: Live, exc: Exception) -> None:
+        live.broken = True
+        reason = f"recording failed: {type(exc).__name__}: {exc}"[:1000]
+        self.failures.append(reason)
+        log.warning("proxy.record_failed", call=live.id, path=live.path, error=reason)
+        try:
+            ingest = live.ingest
+            if ingest is not None:
+                if ingest.failed is None and not ingest.stopped:
+                    ingest.fail(reason)
+            elif live.branch is not None:
+                self._error_message(live, live.status or 0, reason, kind="unknown")
+        except Exception as again:  # the store is down: the log line is all there is
+            log.warning("proxy.record_failed", call=live.id, error=repr(again)[:500])
+        finally:
+            self._end_call(live)
+
+    # ------------------------------------------------------------------ one call
+
+    def _response(self, live: Live, status: int, headers: JSON) -> None:
+        live.status = status
+        live.response_headers = headers
+        provider = live.route.provider
+        try:
+            body = json.loads(live.body) if live.body else {}
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            body = {"raw": live.body.decode("utf-8", errors="replace")}
+        live.request = body
+        self.calls += 1
+        branch, base = self._branch_for(live, body)
+        live.branch = branch
+        if base is not None and base.pending is not None:
+            keep = base.items
+            self._settle(branch.session, base.pending,
+                         tool_results(provider, conversation(provider, body)[keep:]))
+            base.pending = None
+        live.record = self._context(live, branch, base, body)
+        encoding = headers.get("content-encoding", "")
+        if encoding:
+            live.decode = decoder(encoding)
+        streaming = headers.get("content-type", "").startswith("text/event-stream")
+        if status < 400 and streaming:
+            live.sse = SSEParser()
+            live.ingest = INGESTS[provider](branch.session, parent_id=live.record.context_id,
+                                            batch=1)
+
+    def _chunk(self, live: Live, data: bytes) -> None:
+        if live.decode is not None:
+            data = live.decode(data)
+        if live.sse is None:
+            live.buffer += data
+            return
+        assert live.ingest is not None
+        for _name, payload in live.sse.feed(data):
+            self._event(live.ingest, payload)
+
+    @staticmethod
+    def _event(ingest: StreamIngest, payload: str) -> None:
+        if not payload or payload == "[DONE]":
+            return
+        ingest.feed(json.loads(payload))
+
+    def _end(self, live: Live, error: str | None) -> None:
+        ingest = live.ingest
+        if live.sse is not None and ingest is not None:
+            if error is None:
+                for _name, payload in live.sse.close():
+                    self._event(ingest, payload)
+            if ingest.failed is None:
+                if error is not None and not ingest.stopped:
+                    ingest.fail(error)
+                else:
+                    self._finish(live, ingest)
+        elif error is not None and live.status == 0:
+            self._error_message(live, 502, error, kind="api")
+        elif live.status >= 400 or error is not None:
+            self._error_message(live, live.status, bytes(live.buffer).decode(
+                "utf-8", errors="replace") if error is None else error)
+        else:
+            answer = json.loads(bytes(live.buffer)) if live.buffer else {}
+            ingest = INGESTS[live.route.provider](live.branch.session,  # type: ignore[union-attr]
+                                                  parent_id=live.record.context_id,  # type: ignore[union-attr]
+                                                  batch=1)
+            live.ingest = ingest
+            for event in stream_events(live.route.provider, answer):
+                ingest.feed(event)
+            self._finish(live, ingest)
+        self._end_call(live)
+
+    def _finish(self, live: Live, ingest: StreamIngest) -> None:
+        try:
+            result = ingest.finish()
+        except StreamError:
+            return  # settled by the ingest and recorded as such
+        if not result.completed and result.tool_calls:
+            pending = Pending(result.message_id,
+                              {c.call_id: c.ref for c in result.tool_calls},
+                              ingest.stop_reason, ingest.tokens, ingest.metadata)
+            if live.record is not None:
+                live.record.pending = pending
+
+    def _end_call(self, live: Live) -> None:
+        if live.record is not None and live.branch is not None:
+            live.record.end_seq = live.branch.session.version
+
+    # ------------------------------------------------------------------ what the call is
+
+    def _context(self, live: Live, branch: Branch, base: CallRecord | None,
+                 body: JSON) -> CallRecord:
+        provider = live.route.provider
+        items = conversation(provider, body)
+        delta_base = base if base is not None and base.request is not None else None
+        keep = delta_base.items if delta_base is not None else 0
+        record: JSON = {
+            "provider": provider, "method": live.method, "path": live.path,
+            "query": live.query, "headers": live.headers, "status": live.status,
+            **ctx.delta_request(provider, body, delta_base.request if delta_base else None,
+                                keep),
+        }
+        if delta_base is not None:
+            record["base"] = delta_base.context_id
+        if live.route.model:
+            record["model"] = live.route.model
+        session = branch.session
+        model_id = live.route.model or body.get("model")
+        model = (ev.ModelRef(PROVIDER_IDS[provider], model_id)
+                 if isinstance(model_id, str) and model_id else None)
+        message_id = uuid7()
+        batch: list[ev.Event] = [ev.MessageStarted(
+            message_id=message_id, role="user", model=model,
+            system=system_text(provider, body), metadata={ctx.KEY: record})]
+        normalized = entries(provider, items)
+        newest = normalized[-1] if normalized else None
+        text = "\n\n".join(k[1] for k in newest.keys if k[0] == "text") if newest else ""
+        if newest is not None and not newest.assistant and text:
+            pid = part_id()
+            batch.append(ev.TextAdded(message_id=message_id, part_id=pid, text=text))
+            batch.append(ev.PartEnded(message_id=message_id, part_id=pid))
+        batch.append(ev.MessageCompleted(message_id=message_id))
+        start = session.version
+        session.record(batch)
+        call = CallRecord(message_id, body, len(items), _hashes(normalized), start,
+                          session.version)
+        if branch.calls:
+            branch.calls[-1].request = None  # no longer a base: the new call is
+        branch.calls.append(call)
+        return call
+
+    def _branch_for(self, live: Live, body: JSON) -> tuple[Branch, CallRecord | None]:
+        provider = live.route.provider
+        new = _hashes(entries(provider, conversation(provider, body)))
+        key, parent_key = session_keys(live.headers)
+        # A call without tools in a named session is a side call (OpenCode's title,
+        # a summary): it goes to a child session, so the named session stays the
+        # agent's loop whichever call comes first.
+        main = None
+        if key is not None and not body.get("tools"):
+            main = self._named(key, parent_key)
+            key = f"{key}#side"
+        group_key = key or f"anonymous:{provider}"
+        branches = self._groups.setdefault(group_key, [])
+        best: tuple[tuple[int, bool], Branch, int] | None = None
+        for branch in branches:
+            for i, call in enumerate(branch.calls):
+                if call.entries and extends(call.entries, new):
+                    rank = (len(call.entries), i == len(branch.calls) - 1)
+                    if best is None or rank > best[0]:
+                        best = (rank, branch, i)
+        assert self.store is not None
+        if best is not None:
+            _, origin, i = best
+            call = origin.calls[i]
+            if len(new) > len(call.entries):  # carries the conversation on
+                if i == len(origin.calls) - 1:
+                    return origin, call
+                return self._fork(branches, origin, call.end_seq, i + 1), call
+            # The same conversation again (a retry, a regeneration): a sibling answer.
+            forked = self._fork(branches, origin, call.start_seq, i)
+            return forked, forked.calls[-1] if forked.calls else None
+        if main is not None:
+            session = self._new_session(None, main.session.id)
+        elif branches and not branches[0].calls:  # opened by a side call
+            return branches[0], None
+        elif branches and key is not None:  # extends none of the named session's calls
+            session = self._new_session(None, branches[0].session.id)
+        elif key is not None:
+            parents = self._groups.get(parent_key) if parent_key else None
+            session = self._new_session(key, parents[0].session.id if parents else None)
+        else:  # no header, a conversation nothing recorded holds: a new session
+            session = self._new_session(None, None)
+        branch = Branch(session)
+        branches.append(branch)
+        return branch, None
+
+    def _named(self, key: str, parent_key: str | None) -> Branch:
+        """The named session's main branch, opened (with no call yet) if needed."""
+        branches = self._groups.setdefault(key, [])
+        if not branches:
+            parents = self._groups.get(parent_key) if parent_key else None
+            branches.append(Branch(self._new_session(
+                key, parents[0].session.id if parents else None)))
+        return branches[0]
+
+    @staticmethod
+    def _fork(branches: list[Branch], origin: Branch, at: int, keep: int) -> Branch:
+        """A new branch: ``origin``'s session forked at seq ``at``, holding its first
+        ``keep`` calls."""
+        session = origin.session.fork(at)
+        forked = Branch(session, [attrs.evolve(c) for c in origin.calls[:keep]])
+        branches.append(forked)
+        return forked
+
+    def _new_session(self, key: str | None, parent: str | None) -> Session:
+        assert self.store is not None
+        sid = stable_uuid(0, "convlog-proxy", key) if key is not None else uuid7()
+        if key is not None and any(s.id == sid for s in self.store.sessions()):
+            return Session.open(self.store, sid)  # the proxy restarted
+        self.store.create_session(sid, created=_now(), parent=parent)
+        return Session.open(self.store, sid)
+
+    # ------------------------------------------------------------------ settling
+
+    def _settle(self, session: Session, pending: Pending,
+                results: dict[str, tuple[str, bool]]) -> None:
+        """The next request carries the results of the previous answer's tool calls."""
+        for call_id, ref in pending.calls.items():
+            found = results.get(call_id)
+            if found is None:
+                session.fail_tool(ref, "the client sent no result for this call",
+                                  kind="cancelled")
+                continue
+            output, is_error = found
+            session.start_tool(ref)
+            if is_error:
+                session.fail_tool(ref, output or "error")
+            else:
+                session.complete_tool(ref, output or "(no output)",
+                                      metadata=None if output else {"empty": True})
+        # As StreamIngest.complete records it (cost included), so both read the same.
+        session.record([ev.MessageCompleted(message_id=pending.message_id, cost=0.0,
+                                            tokens=pending.tokens, finish=pending.finish,
+                                            metadata=pending.metadata)])
+
+    def _error_message(self, live: Live, status: int, body: str, *,
+                       kind: str | None = None) -> None:
+        if live.branch is None or live.record is None:
+            return
+        try:
+            parsed: Any = json.loads(body)
+        except ValueError:
+            parsed = body
+        error = message_error(status, parsed, kind=kind)
+        mid = uuid7()
+        live.branch.session.record([
+            ev.MessageStarted(message_id=mid, role="assistant",
+                              parent_id=live.record.context_id,
+                              metadata={ctx.KEY: {"status": status, "body": parsed}}),
+            ev.MessageCompleted(message_id=mid, error=error),
+        ])
+
+
+def _hashes(normalized: list[Entry]) -> tuple[int, ...]:
+    return tuple(hash(e) for e in normalized)
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
