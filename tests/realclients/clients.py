@@ -1,5 +1,5 @@
 """Where the real agent CLIs are: ``$CONVLOG_REAL_CLIENTS``, then ``.cache/real-clients``
-of this checkout (what ``tests/realclients/install.sh`` fills), then ``/work/cli``.
+of this checkout (what ``tests/realclients/install.sh`` fills; ``.ci/run`` runs it).
 
 Each finder returns the binary's path, or None with the reason it is missing.
 """
@@ -24,7 +24,7 @@ def install_dirs() -> list[Path]:
     env = os.environ.get("CONVLOG_REAL_CLIENTS")
     if env:
         dirs.append(Path(env))
-    dirs += [ROOT / ".cache" / "real-clients", Path("/work/cli")]
+    dirs.append(ROOT / ".cache" / "real-clients")
     return dirs
 
 
@@ -41,3 +41,19 @@ def find(name: str) -> tuple[Path | None, str]:
         tried.append(str(path))
     return None, (f"{name} is not installed (tried {', '.join(tried)}); "
                   "run tests/realclients/install.sh")
+
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require(name: str) -> Path:
+    """The CLI, or skip with the reason; in CI (``CI=true``) a missing CLI fails, since
+    ``.ci/run`` installs them."""
+    import pytest  # noqa: PLC0415 - the finders serve the fixture generator too
+
+    path, why = find(name)
+    if path is None:
+        if IN_CI:
+            pytest.fail(why)
+        pytest.skip(why)
+    return path
