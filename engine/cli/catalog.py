@@ -42,9 +42,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
         'projections.mailbox.cli:MCP',
         "serve the agents' mailbox tools over MCP (stdio); needs convlog[mcp]",
     ),
+    'proxy': (
+        'engine.proxy.command:PROXY',
+        "record an agent's model calls: a reverse proxy for the model APIs (convlog[proxy])",
+    ),
     'repair': (
         'engine.cli.check:RepairCommand',
         'move damage a crash can leave (a torn last line of a JSONL session) to a `.corrupt` file beside it; reads never do this themselves',
+    ),
+    'replay': (
+        'projections.replay.command:REPLAY',
+        'serve recorded model calls back as the provider APIs (convlog[proxy])',
     ),
     'serve': (
         'projections.serve.command:SERVE',

@@ -123,7 +123,7 @@ def test_the_scanners_catch_violations() -> None:
 ENGINE_LAYERS: tuple[tuple[str, ...], ...] = (
     # the vocabulary: what an event is, its bytes, ids, typed errors, log setup
     ("engine.events", "engine.errors", "engine.ids", "engine.codec", "engine.logging",
-     "engine.mailbox_graphemes"),
+     "engine.mailbox_graphemes", "engine.mailbox_credentials"),
     # the deciders: entity declarations, their composition, multi-event commands
     ("engine.decider", "engine.messages", "engine.conversation", "engine.tables",
      "engine.lifecycle", "engine.settle", "engine.mailbox"),
