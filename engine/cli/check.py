@@ -25,7 +25,7 @@ def _load_anchors(given: list[str]) -> list[anchors.Anchor]:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise StoreError(f"cannot read anchor file {item}: {exc}") from None
-            found.extend(anchors.parse_many(text))
+            found.extend(anchors.parse_many(text, f"anchor file {item}"))
         else:
             found.append(anchors.parse(item))
     return found
