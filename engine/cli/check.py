@@ -45,9 +45,12 @@ class VerifyCommand:
                             help="anchors printed earlier by `convlog anchor` (a file of "
                                  "tokens or one token; may be repeated)")
         parser.add_argument("--fast", action="store_true",
-                            help="the chain walk only: seqs, hash chain (one digest per "
-                                 "sealed block), heads, anchors and positions, without "
-                                 "decoding events or replaying their transitions")
+                            help="the chain walk only: seqs, every event's chain hash "
+                                 "recomputed from its stored bytes (so content is proven, "
+                                 "and anchors hold only for the content they were taken "
+                                 "of), block links, heads, anchors and positions; it skips "
+                                 "decoding events into the catalog, replaying their "
+                                 "transitions and the id index")
 
     def run(self, args: argparse.Namespace) -> int:
         given = _load_anchors(args.against)  # a malformed anchor fails before any work
