@@ -194,7 +194,8 @@ def damage_behind(args: argparse.Namespace) -> str | None:
     from engine.store.verify import verify  # noqa: PLC0415
 
     try:
-        store = open_store(url, key_file=getattr(args, "key_file", None), create=False)
+        store = open_store(url, key_file=getattr(args, "key_file", None), create=False,
+                           read_only=True)
     except ConvlogError as exc:
         return str(exc) if isinstance(exc, (CorruptLog, StoreUnreadable)) else None
     try:

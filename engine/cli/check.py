@@ -54,7 +54,7 @@ class VerifyCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         given = _load_anchors(args.against)  # a malformed anchor fails before any work
-        store = open_store(args.store, key_file=args.key_file, create=False)
+        store = open_store(args.store, key_file=args.key_file, create=False, read_only=True)
         progress = Progress("verify")
         try:
             report = anchors.check(store, given, args.session, progress=progress,
@@ -96,7 +96,8 @@ class AnchorCommand:
         cli_args.add_key_file(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store, key_file=args.key_file, create=False)
+        store = open_store(args.store, key_file=args.key_file, create=False,
+                           read_only=True)
         try:
             taken = anchors.take(store, args.session)
         finally:

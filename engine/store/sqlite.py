@@ -278,7 +278,7 @@ class SQLiteStore(SQLRecorder):
     def __init__(self, path: str, *, url: str | None = None, synchronous: str | None = None,
                  durability: str = SYNC, batch_ms: float = DEFAULT_BATCH_MS,
                  batch_events: int = DEFAULT_BATCH_EVENTS, key: bytes | None = None,
-                 max_event_bytes: int | None = None) -> None:
+                 max_event_bytes: int | None = None, read_only: bool = False) -> None:
         self._configure(url or f"sqlite:///{path}", durability=durability, key=key,
                         max_event_bytes=max_event_bytes)
         self.path = path
@@ -289,7 +289,10 @@ class SQLiteStore(SQLRecorder):
         self._lock = threading.RLock()
         # A file this process may not write (or whose directory it may not write, so
         # no journal can be made) is opened read-only: reads work, writes are refused.
-        self.read_only = path != ":memory:" and not _writable(Path(path))
+        # ``read_only``: the caller only reads (the read commands). A read-write
+        # connection that closes last checkpoints a crashed writer's WAL into the
+        # main file, so a read would change the store's bytes (issue 27 item 9).
+        self.read_only = path != ":memory:" and (read_only or not _writable(Path(path)))
         try:
             self._db = (_connect_read_only(path, self.url) if self.read_only else
                         sqlite3.connect(path, isolation_level=None, check_same_thread=False))
