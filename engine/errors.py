@@ -267,6 +267,11 @@ class UnknownSchemaVersion(ConvlogError):
         )
 
 
+class StoreBusy(StoreError):
+    """Another writer held the store's write lock longer than this one would wait
+    (a long batched window, a bulk import): nothing was written, try again."""
+
+
 class CorruptLog(StoreError):
     """Stored bytes that fail verification: a broken hash chain, a gap, undecodable data."""
 

@@ -27,6 +27,7 @@ from engine.errors import (
     ConvlogError,
     CorruptLog,
     KeyRequired,
+    StoreBusy,
     StoreError,
     StoreUnreadable,
     UnknownSession,
@@ -117,6 +118,8 @@ def exit_for(exc: ConvlogError) -> ExitCode:
     """The exit code of a typed error (subclasses first: CorruptLog is a StoreError)."""
     if isinstance(exc, KeyRequired):
         return exits.KEY_NEEDED
+    if isinstance(exc, StoreBusy):
+        return exits.BUSY
     if isinstance(exc, StoreUnreadable):
         return exits.UNREADABLE
     if isinstance(exc, CorruptLog):

@@ -86,7 +86,11 @@ def store_url(given: str) -> str:
     # Absolute, so messages name the file itself: the URL slash rule (three slashes
     # relative, four absolute) is no business of someone who typed a path.
     place = os.path.abspath(given)
-    return f"jsonl:///{place}" if Path(given).is_dir() else f"sqlite:///{place}"
+    try:
+        is_dir = Path(given).is_dir()
+    except OSError as exc:  # a name too long for the file system, ...
+        raise argparse.ArgumentTypeError(f"{given[:80]!r}...: {exc.strerror}") from None
+    return f"jsonl:///{place}" if is_dir else f"sqlite:///{place}"
 
 
 def add_store(parser: argparse.ArgumentParser) -> None:

@@ -248,7 +248,17 @@ def _check_place(url: str, scheme: str, path: str, *, create: bool,
 
     The URL rule is SQLAlchemy's: three slashes then a relative path, four for an
     absolute one. A missing relative path whose absolute twin exists is the usual slip.
+    A path the file system refuses to look up at all (a name over 255 bytes, ...)
+    is a usage error, not a crash.
     """
+    try:
+        _check_path(url, scheme, path, create=create, is_store=is_store)
+    except OSError as exc:
+        raise StoreError(f"cannot open {url[:120]}...: {exc.strerror or exc}") from None
+
+
+def _check_path(url: str, scheme: str, path: str, *, create: bool,
+                is_store: Callable[[Path], bool]) -> None:
     place = Path(path)
     hint = ""
     if not place.is_absolute() and Path("/" + path).exists():

@@ -50,6 +50,7 @@ from engine.errors import (
     CorruptLog,
     ReadOnlyStore,
     SessionExists,
+    StoreBusy,
     StoreError,
     StoreUnreadable,
     UnknownSession,
@@ -240,6 +241,23 @@ class _Ranges:
         self.log_new, self.run_new, self.exact = [], [], []
 
 
+# How long a writer waits for another one's write lock before StoreBusy.
+BUSY_TIMEOUT_MS = 30_000
+
+
+def _begin_immediate(store: SQLiteStore) -> None:
+    """``BEGIN IMMEDIATE``: SQLite's write lock, or StoreBusy once the wait is over
+    (a lock held by another writer is no damage: nothing was written)."""
+    try:
+        store._db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise StoreBusy(f"{store.url}: another writer held the write lock for over "
+                            f"{BUSY_TIMEOUT_MS / 1000:g} s (a long batched window or a bulk "
+                            "import); nothing was written, try again") from None
+        raise
+
+
 class _WriteTx:
     """The write lock of a :class:`SQLiteStore`: its thread lock and the write
     transaction (``BEGIN IMMEDIATE``, or the open batched window). Left with an
@@ -257,7 +275,7 @@ class _WriteTx:
         try:
             if not store._in_tx:
                 store._current_schema()
-                store._db.execute("BEGIN IMMEDIATE")
+                _begin_immediate(store)
                 store._in_tx = True
         except BaseException:
             store._lock.release()
@@ -296,7 +314,7 @@ class SQLiteStore(SQLRecorder):
         try:
             self._db = (_connect_read_only(path, self.url) if self.read_only else
                         sqlite3.connect(path, isolation_level=None, check_same_thread=False))
-            self._db.execute("PRAGMA busy_timeout=30000")
+            self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             # FULL: the WAL is fsynced at every commit, so an acknowledged append survives
             # power loss. ``synchronous`` overrides it (benchmarks measure NORMAL/OFF).
             self._db.execute(f"PRAGMA synchronous={synchronous or 'FULL'}")
@@ -389,7 +407,7 @@ class SQLiteStore(SQLRecorder):
         if PAGE_SIZE and not db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
             db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file: before its first page
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute("BEGIN IMMEDIATE")
+        _begin_immediate(self)
         try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             old = None
@@ -462,7 +480,7 @@ class SQLiteStore(SQLRecorder):
         after the window that filled them committed. A crash before it leaves a long
         tail, which the next append (or this, next time) merges."""
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
+        _begin_immediate(self)
         self._in_tx = True
         try:
             for name in names:
@@ -576,7 +594,7 @@ class SQLiteStore(SQLRecorder):
         a failed append inside a window leaves the window's earlier appends intact."""
         if not self._in_tx:
             self._current_schema()
-            self._db.execute("BEGIN IMMEDIATE")
+            _begin_immediate(self)
             self._in_tx = True
         self._db.execute("SAVEPOINT append")
 

@@ -80,9 +80,15 @@ Progress = Callable[[int], None]
 
 
 def require_key(store: Store) -> None:
-    """Raise :class:`KeyRequired` when the store is keyed and was opened without its key."""
+    """Raise :class:`KeyRequired` when the store is keyed and was opened without its
+    key, and :class:`StoreError` when it is unkeyed and was opened with one."""
     # Stores keep why they refuse appends in ``_refuse``; opened keyless on a keyed
     # store, that is the only sign (the key itself is never stored).
+    if store.chain.key is not None and getattr(store, "_refuse", None):
+        # An unkeyed store opened with a key: every recomputed hash would be an HMAC
+        # and differ, which says nothing about tampering (a wrong option, exit 2).
+        raise StoreError(f"{store.url} was created without a key (its chain is plain "
+                         "SHA-256): --key-file does not apply; verify it without one")
     if store.chain.key is None and getattr(store, "_refuse", None):
         raise KeyRequired(f"{store.url} is keyed (its hash chain is an HMAC): give its key "
                           "(--key-file) to verify it; without the key nothing can be said "
