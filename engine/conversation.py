@@ -31,6 +31,16 @@ class ConversationEntity(KeyedEntity["ConversationLife"]):
     needs_conversation: bool = attrs.field(kw_only=True, default=True)
 
 
+def _blank(value: object) -> bool:
+    """Not a string with something in it: also what a wrong type given through the
+    Python API is (None for a path), refused by the rule instead of an AttributeError."""
+    return not isinstance(value, str) or not value.strip()
+
+
+def _no_model(info: object) -> bool:
+    return not isinstance(info, ev.ModelInfo) or _blank(info.model_id)
+
+
 def _fail(e: Event, rule: str, text: str) -> PartValidationError:
     return PartValidationError(rule, text, event_id=e.id, event_type=tag_of(type(e)))
 
@@ -39,20 +49,20 @@ def _fail(e: Event, rule: str, text: str) -> PartValidationError:
 
 
 def _created(c: ConversationLife, e: ev.ConversationCreated) -> None:
-    if not e.conversation_id.strip():
+    if _blank(e.conversation_id):
         raise _fail(e, "conversation_id", "the conversation id must not be blank")
-    if e.model_info is not None and not e.model_info.model_id.strip():
-        raise _fail(e, "model_id", "model_info.model_id must not be blank")
+    if e.model_info is not None and _no_model(e.model_info):
+        raise _fail(e, "model_id", "model_info must be a ModelInfo whose model_id is not blank")
 
 
 def _model_selected(c: ConversationLife, e: ev.ModelSelected) -> None:
-    if not e.model_info.model_id.strip():
-        raise _fail(e, "model_id", "model_info.model_id must not be blank")
+    if _no_model(e.model_info):
+        raise _fail(e, "model_id", "model_info must be a ModelInfo whose model_id is not blank")
 
 
 def _tools_changed(c: ConversationLife, e: ev.ToolsChanged) -> None:
     names = [t.name for t in e.tools]
-    if any(not n.strip() for n in names):
+    if any(_blank(n) for n in names):
         raise _fail(e, "tools", "a tool needs a name")
     if len(set(names)) != len(names):
         raise _fail(e, "tools", f"tool names repeat within origin {e.origin}")
@@ -61,7 +71,7 @@ def _tools_changed(c: ConversationLife, e: ev.ToolsChanged) -> None:
 
 
 def _history_compacted(c: ConversationLife, e: ev.HistoryCompacted) -> None:
-    if not e.summary.strip():
+    if _blank(e.summary):
         raise _fail(e, "summary", "a compaction needs a summary")
     if e.keep_last < 0:
         raise _fail(e, "keep_last", f"keep_last must be >= 0, not {e.keep_last}")
@@ -76,12 +86,12 @@ def _file_lines(c: ConversationLife, e: ev.FileLinesChanged) -> None:
 
 
 def _item_popped(c: ConversationLife, e: ev.ItemPopped) -> None:
-    if not e.event_id.strip():
+    if _blank(e.event_id):
         raise _fail(e, "event_id", "a popped item names the event that recorded it")
 
 
 def _guardrail_tripped(c: ConversationLife, e: ev.GuardrailTripped) -> None:
-    if not e.guardrail.strip():
+    if _blank(e.guardrail):
         raise _fail(e, "guardrail", "a tripped guardrail needs a name")
 
 
@@ -155,7 +165,7 @@ TANGENT: Final = ConversationEntity(
 
 
 def _path_given(c: ConversationLife, e: ev.ContextFileAdded | ev.ContextFileRemoved) -> None:
-    if not e.path.strip():
+    if _blank(e.path):
         raise _fail(e, "path", "a context file needs a path")
 
 
@@ -192,7 +202,7 @@ CONTEXT_FILE: Final = ConversationEntity(
 
 
 def _tag_given(c: ConversationLife, e: ev.CheckpointCreated) -> None:
-    if not e.tag.strip():
+    if _blank(e.tag):
         raise _fail(e, "tag", "a checkpoint needs a tag")
 
 
@@ -226,9 +236,9 @@ CHECKPOINT: Final = ConversationEntity(
 
 
 def _import_named(c: ConversationLife, e: ev.SessionImported) -> None:
-    if not e.format.strip():
+    if _blank(e.format):
         raise _fail(e, "format", "an imported session names the importer's format")
-    if not e.source.strip():
+    if _blank(e.source):
         raise _fail(e, "source", "an imported session names its source file")
 
 

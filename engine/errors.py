@@ -170,7 +170,9 @@ class ConcurrencyError(ConvlogError):
         self.expected = expected
         self.actual = actual
         super().__init__(
-            f"session {session_id}: expected version {expected}, but the log is at {actual}"
+            f"session {session_id}: expected version {expected}, but the log is at {actual} "
+            "(another writer appended first; nothing of this batch was written, so it is "
+            "safe to reread the session and retry)"
         )
 
 
@@ -206,6 +208,17 @@ class InvalidId(ConvlogError, ValueError):
         self.kind = kind
         self.value = value
         super().__init__(f"invalid {kind} id {value[:80]!r}: {reason}")
+
+
+class InvalidArgument(ConvlogError, ValueError, TypeError):
+    """A Python API call with an argument of the wrong type or out of range (a str
+    where a ModelInfo belongs, None for a path, a fork point past the log). Nothing
+    was written. Also a ValueError and a TypeError, for callers that catch those."""
+
+    def __init__(self, call: str, reason: str) -> None:
+        self.call = call
+        self.reason = reason
+        super().__init__(f"{call}: invalid argument: {reason}")
 
 
 class BadBatch(ConvlogError, ValueError):
@@ -252,6 +265,11 @@ class UnknownSchemaVersion(ConvlogError):
             f"{event_type} version {version} is not supported ({why}; this engine writes "
             f"and reads version {current})"
         )
+
+
+class StoreBusy(StoreError):
+    """Another writer held the store's write lock longer than this one would wait
+    (a long batched window, a bulk import): nothing was written, try again."""
 
 
 class CorruptLog(StoreError):

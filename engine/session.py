@@ -8,6 +8,7 @@ it was.
 
 from __future__ import annotations
 
+import functools
 import time as _time
 import types
 from collections import deque
@@ -24,6 +25,7 @@ from engine.errors import (
     DuplicateEventId,
     EventIdConflict,
     IllegalTransition,
+    InvalidArgument,
     InvalidEvent,
     PartValidationError,
 )
@@ -120,8 +122,9 @@ class Session:
     def fork(self, at: int | None = None, *, session_id: str | None = None) -> Session:
         """A new session whose history is this one's first ``at`` events (shared, not copied)."""
         at = self.version if at is None else at
-        if not 0 <= at <= self.version:
-            raise ValueError(f"fork point {at} is outside 0..{self.version}")
+        if at.__class__ is not int or not 0 <= at <= self.version:
+            raise InvalidArgument("Session.fork", f"fork point {at!r} is outside (or not "
+                                                  f"an int in) 0..{self.version}")
         sid = session_id or uuid7(self._clock())
         if not is_uuid(sid):
             raise PartValidationError("BR-04", f"session id {sid!r} is not a UUID")
@@ -226,6 +229,12 @@ class Session:
         seqs: list[int | None] = []
         seen: dict[str, int] = {}
         for position, given in enumerate(events, start=1):
+            if not isinstance(given, Event):
+                bad = InvalidArgument("Session.append", f"item {position} is a "
+                                      f"{type(given).__name__}, not an event (one of "
+                                      "engine.events' types)")
+                bad.batch_index = position
+                raise bad
             raw = given
             if raw.v != SCHEMA_VERSION[type(raw)]:
                 try:  # an old version is upcast; a newer or unknown one is refused
@@ -602,3 +611,31 @@ class Session:
 
     def note_transcript(self, text: str) -> int:
         return self._one(self._new(ev.TranscriptNoted, text=text))
+
+
+# Python's own errors from a command's argument handling (a str where a ModelInfo
+# belongs has no ``model_id``, None has no ``strip``) are refusals like any other:
+# every public Session method turns them into InvalidArgument, a ConvlogError. Only
+# while nothing was written: an error after a write is a bug and stays what it is.
+_ARGUMENT_ERRORS = (TypeError, AttributeError, ValueError, KeyError, IndexError,
+                    OverflowError, UnicodeError)
+
+
+def _refusing(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def guarded(self: Session, *args: Any, **kwargs: Any) -> Any:
+        before = self._lc.version
+        try:
+            return fn(self, *args, **kwargs)
+        except ConvlogError:
+            raise
+        except _ARGUMENT_ERRORS as exc:
+            if self._lc.version != before:
+                raise
+            raise InvalidArgument(f"Session.{name}", f"{type(exc).__name__}: {exc}") from exc
+    return guarded
+
+
+for _name, _fn in list(vars(Session).items()):
+    if not _name.startswith("_") and isinstance(_fn, _FUNCTION) and _name != "subscribe":
+        setattr(Session, _name, _refusing(_name, _fn))

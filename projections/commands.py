@@ -54,7 +54,8 @@ class ShowCommand:
         cli_args.add_key_file(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store, key_file=args.key_file, create=False)
+        store = open_store(args.store, key_file=args.key_file, create=False,
+                           read_only=True)
         try:
             _report_torn_tails(store)
             sid = _pick_session(store, args.session)

@@ -21,9 +21,10 @@ from typing import Any, Literal
 import attrs
 import msgspec
 
+from engine.errors import InvalidArgument
 from engine.events import Event
 from engine.store import blocks
-from engine.store.base import Store
+from engine.store.base import Store, check_id
 from projections import views as v
 from projections.bulk import read_bulk
 from projections.snapshot_codec import StaleChunk, decode_chunk, encode_chunk, is_chunk
@@ -34,8 +35,9 @@ DEFAULT_EVERY = 1000
 
 def _check_seq(store: Store, session_id: str, seq: int) -> None:
     version = store.version(session_id)
-    if not 0 <= seq <= version:
-        raise ValueError(f"seq {seq} is outside 0..{version} for session {session_id}")
+    if not isinstance(seq, int) or not 0 <= seq <= version:
+        raise InvalidArgument("at", f"seq {seq!r} is outside 0..{version} for session "
+                                    f"{session_id}")
 
 
 # Stored snapshots are chunked: an index per snapshot, one blob per message version.
@@ -266,6 +268,7 @@ def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProject
 def at(store: Store, session_id: str, seq: int | None = None, *,
        use_snapshots: bool = True) -> WithPartsProjection:
     """The WithParts projection as of event ``seq`` (the latest when None)."""
+    check_id("session", session_id)  # a typed refusal of a wrong type, before any lookup
     seq = store.version(session_id) if seq is None else seq
     _check_seq(store, session_id, seq)
     proj = latest_snapshot(store, session_id, seq) if use_snapshots else None
@@ -347,8 +350,8 @@ class Timeline:
         self.latest = proj
 
     def at(self, seq: int) -> WithPartsProjection:
-        if not 0 <= seq <= self.version:
-            raise ValueError(f"seq {seq} is outside 0..{self.version}")
+        if not isinstance(seq, int) or not 0 <= seq <= self.version:
+            raise InvalidArgument("Timeline.at", f"seq {seq!r} is outside 0..{self.version}")
         state = self._frozen[min(seq // self.every, len(self._frozen) - 1)]
         proj = WithPartsProjection.thaw(self.session_id, state)
         if state.seq < seq:

@@ -176,6 +176,8 @@ class _StoreVerb:
     ``--session`` when the verb reads one session; :meth:`use` runs on the open
     store, which is closed however it ends."""
 
+    writes = False  # a verb that only reads opens the store read-only
+
     name: str
     help: str
     one_session = True
@@ -190,7 +192,7 @@ class _StoreVerb:
         """The verb's own arguments, after ``store`` and ``--session``."""
 
     def run(self, args: argparse.Namespace) -> int:
-        with open_store(args.store, create=False) as store:
+        with open_store(args.store, create=False, read_only=not self.writes) as store:
             return self.use(store, args)
 
     def use(self, store: Store, args: argparse.Namespace) -> int:
@@ -312,6 +314,7 @@ class DiffCommand(_StoreVerb):
 
 class ForkCommand(_StoreVerb):
     name = "fork"
+    writes = True
     help = "a new session sharing a session's first SEQ events"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

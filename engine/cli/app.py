@@ -28,6 +28,7 @@ from engine.errors import (
     ConvlogError,
     CorruptLog,
     KeyRequired,
+    StoreBusy,
     StoreError,
     StoreUnreadable,
     UnknownSession,
@@ -198,6 +199,8 @@ def exit_for(exc: ConvlogError) -> ExitCode:
     """The exit code of a typed error (subclasses first: CorruptLog is a StoreError)."""
     if isinstance(exc, KeyRequired):
         return exits.KEY_NEEDED
+    if isinstance(exc, StoreBusy):
+        return exits.BUSY
     if isinstance(exc, StoreUnreadable):
         return exits.UNREADABLE
     if isinstance(exc, CorruptLog):
@@ -285,7 +288,8 @@ def damage_behind(args: argparse.Namespace) -> str | None:
     from engine.store.verify import verify  # noqa: PLC0415
 
     try:
-        store = open_store(url, key_file=getattr(args, "key_file", None), create=False)
+        store = open_store(url, key_file=getattr(args, "key_file", None), create=False,
+                           read_only=True)
     except ConvlogError as exc:
         return str(exc) if isinstance(exc, (CorruptLog, StoreUnreadable)) else None
     try:

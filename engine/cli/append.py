@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from engine.cli import args as cli_args
 from engine.cli import exits
-from engine.cli.output import one_line
+from engine.cli.output import deferred_interrupt, one_line
 from engine.codec import decode_json
 from engine.errors import (
     ConvlogError,
@@ -15,6 +16,8 @@ from engine.errors import (
     EventDecodeError,
     IllegalTransition,
     PartValidationError,
+    StoreBusy,
+    StoreNotFound,
     UnknownSchemaVersion,
     UnknownSession,
 )
@@ -60,9 +63,21 @@ class AppendCommand:
                       "too deeply; nothing appended")
                 return exits.REJECTED.code
         if not events:  # nothing to do: no store or session is created for it
+            with contextlib.suppress(StoreNotFound):  # but one that is there must be a
+                open_store(args.store, key_file=args.key_file, create=False,  # store
+                           read_only=True).close()
             print("appended 0 event(s); the input held none")
             return exits.OK.code
         store = open_store(args.store, key_file=args.key_file)
+        # Once the store is open the command runs to its end: the write and its
+        # report (an interrupt that came meanwhile is dropped; the work is done).
+        with deferred_interrupt():
+            return self._write(store, args, events)
+
+    def _write(self, store: Store, args: argparse.Namespace, events: list[Event]) -> int:
+        """Create the session when new, append, print the result: one step that Ctrl-C
+        does not cut (deferred_interrupt), so an acknowledged batch is never reported
+        as interrupted and a new session is never left empty."""
         try:
             try:
                 session = Session.open(store, args.session)
@@ -115,6 +130,8 @@ def _append(session: Session, events: list[Event]) -> list[int] | None:
         index = exc.batch_index
         what = _describe(events[index - 1] if index else None, index or 0)
         _say(f"rejected {what}: {exc}; nothing appended")
+    except StoreBusy:
+        raise  # not a refusal of the events: the store's own exit code (7)
     except ConvlogError as exc:
         # Any other typed refusal (e.g. an id conflict, a value a store cannot hold).
         index = exc.batch_index or 0

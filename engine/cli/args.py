@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import stat
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -87,7 +88,13 @@ def store_url(given: str) -> str:
     # Absolute, so messages name the file itself: the URL slash rule (three slashes
     # relative, four absolute) is no business of someone who typed a path.
     place = os.path.abspath(given)
-    return f"jsonl:///{place}" if os.path.isdir(given) else f"sqlite:///{place}"
+    try:
+        is_dir = stat.S_ISDIR(os.stat(given).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        is_dir = False
+    except OSError as exc:  # a name too long for the file system, ...
+        raise argparse.ArgumentTypeError(f"{given[:80]!r}...: {exc.strerror}") from None
+    return f"jsonl:///{place}" if is_dir else f"sqlite:///{place}"
 
 
 def add_store(parser: argparse.ArgumentParser) -> None:

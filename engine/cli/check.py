@@ -25,7 +25,7 @@ def _load_anchors(given: list[str]) -> list[anchors.Anchor]:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise StoreError(f"cannot read anchor file {item}: {exc}") from None
-            found.extend(anchors.parse_many(text))
+            found.extend(anchors.parse_many(text, f"anchor file {item}"))
         else:
             found.append(anchors.parse(item))
     return found
@@ -45,13 +45,16 @@ class VerifyCommand:
                             help="anchors printed earlier by `convlog anchor` (a file of "
                                  "tokens or one token; may be repeated)")
         parser.add_argument("--fast", action="store_true",
-                            help="the chain walk only: seqs, hash chain (one digest per "
-                                 "sealed block), heads, anchors and positions, without "
-                                 "decoding events or replaying their transitions")
+                            help="the chain walk only: seqs, every event's chain hash "
+                                 "recomputed from its stored bytes (so content is proven, "
+                                 "and anchors hold only for the content they were taken "
+                                 "of), block links, heads, anchors and positions; it skips "
+                                 "decoding events into the catalog, replaying their "
+                                 "transitions and the id index")
 
     def run(self, args: argparse.Namespace) -> int:
         given = _load_anchors(args.against)  # a malformed anchor fails before any work
-        store = open_store(args.store, key_file=args.key_file, create=False)
+        store = open_store(args.store, key_file=args.key_file, create=False, read_only=True)
         progress = Progress("verify")
         try:
             report = anchors.check(store, given, args.session, progress=progress,
@@ -93,7 +96,8 @@ class AnchorCommand:
         cli_args.add_key_file(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store, key_file=args.key_file, create=False)
+        store = open_store(args.store, key_file=args.key_file, create=False,
+                           read_only=True)
         try:
             taken = anchors.take(store, args.session)
         finally:

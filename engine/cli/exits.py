@@ -28,10 +28,13 @@ UNREADABLE = ExitCode(5, "unreadable", "the store's files cannot be read as a st
                                        "(not a database, unreadable format file)")
 KEY_NEEDED = ExitCode(6, "key-needed", "the store is keyed (HMAC chain) and `--key-file` was "
                                        "not given: nothing can be said about tampering")
+BUSY = ExitCode(7, "busy", "another writer held the store's write lock longer than the "
+                           "wait (30 s; e.g. a long batched window or a bulk import): "
+                           "nothing was written, try again")
 INTERRUPTED = ExitCode(130, "interrupted", "Ctrl-C: stopped with one line; nothing is "
                                            "half-written (a batch is all or nothing)")
 PIPE_CLOSED = ExitCode(141, "pipe-closed", "the reader of the output went away (e.g. "
                                            "`| head -1`): stopped quietly, like other Unix tools")
 
 EXIT_CODES: tuple[ExitCode, ...] = (OK, INTERNAL, USAGE, REJECTED, CORRUPT, UNREADABLE,
-                                    KEY_NEEDED, INTERRUPTED, PIPE_CLOSED)
+                                    KEY_NEEDED, BUSY, INTERRUPTED, PIPE_CLOSED)

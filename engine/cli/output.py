@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 
@@ -59,3 +63,19 @@ def one_line(text: str) -> str:
     """One printable line: messages can quote damaged bytes (control characters)."""
     flat = " ".join(str(text).split()) or "(no message)"
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in flat)
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[Callable[[], bool]]:
+    """Ctrl-C (SIGINT) inside the block is noted instead of raised: the block runs to
+    its end (a write and the report of it), and the function yielded says whether an
+    interrupt came. Outside the main thread (no signal handlers there) a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    try:
+        yield lambda: bool(seen)
+    finally:
+        signal.signal(signal.SIGINT, previous)

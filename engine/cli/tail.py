@@ -30,7 +30,7 @@ class TailCommand:
                             help="with --follow: stop after this many idle seconds")
 
     def run(self, args: argparse.Namespace) -> int:
-        store = open_store(args.store, create=False)
+        store = open_store(args.store, create=False, read_only=True)
         out = sys.stdout.buffer
         try:
             if args.session is not None:

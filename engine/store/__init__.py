@@ -75,7 +75,7 @@ _OPTIONS = ("durability", "batch_ms", "batch_events", "key_file", "max_event_byt
 def open_store(url: str, *, key: bytes | None = None, key_file: str | None = None,
                durability: str | None = None, batch_ms: float | None = None,
                batch_events: int | None = None, max_event_bytes: int | None = None,
-               create: bool = True) -> Store:
+               create: bool = True, read_only: bool = False) -> Store:
     """Open a store from its URL.
 
     ``sqlite:///relative.db`` and ``sqlite:////absolute/path.db`` follow the
@@ -86,6 +86,10 @@ def open_store(url: str, *, key: bytes | None = None, key_file: str | None = Non
     :class:`StoreNotFound` instead of being created empty (``memory://`` never
     exists outside the process that made it). Files that exist but cannot be read
     as a store raise :class:`StoreUnreadable`.
+
+    ``read_only=True`` (the read commands) opens a SQLite file read-only
+    (``mode=ro``): a crashed writer's WAL is read, never checkpointed, so reading
+    leaves the file's bytes as they were; writes raise :class:`ReadOnlyStore`.
     """
     base, _, query = url.partition("?")
     scheme, sep, rest = base.partition(":")
@@ -126,7 +130,8 @@ def open_store(url: str, *, key: bytes | None = None, key_file: str | None = Non
             _check_place(url, "sqlite", path, create=create, is_store=_is_sqlite)
         try:
             return SQLiteStore(path, url=url, durability=mode, batch_ms=window_ms,
-                               batch_events=window_events, key=key, max_event_bytes=limit)
+                               batch_events=window_events, key=key, max_event_bytes=limit,
+                               read_only=read_only and path != ":memory:")
         except StoreError as exc:
             # A file that is there but fails as a database is unreadable; one that could
             # not be made (a read-only directory) or written keeps its own message.
@@ -243,7 +248,17 @@ def _check_place(url: str, scheme: str, path: str, *, create: bool,
 
     The URL rule is SQLAlchemy's: three slashes then a relative path, four for an
     absolute one. A missing relative path whose absolute twin exists is the usual slip.
+    A path the file system refuses to look up at all (a name over 255 bytes, ...)
+    is a usage error, not a crash.
     """
+    try:
+        _check_path(url, scheme, path, create=create, is_store=is_store)
+    except OSError as exc:
+        raise StoreError(f"cannot open {url[:120]}...: {exc.strerror or exc}") from None
+
+
+def _check_path(url: str, scheme: str, path: str, *, create: bool,
+                is_store: Callable[[Path], bool]) -> None:
     place = Path(path)
     hint = ""
     if not place.is_absolute() and Path("/" + path).exists():

@@ -74,10 +74,16 @@ def parse(token: str) -> Anchor:
     return Anchor(parts[1], seq, digest, mac)
 
 
-def parse_many(text: str) -> list[Anchor]:
-    """Anchors from text with one token per line (blank lines and ``#`` comments skipped)."""
+def parse_many(text: str, source: str = "the anchor text") -> list[Anchor]:
+    """Anchors from text with one token per line (blank lines and ``#`` comments
+    skipped). Text without a token is an error: checking against it would check
+    nothing, and an emptied anchor file must not read as "every anchor holds"."""
     lines = (line.strip() for line in text.splitlines())
-    return [parse(line) for line in lines if line and not line.startswith("#")]
+    found = [parse(line) for line in lines if line and not line.startswith("#")]
+    if not found:
+        raise BadAnchor(f"{source} holds no anchor token (expected lines of "
+                        f"{PREFIX}/SESSION/SEQ/HASH[/MAC], as `convlog anchor` prints)")
+    return found
 
 
 def from_heads(heads: Iterable[tuple[str, int, bytes]], key: bytes | None) -> list[Anchor]:
@@ -101,11 +107,20 @@ def take(store: Store, session_id: str | None = None) -> list[Anchor]:
 def check(store: Store, anchors: Iterable[Anchor], session_id: str | None = None, *,
           progress: Progress | None = None, deep: bool = True) -> Report:
     """Verify the store against anchors kept elsewhere (see :func:`verify`). A keyed
-    anchor needs the store's key; one whose MAC does not match is reported, not used."""
+    anchor needs the store's key; one whose MAC does not match is reported, not used.
+    On a keyed store every anchor must carry a MAC: the head hash of a restored older
+    copy is readable by anyone, so an unsigned token of it proves nothing, and
+    accepting it would let whoever can edit the anchor file vouch for a cut log."""
     chosen = {a.session_id: a for a in anchors}
     forged: list[Problem] = []
     for a in list(chosen.values()):
         if a.mac is None:
+            if store.chain.key is not None:
+                del chosen[a.session_id]
+                forged.append(Problem(a.session_id, a.seq, "the anchor carries no MAC, but "
+                                      "the store is keyed: every anchor `convlog anchor` "
+                                      "takes of it is signed, so this one was written by "
+                                      "someone without the key"))
             continue
         if store.chain.key is None:
             raise KeyRequired(f"the anchor for session {a.session_id} is keyed (HMAC): give "

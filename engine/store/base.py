@@ -117,7 +117,9 @@ def check_id(kind: str, value: str) -> str:
     if (value.__class__ is str and len(value) <= MAX_ID_LENGTH
             and _ID_RE.fullmatch(value) is not None and ".." not in value):
         return value
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str):
+        raise InvalidId(kind, repr(value), f"a {type(value).__name__}, not a string")
+    if not value:
         raise InvalidId(kind, str(value), "empty")
     if len(value) > MAX_ID_LENGTH:
         raise InvalidId(kind, value, f"longer than {MAX_ID_LENGTH} characters")

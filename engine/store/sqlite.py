@@ -50,6 +50,7 @@ from engine.errors import (
     CorruptLog,
     ReadOnlyStore,
     SessionExists,
+    StoreBusy,
     StoreError,
     StoreUnreadable,
     UnknownSession,
@@ -240,6 +241,23 @@ class _Ranges:
         self.log_new, self.run_new, self.exact = [], [], []
 
 
+# How long a writer waits for another one's write lock before StoreBusy.
+BUSY_TIMEOUT_MS = 30_000
+
+
+def _begin_immediate(store: SQLiteStore) -> None:
+    """``BEGIN IMMEDIATE``: SQLite's write lock, or StoreBusy once the wait is over
+    (a lock held by another writer is no damage: nothing was written)."""
+    try:
+        store._db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise StoreBusy(f"{store.url}: another writer held the write lock for over "
+                            f"{BUSY_TIMEOUT_MS / 1000:g} s (a long batched window or a bulk "
+                            "import); nothing was written, try again") from None
+        raise
+
+
 class _WriteTx:
     """The write lock of a :class:`SQLiteStore`: its thread lock and the write
     transaction (``BEGIN IMMEDIATE``, or the open batched window). Left with an
@@ -257,7 +275,7 @@ class _WriteTx:
         try:
             if not store._in_tx:
                 store._current_schema()
-                store._db.execute("BEGIN IMMEDIATE")
+                _begin_immediate(store)
                 store._in_tx = True
         except BaseException:
             store._lock.release()
@@ -278,7 +296,7 @@ class SQLiteStore(SQLRecorder):
     def __init__(self, path: str, *, url: str | None = None, synchronous: str | None = None,
                  durability: str = SYNC, batch_ms: float = DEFAULT_BATCH_MS,
                  batch_events: int = DEFAULT_BATCH_EVENTS, key: bytes | None = None,
-                 max_event_bytes: int | None = None) -> None:
+                 max_event_bytes: int | None = None, read_only: bool = False) -> None:
         self._configure(url or f"sqlite:///{path}", durability=durability, key=key,
                         max_event_bytes=max_event_bytes)
         self.path = path
@@ -289,11 +307,14 @@ class SQLiteStore(SQLRecorder):
         self._lock = threading.RLock()
         # A file this process may not write (or whose directory it may not write, so
         # no journal can be made) is opened read-only: reads work, writes are refused.
-        self.read_only = path != ":memory:" and not _writable(Path(path))
+        # ``read_only``: the caller only reads (the read commands). A read-write
+        # connection that closes last checkpoints a crashed writer's WAL into the
+        # main file, so a read would change the store's bytes (issue 27 item 9).
+        self.read_only = path != ":memory:" and (read_only or not _writable(Path(path)))
         try:
             self._db = (_connect_read_only(path, self.url) if self.read_only else
                         sqlite3.connect(path, isolation_level=None, check_same_thread=False))
-            self._db.execute("PRAGMA busy_timeout=30000")
+            self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             # FULL: the WAL is fsynced at every commit, so an acknowledged append survives
             # power loss. ``synchronous`` overrides it (benchmarks measure NORMAL/OFF).
             self._db.execute(f"PRAGMA synchronous={synchronous or 'FULL'}")
@@ -386,7 +407,7 @@ class SQLiteStore(SQLRecorder):
         if PAGE_SIZE and not db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
             db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file: before its first page
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute("BEGIN IMMEDIATE")
+        _begin_immediate(self)
         try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             old = None
@@ -443,9 +464,36 @@ class SQLiteStore(SQLRecorder):
     def _commit_window(self) -> None:
         if self._in_tx:
             # A failure leaves the transaction open and the rows pending: retried later.
-            self._materialize()
+            # A batched window commits its events as tail blocks first and seals after,
+            # in a transaction of its own: sealing recompresses up to BLOCK_MAX events
+            # (measured 0.1-0.8 s with 200 kB events), and until the window's COMMIT
+            # its acknowledged events are what a crash loses (issue 27 item 4).
+            batched = self._group is not None
+            due = self._materialize(seal=not batched)
             self._db.execute("COMMIT")
             self._end_tx()
+            if due:
+                self._seal_due(due)
+
+    def _seal_due(self, names: list[str]) -> None:
+        """Merge the tails of these sessions into sealed blocks, in one transaction
+        after the window that filled them committed. A crash before it leaves a long
+        tail, which the next append (or this, next time) merges."""
+        db = self._db
+        _begin_immediate(self)
+        self._in_tx = True
+        try:
+            for name in names:
+                tail = self._tail(name)
+                if tail.stored - tail.sealed < blocks.SEAL_AT:
+                    continue  # (another writer merged it meanwhile)
+                seal = self._write_blocks(tail)
+                db.execute("UPDATE sessions SET sealed=? WHERE sid=?", (seal, tail.sid))
+            db.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        self._end_tx()
 
     def _end_tx(self) -> None:
         """The write transaction is over (committed or rolled back): forget the cache."""
@@ -465,34 +513,38 @@ class SQLiteStore(SQLRecorder):
         return self._group is not None and self._group.open
 
 
-    def _materialize(self) -> None:
+    def _materialize(self, *, seal: bool = True) -> list[str]:
         """Write the transaction's pending rows (still uncommitted): the grown and new
-        ranges, one block per session (merging the tail when due), one session update
-        each. All or nothing (a savepoint); on failure they stay pending."""
+        ranges, one block per session (merging the tail when due, unless ``seal`` is
+        off), one session update each. All or nothing (a savepoint); on failure they
+        stay pending. Returns the sessions whose merge is due but was left out."""
         if not self._dirty:
-            return
+            return []
         db = self._db
         ranges = self._ranges
         assert ranges is not None
+        due = [] if seal else [t.name for t in self._dirty.values()
+                               if t.stored + len(t.body) - t.sealed >= blocks.SEAL_AT]
         db.execute("SAVEPOINT rows")
         try:
             ranges.write(db)
-            sealed = [self._write_blocks(t) for t in self._dirty.values()]
+            sealed = [self._write_blocks(t, seal=seal) for t in self._dirty.values()]
             db.executemany("UPDATE sessions SET version=?, head=?, sealed=? WHERE sid=?", [
-                (t.version, t.head, seal, t.sid)
-                for t, seal in zip(self._dirty.values(), sealed, strict=True)])
+                (t.version, t.head, mark, t.sid)
+                for t, mark in zip(self._dirty.values(), sealed, strict=True)])
             db.execute("RELEASE rows")
         except BaseException:
             db.execute("ROLLBACK TO rows")
             db.execute("RELEASE rows")
             raise
         ranges.written()
-        for t, seal in zip(self._dirty.values(), sealed, strict=True):
-            t.sealed = seal
+        for t, mark in zip(self._dirty.values(), sealed, strict=True):
+            t.sealed = mark
             t.stored = t.version
             t.body, t.hashes, t.times, t.maxv = [], [], [], 0
         self._dirty.clear()
         self._pend_found.clear()
+        return due
 
     def _readable(self) -> None:
         """Reads on this connection see the transaction's pending rows: write them."""
@@ -542,7 +594,7 @@ class SQLiteStore(SQLRecorder):
         a failed append inside a window leaves the window's earlier appends intact."""
         if not self._in_tx:
             self._current_schema()
-            self._db.execute("BEGIN IMMEDIATE")
+            _begin_immediate(self)
             self._in_tx = True
         self._db.execute("SAVEPOINT append")
 
@@ -734,13 +786,14 @@ class SQLiteStore(SQLRecorder):
             self._group.added(n)
         return pos0
 
-    def _write_blocks(self, tail: _Tail) -> int:
+    def _write_blocks(self, tail: _Tail, *, seal: bool = True) -> int:
         """Write the session's pending events as one block; merge the uncompressed tail
-        into sealed blocks once it reaches SEAL_AT events. Returns the new seal."""
+        into sealed blocks once it reaches SEAL_AT events (unless ``seal`` is off).
+        Returns the new seal. With no pending events it only merges."""
         db = self._db
         sid, sealed, canon, hashes = tail.sid, tail.sealed, tail.body, tail.hashes
         end = tail.stored + len(canon)
-        if end - sealed < blocks.SEAL_AT:
+        if not seal or end - sealed < blocks.SEAL_AT:
             db.execute("INSERT INTO blocks VALUES (?, ?, ?, ?, ?)", (
                 sid, end, tail.stored + 1, max(tail.times),
                 blocks.encode(canon, hashes, tail.maxv, compress=False)))

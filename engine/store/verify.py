@@ -19,13 +19,14 @@ an unkeyed chain they can also recompute hashes; a keyed (HMAC) chain stops that
 Heads kept somewhere else (``anchored``, see :mod:`engine.store.anchor`) catch it.
 
 Two depths. The default (``deep=True``) does all of the above. The chain walk
-(``deep=False``, ``convlog verify --fast``) checks seqs, block links (one SHA-256
-over each sealed block's stored bytes, no decompression), the per-event hashes of
-the uncompressed tail, heads, anchors (recomputing inside a sealed block only where
-an anchor or a fork point falls inside it) and positions; it skips 3 and 4 and the
-per-event hashes inside sealed blocks. Against tampering it is as strong with a
-keyed chain (an edit needs the key to fix a block link); what it does not re-check
-is that the events decode and that their transitions are legal.
+(``deep=False``, ``convlog verify --fast``) checks seqs, block links, every event's
+chain hash (inside a sealed block too: recomputed from the stored events' canonical
+bytes and required to end at the block's last hash), heads, anchors and positions;
+it skips 3 and 4 and the id index. Against tampering it is as strong as the deep
+check, keyed or not, with or without anchors: an unkeyed block link anyone can
+recompute, so it is never trusted alone for the events inside. What it does not
+re-check is that the events decode into the catalog and that their transitions
+are legal.
 
 Damage never escapes as an exception: whatever a damaged file makes the store
 raise while a session is read becomes a :class:`Problem` at the first seq that
@@ -79,9 +80,15 @@ Progress = Callable[[int], None]
 
 
 def require_key(store: Store) -> None:
-    """Raise :class:`KeyRequired` when the store is keyed and was opened without its key."""
+    """Raise :class:`KeyRequired` when the store is keyed and was opened without its
+    key, and :class:`StoreError` when it is unkeyed and was opened with one."""
     # Stores keep why they refuse appends in ``_refuse``; opened keyless on a keyed
     # store, that is the only sign (the key itself is never stored).
+    if store.chain.key is not None and getattr(store, "_refuse", None):
+        # An unkeyed store opened with a key: every recomputed hash would be an HMAC
+        # and differ, which says nothing about tampering (a wrong option, exit 2).
+        raise StoreError(f"{store.url} was created without a key (its chain is plain "
+                         "SHA-256): --key-file does not apply; verify it without one")
     if store.chain.key is None and getattr(store, "_refuse", None):
         raise KeyRequired(f"{store.url} is keyed (its hash chain is an HMAC): give its key "
                           "(--key-file) to verify it; without the key nothing can be said "
@@ -94,9 +101,9 @@ def verify(store: Store, session_id: str | None = None, *,
     """Verify one session (with the ancestors' shared prefix) or the whole store.
 
     ``deep`` (the default) checks everything below. ``deep=False`` is the chain walk
-    only: seqs, the hash chain (one digest per sealed block: its block link over
-    the stored bytes; per event in the uncompressed tail), the heads, the anchors and
-    the positions, without decoding events or replaying transitions.
+    only: seqs, the hash chain (per event, inside sealed blocks too, plus each block's
+    link), the heads, the anchors and the positions, without decoding events into the
+    catalog or replaying transitions.
 
     ``anchored`` maps session ids to a (seq, hash) head kept elsewhere: the log must
     still hold that seq with that hash, so a cut or rewritten tail is caught even
@@ -283,8 +290,7 @@ class _Walk:
     def _span(self, span: Span, sid: str, where: str, expected_seq: int, *,
               limit: int | None, own: bool) -> Problem | None:
         """A sealed block: its place, its block link; unless deep (its events follow
-        then), the chain hash after it (recomputed inside only where a fork point or
-        an anchor falls inside it)."""
+        then), every event's chain hash inside it, recomputed from the stored events."""
         store = self.store
         if span.seq != expected_seq:
             return _out_of_order(where, span.seq, expected_seq)
@@ -298,19 +304,19 @@ class _Walk:
         if self.deep:
             return None
         stop = span.last if limit is None else min(limit, span.last)
-        inside = stop < span.last or span.seq <= self.anchor_seq < span.last
-        if inside:  # the hash at a seq inside the block: recompute the block's links
-            links = store._span_links(sid, self.prev, span)
-            if len(links) != span.last - span.seq + 1 or links[-1] != span.head:
-                return Problem(where, span.seq, f"the events of seqs {span.seq}..{span.last} "
-                                                "do not chain to their block's last hash")
-            if span.seq <= self.anchor_seq <= stop and links[self.anchor_seq - span.seq] != \
-                    self.anchor_hash:
-                self.seq = self.anchor_seq
-                return self._rewritten()
-            self.prev = links[stop - span.seq]
-        else:
-            self.prev = span.head
+        # Every event's chain hash, recomputed from the stored events: the block link
+        # alone proves the bytes unchanged only to whoever cannot recompute it, and an
+        # unkeyed link anyone can (an event edited inside the block, its link redone,
+        # would still end at the stored last hash and satisfy an anchor).
+        links = store._span_links(sid, self.prev, span)
+        if len(links) != span.last - span.seq + 1 or links[-1] != span.head:
+            return Problem(where, span.seq, f"the events of seqs {span.seq}..{span.last} "
+                                            "do not chain to their block's last hash")
+        if span.seq <= self.anchor_seq <= stop and links[self.anchor_seq - span.seq] != \
+                self.anchor_hash:
+            self.seq = self.anchor_seq
+            return self._rewritten()
+        self.prev = links[stop - span.seq]
         self._counted(own, stop - self.seq)
         self.seq = stop
         if self.seq == self.anchor_seq and self.prev != self.anchor_hash:

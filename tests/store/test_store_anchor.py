@@ -180,3 +180,50 @@ def test_tokens_round_trip() -> None:
     assert anchor.parse(a.token()) == a
     assert anchor.parse_many(f"# c\n\n{a.token()}\n") == [a]
     assert anchor.Anchor("s-1", 3, bytes(16)).signed(None).mac is None
+
+
+def test_a_stripped_mac_on_a_keyed_store_is_refused(tmp_path: Path) -> None:
+    """The attack: restore an older copy, then write the anchor file anew with a
+    MAC-less token of the restored head (any reader can see it). Without the key
+    nobody can sign it, so an unsigned anchor on a keyed store must fail verify."""
+    url = f"sqlite:///{tmp_path}/k.db"
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY)
+    sid, taken, restore = _scenario(url, tmp_path, key=KEY)
+    restore()
+    store = open_store(url, key=KEY, create=False)
+    try:
+        seq, head = verify(store).heads[sid]
+        stripped = anchor.Anchor(sid, seq, bytes.fromhex(head))  # no MAC
+        report = anchor.check(store, [stripped])
+        assert report.first is not None
+        assert "carries no MAC" in report.first.reason
+        # The genuine, signed anchor still tells the truth about the restore.
+        assert "tail was cut" in anchor.check(store, taken).problems[0].reason
+    finally:
+        store.close()
+    kept = tmp_path / "anchors.txt"
+    kept.write_text(stripped.token() + "\n")
+    done = run_cli(["verify", url, "--key-file", str(key_file), "--against", str(kept)])
+    done.assert_clean()
+    assert done.code == 4
+    assert "carries no MAC" in done.err
+    assert "hold" not in done.out
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n"])
+def test_an_anchor_file_without_a_token_is_an_error(text: str, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/a.db"
+    store = open_store(url)
+    try:
+        _turn(Session.create(store, clock=StepClock()), ["one"])
+    finally:
+        store.close()
+    kept = tmp_path / "anchors.txt"
+    kept.write_text(text)
+    with pytest.raises(anchor.BadAnchor, match="holds no anchor token"):
+        anchor.parse_many(text)
+    done = run_cli(["verify", url, "--against", str(kept)])
+    done.assert_clean()
+    assert (done.code, done.out) == (2, "")
+    assert "holds no anchor token" in done.err

@@ -1,0 +1,138 @@
+"""Verify benchmark: how fast a check that proves every event's content runs.
+
+Usage (from the repository root)::
+
+    .venv/bin/python benchmarks/verify.py                # 200,000 events
+    .venv/bin/python benchmarks/verify.py --events 50000
+
+The delta-heavy workload of ``benchmarks/workload.py`` is stored once in SQLite
+and in JSONL (bulk appends, so nearly all of it sits in sealed blocks), then, in
+the same run and on one core (CPU time, best of ``--repeat``):
+
+- ``verify --fast``: the chain walk, which recomputes every event's chain hash
+  from the stored bytes (issue 27: content proven, transitions not replayed);
+- ``verify``: the deep check (also decodes into the catalog and replays every
+  transition through the lifecycle);
+- the *floor*: one SHA-256 per event over its canonical bytes, already in memory
+  as ``bytes`` (no reading, no unpacking): no check that hashes each event can
+  beat it in Python;
+- the *link-only walk* the chain walk was before issue 27: one digest per sealed
+  block over its stored bytes (proves nothing about the events inside an unkeyed
+  block whose link was recomputed), for comparison only.
+
+It prints events/s for each and the ratios to the floor, against issue 30's
+targets (a content-proving verify >= 1M events/s, deep >= 0.5M events/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import msgspec
+
+from benchmarks.stores import record
+from engine.codec import canonical
+from engine.store import Store, open_store
+from engine.store.base import Span
+from engine.store.chain import HASH_BYTES
+from engine.store.verify import verify
+
+TARGET_CONTENT = 1_000_000
+TARGET_DEEP = 500_000
+
+
+def _cpu(repeat: int, fn: Callable[[], int]) -> tuple[float, int]:
+    best, n = float("inf"), 0
+    for _ in range(repeat):
+        t0 = time.process_time()
+        n = fn()
+        best = min(best, time.process_time() - t0)
+    return best, n
+
+
+def _link_only(url: str) -> int:
+    """The pre-issue-27 walk of sealed blocks: their links only (counted events)."""
+    store = open_store(url, create=False)
+    try:
+        n = 0
+        for info in store.sessions():
+            prev = bytes(HASH_BYTES)
+            for unit in store._own_units(info.id, deep=False):
+                if isinstance(unit, Span):
+                    if not store._link_holds(info.id, prev, unit):
+                        raise SystemExit("link mismatch")
+                    prev = unit.head
+                    n += unit.last - unit.seq + 1
+        return n
+    finally:
+        store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    sid, events = record(args.events)
+    blank = [msgspec.structs.replace(e, seq=0, session_id="") for e in events]
+    canon = [canonical(e) for e in events]
+
+    def floor() -> int:
+        prev = bytes(HASH_BYTES)
+        sha = hashlib.sha256
+        for c in canon:
+            prev = sha(prev + c).digest()[:HASH_BYTES]
+        return len(canon)
+
+    t_floor, _ = _cpu(args.repeat, floor)
+    floor_rate = len(canon) / t_floor
+    print(f"{len(events)} workload events; floor (SHA-256 per event over canonical bytes "
+          f"in memory): {floor_rate / 1e6:.2f}M/s")
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind, url in (("sqlite", f"sqlite:///{tmp}/v.db"), ("jsonl", f"jsonl:///{tmp}/v")):
+            store = open_store(url)
+            store.create_session(sid, created=0)
+            for i in range(0, len(blank), 1000):
+                store.append(sid, blank[i:i + 1000])
+            store.close()
+            sealed = sum(1 for u in open_store(url)._own_units(sid, deep=False)
+                         if isinstance(u, Span))
+            rates: dict[str, float] = {}
+            for name, deep in (("fast", False), ("deep", True)):
+                store = open_store(url, create=False)
+
+                def run(store: Store = store, deep: bool = deep, kind: str = kind) -> int:
+                    report = verify(store, deep=deep)
+                    if not report.ok:
+                        raise SystemExit(f"{kind}: verify failed: {report.first}")
+                    return report.events
+
+                t, n = _cpu(args.repeat, run)
+                store.close()
+                rates[name] = n / t
+            t, n = _cpu(args.repeat, functools.partial(_link_only, url))
+            rates["link"] = n / t
+            print(f"{kind} ({sealed} sealed blocks): "
+                  f"verify --fast (content proven) {rates['fast'] / 1e6:.2f}M/s "
+                  f"= {rates['fast'] / floor_rate:.2f}x the floor "
+                  f"[target {TARGET_CONTENT / 1e6:.1f}M/s: "
+                  f"{'met' if rates['fast'] >= TARGET_CONTENT else 'NOT met'}]; "
+                  f"deep {rates['deep'] / 1e6:.2f}M/s = {rates['deep'] / floor_rate:.2f}x "
+                  f"[target {TARGET_DEEP / 1e6:.1f}M/s: "
+                  f"{'met' if rates['deep'] >= TARGET_DEEP else 'NOT met'}]; "
+                  f"link-only walk (before, proves no content) {rates['link'] / 1e6:.1f}M/s")
+
+
+
+if __name__ == "__main__":
+    main()
