@@ -137,7 +137,7 @@ class MessageWriter:
             elif kind == "thinking":
                 self.session.add_reasoning(mid, part["content"], streaming=False, metadata=meta)
             elif (kind == "tool-call" and call_id and part.get("tool_name")
-                  and call_id not in self.session.lifecycle.call_ids):
+                  and (mid, call_id) not in self.session.lifecycle.call_ids):
                 args, raw = _args(part)
                 self._calls[call_id] = self.session.add_tool(
                     mid, call_id, part["tool_name"], input=args, raw=raw, metadata=meta)

@@ -164,7 +164,7 @@ class LiveRecorder:
         elif isinstance(part, ThinkingPart):
             self._parts[index] = self.session.add_reasoning(mid, part.content)
         elif isinstance(part, ToolCallPart) and part.tool_call_id not in self._calls \
-                and part.tool_call_id not in self.session.lifecycle.call_ids:
+                and (mid, part.tool_call_id) not in self.session.lifecycle.call_ids:
             ref = self.session.add_tool(mid, part.tool_call_id, part.tool_name)
             self._parts[index] = self._calls[part.tool_call_id] = ref
             if isinstance(part.args, str) and part.args:
