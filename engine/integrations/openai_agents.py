@@ -35,7 +35,7 @@ from typing import Any, Final
 from engine import events as ev
 from engine import settle
 from engine.ids import part_id, uuid7
-from engine.lifecycle import Lifecycle
+from engine.integrations.writers import open_message
 from engine.session import PartRef, Session
 
 JSON = dict[str, Any]
@@ -103,31 +103,6 @@ ToolErrorCheck = Callable[[str], bool]
 def sdk_tool_error(output: str) -> bool:
     """The output the SDK's default ``failure_error_function`` gives the model."""
     return output == SDK_TOOL_ERROR
-
-
-def open_message(lc: Lifecycle) -> tuple[str | None, dict[str, PartRef], list[str]]:
-    """The assistant message still open at the end of the log, its waiting calls
-    (call id -> part) and its other unsettled parts: what a writer continues from.
-
-    Derived from the log alone, so a fresh writer (another request, another
-    process) answers the calls an earlier one left waiting (an approval).
-    """
-    last = next(reversed(lc.messages), None) if lc.messages else None
-    msg = lc.messages.get(last) if last is not None else None
-    if last is None or msg is None or msg.state != "open" or msg.role != "assistant":
-        return None, {}, []
-    calls: dict[str, PartRef] = {}
-    others: list[str] = []
-    for pid, part in lc.unsettled(last):
-        if part.kind != "tool":
-            others.append(pid)
-            continue
-        entered = part.entered
-        call_id = entered.call_id if isinstance(entered, ev.ToolAdded) else next(
-            (cid for (mid, cid), p in lc.call_ids.items() if mid == last and p == pid), None)
-        if call_id is not None:
-            calls[call_id] = PartRef(last, pid)
-    return last, calls, others
 
 
 class ItemWriter:

@@ -19,9 +19,11 @@ import time
 from collections.abc import Callable
 from typing import Final, TypeVar
 
+from engine import events as ev
 from engine.errors import ConcurrencyError, SessionExists, UnknownSession
 from engine.events import Event
-from engine.session import Clock, Session
+from engine.lifecycle import Lifecycle
+from engine.session import Clock, PartRef, Session
 from engine.store import Store
 
 T = TypeVar("T")
@@ -71,3 +73,28 @@ def retrying(session: Session, write: Callable[[], T], *,
                 raise
             time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def open_message(lc: Lifecycle) -> tuple[str | None, dict[str, PartRef], list[str]]:
+    """The assistant message still open at the end of the log, its waiting calls
+    (call id -> part) and its other unsettled parts: what a writer continues from.
+
+    Derived from the log alone, so a fresh writer (another request, another
+    process) answers the calls an earlier one left waiting (an approval).
+    """
+    last = next(reversed(lc.messages), None) if lc.messages else None
+    msg = lc.messages.get(last) if last is not None else None
+    if last is None or msg is None or msg.state != "open" or msg.role != "assistant":
+        return None, {}, []
+    calls: dict[str, PartRef] = {}
+    others: list[str] = []
+    for pid, part in lc.unsettled(last):
+        if part.kind != "tool":
+            others.append(pid)
+            continue
+        entered = part.entered
+        call_id = entered.call_id if isinstance(entered, ev.ToolAdded) else next(
+            (cid for (mid, cid), p in lc.call_ids.items() if mid == last and p == pid), None)
+        if call_id is not None:
+            calls[call_id] = PartRef(last, pid)
+    return last, calls, others
