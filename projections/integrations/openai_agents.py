@@ -34,6 +34,7 @@ from engine.integrations.openai_agents import (
     sdk_tool_error,
 )
 from engine.integrations.writers import open_shared, retrying
+from engine.session import Session
 from engine.store import Store
 
 T = TypeVar("T")
@@ -53,32 +54,40 @@ class ItemsFold:
     def __init__(self) -> None:
         self.items: list[Any] = []
         self.recorded_by: list[str] = []  # the event id of each item
+        self.before: list[int] = []  # each item: the seq just before its message started
+        self.times: list[int] = []  # each item: when it was recorded (ms)
         self._marks: dict[str, int] = {}  # legacy batch checkpoints
+        self._started = 1  # the seq of the last message.started
 
     def __call__(self, e: ev.Event) -> None:
         if isinstance(e, ev.ItemPopped):
             if e.memory == ITEM_KEY and e.event_id in self.recorded_by:
                 at = len(self.recorded_by) - 1 - self.recorded_by[::-1].index(e.event_id)
-                del self.items[at], self.recorded_by[at]
+                del self.items[at], self.recorded_by[at], self.before[at], self.times[at]
         elif isinstance(e, ev.ItemsCleared):
             if e.memory == ITEM_KEY:
-                self.items.clear()
-                self.recorded_by.clear()
+                self._cut(0)
         elif isinstance(e, ev.CheckpointCreated):
             if e.tag.startswith(CHECKPOINT_PREFIX):
                 self._marks[e.tag] = len(self.items)
         elif isinstance(e, ev.CheckpointRestored):
             mark = self._marks.get(e.tag)
             if mark is not None:
-                del self.items[mark:], self.recorded_by[mark:]
+                self._cut(mark)
         elif isinstance(e, ev.HistoryCleared):  # legacy clear
-            self.items.clear()
-            self.recorded_by.clear()
+            self._cut(0)
         else:
+            if isinstance(e, ev.MessageStarted):
+                self._started = e.seq
             meta = getattr(e, "metadata", None)
             if isinstance(meta, Mapping) and ITEM_KEY in meta:
                 self.items.append(meta[ITEM_KEY])
                 self.recorded_by.append(e.id)
+                self.before.append(self._started - 1)
+                self.times.append(e.time)
+
+    def _cut(self, at: int) -> None:
+        del self.items[at:], self.recorded_by[at:], self.before[at:], self.times[at:]
 
 
 def convlog_id(session_id: str) -> str:
@@ -120,13 +129,19 @@ class ConvlogSession:
         self.store = store
         self._lock = threading.RLock()  # one object, many threads: one operation at a time
         self._closed = False
-        self.session = open_shared(store, convlog_id(session_id))
+        self._first_agent = agent
+        self._tool_error = tool_error
+        self._attach(open_shared(store, convlog_id(session_id)))
+
+    def _attach(self, session: Session) -> None:
+        """Keep the memory in ``session`` (a branch switches to its fork)."""
+        self.session = session
         self.fold = ItemsFold()
-        self.agents = AgentFold(agent)
-        for e in store.read(self.session.id):
+        self.agents = AgentFold(self._first_agent)
+        for e in self.store.read(session.id):
             self._seen(e)
-        self.session.subscribe(self._seen)
-        self.writer = ItemWriter(self.session, agent=agent, tool_error=tool_error)
+        session.subscribe(self._seen)
+        self.writer = ItemWriter(session, agent=self._first_agent, tool_error=self._tool_error)
 
     def _seen(self, e: ev.Event) -> None:
         self.fold(e)
