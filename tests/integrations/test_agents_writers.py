@@ -15,8 +15,11 @@ from typing import Any
 import pytest
 from agents import Agent, RunConfig, Runner, SQLiteSession, set_tracing_disabled
 from agents.memory import SessionSettings
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.errors import SessionClosed
+from engine.integrations.openai_agents import SDK_TOOL_ERROR
 from engine.store import MemoryStore, SQLiteStore
 from projections.integrations.openai_agents import ConvlogSession
 from tests.support.agents_fake import ScriptedModel, text
@@ -182,3 +185,56 @@ def test_a_run_config_limit_reaches_the_model_as_with_sqlite(
                                           session_settings=SessionSettings(limit=100))))
     assert ours == asyncio.run(run(sqlite_session))
     assert [i["content"] for i in ours] == ["Message 8", "Message 9", "New question"]
+
+
+ITEMS = st.sampled_from([
+    {"role": "user", "content": "hi"},
+    {"type": "message", "role": "assistant", "id": "m1", "status": "completed",
+     "content": [{"type": "output_text", "text": "hello", "annotations": []}]},
+    {"type": "function_call", "call_id": "c1", "name": "f", "arguments": '{"a": 1}'},
+    {"type": "function_call_output", "call_id": "c1", "output": "1"},
+    {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{}"},
+    {"type": "function_call_output", "call_id": "c2", "output": SDK_TOOL_ERROR},
+    {"type": "function_call_output", "call_id": "c1", "output": '{"assistant": "expert"}'},
+])
+WRITERS = st.lists(st.tuples(
+    st.integers(0, 2),  # which object
+    st.one_of(st.tuples(st.just("add"), st.lists(ITEMS, min_size=1, max_size=3)),
+              st.tuples(st.just("pop"), st.none()), st.tuples(st.just("clear"), st.none()),
+              st.tuples(st.just("get"), st.integers(-1, 4)))), max_size=16)
+
+
+@settings(max_examples=60, deadline=None)
+@given(WRITERS)
+def test_any_interleaving_of_objects_is_one_sqlite_session(ops: list[Any]) -> None:
+    """Three objects on one session id take turns: together they are one SDK session."""
+    store = MemoryStore()
+    ours = [ConvlogSession(store, "many") for _ in range(3)]
+    theirs = SQLiteSession("many")
+
+    async def apply() -> None:
+        for who, (op, arg) in ops:
+            results = []
+            for session in (ours[who], theirs):
+                if op == "add":
+                    results.append(await session.add_items([dict(i) for i in arg]))
+                elif op == "pop":
+                    results.append(await session.pop_item())
+                elif op == "clear":
+                    results.append(await session.clear_session())
+                else:
+                    results.append(await session.get_items(None if arg == 0 else arg))
+            assert results[0] == results[1]
+        want = await theirs.get_items()
+        for session in ours:
+            assert await session.get_items() == want
+
+    try:
+        asyncio.run(apply())
+    finally:
+        theirs.close()
+    # The log reads as a conversation whatever the interleaving: nothing left open
+    # but the one assistant message whose calls may still be answered.
+    life = ConvlogSession(store, "many").session.lifecycle
+    open_messages = [m for m in life.messages.values() if m.state == "open"]
+    assert len(open_messages) <= 1
