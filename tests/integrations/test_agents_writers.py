@@ -214,8 +214,9 @@ def test_any_interleaving_of_objects_is_one_sqlite_session(ops: list[Any]) -> No
 
     async def apply() -> None:
         for who, (op, arg) in ops:
-            results = []
-            for session in (ours[who], theirs):
+            results: list[Any] = []
+            pair: tuple[Any, Any] = (ours[who], theirs)
+            for session in pair:
                 if op == "add":
                     results.append(await session.add_items([dict(i) for i in arg]))
                 elif op == "pop":
