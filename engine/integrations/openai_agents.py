@@ -12,13 +12,18 @@ comes back exactly:
 - an assistant ``message``: a text part of the current assistant message;
 - ``reasoning``: a reasoning part (its summary texts);
 - ``function_call``: a tool part (its arguments parsed when they are JSON);
-  its ``function_call_output`` completes that tool;
+  its ``function_call_output`` completes that tool, or fails it (kind
+  ``error``, the output as the error) when the output is the SDK's handled tool
+  error (``tool_error``); a handoff's output (``{"assistant": name}``) also adds
+  an agent part, and the next messages carry that agent;
 - anything else (hosted tool calls, outputs of unknown calls, a call whose id
-  the session already used, ...): an ignored text part.
+  its message already used, ...): an ignored text part.
 
 An assistant message completes once none of its calls waits for an output at
 the end of a batch; a user message arriving while calls still wait aborts it
-(the tools fail ``aborted``), as an interrupted run leaves them.
+(the tools fail ``aborted``), as an interrupted run leaves them. The message
+still open and its waiting calls are read from the log at each batch, so a
+fresh writer (another request, another process) answers an approved call.
 
 ``pop_item`` and ``clear_session`` delete nothing: a pop is a
 ``session.item_popped`` event naming the event that recorded the item, a clear
