@@ -7,7 +7,6 @@ import concurrent.futures
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,12 +83,12 @@ def test_many_objects_in_threads_keep_each_writers_order(tmp_path: Path) -> None
 
 
 WRITER = """
-import asyncio, sys
+import asyncio, pathlib, sys, time
 from engine.store import SQLiteStore
 from projections.integrations.openai_agents import ConvlogSession
-path, name, go = sys.argv[1], sys.argv[2], float(sys.argv[3])
-import time
-while time.time() < go:  # both processes start writing at the same moment
+path, name, barrier = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
+(barrier / name).touch()  # imported: ready
+while len(list(barrier.iterdir())) < 2:  # both processes start writing at once
     time.sleep(0.001)
 session = ConvlogSession(SQLiteStore(path), "two-processes")  # both create it: idempotent
 for i in range(20):
@@ -99,9 +98,11 @@ for i in range(20):
 
 def test_two_processes_times_twenty_adds_keep_forty_in_order(tmp_path: Path) -> None:
     path = str(tmp_path / "p.db")
-    go = time.time() + 1.5
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, path, name, str(go)], cwd=ROOT,
-                              stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    barrier = tmp_path / "ready"
+    barrier.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, path, name, str(barrier)],
+                              cwd=ROOT, stderr=subprocess.PIPE, text=True)
+             for name in ("a", "b")]
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
