@@ -196,6 +196,15 @@ class SessionExists(ConvlogError):
         super().__init__(f"session {session_id!r} already exists")
 
 
+class SessionClosed(ConvlogError):
+    """An integration's session object was closed (``ConvlogSession.close()``) and used again."""
+
+
+class NotRecorded(ConvlogError):
+    """An SDK call a recording client cannot record (it would pass unrecorded): refused
+    before anything is sent, naming the call that records it."""
+
+
 class StoreError(ConvlogError):
     """A store URL that cannot be opened, or a store in a state it cannot work with."""
 

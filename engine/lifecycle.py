@@ -120,7 +120,7 @@ class Lifecycle:
         self.mailbox = MailboxLife(session_id, self._journal)
         # The sub-decider's own dicts, named here for the fast path and for readers.
         self.messages: dict[str, MessageLife] = self.message_decider.messages
-        self.call_ids: dict[str, tuple[str, str]] = self.message_decider.call_ids
+        self.call_ids: dict[tuple[str, str], str] = self.message_decider.call_ids
 
     # ------------------------------------------------------------------ journal
 

@@ -133,10 +133,12 @@ def _tool_added(m: Messages, e: ev.ToolAdded) -> None:
     _part_id_given(m, e)
     if not e.call_id or not e.tool:  # BR-01 as the seed's ToolPart reads it
         raise _fail(e, "BR-01", "a tool part needs a callID and a tool name")
-    owner = m.call_ids.get(e.call_id)
+    # A call id names one call of a message: models restart their numbering (c1)
+    # and a cleared memory starts over, so an id may come back in a later message.
+    owner = m.call_ids.get((e.message_id, e.call_id))
     if owner is not None:
-        raise _fail(e, "callID", f"callID {e.call_id} is already used by part {owner[1]}; "
-                    "a provider's call id names one call per session")
+        raise _fail(e, "callID", f"callID {e.call_id} is already used by part {owner}; "
+                    "a provider's call id names one call per message")
 
 
 def _tool_completed(m: Messages, e: ev.ToolCompleted) -> None:
@@ -169,7 +171,7 @@ def _steps_pair(m: Messages, e: ev.StepStarted | ev.StepFinished) -> None:
 
 
 def _register_call(j: Journal, m: Messages, e: ev.ToolAdded, _: Row) -> None:
-    j.put(m.call_ids, e.call_id, (e.message_id, e.part_id))
+    j.put(m.call_ids, (e.message_id, e.call_id), e.part_id)
 
 
 def _set_deadline(j: Journal, m: Messages, e: ev.ToolStarted, _: Row) -> None:
@@ -343,7 +345,7 @@ class Messages:
         self.session_id = session_id
         self.journal = journal
         self.messages: dict[str, MessageLife] = {}
-        self.call_ids: dict[str, tuple[str, str]] = {}
+        self.call_ids: dict[tuple[str, str], str] = {}  # (message id, call id) -> part id
 
     def unsettled(self, message_id: str) -> Iterator[tuple[str, PartLife]]:
         msg = self.messages[message_id]

@@ -8,6 +8,8 @@ entity declarations stay the only judge.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from engine import events as ev
 from engine.lifecycle import Lifecycle
 
@@ -20,9 +22,17 @@ def abort(lc: Lifecycle, message_id: str, reason: str) -> list[ev.Event]:
     Tools keep their real start time and partial output (the projection merges
     the running metadata); ``metadata.interrupted`` marks them.
     """
+    return abort_parts(message_id, ((pid, part.kind) for pid, part in lc.unsettled(message_id)),
+                       reason)
+
+
+def abort_parts(message_id: str, unsettled: Iterable[tuple[str, str]], reason: str
+                ) -> list[ev.Event]:
+    """``abort`` for a message whose unsettled parts (part id, kind) are given: a writer
+    that plans a batch knows parts the lifecycle has not seen yet."""
     out: list[ev.Event] = []
-    for part_id, part in lc.unsettled(message_id):
-        if part.kind == "tool":
+    for part_id, kind in unsettled:
+        if kind == "tool":
             out.append(ev.ToolFailed(
                 message_id=message_id, part_id=part_id, error=ABORTED_TOOL_ERROR,
                 kind="aborted", metadata={"interrupted": True},

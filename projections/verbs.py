@@ -24,6 +24,7 @@ from engine.session import Session
 from engine.store import open_store
 from engine.store.base import SessionInfo, Store
 from projections import views as v
+from projections.integrations.otel import genai_spans, otlp_json
 from projections.qcli import export_qcli
 from projections.qcli.timetravel import conversation_at
 from projections.render import (
@@ -45,7 +46,7 @@ _RENDER: Final[dict[str, Callable[[list[v.WithParts]], Any]]] = {
     "llama": llama.messages,
     "common": common_format.messages,
 }
-AS_CHOICES: Final = ("opencode", "qcli", *_RENDER, "events", "html")
+AS_CHOICES: Final = ("opencode", "qcli", *_RENDER, "events", "html", "otel")
 
 
 def _seq(store: Store, sid: str, given: int | None, verb: str) -> int | None:
@@ -223,6 +224,8 @@ class ExportCommand(_StoreVerb):
             data = opencode_export(store, args.session, seq)
         elif args.fmt == "qcli":
             data = export_qcli(conversation_at(store, args.session, seq).state())
+        elif args.fmt == "otel":  # OpenTelemetry GenAI spans as OTLP/JSON
+            data = otlp_json(genai_spans(args.session, at(store, args.session, seq).messages()))
         else:
             data = _RENDER[args.fmt](at(store, args.session, seq).messages())
         print(json.dumps(data, ensure_ascii=False, indent=2))

@@ -8,7 +8,10 @@ event to the caller unchanged, after recording it into ``session``:
   the agent that ran it, with its text, reasoning and argument deltas, fed to an
   :class:`~engine.adapters.openai_responses.OpenAIResponsesIngest`;
 - each function call: a tool part, ``pending`` while the model streams it,
-  ``running`` at the SDK's ``tool_called``, ``completed`` at its ``tool_output``;
+  ``running`` at the SDK's ``tool_called``, ``completed`` at its ``tool_output``
+  (or failed, kind ``error``, with the text the model saw, when the output is the
+  SDK's handled tool error: ``tool_error`` recognises it, by default the text of
+  the SDK's default ``failure_error_function``);
   the message completes once all its calls are answered;
 - a handoff: its call is a tool part like any other, answered by the SDK's
   ``handoff_occured``, and the agent taking over is an agent part of that
@@ -45,7 +48,12 @@ from agents.stream_events import StreamEvent
 
 from engine import events as ev
 from engine.adapters.openai_responses import OpenAIResponsesIngest
-from engine.integrations.openai_agents import EMPTY_OUTPUT, content_text
+from engine.integrations.openai_agents import (
+    EMPTY_OUTPUT,
+    ToolErrorCheck,
+    content_text,
+    sdk_tool_error,
+)
 from engine.integrations.recording import Recording
 from engine.session import PartRef, Session
 
@@ -100,9 +108,10 @@ class RunRecorder:
     """Records one streamed run into ``session``; :meth:`stream` is the recording iterator."""
 
     def __init__(self, session: Session, *, strict: bool = False,
-                 **ingest_options: Any) -> None:
+                 tool_error: ToolErrorCheck = sdk_tool_error, **ingest_options: Any) -> None:
         self.session = session
         self.strict = strict
+        self.tool_error = tool_error
         self.ingest_options = ingest_options
         self.agent = ""
         self.recordings: list[Recording] = []
@@ -182,7 +191,12 @@ class RunRecorder:
                 self.session.start_tool(ref)
             self._running.discard(call_id)
             del self._calls[call_id]
-            self.session.complete_tool(ref, _output(item))
+            output = _output(item)
+            if name == "tool_output" and self.tool_error(output):
+                # the SDK handled the tool's exception: the model saw this text
+                self.session.fail_tool(ref, output, kind="error")
+            else:
+                self.session.complete_tool(ref, output)
             if name == "handoff_occured":
                 self.session.add_agent(ref.message_id, item.target_agent.name)
             self._answered(rec, call_id)
@@ -235,6 +249,8 @@ class RunRecorder:
 
 
 def record_run(result: RunResultStreaming, session: Session, *, strict: bool = False,
+               tool_error: ToolErrorCheck = sdk_tool_error,
                **ingest_options: Any) -> AsyncIterator[StreamEvent]:
     """``result.stream_events()``, recorded into ``session`` as the events pass."""
-    return RunRecorder(session, strict=strict, **ingest_options).stream(result)
+    return RunRecorder(session, strict=strict, tool_error=tool_error,
+                       **ingest_options).stream(result)

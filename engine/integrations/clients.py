@@ -2,7 +2,8 @@
 
 A proxy forwards every attribute to the SDK client; only the entry points
 named in its routes are wrapped. ``create(..., stream=True)`` returns the SDK's
-stream wrapped in a :class:`~.recording.RecordingStream`; a helper
+own stream object, recording as it is consumed (:func:`~.recording.record_stream`:
+its type is still the SDK's); a helper
 ``stream(...)`` returns its manager wrapped so the entered helper stream reads
 through one; a ``create()`` without ``stream=True`` returns the SDK's object
 unchanged, recorded whole (the route's ``whole`` function gives the events a
@@ -10,6 +11,12 @@ stream of that object would have had). Each call records one assistant message
 with a fresh ingest;
 :attr:`RecordedClient.last` is the latest call's :class:`~.recording.Recording`
 (its ``result`` holds the tool calls to run).
+
+Every other way to the same calls is recorded too, or refused loudly: a client
+from ``with_options(...)`` or ``copy(...)`` records into the same session;
+``with_raw_response`` returns the SDK's raw response, recorded (parsed once here;
+the SDK caches the parse); ``with_streaming_response`` hands the caller the raw
+HTTP body, so reaching it raises :class:`~engine.errors.NotRecorded`.
 """
 
 from __future__ import annotations
@@ -19,12 +26,12 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.adapters.ingest import StreamIngest
+from engine.errors import NotRecorded
 from engine.integrations.recording import (
     AsyncRecordingManager,
-    AsyncRecordingStream,
     Recording,
     RecordingManager,
-    RecordingStream,
+    record_stream,
 )
 from engine.session import Session
 
@@ -57,28 +64,65 @@ class RecordedClient:
         self.recordings.append(rec)
         return rec
 
+    def _sibling(self, client: Any) -> RecordedClient:
+        """The same recording for another client of the SDK's (``with_options``, ``copy``):
+        one session, one list of recordings."""
+        twin = RecordedClient(client, self.session, self._routes, is_async=self.is_async,
+                              whole=self._whole, strict=self.strict, **self.ingest_options)
+        twin.recordings = self.recordings
+        return twin
+
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._client, name)
-        if any(route.startswith(name + ".") for route in self._routes):
-            return _Resource(self, attr, name)
-        return attr
+        if name in COPIES and callable(attr):
+            def copied(*args: Any, **kwargs: Any) -> RecordedClient:
+                return self._sibling(attr(*args, **kwargs))
+
+            return copied
+        return _Resource(self, self._client, "").resolve(name, attr)
+
+
+# Client methods that return another client with other options: it is recorded too.
+COPIES = frozenset({"with_options", "copy"})
+STREAMING_RESPONSE = (
+    "with_streaming_response hands the caller the raw HTTP body (iter_bytes, iter_lines), "
+    "which convlog cannot record; use create(stream=True), the stream(...) helper, or "
+    "with_raw_response (recorded), or call the unrecorded SDK client itself")
 
 
 class _Resource:
-    """A resource of the client (``messages``, ``chat``, ``chat.completions``, ...)."""
+    """A resource of the client (``messages``, ``chat``, ``chat.completions``, ...).
 
-    def __init__(self, owner: RecordedClient, target: Any, path: str) -> None:
+    ``raw``: reached through ``with_raw_response``: a routed call returns the SDK's
+    raw response, parsed here once (the SDK caches it, so the caller's ``parse()``
+    gets the same object) to record it.
+    """
+
+    def __init__(self, owner: RecordedClient, target: Any, path: str, *,
+                 raw: bool = False) -> None:
         self._owner = owner
         self._target = target
         self._path = path
+        self._raw = raw
 
     def __getattr__(self, name: str) -> Any:
-        path = f"{self._path}.{name}"
-        attr = getattr(self._target, name)
+        return self.resolve(name, getattr(self._target, name))
+
+    def _below(self, path: str) -> bool:
+        return any(route.startswith(path + ".") for route in self._owner._routes) \
+            if path else True
+
+    def resolve(self, name: str, attr: Any) -> Any:
+        if name == "with_streaming_response" and self._below(self._path):
+            raise NotRecorded(f"{self._path or 'client'}.with_streaming_response is not "
+                              f"recorded: {STREAMING_RESPONSE}")
+        if name == "with_raw_response" and self._below(self._path):
+            return _Resource(self._owner, attr, self._path, raw=True)
+        path = f"{self._path}.{name}" if self._path else name
         ingest = self._owner._routes.get(path)
         if ingest is None:
-            if any(route.startswith(path + ".") for route in self._owner._routes):
-                return _Resource(self._owner, attr, path)
+            if self._below(path):
+                return _Resource(self._owner, attr, path, raw=self._raw)
             return attr
         if name == "stream":
             return self._helper(attr, ingest)
@@ -97,9 +141,11 @@ class _Resource:
         return stream
 
     def _create(self, call: Any, ingest: IngestFactory, whole: WholeEvents | None) -> Any:
-        owner = self._owner
+        owner, raw = self._owner, self._raw
 
-        def record_whole(result: Any) -> Any:
+        def record(result: Any, streamed: bool) -> Any:
+            if streamed:
+                return record_stream(result, owner.recording(ingest), is_async=owner.is_async)
             events = whole(result) if whole is not None else []
             if events:  # none: nothing to record yet (a background response)
                 rec = owner.recording(ingest)
@@ -112,16 +158,20 @@ class _Resource:
 
             async def acreate(*args: Any, **kwargs: Any) -> Any:
                 result = await call(*args, **kwargs)  # the SDK's retries happen here
-                if not kwargs.get("stream"):
-                    return record_whole(result)
-                return AsyncRecordingStream(result, owner.recording(ingest))
+                if raw:  # the OpenAI SDK's legacy raw response parses synchronously
+                    parsed = result.parse()
+                    record(await parsed if inspect.isawaitable(parsed) else parsed,
+                           bool(kwargs.get("stream")))
+                    return result
+                return record(result, bool(kwargs.get("stream")))
 
             return acreate
 
         def create(*args: Any, **kwargs: Any) -> Any:
             result = call(*args, **kwargs)
-            if not kwargs.get("stream"):
-                return record_whole(result)
-            return RecordingStream(result, owner.recording(ingest))
+            if raw:
+                record(result.parse(), bool(kwargs.get("stream")))
+                return result
+            return record(result, bool(kwargs.get("stream")))
 
         return create

@@ -12,13 +12,18 @@ comes back exactly:
 - an assistant ``message``: a text part of the current assistant message;
 - ``reasoning``: a reasoning part (its summary texts);
 - ``function_call``: a tool part (its arguments parsed when they are JSON);
-  its ``function_call_output`` completes that tool;
+  its ``function_call_output`` completes that tool, or fails it (kind
+  ``error``, the output as the error) when the output is the SDK's handled tool
+  error (``tool_error``); a handoff's output (``{"assistant": name}``) also adds
+  an agent part, and the next messages carry that agent;
 - anything else (hosted tool calls, outputs of unknown calls, a call whose id
-  the session already used, ...): an ignored text part.
+  its message already used, ...): an ignored text part.
 
 An assistant message completes once none of its calls waits for an output at
 the end of a batch; a user message arriving while calls still wait aborts it
-(the tools fail ``aborted``), as an interrupted run leaves them.
+(the tools fail ``aborted``), as an interrupted run leaves them. The message
+still open and its waiting calls are read from the log at each batch, so a
+fresh writer (another request, another process) answers an approved call.
 
 ``pop_item`` and ``clear_session`` delete nothing: a pop is a
 ``session.item_popped`` event naming the event that recorded the item, a clear
@@ -29,11 +34,13 @@ is ``session.items_cleared``. The item list is the fold of those events
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from engine import events as ev
+from engine import settle
 from engine.ids import part_id, uuid7
+from engine.integrations.writers import open_message
 from engine.session import PartRef, Session
 
 JSON = dict[str, Any]
@@ -41,6 +48,8 @@ ITEM_KEY: Final = "openai_agents"  # metadata key of the item an event records
 CHECKPOINT_PREFIX: Final = "openai-agents:"  # batches of logs written before item_popped
 USER_ROLES: Final = frozenset({"user", "system", "developer"})
 EMPTY_OUTPUT: Final = "(no output)"  # convlog refuses an empty output; the item keeps it
+# What the SDK's default failure_error_function tells the model when a tool raised.
+SDK_TOOL_ERROR: Final = "An error occurred while running the tool. Please try again."
 
 
 def item_kind(item: Mapping[str, Any]) -> str:
@@ -78,24 +87,50 @@ def _arguments(raw: Any) -> JSON:
     return value if isinstance(value, dict) else {}
 
 
-class ItemWriter:
-    """Writes Agents SDK items into a session, one atomic batch per ``add_items``.
+def handoff_target(output: Any) -> str | None:
+    """The agent a handoff's output names (the SDK answers a handoff call with
+    ``{"assistant": name}``), or None for any other output."""
+    if not isinstance(output, str) or not output.startswith("{"):
+        return None
+    try:
+        value = json.loads(output)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and list(value) == ["assistant"] and isinstance(
+            value["assistant"], str):
+        return value["assistant"]
+    return None
 
-    The events of a batch are built here and recorded with one
-    :meth:`Session.record <engine.session.Session.record>` (each is still
-    checked by the transition tables; a refused batch leaves the log as it was).
+
+ToolErrorCheck = Callable[[str], bool]
+
+
+def sdk_tool_error(output: str) -> bool:
+    """The output the SDK's default ``failure_error_function`` gives the model."""
+    return output == SDK_TOOL_ERROR
+
+
+class ItemWriter:
+    """Writes Agents SDK items into a session, one atomic batch per operation.
+
+    Every operation plans from the log (the open assistant message and its
+    waiting calls come from the lifecycle, not from memory) and commits its
+    events with one :meth:`Session.record <engine.session.Session.record>`;
+    so a fresh writer continues where another left off, and an operation
+    refused for a version conflict can simply be planned again
+    (:func:`engine.integrations.writers.retrying`).
     """
 
-    def __init__(self, session: Session, *, agent: str = "") -> None:
+    def __init__(self, session: Session, *, agent: str = "",
+                 tool_error: ToolErrorCheck = sdk_tool_error) -> None:
         self.session = session
-        self.agent = agent
-        self._assistant: str | None = None
-        self._calls: dict[str, PartRef] = {}  # call id -> tool part still waiting
-        self._queue: list[ev.Event] = []
-        self._new_calls: set[str] = set()  # call ids queued, not yet in the lifecycle
+        self.agent = agent  # the agent of the messages written next
+        self.tool_error = tool_error
+        self._begin()
 
-    def add(self, items: Iterable[Mapping[str, Any]]) -> None:
+    def add(self, items: Iterable[Mapping[str, Any]], *, agent: str | None = None) -> None:
         """One batch of items, recorded atomically."""
+        self._begin(agent)
         for item in items:
             self._write(dict(item))
         self._settle(abort=False)
@@ -107,25 +142,35 @@ class ItemWriter:
         The assistant message being written is settled first (aborted if calls
         still wait): an output added after the pop answers no open call.
         """
+        self._begin()
         self._settle(abort=True)
         self._conversation()
-        self.session.record([ev.ItemPopped(event_id=event_id, memory=ITEM_KEY)])
+        self._queue.append(ev.ItemPopped(event_id=event_id, memory=ITEM_KEY))
+        self._flush()
 
     def clear(self) -> None:
+        self._begin()
         self._settle(abort=True)
         self._conversation()
-        self.session.record([ev.ItemsCleared(memory=ITEM_KEY)])
+        self._queue.append(ev.ItemsCleared(memory=ITEM_KEY))
+        self._flush()
+
+    def _begin(self, agent: str | None = None) -> None:
+        if agent is not None:
+            self.agent = agent
+        self._queue: list[ev.Event] = []
+        self._assistant, self._calls, self._others = open_message(self.session.lifecycle)
+        self._queued_calls: set[str] = set()  # call ids of the open message, queued here
 
     def _conversation(self) -> None:
         if self.session.lifecycle.conversation.state == "absent":
-            self.session.create_conversation()
+            self._queue.append(ev.ConversationCreated(conversation_id=uuid7()))
 
     # ------------------------------------------------------------------ items
 
     def _flush(self) -> None:
         if self._queue:
             queue, self._queue = self._queue, []
-            self._new_calls.clear()
             self.session.record(queue)
 
     def _text(self, mid: str, text: str, meta: JSON, actor: str, *, synthetic: bool = False,
@@ -139,6 +184,7 @@ class ItemWriter:
     def _message(self) -> str:
         if self._assistant is None:
             self._assistant = uuid7()
+            self._queued_calls = set()
             self._queue.append(ev.MessageStarted(message_id=self._assistant, role="assistant",
                                                  agent=self.agent))
         return self._assistant
@@ -169,26 +215,39 @@ class ItemWriter:
                 message_id=mid, part_id=pid, call_id=call_id, tool=str(item["name"]),
                 input=_arguments(raw), raw=raw if isinstance(raw, str) else "", metadata=meta))
             self._calls[call_id] = PartRef(mid, pid)
-            self._new_calls.add(call_id)
+            self._queued_calls.add(call_id)
         elif kind == "function_call_output" and item.get("call_id") in self._calls:
-            mid, pid = self._calls.pop(str(item["call_id"]))
-            output = _output_text(item.get("output"))
-            self._queue += [
-                ev.ToolStarted(message_id=mid, part_id=pid),
-                ev.ToolCompleted(message_id=mid, part_id=pid, output=output or EMPTY_OUTPUT,
-                                 metadata=meta)]
+            self._answer(item, meta)
         else:
             self._text(self._message(), "", meta, "assistant", ignored=True)
 
-    def _fresh_call(self, item: JSON) -> bool:
-        """A call the log can hold as a tool part: named, with a call id not used before.
+    def _answer(self, item: JSON, meta: JSON) -> None:
+        """A call's output: the tool completes, or fails with the text the model saw
+        when the SDK handled the tool's exception; a handoff's names the next agent."""
+        mid, pid = self._calls.pop(str(item["call_id"]))
+        output = _output_text(item.get("output"))
+        started = ev.ToolStarted(message_id=mid, part_id=pid)
+        if output and self.tool_error(output):
+            self._queue += [started, ev.ToolFailed(message_id=mid, part_id=pid, error=output,
+                                                   kind="error", metadata=meta)]
+            return
+        self._queue += [started, ev.ToolCompleted(message_id=mid, part_id=pid,
+                                                  output=output or EMPTY_OUTPUT, metadata=meta)]
+        target = handoff_target(item.get("output"))
+        if target is not None:
+            self._queue.append(ev.AgentAdded(message_id=mid, part_id=part_id(), name=target))
+            self.agent = target
 
-        A call id is unique in a session; a call written again (a pop rewrites
-        the rest of its batch) stays an ignored part holding its item.
-        """
+    def _fresh_call(self, item: JSON) -> bool:
+        """A call the log can hold as a tool part: named, with a call id not used
+        before in its message (a model may restart at ``c1``; a call written again
+        in the same message stays an ignored part holding its item)."""
         call_id, name = item.get("call_id"), item.get("name")
-        return bool(call_id and name and call_id not in self.session.lifecycle.call_ids
-                    and call_id not in self._new_calls)
+        if not (call_id and name):
+            return False
+        mid = self._assistant
+        return mid is None or ((mid, call_id) not in self.session.lifecycle.call_ids
+                               and call_id not in self._queued_calls)
 
     def _settle(self, *, abort: bool) -> None:
         """Complete the assistant message; with calls still waiting, abort it or keep it."""
@@ -197,9 +256,11 @@ class ItemWriter:
         if self._calls and not abort:
             return  # the outputs may come with the next batch
         mid, self._assistant = self._assistant, None
-        if self._calls:
-            self._calls.clear()
-            self._flush()  # the abort settles what is in the log
-            self.session.abort(mid, "the run ended before its tool calls had outputs")
+        if self._calls or self._others:
+            unsettled = [(pid, "part") for pid in self._others] + [
+                (ref.part_id, "tool") for ref in self._calls.values()]
+            self._queue += settle.abort_parts(
+                mid, unsettled, "the run ended before its tool calls had outputs")
         else:
             self._queue.append(ev.MessageCompleted(message_id=mid))
+        self._calls, self._others = {}, []

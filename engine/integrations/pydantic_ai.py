@@ -24,6 +24,7 @@ user prompt while calls still wait aborts it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any, Final
@@ -31,6 +32,7 @@ from typing import Any, Final
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest
 
 from engine.events import ToolFailureKind
+from engine.integrations.writers import open_message
 from engine.session import PartRef, Session
 
 JSON = dict[str, Any]
@@ -70,6 +72,31 @@ def _args(part: JSON) -> tuple[JSON, str]:
     return {}, ""
 
 
+def message_hash(data: JSON) -> str:
+    """A message as pydantic-ai serializes it, hashed: what makes a repeat recognisable."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def recorded_hashes(session: Session) -> list[str]:
+    """The hashes of the messages recorded from pydantic-ai, in log order."""
+    out: list[str] = []
+    for e in session.store.read(session.id):
+        meta = getattr(e, "metadata", None)
+        data = meta.get(KEY) if isinstance(meta, dict) else None
+        if isinstance(data, dict) and isinstance(data.get("hash"), str):
+            out.append(data["hash"])
+    return out
+
+
+def overlap(recorded: Sequence[str], given: Sequence[str]) -> int:
+    """How many of ``given``'s first messages repeat the end of ``recorded``."""
+    for k in range(min(len(recorded), len(given)), 0, -1):
+        if list(recorded[-k:]) == list(given[:k]):
+            return k
+    return 0
+
+
 class MessageWriter:
     """Writes pydantic-ai messages into a session, keeping each part for the way back."""
 
@@ -81,13 +108,18 @@ class MessageWriter:
 
     def write(self, messages: Sequence[ModelMessage]) -> None:
         dumped = ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
-        for message, data in zip(messages, dumped, strict=True):
+        hashes = [message_hash(d) for d in dumped]
+        skip = overlap(recorded_hashes(self.session), hashes)
+        if self._assistant is None:  # continue what the log left open (deferred calls)
+            self._assistant, self._calls, _ = open_message(self.session.lifecycle)
+        for message, data, digest in list(zip(messages, dumped, hashes, strict=True))[skip:]:
             envelope = {k: v for k, v in data.items() if k != "parts"}
             metas: list[JSON] = [{KEY: {"part": p}} for p in data["parts"]]
             if metas:
                 metas[0][KEY]["message"] = envelope
             else:  # an empty message still keeps its envelope
                 metas = [{KEY: {"part": None, "message": envelope}}]
+            metas[0][KEY]["hash"] = digest
             if isinstance(message, ModelRequest):
                 self._request(metas)
             else:
@@ -102,8 +134,15 @@ class MessageWriter:
             call = self._calls.get(part.get("tool_call_id", ""))
             if kind in ("tool-return", "retry-prompt") and call is not None:
                 del self._calls[part["tool_call_id"]]
-                self.session.start_tool(call)
                 outcome = part.get("outcome", "success") if kind == "tool-return" else "retried"
+                life = self.session.lifecycle.part(*call)
+                waiting = life is not None and life.state == "awaiting-approval"
+                if waiting and outcome == "denied":
+                    self.session.deny(call, _output(part) or outcome)
+                    continue
+                if waiting:  # a result means the approval was given
+                    self.session.approve(call)
+                self.session.start_tool(call)
                 if outcome == "success":
                     # convlog needs some output; the part itself keeps the empty one
                     self.session.complete_tool(call, _output(part) or EMPTY_OUTPUT,
@@ -137,7 +176,7 @@ class MessageWriter:
             elif kind == "thinking":
                 self.session.add_reasoning(mid, part["content"], streaming=False, metadata=meta)
             elif (kind == "tool-call" and call_id and part.get("tool_name")
-                  and call_id not in self.session.lifecycle.call_ids):
+                  and (mid, call_id) not in self.session.lifecycle.call_ids):
                 args, raw = _args(part)
                 self._calls[call_id] = self.session.add_tool(
                     mid, call_id, part["tool_name"], input=args, raw=raw, metadata=meta)

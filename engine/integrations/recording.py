@@ -1,9 +1,10 @@
 """Record a provider SDK's stream while the agent consumes it.
 
-The agent keeps the SDK's own stream object: :class:`RecordingStream` (and
-:class:`AsyncRecordingStream`) wrap it, feed every event to a stream ingest
-*before* handing it on unchanged, and delegate everything else (``response``,
-``close``, helpers) to it. However the stream ends, the message is settled:
+The agent keeps the SDK's own stream object, of the SDK's own type:
+:func:`record_stream` makes its class a subclass of that type whose iteration
+feeds every event to a stream ingest *before* handing it on unchanged
+(``isinstance(stream, anthropic.Stream)`` still holds; ``response`` and every
+other attribute are the SDK's). However the stream ends, the message is settled:
 
 - the stream's end: the ingest's ``finish`` (a stream that stopped before the
   provider said the message was complete ends aborted, kind ``truncated``);
@@ -19,18 +20,19 @@ sees: the ingest has settled the message, the error is kept in
 
 The SDK helper streams (``messages.stream``, ``responses.stream``,
 ``chat.completions.stream``) read their events from a raw stream held in
-``_raw_stream``; :func:`record_raw` swaps in a recording one, so every way of
+``_raw_stream``; :func:`record_raw` records that one, so every way of
 consuming the helper (iteration, ``text_stream``, ``until_done``,
 ``get_final_message``) is recorded.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.adapters.ingest import IngestResult, StreamError, StreamIngest
+
+T = TypeVar("T")
 
 
 class Recording:
@@ -85,82 +87,99 @@ def _why(exc: BaseException | None, fallback: str) -> str:
 CLOSED = "closed by the caller before the stream ended"
 
 
-class RecordingStream:
-    """A sync SDK stream (``Stream[...]``) whose events are recorded as they pass."""
+def _sync_methods(base: type) -> dict[str, Any]:
+    """Iteration, ``close`` and ``__exit__`` of a sync SDK stream class, recording."""
 
-    def __init__(self, stream: Any, recording: Recording) -> None:
-        self._stream = stream
-        self._events: Iterator[Any] = iter(stream)
-        self.recording = recording
-
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
+    def next_event(self: Any) -> Any:
+        rec = self._convlog_recording
         try:
-            event = next(self._events)
+            event = base.__next__(self)  # type: ignore[attr-defined]
         except StopIteration:
-            self.recording.end()
+            rec.end()
             raise
         except BaseException as exc:
-            self.recording.broken(_why(exc, "the stream failed"))
+            rec.broken(_why(exc, "the stream failed"))
             raise
-        self.recording.event(event)
+        rec.event(event)
         return event
 
-    def close(self) -> None:
-        self.recording.broken(CLOSED)
-        self._stream.close()
+    def iterate(self: Any) -> Any:
+        return self  # iterated through __next__, which records
 
-    def __enter__(self) -> RecordingStream:
-        return self
+    def close(self: Any) -> None:
+        self._convlog_recording.broken(CLOSED)
+        base.close(self)  # type: ignore[attr-defined]
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.recording.broken(_why(exc, CLOSED))
-        self._stream.close()
+    def exit_block(self: Any, kind: type[BaseException] | None, exc: BaseException | None,
+                   tb: TracebackType | None) -> None:
+        self._convlog_recording.broken(_why(exc, CLOSED))
+        base.__exit__(self, kind, exc, tb)  # type: ignore[attr-defined]
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
+    return {"__next__": next_event, "__iter__": iterate, "close": close, "__exit__": exit_block}
 
 
-class AsyncRecordingStream:
-    """An async SDK stream (``AsyncStream[...]``) whose events are recorded as they pass."""
+def _async_methods(base: type) -> dict[str, Any]:
+    """The async twin of :func:`_sync_methods` (``AsyncStream``)."""
 
-    def __init__(self, stream: Any, recording: Recording) -> None:
-        self._stream = stream
-        self._events: AsyncIterator[Any] = aiter(stream)
-        self.recording = recording
-
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self
-
-    async def __anext__(self) -> Any:
+    async def anext_event(self: Any) -> Any:
+        rec = self._convlog_recording
         try:
-            event = await anext(self._events)
+            event = await base.__anext__(self)  # type: ignore[attr-defined]
         except StopAsyncIteration:
-            self.recording.end()
+            rec.end()
             raise
         except BaseException as exc:  # includes a cancelled task
-            self.recording.broken(_why(exc, "the stream failed"))
+            rec.broken(_why(exc, "the stream failed"))
             raise
-        self.recording.event(event)
+        rec.event(event)
         return event
 
-    async def close(self) -> None:
-        self.recording.broken(CLOSED)
-        await self._stream.close()
-
-    async def __aenter__(self) -> AsyncRecordingStream:
+    def aiterate(self: Any) -> Any:
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        self.recording.broken(_why(exc, CLOSED))
-        await self._stream.close()
+    async def close(self: Any) -> None:
+        self._convlog_recording.broken(CLOSED)
+        await base.close(self)  # type: ignore[attr-defined]
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
+    async def aexit_block(self: Any, kind: type[BaseException] | None, exc: BaseException | None,
+                          tb: TracebackType | None) -> None:
+        self._convlog_recording.broken(_why(exc, CLOSED))
+        await base.__aexit__(self, kind, exc, tb)  # type: ignore[attr-defined]
+
+    return {"__anext__": anext_event, "__aiter__": aiterate, "close": close,
+            "__aexit__": aexit_block}
+
+
+_RECORDED: dict[type, type] = {}  # an SDK stream class -> its recording subclass
+
+
+def record_stream(stream: T, recording: Recording, *, is_async: bool) -> T:
+    """Record ``stream``'s events as they pass; the same object, its class now a
+    subclass of the SDK's (``isinstance(stream, anthropic.Stream)`` holds).
+
+    Iteration, ``close()`` and the ``with`` block record; every other attribute
+    is the SDK's own.
+    """
+    cls = type(stream)
+    if cls in _RECORDED.values():
+        raise TypeError("this stream is already being recorded")
+    sub = _RECORDED.get(cls)
+    if sub is None:
+        methods = _async_methods(cls) if is_async else _sync_methods(cls)
+        # Only methods, no slots: the subclass keeps the SDK class's layout, so the
+        # object's class may change in place.
+        sub = _RECORDED[cls] = type(cls.__name__, (cls,), {
+            **methods, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__})
+    stream._convlog_recording = recording  # type: ignore[attr-defined]
+    stream.__class__ = sub
+    return stream
+
+
+def recording_of(stream: Any) -> Recording | None:
+    """The recording of a stream :func:`record_stream` records, else None."""
+    rec = getattr(stream, "_convlog_recording", None)
+    return rec if isinstance(rec, Recording) else None
 
 
 def record_raw(helper: Any, recording: Recording, *, is_async: bool) -> None:
@@ -168,8 +187,7 @@ def record_raw(helper: Any, recording: Recording, *, is_async: bool) -> None:
     raw = getattr(helper, "_raw_stream", None)
     if raw is None:
         raise TypeError(f"{type(helper).__name__} has no raw stream to record")
-    wrapper = AsyncRecordingStream if is_async else RecordingStream
-    helper._raw_stream = wrapper(raw, recording)
+    record_stream(raw, recording, is_async=is_async)
 
 
 class RecordingManager:

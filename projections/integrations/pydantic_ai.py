@@ -12,8 +12,10 @@ recorded otherwise are built from what convlog knows:
 - a tool call: ``ToolCallPart``, and in the next request its
   ``ToolReturnPart``: outcome ``success`` with the output, or the error with
   outcome ``failed`` (kind ``error``), ``denied``, or ``interrupted`` (aborted,
-  cancelled, timeout); a pending or running tool returns
-  "[Tool execution was interrupted]", outcome ``interrupted`` (reported).
+  cancelled, timeout); a running tool returns "[Tool execution was interrupted]",
+  outcome ``interrupted`` (reported); a tool still pending or awaiting approval in
+  a message that is still open is a deferred call: it goes back with no return,
+  as pydantic-ai's own history has it, so ``deferred_tool_results=`` resumes it.
 
 Not expressible, and listed in the ``report`` when one is passed: files,
 ignored text, the other part kinds (steps, snapshots, patches, agents,
@@ -118,9 +120,11 @@ class _Builder:
                 tools.append(p)
             else:
                 self.note(f"message {wp.info.id}: {p.TAG} part not sent")
-        for t in tools:
+        waiting = wp.info.time.completed is None  # an open message: its calls may be deferred
+        answered = [t for t in tools if not (waiting and isinstance(t.state, v.ToolStatePending))]
+        for t in answered:
             self.result(t, ms)
-        self.request = self.request if tools else None
+        self.request = self.request if answered else None
 
     def result(self, t: v.ToolPart, ms: int) -> None:
         state = t.state

@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from pydantic_ai import Agent, DeferredToolRequests, ModelRetry
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    PartEndEvent,
+    PartStartEvent,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from engine import events as ev
@@ -151,7 +159,7 @@ def test_run_stream_records_with_the_handler() -> None:
     async def run() -> list[str]:
         async with agent.run_stream(live.prompt("Oslo?"), event_stream_handler=live) as r:
             texts = [t async for t in r.stream_text(delta=True)]
-        live.finish()
+        live.finish(r)  # the result: what the caller streamed past the handler
         return texts
 
     texts = asyncio.run(run())
@@ -159,6 +167,10 @@ def test_run_stream_records_with_the_handler() -> None:
     [tool] = tools(view)
     assert isinstance(tool.state, v.ToolStateCompleted)
     assert [m.info.role for m in view.messages()] == ["user", "assistant", "assistant"]
+    answer = view.messages()[-1]
+    assert [p.text for p in answer.parts if isinstance(p, v.TextPart)] == ["Cold in Oslo."]
+    assert isinstance(answer.info, v.AssistantInfo)
+    assert answer.info.error is None
     settled(session)
 
 
@@ -274,7 +286,7 @@ def test_the_same_events_recorded_twice_give_the_same_history() -> None:
         ("ModelResponse", [("TextPart", "Mild.")])]
 
 
-def test_a_deferred_call_the_run_leaves_unanswered_fails_cancelled_at_its_end() -> None:
+def test_a_deferred_call_waits_in_the_log_for_its_approval() -> None:
     session, view = recorded()
     model = scripted(tool_call("delete", '{"path": "a.py"}', "c1"))
     agent = Agent(model, output_type=[str, DeferredToolRequests])
@@ -286,6 +298,19 @@ def test_a_deferred_call_the_run_leaves_unanswered_fails_cancelled_at_its_end() 
 
     result = asyncio.run(LiveRecorder(session).run(agent, "delete a.py"))
     assert isinstance(result.output, DeferredToolRequests)
+    [tool] = tools(view)  # waits in the log for the next request
+    assert isinstance(tool.state, v.ToolStatePending)
+    assert tool.approval is not None
+    assert tool.approval.state == "requested"
+    assert view.messages()[-1].info.time.completed is None
+
+
+def test_a_call_the_run_never_answers_fails_cancelled_at_its_end() -> None:
+    session, view = recorded()
+    live = LiveRecorder(session)
+    live.record(PartStartEvent(index=0, part=ToolCallPart("lookup", "{}", "c1")))
+    live.record(PartEndEvent(index=0, part=ToolCallPart("lookup", "{}", "c1")))
+    live.finish()
     [tool] = tools(view)
     assert isinstance(tool.state, v.ToolStateError)
     assert (tool.state.error, tool.state.metadata) == (NOT_RUN, {"kind": "cancelled"})

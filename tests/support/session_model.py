@@ -315,7 +315,7 @@ class ConversationM:
 @dataclass
 class Model:
     messages: dict[str, MsgM] = field(default_factory=dict)
-    call_ids: set[str] = field(default_factory=set)
+    call_ids: set[tuple[str, str]] = field(default_factory=set)  # (message id, call id)
     conversation: ConversationM = field(default_factory=ConversationM)
     length: int = 0  # events folded (session.imported is legal only at the start)
 
@@ -368,7 +368,7 @@ class Model:
         if part is None:
             part = msg.parts[e.part_id] = PartM(CREATES[cls], row.target, e)
             if isinstance(e, ev.ToolAdded):
-                self.call_ids.add(e.call_id)
+                self.call_ids.add((e.message_id, e.call_id))
         elif row.target != part.state:
             part.state, part.entered = row.target, e
         if isinstance(e, ev.ToolStarted):
@@ -466,7 +466,7 @@ def predict_one(m: Model, e: Event) -> tuple[Kind, type[Exception] | None]:
         return ILLEGAL
     if not e.part_id:
         return INVALID
-    if isinstance(e, ev.ToolAdded) and (not e.call_id or not e.tool or e.call_id in m.call_ids):
+    if isinstance(e, ev.ToolAdded) and (not e.call_id or not e.tool or (e.message_id, e.call_id) in m.call_ids):
         return INVALID
     if isinstance(e, ev.ToolCompleted):
         if not e.output:
