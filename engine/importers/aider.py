@@ -107,10 +107,12 @@ def _lines(path: Path, report: ImportReport, max_line: int) -> Iterator[tuple[in
 
 
 class _Run:
-    def __init__(self, path: Path, started: str, line: int, report: ImportReport) -> None:
+    def __init__(self, path: Path, started: str, line: int, report: ImportReport,
+                 salt: str = "") -> None:
         self.report = report
         self.time = _ms(started) or 1
-        self.sid = stable_uuid(self.time, FORMAT, "session", path.name, started, str(line))
+        self.sid = stable_uuid(self.time, FORMAT, "session", path.name, started, str(line),
+                               *([salt] if salt else []))
         self.session = PlannedSession(self.sid, "main", created=self.time, source=path.name)
         self.block: list[str] = []
         self.kind = ""  # "user", "reply" or "quote": what self.block holds
@@ -223,18 +225,40 @@ def _ms(stamp: str) -> int:
 
 
 def plan_aider(path: Path, *, max_line: int = MAX_LINE) -> Plan:
-    if path.is_dir():
-        found = sorted(path.glob("*.aider.chat.history.md")) or [path /
-                                                                  ".aider.chat.history.md"]
-        path = found[0]
+    """One history, or every ``*.aider.chat.history.md`` under a directory (a folder of
+    several projects' histories: each is read; one that is no aider history is
+    reported, never the reason the others are not imported)."""
     report = ImportReport(str(path), FORMAT)
+    if not path.is_dir():
+        return seal(Plan(report, _sessions(path, report, max_line)))
+    files = sorted(path.rglob("*.aider.chat.history.md")) or [path / ".aider.chat.history.md"]
+    sessions: list[PlannedSession] = []
+    for f in files:
+        try:
+            found = _sessions(f, report, max_line)
+            if {s.id for s in found} & {s.id for s in sessions}:
+                # Another project's history of the same runs (same name, same start
+                # times): told apart by where it is.
+                found = _sessions(f, report, max_line, str(f.parent.relative_to(path)))
+                report.note("a history whose runs start as another's does: its sessions "
+                            "are told apart by its folder", str(f.relative_to(path)))
+            sessions.extend(found)
+        except ImportInputError as exc:
+            if len(files) == 1:
+                raise
+            report.note(f"not imported: {exc.reason}", str(f.relative_to(path)))
+    return seal(Plan(report, sessions))
+
+
+def _sessions(path: Path, report: ImportReport, max_line: int,
+              salt: str = "") -> list[PlannedSession]:
     runs: list[_Run] = []
     for number, line in _lines(path, report, max_line):
         if line.startswith(_RUN):
             if runs:
                 runs[-1].flush()
                 runs[-1].close()
-            runs.append(_Run(path, line[len(_RUN):], number, report))
+            runs.append(_Run(path, line[len(_RUN):], number, report, salt))
         elif runs:
             runs[-1].feed(number, line)
         elif line.strip():
@@ -245,4 +269,4 @@ def plan_aider(path: Path, *, max_line: int = MAX_LINE) -> Plan:
     runs[-1].close()
     report.note("aider logs no tool calls, ids or per-message times: replies are text, "
                 "'> ' output is synthetic text, times are the run's start + 1 ms per event")
-    return seal(Plan(report, [r.session for r in runs if r.session.events]))
+    return [r.session for r in runs if r.session.events]

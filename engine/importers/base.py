@@ -168,6 +168,9 @@ class PlannedSession:
     fork_seq: int | None = None  # for a fork: how many of the parent's events it shares
     created: int = 1
     title: str = ""
+    # Where the title came from, when the tool recorded it (a /rename, a thread name):
+    # such a title is written as session.titled. "" for a label that names nothing.
+    title_source: str = ""
     # What its session.imported says (a fork shares its parent's).
     original_id: str = ""  # the tool's own session id
     tool_version: str = ""
@@ -194,6 +197,15 @@ def seal(plan: Plan) -> Plan:
     plan.sealed = True
     fmt = plan.report.format
     for s in plan.sessions:
+        if s.title.strip() and s.title_source:
+            # The name the tool recorded, after what the session holds (so no fork's
+            # shared prefix moves). Its id names the title: a rename read on a later
+            # import of a grown file is a new event (the latest wins), the same name
+            # again a no-op.
+            s.events.append(ev.SessionTitled(
+                id=stable_uuid(s.created, fmt, "session.titled", s.id, s.title),
+                time=max((e.time for e in s.events[-1:]), default=s.created) or s.created,
+                title=s.title, source=s.title_source))
         if s.kind == "fork":
             s.fork_seq = (s.fork_seq or 0) + 1
             continue
@@ -212,6 +224,21 @@ def seal(plan: Plan) -> Plan:
             s.parent = parent.parent
             parent = by_id.get(s.parent or "")
     return plan
+
+
+def drop_empty(plan: Plan) -> None:
+    """A ``--lenient`` import that skipped lines never writes a session that holds
+    nothing but where it came from (a file whose every line was skipped made one):
+    such sessions leave the plan, reported."""
+    if not plan.report.skipped:
+        return
+    parents = {s.parent for s in plan.sessions}
+    empty = [s for s in plan.sessions if all(isinstance(e, ev.SessionImported | ev.SessionTitled)
+                                             for e in s.events) and s.id not in parents]
+    for s in empty:
+        plan.sessions.remove(s)
+        plan.report.note("a session left empty by the skipped lines: not written", s.source
+                         or None)
 
 
 def open_binary(path: Path) -> io.BufferedReader:

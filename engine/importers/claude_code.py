@@ -323,12 +323,15 @@ class _Builder:
         by_id = {s.id: s for s in self.sessions}
         for original, planned_id in self.main_of.items():
             names = self.reader.named.get(original, {})
-            title = names.get("custom-title") or names.get("ai-title")
-            if title and planned_id in by_id:
-                by_id[planned_id].title = title
+            kind = "custom-title" if names.get("custom-title") else "ai-title"
+            if names.get(kind) and planned_id in by_id:
+                by_id[planned_id].title = names[kind]
+                by_id[planned_id].title_source = f"{FORMAT} {kind}"
         if "" in self.reader.named and len(self.sessions) == 1:  # a title line without its id
             names = self.reader.named[""]
-            self.sessions[0].title = names.get("custom-title") or names["ai-title"]
+            kind = "custom-title" if names.get("custom-title") else "ai-title"
+            self.sessions[0].title = names[kind]
+            self.sessions[0].title_source = f"{FORMAT} {kind}"
         for uuid in self.reader.order:
             if uuid not in self.visited:  # only a parentUuid cycle hides a line from every root
                 self.report.note("a line on a parentUuid cycle: not reachable, not imported",
@@ -396,7 +399,7 @@ class _Builder:
             raise shape_error(self.report.source, exc, node.line) from exc
         title = self.reader.titles.get(node.uuid)
         if title:
-            planned.title = title
+            planned.title, planned.title_source = title, f"{FORMAT} summary"
 
     def _shared(self, planned: PlannedSession) -> int:
         """A fork's seq in its parent: the parent's own events plus what it shares."""

@@ -76,6 +76,9 @@ class _State:
     tokens: ev.Tokens | None = None
     tasks: bool = False  # the rollout writes task_started/task_complete
     search: str | None = None  # the last tool_search_call (an output may omit its call_id)
+    last_total: Any = None  # the last token_count's total_token_usage (a repeat is no request)
+    error: ev.MessageError | None = None  # an error event of the open turn
+    title: str = ""  # the thread's name (thread_name_updated: the latest wins)
 
 
 class _Rollout:
@@ -143,6 +146,8 @@ class _Rollout:
         main.original_id = str(meta.get("id") or "")
         main.tool_version = str(meta.get("cli_version") or "")
         main.metadata = {"session_meta": meta} if meta else None
+        if self.s.title:
+            main.title, main.title_source = self.s.title, f"{FORMAT} thread_name"
         return [main, *self.forks[1:], *([self.current] if self.current else [])]
 
     def _rollback(self, p: dict[str, Any]) -> None:
@@ -234,16 +239,16 @@ class _Rollout:
             return
         mine = [c for c, (m, _) in s.tools.items() if m == mid]
         if mine and error is None:
-            for call in mine:
-                self.report.note(f"call {call!r} has no output: left running (unfinished)",
-                                 s.line)
-            return  # cannot complete with a running tool: stays open, visibly unfinished
+            # Cannot complete with a running tool: stays open. Its output may still come
+            # (a developer message between a call and its output): what is left running
+            # is reported once, at the end of the rollout, as the store holds it.
+            return
         for call in mine:
             _, pid = s.tools.pop(call)
             self.add(ev.ToolFailed(message_id=mid, part_id=pid, error="turn aborted",
                                    kind="aborted"))
-        self.add(ev.MessageCompleted(message_id=mid, tokens=s.tokens, error=error))
-        s.assistant = None
+        self.add(ev.MessageCompleted(message_id=mid, tokens=s.tokens, error=error or s.error))
+        s.assistant, s.tokens, s.error = None, None, None
 
     def _user(self, blocks: list[tuple[str, Any]], *, synthetic: bool = False,
               raw: dict[str, Any] | None = None) -> None:
@@ -540,9 +545,13 @@ class _Rollout:
                 self.report.note("token_count rate_limits: not mapped", s.line)
             if not isinstance(info, dict):
                 return  # Codex writes null info before the first response: nothing to map
-            last = info.get("last_token_usage")
+            last, total = info.get("last_token_usage"), info.get("total_token_usage")
+            if total is not None and total == s.last_total:
+                return  # the same count again (Codex repeats it with new rate limits)
+            s.last_total = total
             if isinstance(last, dict):
-                s.tokens = _tokens(last)
+                # One token_count per request: a turn of several tool rounds is their sum.
+                s.tokens = _tokens(last) if s.tokens is None else _sum(s.tokens, _tokens(last))
         elif kind == "turn_aborted":
             self._close(error=ev.MessageError(kind="aborted",
                                               message=str(p.get("reason") or "aborted")))
@@ -550,7 +559,20 @@ class _Rollout:
             s.tasks = True
         elif kind in _TURN_COMPLETE:
             s.tasks = True
-            self._close()
+            failed = _error_of(p.get("error")) or s.error
+            if failed is not None:
+                self._assistant()  # a request that failed before any output: its message
+            self._close(error=failed)
+        elif kind == "error":
+            failed = _error_of(p)
+            if failed is not None:
+                s.error = failed  # the turn's message ends with it when the turn ends
+            else:
+                self.report.note("event_msg 'error' without a message: not mapped", s.line)
+        elif kind == "thread_name_updated":
+            name = p.get("thread_name")
+            if isinstance(name, str) and name.strip():
+                s.title = name
         elif kind == "context_compacted":
             pass  # the compacted line or compaction item carries it
         elif kind == "item_completed":
@@ -587,6 +609,9 @@ class _Rollout:
     def _end(self) -> None:
         s = self.s
         if s.assistant is None:
+            return
+        if s.error is not None:  # an error the rollout recorded, and no turn end after it
+            self._close(error=s.error)
             return
         if s.tasks:
             self.report.note("the rollout ends mid-turn: the last assistant message stays open",
@@ -743,6 +768,26 @@ def _tokens(usage: dict[str, Any]) -> ev.Tokens:
     return ev.Tokens(input=n("input_tokens"), output=n("output_tokens"),
                      reasoning=n("reasoning_output_tokens"),
                      cache=ev.CacheTokens(read=n("cached_input_tokens")))
+
+
+def _sum(a: ev.Tokens, b: ev.Tokens) -> ev.Tokens:
+    return ev.Tokens(input=a.input + b.input, output=a.output + b.output,
+                     reasoning=a.reasoning + b.reasoning,
+                     cache=ev.CacheTokens(read=a.cache.read + b.cache.read,
+                                          write=a.cache.write + b.cache.write))
+
+
+def _error_of(value: Any) -> ev.MessageError | None:
+    """An API error as Codex records it: a message string, or ``{message, ...}``."""
+    if isinstance(value, str) and value:
+        return ev.MessageError(kind="api", message=value)
+    if isinstance(value, dict):
+        text = value.get("message") or value.get("error")
+        if isinstance(text, str) and text:
+            status = value.get("status_code") or value.get("http_status_code")
+            return ev.MessageError(kind="api", message=text,
+                                   status_code=status if type(status) is int else None)
+    return None
 
 
 def plan_codex(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) -> Plan:

@@ -10,7 +10,7 @@ from pathlib import Path
 from engine.cli import EXIT_OK, EXIT_USAGE
 from engine.cli.args import STORE_HELP, store_url
 from engine.cli.output import one_line
-from engine.importers.base import PROGRESS, ImportInputError, printable
+from engine.importers.base import PROGRESS, ImportInputError, drop_empty, printable
 from engine.importers.detect import FORMATS, plan_path
 from engine.importers.write import write_plan
 from engine.store import open_store
@@ -48,6 +48,8 @@ class ImportCommand:
     def _run(self, args: argparse.Namespace) -> int:
         try:
             plan = plan_path(Path(args.path), args.format, lenient=args.lenient)
+            if args.lenient:
+                drop_empty(plan)
             if len(plan.sessions) == 0:
                 raise ImportInputError(args.path, "no session found in the input")
             store = open_store(args.store)

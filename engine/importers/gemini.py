@@ -35,6 +35,7 @@ from engine.importers.base import (
     ImportReport,
     Plan,
     PlannedSession,
+    decode,
     json_document,
     json_lines,
     loads,
@@ -552,9 +553,27 @@ def _plan_logs(path: Path, report: ImportReport) -> list[PlannedSession]:
     return out
 
 
+def _is_lines(path: Path, max_line: int) -> bool:
+    """Whether a session file is the newer JSONL (its first line one record) rather than
+    the older JSON document, decided from its content: a session JSON saved as
+    ``*.jsonl`` (or JSONL saved as ``*.json``) is read as what it is."""
+    with open_binary(path) as f:
+        while raw := f.readline(max_line + 1):
+            if raw.strip():
+                break
+    try:
+        first = decode(raw.strip()) if raw.strip() else None
+    except msgspec.DecodeError:
+        # Not one JSON value: a document spread over lines (or a damaged first record,
+        # which the line reader reports as such when the file is named .jsonl).
+        return path.suffix == ".jsonl" and raw.lstrip()[:1] == b"{" and raw.rstrip() != b"{"
+    # One line that is a whole session ({sessionId, messages: [...]}) is a document too.
+    return isinstance(first, dict) and not isinstance(first.get("messages"), list)
+
+
 def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
                ) -> tuple[dict[str, Any], list[PlannedSession]]:
-    if path.suffix == ".jsonl":
+    if _is_lines(path, max_line):
         meta, branches = _branches(path, report, lenient, max_line)
     else:
         data = json_document(path, report)
@@ -580,7 +599,8 @@ def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
         sid = stable_uuid(created, FORMAT, "session", source, str(i))
         session = PlannedSession(
             sid, "main" if branch.parent is None else "fork", created=created,
-            title=str(meta.get("summary") or ""), source=path.name,
+            title=str(meta.get("summary") or ""), title_source=f"{FORMAT} summary",
+            source=path.name,
             original_id=str(meta.get("sessionId") or ""),
             # projectHash, startTime, lastUpdated, kind, directories, newer fields
             metadata={k: v for k, v in meta.items() if k not in ("sessionId", "summary")}
