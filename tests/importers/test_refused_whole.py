@@ -147,3 +147,25 @@ def test_a_folder_of_aider_histories_imports_each(tmp_path: Path) -> None:
     assert any(k.startswith("not imported: no '# aider chat started'")
                for k in plan.report.unmapped)
     assert all(isinstance(s.events[0], ev.SessionImported) for s in plan.sessions)
+
+
+def test_a_folder_of_exports_nests_a_child_under_its_parent(tmp_path: Path) -> None:
+    """Each export read alone named its parent by OpenCode's id: the child stood at the
+    top level of `convlog sessions`."""
+    parent = _export(["step-start", "text", "step-finish"])
+    child = json.loads(json.dumps(parent).replace("ses_1", "ses_2").replace("msg_", "msgc_")
+                       .replace("prt_", "prtc_"))
+    child["info"]["parentID"] = "ses_1"
+    (tmp_path / "child.json").write_text(json.dumps(child))
+    (tmp_path / "parent.json").write_text(json.dumps(parent))
+    (tmp_path / "broken.json").write_text(json.dumps({"info": {}, "messages": 3}))
+    plan = plan_path(tmp_path)
+    written(plan)
+    by_original = {s.original_id: s for s in plan.sessions}
+    assert by_original["ses_2"].kind == "child"
+    assert by_original["ses_2"].parent == by_original["ses_1"].id
+    head = by_original["ses_2"].events[0]
+    assert isinstance(head, ev.SessionImported)
+    assert head.metadata is not None
+    assert head.metadata["parent_session"] == by_original["ses_1"].id
+    assert any(k.startswith("a file its importer refused") for k in plan.report.unmapped)
