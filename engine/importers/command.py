@@ -12,6 +12,7 @@ from engine.cli.args import STORE_HELP, store_url
 from engine.cli.output import one_line
 from engine.importers.base import PROGRESS, ImportInputError, drop_empty, printable
 from engine.importers.detect import FORMATS, plan_path
+from engine.importers.follow import DEFAULT_INTERVAL, follow
 from engine.importers.write import write_plan
 from engine.store import open_store
 
@@ -37,6 +38,12 @@ class ImportCommand:
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
         parser.add_argument("--lenient", action="store_true",
                             help="skip bad lines (listed in the report) instead of failing")
+        parser.add_argument("--follow", action="store_true",
+                            help="keep importing as the agent writes (new lines, new files) "
+                                 "until Ctrl-C; each round writes only what is new")
+        parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL,
+                            help="with --follow: seconds between two looks at the path "
+                                 f"(default {DEFAULT_INTERVAL})")
 
     def run(self, args: argparse.Namespace) -> int:
         token = PROGRESS.set(_show_progress if sys.stderr.isatty() else None)
@@ -46,6 +53,8 @@ class ImportCommand:
             PROGRESS.reset(token)
 
     def _run(self, args: argparse.Namespace) -> int:
+        if args.follow:
+            return _follow(args)
         try:
             plan = plan_path(Path(args.path), args.format, lenient=args.lenient)
             if args.lenient:
@@ -76,6 +85,25 @@ class ImportCommand:
         else:
             print(printable(plan.report.render()))
         return EXIT_OK
+
+
+def _follow(args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    if not path.exists():
+        print(one_line(f"convlog import: {path}: no such file or directory"), file=sys.stderr)
+        return EXIT_USAGE
+    store = open_store(args.store)
+    try:
+        print(f"following {printable(str(path))} (Ctrl-C stops; each round writes only what "
+              "is new)", file=sys.stderr, flush=True)
+        follow(store, path, args.format, lenient=args.lenient,
+               interval=max(args.interval, 0.01))
+    except KeyboardInterrupt:
+        # Each session is appended whole: stopping at any moment leaves the store whole.
+        print("convlog import: stopped following", file=sys.stderr)
+    finally:
+        store.close()
+    return EXIT_OK
 
 
 def _show_progress(path: str, done: int, size: int) -> None:
