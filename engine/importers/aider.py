@@ -119,6 +119,10 @@ class _Run:
         self.assistant: str | None = None
         self.last_user: str | None = None
         self.line = line
+        self.model: ev.ModelRef | None = None  # from the header's "Main model: ..." line
+        self.tokens: ev.Tokens | None = None  # the reply's "Tokens: ... Cost: ..." line
+        self.cost = 0.0
+        self.error: ev.MessageError | None = None  # an API error aider printed
 
     def add(self, e: Event) -> None:
         self.time += 1  # no per-message times: keep the order, one millisecond apart
@@ -162,6 +166,7 @@ class _Run:
         if kind == "quote":
             text, n = redact(text)
             self.report.redactions += n
+            self._quoted(text)
         if kind == "quote" and self.assistant is None and self.last_user is None:
             # The run's header (the launch command line, versions, the repo): aider's notes.
             mid = stable_uuid(self.time, FORMAT, self.sid, "message", str(self.line))
@@ -172,7 +177,7 @@ class _Run:
         if self.assistant is None:
             self.assistant = stable_uuid(self.time, FORMAT, self.sid, "message", str(self.line))
             self.add(ev.MessageStarted(message_id=self.assistant, role="assistant",
-                                       parent_id=self.last_user))
+                                       parent_id=self.last_user, model=self.model))
         if kind == "reply":
             self._reply(self.assistant, text)
         else:
@@ -206,12 +211,52 @@ class _Run:
         self.add(ev.TextAdded(message_id=mid, part_id=pid, text=text, synthetic=synthetic))
         self.add(ev.PartEnded(message_id=mid, part_id=pid))
 
+    def _quoted(self, text: str) -> None:
+        """What aider's own lines say about the model, the reply's usage and errors."""
+        for line in text.splitlines():
+            if (found := _MODEL.match(line)) and self.model is None:
+                provider, _, model = found.group(1).rpartition("/")
+                self.model = ev.ModelRef(provider_id=provider, model_id=model)
+            elif found := _TOKENS.match(line):
+                counts = {k: _count(v) for v, k in _TOKEN_PART.findall(found.group(1))}
+                self.tokens = ev.Tokens(
+                    input=counts.get("sent", 0), output=counts.get("received", 0),
+                    cache=ev.CacheTokens(read=counts.get("cache hit", 0),
+                                         write=counts.get("cache write", 0)))
+                cost = _COST.search(line)
+                self.cost = float(cost.group(1)) if cost else 0.0
+            elif _API_ERROR.match(line) and self.error is None:
+                self.error = ev.MessageError(kind="api", message=line.strip())
+
     def close(self, *, aborted: bool = False) -> None:
         if self.assistant is None:
             return
-        error = ev.MessageError(kind="aborted", message="^C") if aborted else None
-        self.add(ev.MessageCompleted(message_id=self.assistant, error=error))
-        self.assistant = None
+        error = ev.MessageError(kind="aborted", message="^C") if aborted else self.error
+        self.add(ev.MessageCompleted(message_id=self.assistant, error=error,
+                                     tokens=self.tokens, cost=self.cost))
+        self.assistant, self.tokens, self.cost, self.error = None, None, 0.0, None
+
+
+# "Main model: anthropic/claude-3-7-sonnet-20250219 with diff edit format" (older: "Model:")
+_MODEL: Final = re.compile(r"^(?:Main )?[Mm]odel: (\S+)")
+# "Tokens: 4.1k sent, 1.2k cache write, 8.0k cache hit, 120 received. Cost: $0.01 message, ..."
+_TOKENS: Final = re.compile(r"^Tokens: (.*?received)")
+_TOKEN_PART: Final = re.compile(r"([\d.]+[kKmM]?) (sent|received|cache write|cache hit)")
+_COST: Final = re.compile(r"Cost: \$([\d.]+) message")
+# litellm's exceptions as aider prints them ("litellm.RateLimitError: ...", "APIError: ...")
+_API_ERROR: Final = re.compile(
+    r"^(?:litellm\.)?(?:API|APIConnection|RateLimit|Authentication|ServiceUnavailable|"
+    r"InternalServer|BadRequest|Timeout|NotFound|PermissionDenied|ContextWindowExceeded)"
+    r"(?:Error|Exception)\b")
+
+
+def _count(text: str) -> int:
+    """aider's rounded counts: "120", "4.1k", "1.2M"."""
+    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:].lower(), 1)
+    try:
+        return int(float(text.rstrip("kKmM")) * scale)
+    except ValueError:
+        return 0
 
 
 def _ms(stamp: str) -> int:

@@ -109,6 +109,7 @@ class _Turn:
     waiting: list[str] = attrs.field(factory=list)  # open messages with unsettled tools
     early: dict[str, tuple[dict[str, Any], _Node]] = attrs.field(factory=dict)
     last_user: str | None = None
+    started: set[str] = attrs.field(factory=set)  # assistant message ids begun on this branch
 
 
 class _Reader:
@@ -432,6 +433,13 @@ class _Builder:
         if turn.assistant is None or source is None or source != turn.source_id:
             self._close(out, turn)
             mid = stable_uuid(out.time, FORMAT, "message", str(source or node.uuid))
+            if mid in turn.started:
+                # Lines of one message apart in the chain (lines lost or moved, a parent
+                # that names no line): the later ones are a message of their own.
+                mid = stable_uuid(out.time, FORMAT, "message", str(source), node.uuid)
+                self.report.note("lines of one assistant message apart in the chain: the "
+                                 "later lines are a message of their own", node.line)
+            turn.started.add(mid)
             model = message.get("model")
             out.add(ev.MessageStarted(
                 message_id=mid, role="assistant", parent_id=turn.last_user,

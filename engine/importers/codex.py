@@ -352,8 +352,10 @@ class _Rollout:
         elif kind == "tool_search_output":
             self._search_output(p)
         elif kind == "agent_message":
-            texts = [str(c.get("text") or "") for c in p.get("content") or []
-                     if isinstance(c, dict) and c.get("type") == "input_text"]
+            texts = [str(c.get("text") or "") if c.get("type") == "input_text"
+                     else str(c.get("encrypted_content")) for c in p.get("content") or []
+                     if isinstance(c, dict) and (c.get("type") == "input_text"
+                                                 or _plain(c.get("encrypted_content")))]
             if len(texts) != len(p.get("content") or []):
                 self.report.note("an agent_message's encrypted_content: not kept", s.line)
             self._inter_agent({k: p[k] for k in ("id", "author", "recipient") if k in p}
@@ -476,12 +478,19 @@ class _Rollout:
         """A message between agents (``inter_agent_communication`` line, or an
         ``agent_message`` item): it reaches this thread as input, so a user message whose
         text is synthetic (no person typed it), author and recipient in its metadata."""
-        if p.get("encrypted_content"):
+        text = str(p.get("content") or "")
+        hidden = p.get("encrypted_content")
+        if not text and _plain(hidden):
+            # A spawned agent's task arrives in plain text in this field: it is the
+            # child's prompt (dropping it left the child session without its task).
+            text = str(hidden)
+            self.report.note("an inter-agent message's task in encrypted_content (plain "
+                             "text): read as its text", self.s.line)
+        elif hidden:
             self.report.note("an inter-agent message's encrypted_content: not kept", self.s.line)
         who = {k: p[k] for k in ("id", "author", "recipient", "other_recipients",
                                  "trigger_turn") if k in p}
-        self._user([("text", str(p.get("content") or ""))], synthetic=True,
-                   raw={"inter_agent": who})
+        self._user([("text", text)], synthetic=True, raw={"inter_agent": who})
 
     def _output(self, p: dict[str, Any]) -> None:
         call = p.get("call_id")
@@ -768,6 +777,15 @@ def _tokens(usage: dict[str, Any]) -> ev.Tokens:
     return ev.Tokens(input=n("input_tokens"), output=n("output_tokens"),
                      reasoning=n("reasoning_output_tokens"),
                      cache=ev.CacheTokens(read=n("cached_input_tokens")))
+
+
+def _plain(value: Any) -> bool:
+    """Whether an ``encrypted_content`` value is plain text (words and spaces), which
+    Codex writes there for a spawned agent's task, rather than an opaque blob."""
+    if not isinstance(value, str) or not value.strip():
+        return False
+    flat = value.replace("\n", " ").replace("\t", " ")
+    return " " in flat and flat.isprintable()
 
 
 def _sum(a: ev.Tokens, b: ev.Tokens) -> ev.Tokens:

@@ -595,6 +595,8 @@ def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
     source = str(meta.get("sessionId") or meta.get("checkpoint") or path.stem)
     created = max(ms_of(meta.get("startTime")), 1)
     planned: list[PlannedSession] = []
+    branches = [_Branch(_function_parts(b.records, report), b.parent, b.lines)
+                for b in branches]
     for i, branch in enumerate(branches):
         sid = stable_uuid(created, FORMAT, "session", source, str(i))
         session = PlannedSession(
@@ -625,6 +627,59 @@ def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
         session.events = out.events
         planned.append(session)
     return meta, planned
+
+
+def _function_parts(records: list[dict[str, Any]], report: ImportReport
+                    ) -> list[dict[str, Any]]:
+    """Newer Gemini CLI JSONL records carry the API's own parts: a model record's
+    ``functionCall`` parts (no ``toolCalls``), answered by a ``user`` record of
+    ``functionResponse`` parts, and ``thought: true`` text parts. Read as the
+    ``toolCalls`` (settled by their answers), the ``thoughts`` and the text they are: a
+    record of only answers is no user message (each made an empty one), and a thought
+    is not glued onto the answer's text. Records that carry none of these are kept as
+    they are (the same objects: a fork's shared prefix still compares equal)."""
+    out: list[dict[str, Any]] = []
+    pending: dict[str, dict[str, Any]] = {}  # call id -> the call made for it
+    for record in records:
+        parts = _parts(record.get("content"))
+        if not any(isinstance(p, dict) and ("functionCall" in p or "functionResponse" in p
+                                             or p.get("thought") is True) for p in parts):
+            out.append(record)
+            continue
+        rest = [p for p in parts if not (isinstance(p, dict) and (
+            "functionCall" in p or "functionResponse" in p or p.get("thought") is True))]
+        r = {**record, "content": rest}
+        thoughts = [{"subject": "", "description": p.get("text")} for p in parts
+                    if isinstance(p, dict) and p.get("thought") is True
+                    and isinstance(p.get("text"), str)]
+        if thoughts:
+            r["thoughts"] = [*(r.get("thoughts") or []), *thoughts]
+        calls = [p["functionCall"] for p in parts
+                 if isinstance(p, dict) and isinstance(p.get("functionCall"), dict)]
+        if calls and r.get("type") != "user" and not r.get("toolCalls"):
+            made = []
+            for j, fc in enumerate(calls):
+                cid = str(fc.get("id") or f"{r.get('id')}-call-{j}")
+                made.append(pending.setdefault(cid, {
+                    "id": cid, "name": fc.get("name"), "args": fc.get("args"),
+                    "status": "executing"}))
+            r["toolCalls"] = made
+        for answer in (p["functionResponse"] for p in parts
+                       if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)):
+            call = pending.pop(str(answer.get("id")), None) or next(
+                (pending.pop(k) for k, c in list(pending.items())
+                 if c.get("name") == answer.get("name")), None)
+            if call is None:
+                report.note("a functionResponse that answers no functionCall: not mapped")
+                continue
+            response = answer.get("response")
+            call["result"] = [{"functionResponse": answer}]
+            call["status"] = "error" if isinstance(response, dict) and "error" in response \
+                else "success"
+        if r.get("type") == "user" and not rest:
+            continue  # only answers: they settled their calls
+        out.append(r)
+    return out
 
 
 def checkpoint_history(data: Any) -> list[Any] | None:

@@ -134,3 +134,20 @@ def test_the_threads_name_is_the_sessions_title(tmp_path: Path) -> None:
     titled = [e for e in store.read(plan.sessions[0].id) if isinstance(e, ev.SessionTitled)]
     assert [(e.title, e.source) for e in titled] == [("Fix the flaky build",
                                                       "codex thread_name")]
+
+
+def test_a_spawned_agents_task_in_encrypted_content_is_its_prompt(tmp_path: Path) -> None:
+    task = "Review src/app.py for unchecked errors and report them"
+    plan = _plan(tmp_path, [_line("session_meta", id=SID, cwd="/app"),
+                            _line("inter_agent_communication", author="/root",
+                                  recipient="/root/reviewer", content="",
+                                  encrypted_content=task),
+                            _line("inter_agent_communication", author="/root",
+                                  recipient="/root/reviewer", content="",
+                                  encrypted_content="gAAAAABo" + "x" * 60)])
+    store = written(plan)
+    texts = [p.text for m in at(store, plan.sessions[0].id).messages() for p in m.parts
+             if isinstance(p, v.TextPart)]
+    assert task in texts
+    assert not any(t.startswith("gAAAA") for t in texts)
+    assert "an inter-agent message's encrypted_content: not kept" in plan.report.unmapped

@@ -169,3 +169,27 @@ def test_a_folder_of_exports_nests_a_child_under_its_parent(tmp_path: Path) -> N
     assert head.metadata is not None
     assert head.metadata["parent_session"] == by_original["ses_1"].id
     assert any(k.startswith("a file its importer refused") for k in plan.report.unmapped)
+
+
+# --------------------------------------------------------------------------- class 8: aider
+
+
+def test_aider_model_tokens_cost_and_api_errors_are_read(tmp_path: Path) -> None:
+    plan = plan_aider(AIDER)
+    store = written(plan)
+    first = at(store, plan.sessions[0].id).messages()
+    reply = next(m.info for m in first if isinstance(m.info, v.AssistantInfo))
+    assert (reply.provider_id, reply.model_id) == ("anthropic", "claude-3-7-sonnet-20250219")
+    assert (reply.tokens.input, reply.tokens.output, reply.cost) == (4100, 120, 0.01)
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text("# aider chat started at 2025-05-01 10:00:00\n\n> Model: gpt-4o with diff "
+                    "edit format  \n\n#### hello  \n\n> litellm.RateLimitError: RateLimitError: "
+                    "OpenAIException - rate limit reached  \n> Retrying in 0.2 seconds...  \n")
+    plan = plan_aider(path)
+    store = written(plan)
+    failed = at(store, plan.sessions[0].id).messages()[-1].info
+    assert isinstance(failed, v.AssistantInfo)
+    assert failed.error is not None
+    assert failed.error.kind == "api"
+    assert failed.error.message.startswith("litellm.RateLimitError")
+    assert (failed.provider_id, failed.model_id) == ("", "gpt-4o")
