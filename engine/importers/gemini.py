@@ -567,8 +567,10 @@ def _is_lines(path: Path, max_line: int) -> bool:
         # Not one JSON value: a document spread over lines (or a damaged first record,
         # which the line reader reports as such when the file is named .jsonl).
         return path.suffix == ".jsonl" and raw.lstrip()[:1] == b"{" and raw.rstrip() != b"{"
-    # One line that is a whole session ({sessionId, messages: [...]}) is a document too.
-    return isinstance(first, dict) and not isinstance(first.get("messages"), list)
+    # One line that is a whole session ({sessionId, messages: [...]}) or a /chat save
+    # ({history: [...]}) is a document too.
+    return isinstance(first, dict) and not isinstance(first.get("messages"), list) and \
+        not isinstance(first.get("history"), list)
 
 
 def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
