@@ -96,6 +96,9 @@ class _Rollout:
         self.forks: list[PlannedSession] = []
         self.current: PlannedSession | None = None  # the fork being written (None: main)
         self.turns: list[tuple[int, str | None]] = []
+        # (the line's ordinal, the seq before it): where an `exec fork` of this thread
+        # that keeps the items before an ordinal branches off.
+        self.ordinals: list[tuple[int, int]] = []
 
     # ------------------------------------------------------------------ passes
 
@@ -127,6 +130,10 @@ class _Rollout:
                 self.report.note(f"a {record.get('type')!r} line without an object payload",
                                  number)
                 continue
+            if self.current is None:
+                ordinal = record.get("ordinal")
+                self.ordinals.append((ordinal if type(ordinal) is int else number - 1,
+                                      self._seq()))
             try:
                 self._line(kind, payload)
             except SHAPE_ERRORS as exc:
@@ -818,9 +825,40 @@ def plan_codex_files(files: list[Path], root: Path, *, lenient: bool = False,
                      max_line: int = MAX_LINE) -> Plan:
     """Rollouts read together, so a spawned agent's thread finds its parent's."""
     report = ImportReport(str(root), FORMAT)
-    sessions = [s for f in files for s in _Rollout(f, report, lenient, max_line).run()]
+    rollouts = [_Rollout(f, report, lenient, max_line) for f in files]
+    read = [(r, r.run()) for r in rollouts]
+    sessions = [s for _, found in read for s in found]
     _link_subagents(sessions, report)
-    return seal(Plan(report, sorted(sessions, key=lambda s: s.kind == "child")))
+    _link_forks(read, report)
+    return seal(Plan(report, sorted(sessions, key=lambda s: (s.kind == "child",
+                                                              s.kind == "fork"))))
+
+
+def _link_forks(read: list[tuple[_Rollout, list[PlannedSession]]],
+                report: ImportReport) -> None:
+    """``codex exec fork`` writes a rollout of the new turns only, whose ``session_meta``
+    names the thread it forked (``forked_from_id``) and where its inherited history ends
+    (``forked_from_ordinal_exclusive``: the items of the parent's rollout before that
+    ordinal). With the parent's rollout in the import it is a fork sharing that prefix;
+    alone, its own session, reported."""
+    mains = {found[0].original_id: (rollout, found) for rollout, found in read
+             if found and found[0].original_id}
+    for _, found in read:
+        s = found[0] if found else None
+        meta = (s.metadata or {}).get("session_meta") if s is not None else None
+        parent = meta.get("forked_from_id") if isinstance(meta, dict) else None
+        if s is None or s.kind != "main" or not isinstance(parent, str) or not parent:
+            continue
+        end = meta.get("forked_from_ordinal_exclusive") if isinstance(meta, dict) else None
+        if parent not in mains or len(found) > 1 or len(mains[parent][1]) > 1:
+            report.note("an exec fork's rollout whose parent thread is not in the import (or "
+                        "either was rolled back): imported as its own session", s.source)
+            continue
+        owner, (head, *_) = mains[parent]
+        seqs = [seq for ordinal, seq in owner.ordinals
+                if type(end) is int and ordinal >= end]
+        s.kind, s.parent = "fork", head.id
+        s.fork_seq = seqs[0] if seqs else len(head.events)
 
 
 def _parent_thread(meta: dict[str, Any]) -> str | None:

@@ -151,3 +151,45 @@ def test_a_spawned_agents_task_in_encrypted_content_is_its_prompt(tmp_path: Path
     assert task in texts
     assert not any(t.startswith("gAAAA") for t in texts)
     assert "an inter-agent message's encrypted_content: not kept" in plan.report.unmapped
+
+
+FORK = "0199a0b1-0000-7000-8000-0000000000f0"
+
+
+def _numbered(lines: list[str]) -> list[str]:
+    return [json.dumps({**json.loads(line), "ordinal": i}) for i, line in enumerate(lines)]
+
+
+def _turn(text: str, answer: str) -> list[str]:
+    return [_line("event_msg", type="task_started"),
+            _line("response_item", type="message", role="user",
+                  content=[{"type": "input_text", "text": text}]),
+            _line("response_item", type="message", role="assistant",
+                  content=[{"type": "output_text", "text": answer}]),
+            _line("event_msg", type="task_complete")]
+
+
+def test_an_exec_fork_shares_its_parents_prefix(tmp_path: Path) -> None:
+    parent = _numbered([_line("session_meta", id=SID, cwd="/app"),
+                        *_turn("first", "one"), *_turn("second", "two")])
+    fork = [_line("session_meta", id=FORK, cwd="/app", forked_from_id=SID,
+                  forked_from_ordinal_exclusive=5), *_turn("second, differently", "deux")]
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    (folder / f"rollout-2026-09-03T14-00-00-{SID}.jsonl").write_text("\n".join(parent) + "\n")
+    alone = folder / f"rollout-2026-09-03T14-05-00-{FORK}.jsonl"
+    alone.write_text("\n".join(fork) + "\n")
+    plan = plan_codex(folder)
+    store = written(plan)
+    main, forked = plan.sessions
+    assert (main.kind, forked.kind, forked.parent) == ("main", "fork", main.id)
+
+    def texts(sid: str) -> list[str]:
+        return [p.text for m in at(store, sid).messages() for p in m.parts
+                if isinstance(p, v.TextPart)]
+
+    assert texts(main.id) == ["first", "one", "second", "two"]
+    assert texts(forked.id) == ["first", "one", "second, differently", "deux"]
+    lone = plan_codex(alone)
+    assert [s.kind for s in lone.sessions] == ["main"]
+    assert any("exec fork" in k for k in lone.report.unmapped)
