@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -93,6 +94,8 @@ def _follow(args: argparse.Namespace) -> int:
         print(one_line(f"convlog import: {path}: no such file or directory"), file=sys.stderr)
         return EXIT_USAGE
     store = open_store(args.store)
+    # A follower run as a service is stopped with SIGTERM: it stops as on Ctrl-C.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         print(f"following {printable(str(path))} (Ctrl-C stops; each round writes only what "
               "is new)", file=sys.stderr, flush=True)
@@ -102,8 +105,13 @@ def _follow(args: argparse.Namespace) -> int:
         # Each session is appended whole: stopping at any moment leaves the store whole.
         print("convlog import: stopped following", file=sys.stderr)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         store.close()
     return EXIT_OK
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _show_progress(path: str, done: int, size: int) -> None:

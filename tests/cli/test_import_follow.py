@@ -150,7 +150,7 @@ def test_kill_9_and_restart_lose_and_double_nothing(tmp_path: Path) -> None:
                 follower = _start(folder, url)
         assert kills >= 3
         assert _caught_up(url, _whole(path), time.monotonic() + 60)
-        follower.send_signal(signal.SIGINT)
+        follower.send_signal(signal.SIGTERM)  # as a service manager stops it: exit 0
         assert follower.wait(timeout=30) == EXIT_OK
     finally:
         if follower.poll() is None:
