@@ -367,13 +367,20 @@ class _Builder:
         while frontier:
             pick = next((n for n in frontier if _in_turn(n, turn)), None)
             if pick is None:  # nothing of this turn is left: a new start continues
-                pick, *later = frontier
+                # A line of another file and another sessionId goes on from here: a
+                # --fork-session (or an older --resume) made a session of its own,
+                # which forks here; the branch continues with its own session's line.
+                own = [n for n in frontier if not _elsewhere(n, last)]
+                later = own[1:] + [n for n in frontier if n not in own]
+                pick = own[0] if own else None
                 for other in later:  # a rewind: the later branch forks here
                     fork = PlannedSession(
                         stable_uuid(other.time, FORMAT, "fork", other.uuid), "fork",
                         parent=planned.id, fork_seq=self._shared(planned),
                         created=max(other.time, 1))
                     self._walk(fork, other, copy.deepcopy(turn))
+                if pick is None:
+                    break
                 frontier = [pick]
             frontier.remove(pick)
             self._step(planned, pick, turn)
@@ -685,6 +692,12 @@ def _in_turn(node: _Node, turn: _Turn) -> bool:
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
 
 
+def _elsewhere(node: _Node, last: _Node) -> bool:
+    """``node`` continues ``last`` from another file under another sessionId."""
+    return node.file != last.file and not node.sidechain and (
+        node.record.get("sessionId") != last.record.get("sessionId"))
+
+
 def _queued(record: dict[str, Any]) -> str | list[Any] | None:
     """The prompt of a ``queued_command`` attachment (text, or text and image blocks)."""
     attachment = record.get("attachment")
@@ -772,6 +785,20 @@ def files_of(path: Path) -> list[Path]:
     return [path, *sorted((path.parent / path.stem / "subagents").rglob("agent-*.jsonl"))]
 
 
+def _first_time(path: Path) -> int:
+    """The first timestamp in a transcript's head (0 when none is there)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return 0
+    found = _STAMP.search(head)
+    return ms_of(found.group(1).decode()) if found else 0
+
+
+_STAMP: Final = re.compile(rb'"timestamp"\s*:\s*"([^"]{10,40})"')
+
+
 def plan_claude_code(path: Path, *, lenient: bool = False) -> Plan:
     return plan_files(files_of(path), str(path), lenient=lenient)
 
@@ -780,8 +807,11 @@ def plan_files(paths: Iterable[Path], source: str, *, lenient: bool = False,
                max_line: int = MAX_LINE) -> Plan:
     report = ImportReport(source, FORMAT)
     reader = _Reader(report, lenient, max_line)
-    # Main transcripts before subagent files: a resume's replayed prefix dedupes the same way.
-    files = sorted(paths, key=lambda p: (p.stem.startswith("agent-"), str(p)))
+    # Main transcripts before subagent files, the session begun first first: a file that
+    # copies another's lines with their uuids (a --fork-session, an older --resume) is
+    # deduplicated against the original, whatever their names (by name, a fork file that
+    # sorted first took the original's lines, and the original lost its compaction).
+    files = sorted(paths, key=lambda p: (p.stem.startswith("agent-"), _first_time(p), str(p)))
     for path in files:
         reader.read(path, several=len(files) > 1)
     reader.resolve()

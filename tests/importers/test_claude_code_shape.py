@@ -291,3 +291,39 @@ def test_the_import_of_a_file_equals_the_import_of_its_folder(
         (agents / "agent-acompact-1.jsonl").write_text(json.dumps(
             {**_prompt("k0", "u0", 50, COMPACT_PROMPT), "isSidechain": True}) + "\n")
     assert _stored(path) == _stored(path.parent)
+
+
+# ------------------------------------------------------- --fork-session (real 2.1.197 shape)
+
+
+def test_a_fork_session_file_is_a_fork_and_the_original_keeps_its_lines(
+        tmp_path: Path) -> None:
+    """A --fork-session file copies the original's lines (same uuids, its own sessionId)
+    and goes on. Its name sorted first, so its copies were kept and the original lost
+    them (a cycle through the compaction, three main sessions); and what it added went
+    on as the original's own turns."""
+    original = "bbbb0000-0000-4000-8000-000000000001"
+    forked = "aaaa0000-0000-4000-8000-00000000000f"
+    first = [_prompt("u0", None, 0, "hello"), _answer("a0", "u0", 1, "hi", "msg_0"),
+             _rec("cb", None, 2, type="system", subtype="compact_boundary",
+                  logicalParentUuid="a0", content="Conversation compacted"),
+             _rec("cs", "cb", 3, type="user", isCompactSummary=True, message={
+                 "role": "user", "content": "Summary: hello."}),
+             _prompt("u1", "cs", 4, "after"), _answer("a1", "u1", 5, "fine", "msg_1")]
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    (folder / f"{original}.jsonl").write_text("".join(
+        json.dumps({**r, "sessionId": original}) + "\n" for r in first))
+    copied = [{**r, "sessionId": forked} for r in first[2:]]
+    copied[0]["timestamp"] = "2026-10-05T10:09:00.000Z"  # the copy is written later
+    added = [{**_prompt("u2", "a1", 600, "in the fork"), "sessionId": forked},
+             {**_answer("a2", "u2", 601, "forked", "msg_2"), "sessionId": forked}]
+    (folder / f"{forked}.jsonl").write_text("".join(
+        json.dumps(r) + "\n" for r in [*copied, *added]))
+    plan = plan_path(folder)
+    store = written(plan)
+    assert [s.kind for s in plan.sessions] == ["main", "fork"]
+    main, fork = plan.sessions
+    assert fork.parent == main.id
+    assert _texts(at(store, main.id).messages()) == ["hello", "hi", "Summary: hello.",
+                                                     "after", "fine"]
+    assert _texts(at(store, fork.id).messages())[-2:] == ["in the fork", "forked"]
