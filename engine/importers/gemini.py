@@ -406,6 +406,13 @@ def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
                 records = [m for m in patch["messages"]
                            if isinstance(m, dict) and isinstance(m.get("id"), str)]
                 branch = branches[current]
+                if not branch.records:
+                    # The first history of a session (each --resume opens with a header
+                    # and the history so far): the session's records, not a rewrite.
+                    for r in records:
+                        branch.records.append(r)
+                        branch.lines[r["id"]] = number
+                    continue
                 if _masking_pass(branch.records, records):
                     # Gemini CLI's masking sync (updateMessagesFromHistory) rewrites every
                     # message to put a preview in place of large tool outputs: the same

@@ -62,3 +62,23 @@ def test_function_parts_are_tool_calls_settled_by_their_answers(
     assert reasoning == ["Let me look."]
     assert texts == ["find the bug", "Found it."]
     assert not any("not mapped" in k and "function" in k for k in plan.report.unmapped)
+
+
+def test_a_resumed_sessions_first_history_is_the_session_not_a_fork(tmp_path: Path) -> None:
+    """Gemini CLI 0.61 opens each --resume with a header and a $set of the history so
+    far: the first one made an empty main session and a fork holding everything."""
+    head = {"sessionId": "g-res", "projectHash": "p", "startTime": "2026-11-28T11:43:12.996Z",
+            "kind": "main"}
+    history = [{"id": "u1", "timestamp": "2026-11-28T11:43:13.000Z", "type": "user",
+                "content": [{"text": "hello"}]},
+               {"id": "g1", "timestamp": "2026-11-28T11:43:14.000Z", "type": "gemini",
+                "model": "gemini-2.5-pro", "content": "hi"}]
+    path = tmp_path / "session-2026-11-28T11-43-g-res.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [head, {"$set": {
+        "messages": history}}]))
+    plan = plan_gemini(path)
+    store = written(plan)
+    assert [s.kind for s in plan.sessions] == ["main"]
+    texts = [p.text for m in at(store, plan.sessions[0].id).messages() for p in m.parts
+             if isinstance(p, v.TextPart)]
+    assert texts == ["hello", "hi"]
