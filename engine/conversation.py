@@ -269,8 +269,40 @@ IMPORT: Final = ConversationEntity(
     needs_conversation=False,
 )
 
+# --------------------------------------------------------------------------- title
+
+
+def _title_given(c: ConversationLife, e: ev.SessionTitled) -> None:
+    if not e.title.strip():
+        raise _fail(e, "title", "a session title must not be blank")
+
+
+def _titled(c: ConversationLife, e: Any) -> tuple[str, Event | None]:
+    return (ABSENT, None) if c.titled is None else ("titled", c.titled)
+
+
+def _record_title(j: Journal, c: ConversationLife, e: ev.SessionTitled, _: Row) -> None:
+    j.set(c, "titled", e)
+
+
+TITLE: Final = ConversationEntity(
+    Table(
+        "title",
+        "The session's name (a tool's `/rename`, its generated title, a thread name): "
+        "any number of times, the latest wins. Lists fall back to the first prompt.",
+        [
+            Row(ABSENT, ev.SessionTitled, "titled", note="title not blank"),
+            Row("titled", ev.SessionTitled, "titled", note="a rename"),
+        ],
+    ),
+    rules={ev.SessionTitled: _title_given},
+    evolve={ev.SessionTitled: _record_title},
+    locate=_titled,
+    needs_conversation=False,
+)
+
 ENTITIES: Final[tuple[ConversationEntity, ...]] = (CONVERSATION, TANGENT, CONTEXT_FILE,
-                                                   CHECKPOINT, IMPORT)
+                                                   CHECKPOINT, IMPORT, TITLE)
 
 # Which entity decides each conversation event (derived from the declarations).
 ENTITY_OF: Final[dict[type[Event], ConversationEntity]] = {
@@ -284,7 +316,8 @@ ENTITY_OF: Final[dict[type[Event], ConversationEntity]] = {
 class ConversationLife(EntityGroup):
     """Conversation, tangent mode, context files and checkpoint tags of one session."""
 
-    __slots__ = ("checkpoints", "context_files", "entered", "imported", "state", "tangent")
+    __slots__ = ("checkpoints", "context_files", "entered", "imported", "state", "tangent",
+                 "titled")
     ENTITY_OF: ClassVar[dict[type[Event], ConversationEntity]] = ENTITY_OF
 
     def __init__(self, session_id: str, journal: Journal) -> None:
@@ -295,6 +328,7 @@ class ConversationLife(EntityGroup):
         self.context_files: dict[str, Event] = {}  # path -> the event that added it
         self.checkpoints: dict[str, Event] = {}  # tag -> its checkpoint.created event
         self.imported: Event | None = None  # the session.imported event, if any
+        self.titled: Event | None = None  # the latest session.titled event, if any
 
     def conversation_state(self) -> tuple[str, Event | None]:
         return self.state, self.entered

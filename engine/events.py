@@ -677,6 +677,21 @@ class SessionImported(ConversationEvent, frozen=True, tag="session.imported"):
     metadata: JSONObject | None = None
 
 
+class SessionTitled(ConversationEvent, frozen=True, tag="session.titled"):
+    """The session's name, as the tool that recorded it named it (a rename: the latest wins).
+
+    ``title`` is the name; ``source`` says where it came from (``claude-code
+    custom-title`` for a ``/rename``, ``codex thread_name``, ``opencode title``, ...).
+    A session without one is listed by its first prompt.
+    """
+
+    entity = "title"
+    default_actor = "system"
+
+    title: str
+    source: str = ""
+
+
 class ItemPopped(ConversationEvent, frozen=True, tag="session.item_popped"):
     """A framework's session memory drops its last item (the Agents SDK's ``pop_item``).
 
@@ -913,6 +928,7 @@ AnyEvent = (
     | TranscriptNoted
     | TranscriptReplaced
     | SessionImported
+    | SessionTitled
     | ItemPopped
     | ItemsCleared
     | GuardrailTripped

@@ -30,7 +30,7 @@ from engine.messages import (
 __all__ = [
     "ABORT_LIKE", "ABSENT", "CHECKPOINT", "CONTEXT_FILE", "CONVERSATION", "CONVERSATION_TABLE",
     "IMPORT", "MESSAGE", "NEEDS_OPEN_MESSAGE", "NEVER_RAN", "PART", "PART_KIND", "PART_TABLE",
-    "STEP", "STREAM", "TABLES", "TANGENT", "TOOL", "UNSETTLED", "Row", "Table", "all_rows",
+    "STEP", "STREAM", "TABLES", "TANGENT", "TITLE", "TOOL", "UNSETTLED", "Row", "Table", "all_rows",
     "render_markdown",
 ]
 
@@ -44,6 +44,7 @@ TANGENT: Final = _conversation.TANGENT.table
 CONTEXT_FILE: Final = _conversation.CONTEXT_FILE.table
 CHECKPOINT: Final = _conversation.CHECKPOINT.table
 IMPORT: Final = _conversation.IMPORT.table
+TITLE: Final = _conversation.TITLE.table
 
 TABLES: Final[tuple[Table, ...]] = (
     *(entity.table for entity in _messages.ENTITIES),

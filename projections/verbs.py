@@ -37,6 +37,7 @@ from projections.render import (
 )
 from projections.serve import render_html
 from projections.timetravel import at, diff
+from projections.titles import TitleFold
 
 _RENDER: Final[dict[str, Callable[[list[v.WithParts]], Any]]] = {
     "anthropic": anthropic.messages,
@@ -260,40 +261,75 @@ def child_links(store: Store, sessions: list[SessionInfo]) -> dict[str, str]:
     return links
 
 
-def lineage(store: Store) -> list[str]:
-    """The store's sessions as indented lines: forks and children under their parent."""
+def listing(store: Store) -> list[dict[str, Any]]:
+    """The store's sessions in lineage order (forks and children under their parent),
+    each ``{id, depth, kind, parent, fork_seq, events, created, title, title_source,
+    imported}``: ``kind`` main, fork or child; ``title`` the latest ``session.titled``,
+    else the first prompt (``title_source`` says which); ``imported`` where an import
+    found it (a fork shares its parent's, so it is null there)."""
     sessions = store.sessions()
     children = child_links(store, sessions)
+    info_of = {info.id: info for info in sessions}
     kids: dict[str | None, list[tuple[str, str]]] = {}
     for info in sessions:
         if info.parent:
-            kids.setdefault(info.parent, []).append((info.id, f"fork at {info.fork_seq}"))
+            kids.setdefault(info.parent, []).append((info.id, "fork"))
         elif info.id in children:
             kids.setdefault(children[info.id], []).append((info.id, "child"))
         else:
-            kids.setdefault(None, []).append((info.id, ""))
-    lines: list[str] = []
+            kids.setdefault(None, []).append((info.id, "main"))
+    rows: list[dict[str, Any]] = []
 
     def walk(parent: str | None, depth: int) -> None:
-        for sid, how in kids.get(parent, []):
-            label = f" ({how})" if how else ""
-            head = None if how.startswith("fork") else imported_from(store, sid)
-            if head is not None:  # where an import found it; a fork shares its parent's
-                label += f" from {head.format} {head.source}"
-            lines.append(f"{'  ' * depth}{sid}  {store.version(sid)} events{label}")
+        for sid, kind in kids.get(parent, []):
+            info = info_of[sid]
+            head = None if kind == "fork" else imported_from(store, sid)
+            title, source = TitleFold().apply_all(store.read(sid)).shown()
+            rows.append({
+                "id": sid, "depth": depth, "kind": kind, "parent": parent,
+                "fork_seq": info.fork_seq, "events": store.version(sid),
+                "created": info.created, "title": title, "title_source": source,
+                "imported": None if head is None else {
+                    "format": head.format, "source": head.source,
+                    "original_id": head.original_id, "tool_version": head.tool_version}})
             walk(sid, depth + 1)
 
     walk(None, 0)
+    return rows
+
+
+def lineage(store: Store) -> list[str]:
+    """The store's sessions as indented lines: forks and children under their parent,
+    each with its title (the tool's name for it, else its first prompt)."""
+    lines: list[str] = []
+    for row in listing(store):
+        label = {"main": "", "fork": f" (fork at {row['fork_seq']})", "child": " (child)"}[
+            row["kind"]]
+        if row["imported"] is not None:  # where an import found it
+            label += f" from {row['imported']['format']} {row['imported']['source']}"
+        if row["title"]:
+            label += f"  {json.dumps(row['title'], ensure_ascii=False)}"
+        lines.append(f"{'  ' * row['depth']}{row['id']}  {row['events']} events{label}")
     return lines
 
 
 class SessionsCommand(_StoreVerb):
     name = "sessions"
-    help = "list a store's sessions as a lineage tree (forks and child sessions)"
+    help = ("list a store's sessions as a lineage tree (forks and child sessions), with "
+            "their titles")
 
     one_session = False
 
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--json", action="store_true",
+                            help="print the sessions as a JSON array (id, depth, kind, "
+                                 "parent, fork_seq, events, created, title, title_source, "
+                                 "imported)")
+
     def use(self, store: Store, args: argparse.Namespace) -> int:
+        if args.json:
+            print(json.dumps(listing(store), ensure_ascii=False, indent=2))
+            return EXIT_OK
         for line in lineage(store):
             print(line)
         return EXIT_OK

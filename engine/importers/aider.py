@@ -107,16 +107,22 @@ def _lines(path: Path, report: ImportReport, max_line: int) -> Iterator[tuple[in
 
 
 class _Run:
-    def __init__(self, path: Path, started: str, line: int, report: ImportReport) -> None:
+    def __init__(self, path: Path, started: str, line: int, report: ImportReport,
+                 salt: str = "") -> None:
         self.report = report
         self.time = _ms(started) or 1
-        self.sid = stable_uuid(self.time, FORMAT, "session", path.name, started, str(line))
+        self.sid = stable_uuid(self.time, FORMAT, "session", path.name, started, str(line),
+                               *([salt] if salt else []))
         self.session = PlannedSession(self.sid, "main", created=self.time, source=path.name)
         self.block: list[str] = []
         self.kind = ""  # "user", "reply" or "quote": what self.block holds
         self.assistant: str | None = None
         self.last_user: str | None = None
         self.line = line
+        self.model: ev.ModelRef | None = None  # from the header's "Main model: ..." line
+        self.tokens: ev.Tokens | None = None  # the reply's "Tokens: ... Cost: ..." line
+        self.cost = 0.0
+        self.error: ev.MessageError | None = None  # an API error aider printed
 
     def add(self, e: Event) -> None:
         self.time += 1  # no per-message times: keep the order, one millisecond apart
@@ -160,6 +166,7 @@ class _Run:
         if kind == "quote":
             text, n = redact(text)
             self.report.redactions += n
+            self._quoted(text)
         if kind == "quote" and self.assistant is None and self.last_user is None:
             # The run's header (the launch command line, versions, the repo): aider's notes.
             mid = stable_uuid(self.time, FORMAT, self.sid, "message", str(self.line))
@@ -170,7 +177,7 @@ class _Run:
         if self.assistant is None:
             self.assistant = stable_uuid(self.time, FORMAT, self.sid, "message", str(self.line))
             self.add(ev.MessageStarted(message_id=self.assistant, role="assistant",
-                                       parent_id=self.last_user))
+                                       parent_id=self.last_user, model=self.model))
         if kind == "reply":
             self._reply(self.assistant, text)
         else:
@@ -204,12 +211,52 @@ class _Run:
         self.add(ev.TextAdded(message_id=mid, part_id=pid, text=text, synthetic=synthetic))
         self.add(ev.PartEnded(message_id=mid, part_id=pid))
 
+    def _quoted(self, text: str) -> None:
+        """What aider's own lines say about the model, the reply's usage and errors."""
+        for line in text.splitlines():
+            if (found := _MODEL.match(line)) and self.model is None:
+                provider, _, model = found.group(1).rpartition("/")
+                self.model = ev.ModelRef(provider_id=provider, model_id=model)
+            elif found := _TOKENS.match(line):
+                counts = {k: _count(v) for v, k in _TOKEN_PART.findall(found.group(1))}
+                self.tokens = ev.Tokens(
+                    input=counts.get("sent", 0), output=counts.get("received", 0),
+                    cache=ev.CacheTokens(read=counts.get("cache hit", 0),
+                                         write=counts.get("cache write", 0)))
+                cost = _COST.search(line)
+                self.cost = float(cost.group(1)) if cost else 0.0
+            elif _API_ERROR.match(line) and self.error is None:
+                self.error = ev.MessageError(kind="api", message=line.strip())
+
     def close(self, *, aborted: bool = False) -> None:
         if self.assistant is None:
             return
-        error = ev.MessageError(kind="aborted", message="^C") if aborted else None
-        self.add(ev.MessageCompleted(message_id=self.assistant, error=error))
-        self.assistant = None
+        error = ev.MessageError(kind="aborted", message="^C") if aborted else self.error
+        self.add(ev.MessageCompleted(message_id=self.assistant, error=error,
+                                     tokens=self.tokens, cost=self.cost))
+        self.assistant, self.tokens, self.cost, self.error = None, None, 0.0, None
+
+
+# "Main model: anthropic/claude-3-7-sonnet-20250219 with diff edit format" (older: "Model:")
+_MODEL: Final = re.compile(r"^(?:Main )?[Mm]odel: (\S+)")
+# "Tokens: 4.1k sent, 1.2k cache write, 8.0k cache hit, 120 received. Cost: $0.01 message, ..."
+_TOKENS: Final = re.compile(r"^Tokens: (.*?received)")
+_TOKEN_PART: Final = re.compile(r"([\d.]+[kKmM]?) (sent|received|cache write|cache hit)")
+_COST: Final = re.compile(r"Cost: \$([\d.]+) message")
+# litellm's exceptions as aider prints them ("litellm.RateLimitError: ...", "APIError: ...")
+_API_ERROR: Final = re.compile(
+    r"^(?:litellm\.)?(?:API|APIConnection|RateLimit|Authentication|ServiceUnavailable|"
+    r"InternalServer|BadRequest|Timeout|NotFound|PermissionDenied|ContextWindowExceeded)"
+    r"(?:Error|Exception)\b")
+
+
+def _count(text: str) -> int:
+    """aider's rounded counts: "120", "4.1k", "1.2M"."""
+    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:].lower(), 1)
+    try:
+        return int(float(text.rstrip("kKmM")) * scale)
+    except ValueError:
+        return 0
 
 
 def _ms(stamp: str) -> int:
@@ -223,18 +270,40 @@ def _ms(stamp: str) -> int:
 
 
 def plan_aider(path: Path, *, max_line: int = MAX_LINE) -> Plan:
-    if path.is_dir():
-        found = sorted(path.glob("*.aider.chat.history.md")) or [path /
-                                                                  ".aider.chat.history.md"]
-        path = found[0]
+    """One history, or every ``*.aider.chat.history.md`` under a directory (a folder of
+    several projects' histories: each is read; one that is no aider history is
+    reported, never the reason the others are not imported)."""
     report = ImportReport(str(path), FORMAT)
+    if not path.is_dir():
+        return seal(Plan(report, _sessions(path, report, max_line)))
+    files = sorted(path.rglob("*.aider.chat.history.md")) or [path / ".aider.chat.history.md"]
+    sessions: list[PlannedSession] = []
+    for f in files:
+        try:
+            found = _sessions(f, report, max_line)
+            if {s.id for s in found} & {s.id for s in sessions}:
+                # Another project's history of the same runs (same name, same start
+                # times): told apart by where it is.
+                found = _sessions(f, report, max_line, str(f.parent.relative_to(path)))
+                report.note("a history whose runs start as another's does: its sessions "
+                            "are told apart by its folder", str(f.relative_to(path)))
+            sessions.extend(found)
+        except ImportInputError as exc:
+            if len(files) == 1:
+                raise
+            report.note(f"not imported: {exc.reason}", str(f.relative_to(path)))
+    return seal(Plan(report, sessions))
+
+
+def _sessions(path: Path, report: ImportReport, max_line: int,
+              salt: str = "") -> list[PlannedSession]:
     runs: list[_Run] = []
     for number, line in _lines(path, report, max_line):
         if line.startswith(_RUN):
             if runs:
                 runs[-1].flush()
                 runs[-1].close()
-            runs.append(_Run(path, line[len(_RUN):], number, report))
+            runs.append(_Run(path, line[len(_RUN):], number, report, salt))
         elif runs:
             runs[-1].feed(number, line)
         elif line.strip():
@@ -245,4 +314,4 @@ def plan_aider(path: Path, *, max_line: int = MAX_LINE) -> Plan:
     runs[-1].close()
     report.note("aider logs no tool calls, ids or per-message times: replies are text, "
                 "'> ' output is synthetic text, times are the run's start + 1 ms per event")
-    return seal(Plan(report, [r.session for r in runs if r.session.events]))
+    return [r.session for r in runs if r.session.events]

@@ -66,14 +66,12 @@ def stable_uuid(time_ms: int, *key: str) -> str:
     Deterministic (the same source ids give the same id on every import) and still
     time-sortable like the ids the engine makes.
     """
-    digest = hashlib.blake2b("\x1f".join(key).encode(), digest_size=10).digest()
-    rand = int.from_bytes(digest, "big")
-    value = (max(time_ms, 0) & _LOW48) << 80
-    value |= 0x7 << 76
-    value |= (rand >> 68 & 0xFFF) << 64
-    value |= 0b10 << 62
-    value |= rand & ((1 << 62) - 1)
-    h = f"{value:032x}"
+    d = hashlib.blake2b("\x1f".join(key).encode(), digest_size=10).digest()
+    # 48 bits of time, version 7, 12 bits of the digest, variant 0b10, 62 more bits
+    # (the digest's first 80 bits as one number: its top 12 and its low 62), as bytes.
+    h = ((max(time_ms, 0) & _LOW48).to_bytes(6, "big")
+         + bytes((0x70 | d[0] >> 4, (d[0] & 0xF) << 4 | d[1] >> 4, 0x80 | d[2] & 0x3F))
+         + d[3:]).hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
@@ -168,6 +166,9 @@ class PlannedSession:
     fork_seq: int | None = None  # for a fork: how many of the parent's events it shares
     created: int = 1
     title: str = ""
+    # Where the title came from, when the tool recorded it (a /rename, a thread name):
+    # such a title is written as session.titled. "" for a label that names nothing.
+    title_source: str = ""
     # What its session.imported says (a fork shares its parent's).
     original_id: str = ""  # the tool's own session id
     tool_version: str = ""
@@ -194,6 +195,15 @@ def seal(plan: Plan) -> Plan:
     plan.sealed = True
     fmt = plan.report.format
     for s in plan.sessions:
+        if s.title.strip() and s.title_source:
+            # The name the tool recorded, after what the session holds (so no fork's
+            # shared prefix moves). Its id names the title: a rename read on a later
+            # import of a grown file is a new event (the latest wins), the same name
+            # again a no-op.
+            s.events.append(ev.SessionTitled(
+                id=stable_uuid(s.created, fmt, "session.titled", s.id, s.title),
+                time=max((e.time for e in s.events[-1:]), default=s.created) or s.created,
+                title=s.title, source=s.title_source))
         if s.kind == "fork":
             s.fork_seq = (s.fork_seq or 0) + 1
             continue
@@ -212,6 +222,21 @@ def seal(plan: Plan) -> Plan:
             s.parent = parent.parent
             parent = by_id.get(s.parent or "")
     return plan
+
+
+def drop_empty(plan: Plan) -> None:
+    """A ``--lenient`` import that skipped lines never writes a session that holds
+    nothing but where it came from (a file whose every line was skipped made one):
+    such sessions leave the plan, reported."""
+    if not plan.report.skipped:
+        return
+    parents = {s.parent for s in plan.sessions}
+    empty = [s for s in plan.sessions if all(isinstance(e, ev.SessionImported | ev.SessionTitled)
+                                             for e in s.events) and s.id not in parents]
+    for s in empty:
+        plan.sessions.remove(s)
+        plan.report.note("a session left empty by the skipped lines: not written", s.source
+                         or None)
 
 
 def open_binary(path: Path) -> io.BufferedReader:
@@ -371,10 +396,33 @@ def json_document(path: Path, report: ImportReport | None = None) -> Any:
         raise ImportInputError(str(path), f"invalid JSON ({exc})") from exc
 
 
+_HOURS: dict[str, int | None] = {}  # "YYYY-MM-DDTHH" -> its epoch seconds
+
+
 def ms_of(stamp: Any) -> int:
     """Milliseconds since the epoch of an ISO-8601 string (0 when absent or unreadable)."""
     if not isinstance(stamp, str) or not stamp:
         return 0
+    if (len(stamp) == 24 and stamp[23] == "Z" and stamp[13] == ":" and stamp[16] == ":"
+            and stamp[19] == "." and stamp[14:16].isdigit() and stamp[17:19].isdigit()
+            and stamp[20:23].isdigit() and stamp[14] < "6" and stamp[17] < "6"):
+        # The shape every JavaScript and Rust tool writes (2025-08-01T10:00:00.000Z), on
+        # every line of a transcript: the hour parsed once, the rest by arithmetic. The
+        # float steps are datetime.timestamp()'s, so the result (and every id derived
+        # from it) is the one the general path below gives.
+        head = stamp[:13]
+        if head in _HOURS:
+            hour = _HOURS[head]
+        else:
+            try:
+                hour = int(datetime.fromisoformat(head + ":00:00+00:00").timestamp())
+            except ValueError:
+                hour = None
+            if len(_HOURS) < 100_000:
+                _HOURS[head] = hour
+        if hour is not None:
+            seconds = hour + int(stamp[14:16]) * 60 + int(stamp[17:19])
+            return int((seconds * 10**6 + int(stamp[20:23]) * 1000) / 10**6 * 1000)
     try:
         when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:

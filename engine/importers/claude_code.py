@@ -81,6 +81,10 @@ class _Node:
     time: int
     record: dict[str, Any]
     sidechain: bool
+    file: int = 0  # which file of the import it was read from
+    agent: str | None = None  # the subagent file's id (agent-<id>.jsonl), None in a session file
+    previous: str | None = None  # the message line before it in its file (same sessionId)
+    index: int = 0  # file order (across files: the order they were read)
 
 
 @attrs.define
@@ -105,6 +109,7 @@ class _Turn:
     waiting: list[str] = attrs.field(factory=list)  # open messages with unsettled tools
     early: dict[str, tuple[dict[str, Any], _Node]] = attrs.field(factory=dict)
     last_user: str | None = None
+    started: set[str] = attrs.field(factory=set)  # assistant message ids begun on this branch
 
 
 class _Reader:
@@ -120,6 +125,10 @@ class _Reader:
         self.last_file = ""  # the name of the file read last (the only one, usually)
         self.agent_meta: dict[str, dict[str, Any]] = {}  # agent id -> its .meta.json
         self.dirs: list[Path] = []  # where the transcripts are (tool-results/ is beside them)
+        self.files = 0  # files read so far
+        # The last message line of each (file, sessionId, sidechain): where a line whose
+        # parent is missing attaches.
+        self.last_of: dict[tuple[int, str, bool], str] = {}
 
     def read(self, path: Path, *, several: bool = False) -> None:
         if path.name == "journal.jsonl" and "workflows" in path.parts:
@@ -146,6 +155,7 @@ class _Reader:
                 self.agent_meta[agent] = found
         if path.is_relative_to(self.report.source) and str(path) != self.report.source:
             label = str(path.relative_to(self.report.source))  # subagents/agent-x.jsonl
+        self.files += 1
         for number, record in json_lines(path, self.report, lenient=self.lenient,
                                           max_line=self.max_line):
             try:
@@ -188,6 +198,13 @@ class _Reader:
             message_kind = "compact"
         elif kind in _MESSAGE_TYPES and isinstance(record.get("message"), dict):
             message_kind = str(kind)
+        elif kind == "attachment" and _queued(record) is not None:
+            # A prompt typed while the agent worked (2.1.2xx) is recorded only as this
+            # attachment: it is the person's message, images and all.
+            record = {**record, "message": {"role": "user", "content": _queued(record)},
+                      "queued": True}
+            message_kind = "user"
+            self.report.note("queued_command attachment: read as the user's prompt", line)
         else:
             what = (f"system record subtype {record.get('subtype')!r}" if kind == "system"
                     else f"record type {kind!r}" if kind in _PASSIVE_TYPES
@@ -198,21 +215,42 @@ class _Reader:
         self.links[uuid] = parent if isinstance(parent, str) else None
         if agent is not None:
             record.setdefault("agentId", agent)
+        sidechain = bool(record.get("isSidechain")) or agent is not None
+        key = (self.files, str(record.get("sessionId") or ""), sidechain)
         self.nodes[uuid] = _Node(uuid, None, self.links[uuid], message_kind, line,
-                                 ms_of(record.get("timestamp")), record,
-                                 bool(record.get("isSidechain")) or agent is not None)
+                                 ms_of(record.get("timestamp")), record, sidechain,
+                                 file=self.files, agent=agent, previous=self.last_of.get(key),
+                                 index=len(self.order))
+        self.last_of[key] = uuid
         self.order.append(uuid)
 
     def resolve(self) -> None:
         """Each message node's parent: the nearest message-bearing ancestor."""
         for node in self.nodes.values():
-            up, seen = node.raw_parent, 0
-            while up is not None and up not in self.nodes and seen < len(self.links):
-                up = self.links.get(up)
+            up, seen, dangling = node.raw_parent, 0, False
+            while up is not None and up not in self.nodes:
+                if up not in self.links or seen > len(self.links):
+                    dangling = True  # the links end at a uuid no line of the input has
+                    break
+                up = self.links[up]
                 seen += 1
-            if up is None and node.raw_parent is not None and node.raw_parent not in self.links:
-                self.report.note("parentUuid names no line in the input: starts a new chain",
-                                 node.line)
+            if node.agent is not None and up is not None and not dangling and \
+                    self.nodes[up].file != node.file:
+                # A subagent file's lines (a compaction agent's too) may name lines of
+                # the main file: the file is a child session of its own, never a branch
+                # of the main conversation.
+                dangling = True
+            if dangling:
+                up = node.previous
+                if node.agent is not None and up is None:
+                    self.report.note("a subagent file's first line names a line of another "
+                                     "file: the subagent is a child session", node.line)
+                else:
+                    self.report.note(
+                        "parentUuid names no line of its file (a Stop hook's line, a "
+                        "compaction): attached to the line before it in the file"
+                        if up is not None else "parentUuid names no line of the input: "
+                        "the file's first line starts its session", node.line)
             node.parent = up if up in self.nodes else None
         self._break_cycles()
 
@@ -286,12 +324,15 @@ class _Builder:
         by_id = {s.id: s for s in self.sessions}
         for original, planned_id in self.main_of.items():
             names = self.reader.named.get(original, {})
-            title = names.get("custom-title") or names.get("ai-title")
-            if title and planned_id in by_id:
-                by_id[planned_id].title = title
+            kind = "custom-title" if names.get("custom-title") else "ai-title"
+            if names.get(kind) and planned_id in by_id:
+                by_id[planned_id].title = names[kind]
+                by_id[planned_id].title_source = f"{FORMAT} {kind}"
         if "" in self.reader.named and len(self.sessions) == 1:  # a title line without its id
             names = self.reader.named[""]
-            self.sessions[0].title = names.get("custom-title") or names["ai-title"]
+            kind = "custom-title" if names.get("custom-title") else "ai-title"
+            self.sessions[0].title = names[kind]
+            self.sessions[0].title_source = f"{FORMAT} {kind}"
         for uuid in self.reader.order:
             if uuid not in self.visited:  # only a parentUuid cycle hides a line from every root
                 self.report.note("a line on a parentUuid cycle: not reachable, not imported",
@@ -314,27 +355,41 @@ class _Builder:
                 "metadata": meta or None}
 
     def _walk(self, planned: PlannedSession, start: _Node, turn: _Turn) -> None:
+        """Walk one branch. The lines of one assistant message and the tool results that
+        answer it are one turn whatever their parent links (parallel calls make a tree:
+        the second call's line and the first call's result are both children of the
+        first call's line), so the walk keeps a frontier and takes every such line
+        before anything that starts something new. Only a second new start (a prompt
+        typed again, a regenerated answer) is a rewind: it forks."""
         self.sessions.append(planned)
-        node: _Node | None = start
+        frontier: list[_Node] = [start]
         last = start
-        while node is not None:
-            self._step(planned, node, turn)
-            last = node
-            kids = self.children.get(node.uuid, [])
-            # Parallel tool calls make a tree, not a rewind: the second tool_use line and
-            # the first call's result are both children of the first tool_use line. A
-            # sibling of that kind with nothing after it belongs to this same turn.
-            if len(kids) > 1:
-                beside = [k for k in kids if not self.children.get(k.uuid) and _beside(node, k)]
-                for side in beside:
-                    self._step(planned, side, turn)
-                kids = [k for k in kids if k not in beside]
-            for later in kids[1:]:  # a rewind: the later branch forks here
-                fork = PlannedSession(
-                    stable_uuid(later.time, FORMAT, "fork", later.uuid), "fork",
-                    parent=planned.id, fork_seq=self._shared(planned), created=max(later.time, 1))
-                self._walk(fork, later, copy.deepcopy(turn))
-            node = kids[0] if kids else None
+        while frontier:
+            pick = next((n for n in frontier if _in_turn(n, turn)), None)
+            if pick is None:  # nothing of this turn is left: a new start continues
+                # A line of another file and another sessionId goes on from here: a
+                # --fork-session (or an older --resume) made a session of its own,
+                # which forks here; the branch continues with its own session's line.
+                own = [n for n in frontier if not _elsewhere(n, last)]
+                later = own[1:] + [n for n in frontier if n not in own]
+                pick = own[0] if own else None
+                for other in later:  # a rewind: the later branch forks here
+                    fork = PlannedSession(
+                        stable_uuid(other.time, FORMAT, "fork", other.uuid), "fork",
+                        parent=planned.id, fork_seq=self._shared(planned),
+                        created=max(other.time, 1))
+                    self._walk(fork, other, copy.deepcopy(turn))
+                if pick is None:
+                    break
+                frontier = [pick]
+            frontier.remove(pick)
+            self._step(planned, pick, turn)
+            last = pick
+            kids = self.children.get(pick.uuid)
+            if kids:
+                frontier.extend(kids)
+                if len(frontier) > 1:  # earliest first; file order breaks ties (stable)
+                    frontier.sort(key=lambda n: (n.time, n.index))
         self._end(planned, turn, last)
 
     def _step(self, planned: PlannedSession, node: _Node, turn: _Turn) -> None:
@@ -352,7 +407,7 @@ class _Builder:
             raise shape_error(self.report.source, exc, node.line) from exc
         title = self.reader.titles.get(node.uuid)
         if title:
-            planned.title = title
+            planned.title, planned.title_source = title, f"{FORMAT} summary"
 
     def _shared(self, planned: PlannedSession) -> int:
         """A fork's seq in its parent: the parent's own events plus what it shares."""
@@ -385,6 +440,13 @@ class _Builder:
         if turn.assistant is None or source is None or source != turn.source_id:
             self._close(out, turn)
             mid = stable_uuid(out.time, FORMAT, "message", str(source or node.uuid))
+            if mid in turn.started:
+                # Lines of one message apart in the chain (lines lost or moved, a parent
+                # that names no line): the later ones are a message of their own.
+                mid = stable_uuid(out.time, FORMAT, "message", str(source), node.uuid)
+                self.report.note("lines of one assistant message apart in the chain: the "
+                                 "later lines are a message of their own", node.line)
+            turn.started.add(mid)
             model = message.get("model")
             out.add(ev.MessageStarted(
                 message_id=mid, role="assistant", parent_id=turn.last_user,
@@ -433,7 +495,7 @@ class _Builder:
                 child = self.child_of_prompt.get(str(args.get("prompt")))
                 if child:
                     meta["child_session"] = child
-            if call in turn.tools or any(call in s for s in turn.open_tools.values()):
+            if call in turn.tools:  # every unsettled call is there (open_tools is a subset)
                 self.report.note("a tool_use id repeats: the repeat is not mapped", node.line)
                 return
             out.add(ev.ToolAdded(message_id=mid, part_id=pid, call_id=call, tool=name,
@@ -547,6 +609,8 @@ class _Builder:
         pending = turn.open_tools.get(tool.message_id)
         if pending is not None:
             pending.discard(str(call))
+            if not pending:  # an emptied set is dropped: forks deep-copy what is left
+                del turn.open_tools[tool.message_id]
         if tool.message_id in turn.waiting and not pending:
             turn.waiting.remove(tool.message_id)
             out.add(ev.MessageCompleted(message_id=tool.message_id), key="late")
@@ -614,18 +678,37 @@ class _Out:
 
 
 
-def _beside(parent: _Node, kid: _Node) -> bool:
-    """``kid`` continues ``parent``'s turn rather than rewinding it: a line of the same
-    assistant message, or a user line that only carries tool results."""
-    if kid.kind == "assistant":
-        mid = (kid.record.get("message") or {}).get("id")
-        return (parent.kind == "assistant" and mid is not None
-                and mid == (parent.record.get("message") or {}).get("id"))
-    if kid.kind != "user":
+def _in_turn(node: _Node, turn: _Turn) -> bool:
+    """``node`` continues the open turn rather than starting something new: a line of
+    the open assistant message, or a user line that only carries tool results."""
+    message = node.record.get("message") or {}
+    if node.kind == "assistant":
+        return turn.assistant is not None and message.get("id") is not None and \
+            message.get("id") == turn.source_id
+    if node.kind != "user" or node.record.get("queued"):
         return False
-    content = (kid.record.get("message") or {}).get("content")
+    content = message.get("content")
     return isinstance(content, list) and bool(content) and all(
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+def _elsewhere(node: _Node, last: _Node) -> bool:
+    """``node`` continues ``last`` from another file under another sessionId."""
+    return node.file != last.file and not node.sidechain and (
+        node.record.get("sessionId") != last.record.get("sessionId"))
+
+
+def _queued(record: dict[str, Any]) -> str | list[Any] | None:
+    """The prompt of a ``queued_command`` attachment (text, or text and image blocks)."""
+    attachment = record.get("attachment")
+    if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
+        return None
+    prompt = attachment.get("prompt")
+    if isinstance(prompt, str) and prompt:
+        return prompt
+    if isinstance(prompt, list) and prompt:
+        return [{"type": "text", "text": b} if isinstance(b, str) else b for b in prompt]
+    return None
 
 
 def _envelope(record: dict[str, Any]) -> dict[str, Any]:
@@ -702,6 +785,20 @@ def files_of(path: Path) -> list[Path]:
     return [path, *sorted((path.parent / path.stem / "subagents").rglob("agent-*.jsonl"))]
 
 
+def _first_time(path: Path) -> int:
+    """The first timestamp in a transcript's head (0 when none is there)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return 0
+    found = _STAMP.search(head)
+    return ms_of(found.group(1).decode()) if found else 0
+
+
+_STAMP: Final = re.compile(rb'"timestamp"\s*:\s*"([^"]{10,40})"')
+
+
 def plan_claude_code(path: Path, *, lenient: bool = False) -> Plan:
     return plan_files(files_of(path), str(path), lenient=lenient)
 
@@ -710,8 +807,11 @@ def plan_files(paths: Iterable[Path], source: str, *, lenient: bool = False,
                max_line: int = MAX_LINE) -> Plan:
     report = ImportReport(source, FORMAT)
     reader = _Reader(report, lenient, max_line)
-    # Main transcripts before subagent files: a resume's replayed prefix dedupes the same way.
-    files = sorted(paths, key=lambda p: (p.stem.startswith("agent-"), str(p)))
+    # Main transcripts before subagent files, the session begun first first: a file that
+    # copies another's lines with their uuids (a --fork-session, an older --resume) is
+    # deduplicated against the original, whatever their names (by name, a fork file that
+    # sorted first took the original's lines, and the original lost its compaction).
+    files = sorted(paths, key=lambda p: (p.stem.startswith("agent-"), _first_time(p), str(p)))
     for path in files:
         reader.read(path, several=len(files) > 1)
     reader.resolve()

@@ -76,6 +76,9 @@ class _State:
     tokens: ev.Tokens | None = None
     tasks: bool = False  # the rollout writes task_started/task_complete
     search: str | None = None  # the last tool_search_call (an output may omit its call_id)
+    last_total: Any = None  # the last token_count's total_token_usage (a repeat is no request)
+    error: ev.MessageError | None = None  # an error event of the open turn
+    title: str = ""  # the thread's name (thread_name_updated: the latest wins)
 
 
 class _Rollout:
@@ -93,6 +96,9 @@ class _Rollout:
         self.forks: list[PlannedSession] = []
         self.current: PlannedSession | None = None  # the fork being written (None: main)
         self.turns: list[tuple[int, str | None]] = []
+        # (the line's ordinal, the seq before it): where an `exec fork` of this thread
+        # that keeps the items before an ordinal branches off.
+        self.ordinals: list[tuple[int, int]] = []
 
     # ------------------------------------------------------------------ passes
 
@@ -124,6 +130,10 @@ class _Rollout:
                 self.report.note(f"a {record.get('type')!r} line without an object payload",
                                  number)
                 continue
+            if self.current is None:
+                ordinal = record.get("ordinal")
+                self.ordinals.append((ordinal if type(ordinal) is int else number - 1,
+                                      self._seq()))
             try:
                 self._line(kind, payload)
             except SHAPE_ERRORS as exc:
@@ -143,6 +153,8 @@ class _Rollout:
         main.original_id = str(meta.get("id") or "")
         main.tool_version = str(meta.get("cli_version") or "")
         main.metadata = {"session_meta": meta} if meta else None
+        if self.s.title:
+            main.title, main.title_source = self.s.title, f"{FORMAT} thread_name"
         return [main, *self.forks[1:], *([self.current] if self.current else [])]
 
     def _rollback(self, p: dict[str, Any]) -> None:
@@ -234,16 +246,16 @@ class _Rollout:
             return
         mine = [c for c, (m, _) in s.tools.items() if m == mid]
         if mine and error is None:
-            for call in mine:
-                self.report.note(f"call {call!r} has no output: left running (unfinished)",
-                                 s.line)
-            return  # cannot complete with a running tool: stays open, visibly unfinished
+            # Cannot complete with a running tool: stays open. Its output may still come
+            # (a developer message between a call and its output): what is left running
+            # is reported once, at the end of the rollout, as the store holds it.
+            return
         for call in mine:
             _, pid = s.tools.pop(call)
             self.add(ev.ToolFailed(message_id=mid, part_id=pid, error="turn aborted",
                                    kind="aborted"))
-        self.add(ev.MessageCompleted(message_id=mid, tokens=s.tokens, error=error))
-        s.assistant = None
+        self.add(ev.MessageCompleted(message_id=mid, tokens=s.tokens, error=error or s.error))
+        s.assistant, s.tokens, s.error = None, None, None
 
     def _user(self, blocks: list[tuple[str, Any]], *, synthetic: bool = False,
               raw: dict[str, Any] | None = None) -> None:
@@ -347,8 +359,10 @@ class _Rollout:
         elif kind == "tool_search_output":
             self._search_output(p)
         elif kind == "agent_message":
-            texts = [str(c.get("text") or "") for c in p.get("content") or []
-                     if isinstance(c, dict) and c.get("type") == "input_text"]
+            texts = [str(c.get("text") or "") if c.get("type") == "input_text"
+                     else str(c.get("encrypted_content")) for c in p.get("content") or []
+                     if isinstance(c, dict) and (c.get("type") == "input_text"
+                                                 or _plain(c.get("encrypted_content")))]
             if len(texts) != len(p.get("content") or []):
                 self.report.note("an agent_message's encrypted_content: not kept", s.line)
             self._inter_agent({k: p[k] for k in ("id", "author", "recipient") if k in p}
@@ -471,12 +485,19 @@ class _Rollout:
         """A message between agents (``inter_agent_communication`` line, or an
         ``agent_message`` item): it reaches this thread as input, so a user message whose
         text is synthetic (no person typed it), author and recipient in its metadata."""
-        if p.get("encrypted_content"):
+        text = str(p.get("content") or "")
+        hidden = p.get("encrypted_content")
+        if not text and _plain(hidden):
+            # A spawned agent's task arrives in plain text in this field: it is the
+            # child's prompt (dropping it left the child session without its task).
+            text = str(hidden)
+            self.report.note("an inter-agent message's task in encrypted_content (plain "
+                             "text): read as its text", self.s.line)
+        elif hidden:
             self.report.note("an inter-agent message's encrypted_content: not kept", self.s.line)
         who = {k: p[k] for k in ("id", "author", "recipient", "other_recipients",
                                  "trigger_turn") if k in p}
-        self._user([("text", str(p.get("content") or ""))], synthetic=True,
-                   raw={"inter_agent": who})
+        self._user([("text", text)], synthetic=True, raw={"inter_agent": who})
 
     def _output(self, p: dict[str, Any]) -> None:
         call = p.get("call_id")
@@ -540,9 +561,13 @@ class _Rollout:
                 self.report.note("token_count rate_limits: not mapped", s.line)
             if not isinstance(info, dict):
                 return  # Codex writes null info before the first response: nothing to map
-            last = info.get("last_token_usage")
+            last, total = info.get("last_token_usage"), info.get("total_token_usage")
+            if total is not None and total == s.last_total:
+                return  # the same count again (Codex repeats it with new rate limits)
+            s.last_total = total
             if isinstance(last, dict):
-                s.tokens = _tokens(last)
+                # One token_count per request: a turn of several tool rounds is their sum.
+                s.tokens = _tokens(last) if s.tokens is None else _sum(s.tokens, _tokens(last))
         elif kind == "turn_aborted":
             self._close(error=ev.MessageError(kind="aborted",
                                               message=str(p.get("reason") or "aborted")))
@@ -550,7 +575,20 @@ class _Rollout:
             s.tasks = True
         elif kind in _TURN_COMPLETE:
             s.tasks = True
-            self._close()
+            failed = _error_of(p.get("error")) or s.error
+            if failed is not None:
+                self._assistant()  # a request that failed before any output: its message
+            self._close(error=failed)
+        elif kind == "error":
+            failed = _error_of(p)
+            if failed is not None:
+                s.error = failed  # the turn's message ends with it when the turn ends
+            else:
+                self.report.note("event_msg 'error' without a message: not mapped", s.line)
+        elif kind == "thread_name_updated":
+            name = p.get("thread_name")
+            if isinstance(name, str) and name.strip():
+                s.title = name
         elif kind == "context_compacted":
             pass  # the compacted line or compaction item carries it
         elif kind == "item_completed":
@@ -587,6 +625,9 @@ class _Rollout:
     def _end(self) -> None:
         s = self.s
         if s.assistant is None:
+            return
+        if s.error is not None:  # an error the rollout recorded, and no turn end after it
+            self._close(error=s.error)
             return
         if s.tasks:
             self.report.note("the rollout ends mid-turn: the last assistant message stays open",
@@ -745,6 +786,35 @@ def _tokens(usage: dict[str, Any]) -> ev.Tokens:
                      cache=ev.CacheTokens(read=n("cached_input_tokens")))
 
 
+def _plain(value: Any) -> bool:
+    """Whether an ``encrypted_content`` value is plain text (words and spaces), which
+    Codex writes there for a spawned agent's task, rather than an opaque blob."""
+    if not isinstance(value, str) or not value.strip():
+        return False
+    flat = value.replace("\n", " ").replace("\t", " ")
+    return " " in flat and flat.isprintable()
+
+
+def _sum(a: ev.Tokens, b: ev.Tokens) -> ev.Tokens:
+    return ev.Tokens(input=a.input + b.input, output=a.output + b.output,
+                     reasoning=a.reasoning + b.reasoning,
+                     cache=ev.CacheTokens(read=a.cache.read + b.cache.read,
+                                          write=a.cache.write + b.cache.write))
+
+
+def _error_of(value: Any) -> ev.MessageError | None:
+    """An API error as Codex records it: a message string, or ``{message, ...}``."""
+    if isinstance(value, str) and value:
+        return ev.MessageError(kind="api", message=value)
+    if isinstance(value, dict):
+        text = value.get("message") or value.get("error")
+        if isinstance(text, str) and text:
+            status = value.get("status_code") or value.get("http_status_code")
+            return ev.MessageError(kind="api", message=text,
+                                   status_code=status if type(status) is int else None)
+    return None
+
+
 def plan_codex(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) -> Plan:
     """One rollout file, or every ``rollout-*.jsonl`` under a directory."""
     files = sorted(path.rglob("rollout-*.jsonl")) if path.is_dir() else [path]
@@ -755,9 +825,40 @@ def plan_codex_files(files: list[Path], root: Path, *, lenient: bool = False,
                      max_line: int = MAX_LINE) -> Plan:
     """Rollouts read together, so a spawned agent's thread finds its parent's."""
     report = ImportReport(str(root), FORMAT)
-    sessions = [s for f in files for s in _Rollout(f, report, lenient, max_line).run()]
+    rollouts = [_Rollout(f, report, lenient, max_line) for f in files]
+    read = [(r, r.run()) for r in rollouts]
+    sessions = [s for _, found in read for s in found]
     _link_subagents(sessions, report)
-    return seal(Plan(report, sorted(sessions, key=lambda s: s.kind == "child")))
+    _link_forks(read, report)
+    return seal(Plan(report, sorted(sessions, key=lambda s: (s.kind == "child",
+                                                              s.kind == "fork"))))
+
+
+def _link_forks(read: list[tuple[_Rollout, list[PlannedSession]]],
+                report: ImportReport) -> None:
+    """``codex exec fork`` writes a rollout of the new turns only, whose ``session_meta``
+    names the thread it forked (``forked_from_id``) and where its inherited history ends
+    (``forked_from_ordinal_exclusive``: the items of the parent's rollout before that
+    ordinal). With the parent's rollout in the import it is a fork sharing that prefix;
+    alone, its own session, reported."""
+    mains = {found[0].original_id: (rollout, found) for rollout, found in read
+             if found and found[0].original_id}
+    for _, found in read:
+        s = found[0] if found else None
+        meta = (s.metadata or {}).get("session_meta") if s is not None else None
+        parent = meta.get("forked_from_id") if isinstance(meta, dict) else None
+        if s is None or s.kind != "main" or not isinstance(parent, str) or not parent:
+            continue
+        end = meta.get("forked_from_ordinal_exclusive") if isinstance(meta, dict) else None
+        if parent not in mains or len(found) > 1 or len(mains[parent][1]) > 1:
+            report.note("an exec fork's rollout whose parent thread is not in the import (or "
+                        "either was rolled back): imported as its own session", s.source)
+            continue
+        owner, (head, *_) = mains[parent]
+        seqs = [seq for ordinal, seq in owner.ordinals
+                if type(end) is int and ordinal >= end]
+        s.kind, s.parent = "fork", head.id
+        s.fork_seq = seqs[0] if seqs else len(head.events)
 
 
 def _parent_thread(meta: dict[str, Any]) -> str | None:

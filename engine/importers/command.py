@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
 from engine.cli import EXIT_OK, EXIT_USAGE
 from engine.cli.args import STORE_HELP, store_url
 from engine.cli.output import one_line
-from engine.importers.base import PROGRESS, ImportInputError, printable
+from engine.importers.base import PROGRESS, ImportInputError, drop_empty, printable
 from engine.importers.detect import FORMATS, plan_path
+from engine.importers.follow import DEFAULT_INTERVAL, follow
 from engine.importers.write import write_plan
 from engine.store import open_store
 
@@ -37,6 +39,12 @@ class ImportCommand:
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
         parser.add_argument("--lenient", action="store_true",
                             help="skip bad lines (listed in the report) instead of failing")
+        parser.add_argument("--follow", action="store_true",
+                            help="keep importing as the agent writes (new lines, new files) "
+                                 "until Ctrl-C; each round writes only what is new")
+        parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL,
+                            help="with --follow: seconds between two looks at the path "
+                                 f"(default {DEFAULT_INTERVAL})")
 
     def run(self, args: argparse.Namespace) -> int:
         token = PROGRESS.set(_show_progress if sys.stderr.isatty() else None)
@@ -46,6 +54,8 @@ class ImportCommand:
             PROGRESS.reset(token)
 
     def _run(self, args: argparse.Namespace) -> int:
+        if args.follow:
+            return _follow(args)
         try:
             given = Path(args.path).absolute()  # a team dir, its inboxes/, or an inbox file
             team = next((d for d in (given, given.parent, given.parent.parent)
@@ -55,6 +65,8 @@ class ImportCommand:
                                        "directory: its inboxes go into the mailbox with "
                                        f"`convlog mailbox import {team} --project ID --assign`")
             plan = plan_path(Path(args.path), args.format, lenient=args.lenient)
+            if args.lenient:
+                drop_empty(plan)
             if len(plan.sessions) == 0:
                 raise ImportInputError(args.path, "no session found in the input")
             store = open_store(args.store)
@@ -81,6 +93,32 @@ class ImportCommand:
         else:
             print(printable(plan.report.render()))
         return EXIT_OK
+
+
+def _follow(args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    if not path.exists():
+        print(one_line(f"convlog import: {path}: no such file or directory"), file=sys.stderr)
+        return EXIT_USAGE
+    store = open_store(args.store)
+    # A follower run as a service is stopped with SIGTERM: it stops as on Ctrl-C.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        print(f"following {printable(str(path))} (Ctrl-C stops; each round writes only what "
+              "is new)", file=sys.stderr, flush=True)
+        follow(store, path, args.format, lenient=args.lenient,
+               interval=max(args.interval, 0.01))
+    except KeyboardInterrupt:
+        # Each session is appended whole: stopping at any moment leaves the store whole.
+        print("convlog import: stopped following", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        store.close()
+    return EXIT_OK
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _show_progress(path: str, done: int, size: int) -> None:

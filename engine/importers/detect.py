@@ -8,6 +8,7 @@ from typing import Any, Final
 
 import msgspec
 
+from engine import events as ev
 from engine.importers.aider import plan_aider
 from engine.importers.base import (
     ImportInputError,
@@ -172,6 +173,7 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
     is still all or nothing."""
     plans: list[Plan] = []
     unknown: list[str] = []
+    failed: list[tuple[str, str]] = []
     roots = _opencode_roots(path)
     plans.extend(plan_opencode(r) for r in roots)
     claude: list[Path] = []
@@ -192,7 +194,11 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
         elif chosen == "codex" and not is_sqlite(f):  # together: a spawned agent finds its parent
             codex.append(f)
         else:
-            plans.append(_PLANNERS[chosen](f, lenient))
+            try:
+                plans.append(_PLANNERS[chosen](f, lenient))
+            except ImportInputError as exc:
+                # One file the importer refuses never refuses the folder: it is listed.
+                failed.append((str(f.relative_to(path)), exc.reason))
     if gemini:
         plans.append(plan_gemini_files(gemini, path, lenient=lenient))
     if codex:
@@ -200,6 +206,8 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
     if claude:
         plans.insert(0, plan_files(claude, str(path), lenient=lenient))
     if not plans:
+        if failed:
+            raise ImportInputError(str(Path(path) / failed[0][0]), failed[0][1])
         raise ImportInputError(str(path), "no transcript found in this directory")
     formats = sorted({p.report.format for p in plans})
     if len(plans) == 1:
@@ -219,7 +227,26 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
             plan.report.redactions += part.report.redactions
     for name in unknown:
         plan.report.note("a file no importer recognises: not imported", name)
+    for name, reason in failed:
+        plan.report.note(f"a file its importer refused, not imported: {reason}", name)
+    _link_children(plan)
     return plan
+
+
+def _link_children(plan: Plan) -> None:
+    """A child session read from another file than its parent's (a folder of ``opencode
+    export`` files) names its parent by the tool's id: linked to the parent's session
+    when the folder holds it (it stood at the top level)."""
+    ids = {s.id for s in plan.sessions}
+    by_original = {s.original_id: s.id for s in plan.sessions if s.original_id}
+    for s in plan.sessions:
+        if s.kind != "child" or s.parent in ids or s.parent not in by_original:
+            continue
+        s.parent = by_original[s.parent]
+        head = s.events[0] if s.events else None
+        if isinstance(head, ev.SessionImported):
+            s.events[0] = msgspec.structs.replace(
+                head, metadata={**(head.metadata or {}), "parent_session": s.parent})
 
 
 def _opencode_roots(path: Path) -> list[Path]:

@@ -35,6 +35,7 @@ from engine.importers.base import (
     ImportReport,
     Plan,
     PlannedSession,
+    decode,
     json_document,
     json_lines,
     loads,
@@ -405,6 +406,13 @@ def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
                 records = [m for m in patch["messages"]
                            if isinstance(m, dict) and isinstance(m.get("id"), str)]
                 branch = branches[current]
+                if not branch.records:
+                    # The first history of a session (each --resume opens with a header
+                    # and the history so far): the session's records, not a rewrite.
+                    for r in records:
+                        branch.records.append(r)
+                        branch.lines[r["id"]] = number
+                    continue
                 if _masking_pass(branch.records, records):
                     # Gemini CLI's masking sync (updateMessagesFromHistory) rewrites every
                     # message to put a preview in place of large tool outputs: the same
@@ -552,9 +560,29 @@ def _plan_logs(path: Path, report: ImportReport) -> list[PlannedSession]:
     return out
 
 
+def _is_lines(path: Path, max_line: int) -> bool:
+    """Whether a session file is the newer JSONL (its first line one record) rather than
+    the older JSON document, decided from its content: a session JSON saved as
+    ``*.jsonl`` (or JSONL saved as ``*.json``) is read as what it is."""
+    with open_binary(path) as f:
+        while raw := f.readline(max_line + 1):
+            if raw.strip():
+                break
+    try:
+        first = decode(raw.strip()) if raw.strip() else None
+    except msgspec.DecodeError:
+        # Not one JSON value: a document spread over lines (or a damaged first record,
+        # which the line reader reports as such when the file is named .jsonl).
+        return path.suffix == ".jsonl" and raw.lstrip()[:1] == b"{" and raw.rstrip() != b"{"
+    # One line that is a whole session ({sessionId, messages: [...]}) or a /chat save
+    # ({history: [...]}) is a document too.
+    return isinstance(first, dict) and not isinstance(first.get("messages"), list) and \
+        not isinstance(first.get("history"), list)
+
+
 def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
                ) -> tuple[dict[str, Any], list[PlannedSession]]:
-    if path.suffix == ".jsonl":
+    if _is_lines(path, max_line):
         meta, branches = _branches(path, report, lenient, max_line)
     else:
         data = json_document(path, report)
@@ -576,11 +604,14 @@ def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
     source = str(meta.get("sessionId") or meta.get("checkpoint") or path.stem)
     created = max(ms_of(meta.get("startTime")), 1)
     planned: list[PlannedSession] = []
+    branches = [_Branch(_function_parts(b.records, report), b.parent, b.lines)
+                for b in branches]
     for i, branch in enumerate(branches):
         sid = stable_uuid(created, FORMAT, "session", source, str(i))
         session = PlannedSession(
             sid, "main" if branch.parent is None else "fork", created=created,
-            title=str(meta.get("summary") or ""), source=path.name,
+            title=str(meta.get("summary") or ""), title_source=f"{FORMAT} summary",
+            source=path.name,
             original_id=str(meta.get("sessionId") or ""),
             # projectHash, startTime, lastUpdated, kind, directories, newer fields
             metadata={k: v for k, v in meta.items() if k not in ("sessionId", "summary")}
@@ -605,6 +636,59 @@ def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
         session.events = out.events
         planned.append(session)
     return meta, planned
+
+
+def _function_parts(records: list[dict[str, Any]], report: ImportReport
+                    ) -> list[dict[str, Any]]:
+    """Newer Gemini CLI JSONL records carry the API's own parts: a model record's
+    ``functionCall`` parts (no ``toolCalls``), answered by a ``user`` record of
+    ``functionResponse`` parts, and ``thought: true`` text parts. Read as the
+    ``toolCalls`` (settled by their answers), the ``thoughts`` and the text they are: a
+    record of only answers is no user message (each made an empty one), and a thought
+    is not glued onto the answer's text. Records that carry none of these are kept as
+    they are (the same objects: a fork's shared prefix still compares equal)."""
+    out: list[dict[str, Any]] = []
+    pending: dict[str, dict[str, Any]] = {}  # call id -> the call made for it
+    for record in records:
+        parts = _parts(record.get("content"))
+        if not any(isinstance(p, dict) and ("functionCall" in p or "functionResponse" in p
+                                             or p.get("thought") is True) for p in parts):
+            out.append(record)
+            continue
+        rest = [p for p in parts if not (isinstance(p, dict) and (
+            "functionCall" in p or "functionResponse" in p or p.get("thought") is True))]
+        r = {**record, "content": rest}
+        thoughts = [{"subject": "", "description": p.get("text")} for p in parts
+                    if isinstance(p, dict) and p.get("thought") is True
+                    and isinstance(p.get("text"), str)]
+        if thoughts:
+            r["thoughts"] = [*(r.get("thoughts") or []), *thoughts]
+        calls = [p["functionCall"] for p in parts
+                 if isinstance(p, dict) and isinstance(p.get("functionCall"), dict)]
+        if calls and r.get("type") != "user" and not r.get("toolCalls"):
+            made = []
+            for j, fc in enumerate(calls):
+                cid = str(fc.get("id") or f"{r.get('id')}-call-{j}")
+                made.append(pending.setdefault(cid, {
+                    "id": cid, "name": fc.get("name"), "args": fc.get("args"),
+                    "status": "executing"}))
+            r["toolCalls"] = made
+        for answer in (p["functionResponse"] for p in parts
+                       if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)):
+            call = pending.pop(str(answer.get("id")), None) or next(
+                (pending.pop(k) for k, c in list(pending.items())
+                 if c.get("name") == answer.get("name")), None)
+            if call is None:
+                report.note("a functionResponse that answers no functionCall: not mapped")
+                continue
+            response = answer.get("response")
+            call["result"] = [{"functionResponse": answer}]
+            call["status"] = "error" if isinstance(response, dict) and "error" in response \
+                else "success"
+        if r.get("type") == "user" and not rest:
+            continue  # only answers: they settled their calls
+        out.append(r)
+    return out
 
 
 def checkpoint_history(data: Any) -> list[Any] | None:

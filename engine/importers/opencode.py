@@ -118,6 +118,7 @@ class _Session:
         self.key = ""
         self.count = 0
         self.done = False  # the message being read is finished
+        self.step: str | None = None  # the open step-start's part id in this message
 
     def add(self, e: Event, time: int | None = None) -> None:
         if time:
@@ -177,6 +178,7 @@ class _Session:
         self.parents[source_id] = mid
         self.add(start, created)
         self.done = role == "user" or bool(_int(times.get("completed")) or info.get("error"))
+        self.step = None
         settled = True
         for part in sorted(parts, key=lambda p: str(p.get("id", ""))):
             settled = self.part(mid, part) and settled
@@ -186,6 +188,8 @@ class _Session:
             if not settled:
                 self.report.note("a completed message with an unsettled tool: left open")
                 return
+            if self.step is not None and error is None:
+                self._close_step(mid, "the message completed")
             raw_error = info.get("error")
             self.add(ev.MessageCompleted(
                 message_id=mid, cost=float(info.get("cost") or 0.0),
@@ -230,11 +234,32 @@ class _Session:
         if kind == "tool":
             return self.tool(mid, pid, part)
         if kind in _SIMPLE:
+            if kind == "step-start" and self.step is not None:
+                self._close_step(mid, "the next step-start")
+            elif kind == "step-finish" and self.step is None:
+                # A finish with no start before it: its tokens and cost are kept.
+                self.report.note("a step-finish without a step-start: a step-start is "
+                                 "added before it (its part id ends ':opened')")
+                self.add(ev.StepStarted(message_id=mid, part_id=f"{pid}:opened"))
+            if kind in ("step-start", "step-finish"):
+                self.step = pid if kind == "step-start" else None
             self.add(self.simple(str(kind), mid, pid, part),
                      _int(times.get("created")) or None)
             return True
         self.report.note(f"part type {kind!r}: not imported")
         return True
+
+    def _close_step(self, mid: str, by: str) -> None:
+        """OpenCode can restart a step (1.15.x writes ``step-start, reasoning,
+        step-start, ...``): the unfinished step ends where ``by`` begins, with a
+        step-finish of reason ``unfinished`` (part id ``<step-start id>:unfinished``),
+        reported, instead of refusing the whole export."""
+        assert self.step is not None
+        self.report.note(f"a step-start with no step-finish before {by}: closed as "
+                         "'unfinished'")
+        self.add(ev.StepFinished(message_id=mid, part_id=f"{self.step}:unfinished",
+                                 reason="unfinished"))
+        self.step = None
 
     def simple(self, kind: str, mid: str, pid: str, p: dict[str, Any]) -> Event:
         ids: dict[str, Any] = {"message_id": mid, "part_id": pid}
@@ -365,6 +390,7 @@ def plan_messages(report: ImportReport, info: dict[str, Any],
     version = info.get("version")
     return PlannedSession(session_uuid(source_id, created), "child" if parent else "main",
                           builder.events, created=created, title=str(info.get("title") or ""),
+                          title_source="opencode title",
                           parent=str(parent) if parent else None, original_id=source_id,
                           tool_version=version if isinstance(version, str) else "",
                           metadata={"info": info})

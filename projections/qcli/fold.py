@@ -200,6 +200,7 @@ class ConversationFold:
         ev.RetryAdded,
         ev.CompactionAdded,
         ev.SessionImported,  # where the session came from: not part of the conversation
+        ev.SessionTitled,  # the session's name: not part of the conversation
         # A framework's own memory (projections.integrations) and its run checks.
         ev.ItemPopped,
         ev.ItemsCleared,

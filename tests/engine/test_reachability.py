@@ -102,6 +102,8 @@ CONVERSATION_TEMPLATES: list[Template] = [
     ("replace transcript", lambda s: s.append([ev.TranscriptReplaced(lines=["a", "b"])])),
     ("import session", lambda s: s.append([ev.SessionImported(format="codex", source="r.jsonl",
                                                               original_id="x")])),
+    ("title session", lambda s: s.append([ev.SessionTitled(title="Fix the build",
+                                                           source="codex thread_name")])),
     ("pop memory item", lambda s: s.append([ev.ItemPopped(event_id="e-1")])),
     ("clear memory items", lambda s: s.append([ev.ItemsCleared(memory="openai_agents")])),
     ("trip guardrail", lambda s: s.append([ev.GuardrailTripped(guardrail="no_math",
@@ -159,6 +161,8 @@ def entity_state(lc: Lifecycle, e: Event, table: tb.Table) -> str:
             return "present" if e.path in c.context_files else tb.ABSENT  # type: ignore[attr-defined]
         if table is tb.IMPORT:
             return "imported" if c.imported is not None else tb.ABSENT
+        if table is tb.TITLE:
+            return "titled" if c.titled is not None else tb.ABSENT
         return "created" if e.tag in c.checkpoints else tb.ABSENT  # type: ignore[attr-defined]
     msg = lc.messages.get(e.message_id)  # type: ignore[attr-defined]
     if table is tb.MESSAGE:
@@ -234,7 +238,7 @@ def abstract_state(lc: Lifecycle) -> Any:
                tuple(sorted((k, v[0]) for k, v in m.tokens.items())),
                tuple(sorted((k, v[0]) for k, v in m.deliveries.items())))
     return (msgs, c.state, c.tangent, tuple(sorted(c.context_files)),
-            tuple(sorted(c.checkpoints)), c.imported is not None, mailbox)
+            tuple(sorted(c.checkpoints)), c.imported is not None, c.titled is not None, mailbox)
 
 
 def explore(templates: list[Template], recorder: Recorder, *, max_depth: int = 8

@@ -204,6 +204,7 @@ CONVERSATION: dict[type[Event], st.SearchStrategy[Event]] = {
     ev.SessionImported: st.builds(ev.SessionImported, format=st.sampled_from(["codex", "aider"]),
                                   source=st.sampled_from(["r.jsonl", "s.json"]),
                                   original_id=TEXT, tool_version=TEXT, metadata=METADATA),
+    ev.SessionTitled: st.builds(ev.SessionTitled, title=NONBLANK, source=TEXT),
     ev.ItemPopped: st.builds(ev.ItemPopped, event_id=NONBLANK, memory=TEXT),
     ev.ItemsCleared: st.builds(ev.ItemsCleared, memory=TEXT),
     ev.GuardrailTripped: st.builds(
@@ -239,6 +240,8 @@ def table_for(cls: type[Event]) -> tb.Table:
         return tb.CHECKPOINT
     if cls is ev.SessionImported:
         return tb.IMPORT
+    if cls is ev.SessionTitled:
+        return tb.TITLE
     if issubclass(cls, ev.ConversationEvent):
         return tb.CONVERSATION
     return tb.PART
@@ -295,6 +298,7 @@ class ConversationM:
     context_files: dict[str, Event] = field(default_factory=dict)
     checkpoints: dict[str, Event] = field(default_factory=dict)
     imported: Event | None = None  # session.imported
+    titled: Event | None = None  # the latest session.titled
 
     def entity(self, e: Event) -> tuple[str, Event | None]:
         """State of the entity ``e`` addresses, and the event that entered it."""
@@ -308,6 +312,8 @@ class ConversationM:
             return (ABSENT, None) if added is None else ("present", added)
         if table is tb.IMPORT:
             return (ABSENT if self.imported is None else "imported"), self.imported
+        if table is tb.TITLE:
+            return (ABSENT if self.titled is None else "titled"), self.titled
         created = self.checkpoints.get(e.tag)  # type: ignore[attr-defined]
         return (ABSENT, None) if created is None else ("created", created)
 
@@ -342,6 +348,8 @@ class Model:
             c = self.conversation
             if isinstance(e, ev.SessionImported):
                 c.imported = e
+            elif isinstance(e, ev.SessionTitled):
+                c.titled = e
             elif isinstance(e, ev.ConversationCreated):
                 c.entered = e
             elif isinstance(e, ev.TangentEntered | ev.TangentExited):
@@ -414,7 +422,7 @@ def predict_one(m: Model, e: Event) -> tuple[Kind, type[Exception] | None]:
             if imported is not None:
                 return NOOP if same(imported, e) else ILLEGAL
             return ACCEPT if m.length == 0 else ILLEGAL
-        if table is not tb.CONVERSATION and m.conversation.entered is None:
+        if table not in (tb.CONVERSATION, tb.TITLE) and m.conversation.entered is None:
             return ILLEGAL
         state, entered = m.conversation.entity(e)
         if (state, cls) in table.index:
@@ -626,7 +634,7 @@ def send_command(s: Session, e: Event) -> object:
 
 def command_can_carry(e: Event) -> bool:
     """Commands generate ids for empty ones and turn an aborted completion into an abort."""
-    if isinstance(e, ev.TranscriptReplaced | ev.SessionImported | ev.ItemPopped
+    if isinstance(e, ev.TranscriptReplaced | ev.SessionImported | ev.SessionTitled | ev.ItemPopped
                   | ev.ItemsCleared | ev.GuardrailTripped):
         return False  # raw only (importers and integrations write them)
     if isinstance(e, ev.MessageStarted):
@@ -660,6 +668,8 @@ def observe(lc: Lifecycle, e: Event) -> tuple[str, str | None]:
             return ("present" if e.path in c.context_files else ABSENT), None  # type: ignore[attr-defined]
         if table is tb.IMPORT:
             return ("imported" if c.imported is not None else ABSENT), None
+        if table is tb.TITLE:
+            return ("titled" if c.titled is not None else ABSENT), None
         return ("created" if e.tag in c.checkpoints else ABSENT), None  # type: ignore[attr-defined]
     msg = lc.messages.get(e.message_id)  # type: ignore[attr-defined]
     if not isinstance(e, ev.PartEvent):
