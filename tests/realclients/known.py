@@ -14,30 +14,6 @@ OPENCODE = "opencode-1.18.33"
 AIDER = "aider-0.86.2"
 
 KNOWN: dict[str, str] = {
-    f"test_every_prompt_is_a_user_message[{CLAUDE}]":
-        "issue 23 class 4: the queued_command attachment (a prompt typed while the agent "
-        "worked) is not imported as a user message",
-    f"test_every_tool_result_is_kept[{CLAUDE}]":
-        "issue 23 class 1: the parallel tool_use lines read as a rewind; the main "
-        "session keeps the first call running",
-    f"test_usage_is_kept[{CLAUDE}]":
-        "issue 23 class 1 (the parallel-call message is never completed, so its usage is "
-        "0) and the --fork-session copy's zeroed usage taken over the original's",
-    f"test_session_structure[{CLAUDE}]":
-        "issue 23 class 1 (a false fork at the parallel calls) and --fork-session: the "
-        "forked file's copied lines are deduplicated by file-name order",
-    f"test_compaction_is_the_sessions_own[{CLAUDE}]":
-        "issue 23 class 1: the turns after the parallel calls, the compaction included, "
-        "sit in a false fork, not the main session",
-    f"test_api_errors_are_marked[{CODEX}]":
-        "issue 23 class 8: the API error in task_complete.error is dropped",
-    f"test_usage_is_kept[{CODEX}]":
-        "issue 23 class 8: a turn's usage is its last request's, not the sum",
-    f"test_session_structure[{CODEX}]":
-        "issue 23 class 8: `codex exec fork` (session_meta.forked_from_id) imports as an "
-        "unrelated main session, not a fork",
-    f"test_every_thought_is_kept_apart[{GEMINI}]":
-        "issue 23 class 8: Gemini CLI's thoughts are glued onto the answer text",
     f"test_usage_is_kept[{GEMINI}]":
         "issue 23 class 8: the JSONL session's `tokens` (and model) are not read",
     f"test_compaction_is_the_sessions_own[{GEMINI}]":
@@ -51,10 +27,6 @@ KNOWN: dict[str, str] = {
         "issue 23 class 8: `opencode run -s ID --fork` (a copy of the messages) imports as "
         "an unrelated main session, and the subagent's child session names its parent "
         "by OpenCode's id (ses_...), not the imported session's",
-    f"test_api_errors_are_marked[{AIDER}]":
-        "issue 23 class 8: aider's '> litellm.BadRequestError: ...' line is not an error",
-    f"test_usage_is_kept[{AIDER}]":
-        "issue 23 class 8: aider's '> Tokens: 1.0k sent, 22 received.' line is not read",
     f"test_session_structure[{AIDER}]":
         "not in issue 23: a run with --restore-chat-history ('> Restored previous "
         "conversation history.') continues the conversation, but each '# aider chat "
