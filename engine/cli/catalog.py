@@ -60,7 +60,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     'sessions': (
         'projections.verbs:SESSIONS',
-        "list a store's sessions as a lineage tree (forks and child sessions)",
+        "list a store's sessions as a lineage tree (forks and child sessions), with their titles",
     ),
     'show': (
         'projections.commands:SHOW',
