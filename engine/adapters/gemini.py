@@ -43,6 +43,8 @@ from engine.session import Session
 __all__ = ["GeminiIngest", "ingest_gemini", "tokens_from_usage"]
 
 _NOT_ENVELOPE = frozenset({"candidates"})
+_TOKEN_COUNTS = ("promptTokenCount", "cachedContentTokenCount", "candidatesTokenCount",
+                 "thoughtsTokenCount")
 
 
 def tokens_from_usage(usage: dict[str, Any] | None) -> ev.Tokens:
@@ -95,6 +97,11 @@ class GeminiIngest(StreamIngest):
         if data.get("usageMetadata") is not None:
             if not isinstance(data["usageMetadata"], dict):
                 raise MalformedEvent("usageMetadata must be an object")
+            for name in _TOKEN_COUNTS:
+                count = data["usageMetadata"].get(name)
+                if count is not None and (type(count) is not int or count < 0):
+                    raise MalformedEvent(f"usageMetadata.{name} must be a count, "
+                                         f"not {type(count).__name__}")
             self.usage = data["usageMetadata"]
 
     def _part(self, part: dict[str, Any]) -> None:
