@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -23,6 +24,7 @@ from engine.session import Session
 from engine.store.anchor import Anchor
 from engine.store.base import Store
 from projections.serve.export import static_text
+from projections.serve.guard import MAX_BODY, Guard, TooLarge, allowed_hosts
 from projections.serve.mailbox import MailboxPage
 from projections.serve.state import WINDOW, Viewer, sessions_json
 
@@ -50,9 +52,13 @@ def _int(request: Request, name: str, default: int | None = None) -> int | None:
 
 def create_app(store: Store, *, allow_writes: bool = False, token: str | None = None,
                poll: float = 0.2, every: int = 64,
-               anchors: Iterable[Anchor] = ()) -> Starlette:
+               anchors: Iterable[Anchor] = (), host: str | None = None,
+               max_body: int = MAX_BODY) -> Starlette:
     """The viewer for ``store``. Writes (fork) need ``allow_writes`` and ``token``;
-    ``anchors`` (``convlog anchor``) are what the verify badge checks the log against."""
+    ``anchors`` (``convlog anchor``) are what the verify badge checks the log against.
+
+    It answers only requests for the loopback names or ``host`` (the address it is
+    bound to; see guard.py), with bodies of at most ``max_body`` bytes."""
     if allow_writes and not token:
         raise ValueError("writes need a token")
     viewer = Viewer(store, every=every, anchors=anchors)
@@ -147,9 +153,13 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
         given = request.headers.get("authorization", "").removeprefix("Bearer ")
         if not hmac.compare_digest(given.encode(), token.encode()):
             return JSONResponse({"error": "bad token"}, status_code=401)
-        body = await request.json()
+        try:
+            body = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"the body is not JSON: {exc}") from None
         seq = body.get("seq") if isinstance(body, dict) else None
-        if not isinstance(seq, int):
+        # bool is an int in Python: `true` must not fork at seq 1.
+        if type(seq) is not int:
             raise ValueError("seq must be an integer")
         sid = request.path_params["sid"]
 
@@ -192,7 +202,14 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
         Route("/api/mailbox/{project}", guarded(mailbox_project)),
     ]
     routes += _mailbox_routes(store, allow_writes=allow_writes)
-    return Starlette(routes=routes)
+
+    async def too_large(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": f"request bodies are limited to {max_body} bytes"},
+                            status_code=413)
+    return Starlette(routes=routes,
+                     middleware=[Middleware(Guard, hosts=allowed_hosts(host),
+                                            max_body=max_body)],
+                     exception_handlers={TooLarge: too_large})
 
 
 def _mailbox_routes(store: Store, *, allow_writes: bool) -> list[Route]:

@@ -140,7 +140,22 @@
   const src = EXPORT ? exportSource(JSON.parse(EXPORT.textContent)) : api;
 
   // ------------------------------------------------------------------ state
-  const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
+  // The write token arrives once in the address (#token=…, printed by `convlog serve`):
+  // it is moved to this tab's sessionStorage and taken out of the address at once, so it
+  // is never copied with a link, kept in the history or shown over someone's shoulder.
+  const TOKEN_KEY = "convlog-token";
+  const token = (() => {
+    const h = new URLSearchParams(location.hash.slice(1));
+    const given = h.get("token");
+    let kept = "";
+    try { kept = sessionStorage.getItem(TOKEN_KEY) || ""; } catch (err) { kept = ""; }
+    if (given === null) return kept;
+    try { sessionStorage.setItem(TOKEN_KEY, given); } catch (err) { /* a file:// page */ }
+    h.delete("token");
+    const rest = h.toString();
+    history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
+    return given;
+  })();
   const view = { sid: null, seq: 0, version: 0, marks: [], state: null, sessions: [],
     verify: null, writes: false, pending: 0, live: null, mailbox: null, anchors: [] };
 
@@ -151,7 +166,7 @@
       ? new URLSearchParams(Object.assign({ mailbox: view.mailbox.project },
         view.mailbox.agent ? { agent: view.mailbox.agent } : {}))
       : new URLSearchParams({ session: view.sid, seq: String(view.seq) });
-    const url = "?" + q.toString() + location.hash;
+    const url = "?" + q.toString() + location.hash;  // the token has left the hash already
     if (push) history.pushState(null, "", url); else history.replaceState(null, "", url);
   }
 
