@@ -12,6 +12,28 @@
     return n;
   }
 
+  // Names, paths and tool inputs can hide characters: a right-to-left override makes
+  // "report\u202Etxt.exe" read "reportexe.txt", and zero-width ones make two names look
+  // alike. There each such character is shown as a visible mark (⟨U+202E⟩), and the text
+  // is bidi-isolated (CSS .iso) so it cannot reorder what is around it.
+  const HIDDEN = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\ufff9-\ufffb\u{e0000}-\u{e007f}]/gu;
+  function codeOf(c) { return "U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0"); }
+  function reveal(text) { return String(text).replace(HIDDEN, (c) => "⟨" + codeOf(c) + "⟩"); }
+  function named(tag, cls, text) {
+    const n = el(tag, (cls ? cls + " " : "") + "iso");
+    const s = String(text);
+    let at = 0;
+    for (const m of s.matchAll(HIDDEN)) {
+      if (m.index > at) n.append(document.createTextNode(s.slice(at, m.index)));
+      const mark = el("span", "ctl", "⟨" + codeOf(m[0]) + "⟩");
+      mark.title = "a hidden character (" + codeOf(m[0]) + ") is in this name";
+      n.append(mark);
+      at = m.index + m[0].length;
+    }
+    if (at < s.length) n.append(document.createTextNode(s.slice(at)));
+    return n;
+  }
+
   // ------------------------------------------------------------------ data sources
   async function getJSON(url, opts) {
     const r = await fetch(url, opts);
@@ -211,8 +233,8 @@
         a.dataset.sid = s.id;
         a.append(el("div", "id", s.id));
         if (s.imported) {
-          const label = el("div", "src", sourceLabel(s));
-          label.title = s.imported.source;
+          const label = named("div", "src", sourceLabel(s));
+          label.title = reveal(s.imported.source);
           a.append(label);
         }
         const fork = s.parent ? " · fork at " + s.fork_seq : s.child_of && known.has(s.child_of) ? " · child" : "";
@@ -303,9 +325,9 @@
     return box;
   }
 
-  function textBlock(tag, cls, text, part, field) {
+  function textBlock(tag, cls, text, part, field, hidden) {
     const clipped = part.clipped && part.clipped[field];
-    if (!clipped && !isLong(text)) return el(tag, cls, text);
+    if (!clipped && !isLong(text)) return hidden ? named(tag, cls, text) : el(tag, cls, text);
     const wrap = el("div", "long " + cls);
     let getLines;
     let total;
@@ -347,13 +369,13 @@
       case "tool": {
         n = el("div", "part tool");
         const head = el("div", "tool-head");
-        head.append(el("span", "name", p.tool), el("span", "st " + p.state.status, p.state.status));
+        head.append(named("span", "name", p.tool), el("span", "st " + p.state.status, p.state.status));
         if (p.approval) head.append(el("span", "st " + p.approval.state, "approval " + p.approval.state));
-        if (p.state.title) head.append(el("span", "title", p.state.title));
+        if (p.state.title) head.append(named("span", "title", p.state.title));
         n.append(head);
         const input = p.state.status === "pending"
-          ? textBlock("pre", "", p.state.raw || json(p.state.input), p, "raw")
-          : el("pre", "", json(p.state.input));
+          ? textBlock("pre", "iso", p.state.raw || json(p.state.input), p, "raw", true)
+          : named("pre", "", json(p.state.input));
         n.append(details("", "input", input));
         if (p.state.status === "completed") n.append(details("", "output", textBlock("pre", "", p.state.output, p, "output"), true));
         if (p.state.status === "error") n.append(textBlock("pre", "err", p.state.error, p, "error"));
@@ -361,7 +383,7 @@
         break;
       }
       case "file":
-        n = el("div", "part file", "file " + (p.filename || p.url) + " · " + p.mime);
+        n = named("div", "part file", "file " + (p.filename || p.url) + " · " + p.mime);
         break;
       case "step-start":
         n = el("div", "part step", "step started" + (p.snapshot ? " · snapshot " + p.snapshot : ""));
@@ -385,7 +407,7 @@
         n = el("div", "part small err", "retry " + p.attempt + ": " + p.error.kind + " " + p.error.message);
         break;
       case "patch":
-        n = el("div", "part small", "patch " + p.hash + ": " + p.files.join(", "));
+        n = named("div", "part small patch", "patch " + p.hash + ": " + p.files.join(", "));
         break;
       case "agent":
         n = el("div", "part small", "agent " + p.name);
@@ -403,10 +425,10 @@
     box.dataset.msg = info.id;
     const head = el("div", "msg-head");
     head.append(el("span", "role", info.role));
-    if (info.agent) head.append(el("span", "", info.agent));
+    if (info.agent) head.append(named("span", "", info.agent));
     // A user message names its model in info.model; an assistant's in info itself.
     const ref = info.model || info;
-    if (ref.modelID) head.append(el("span", "model", (ref.providerID ? ref.providerID + "/" : "") + ref.modelID));
+    if (ref.modelID) head.append(named("span", "model", (ref.providerID ? ref.providerID + "/" : "") + ref.modelID));
     head.append(el("span", "", fmtTime(info.time.created)));
     if (info.role === "assistant") {
       head.append(el("span", "", info.time.completed ? "completed" + (info.finish ? " · " + info.finish : "") : "streaming…"));
@@ -686,8 +708,8 @@
     const info = view.sessions.find((s) => s.id === sid);
     const label = info ? sourceLabel(info) : "";
     $("source").hidden = !label;
-    $("source").textContent = label;
-    $("source").title = info && info.imported ? info.imported.source : "";
+    $("source").replaceChildren(...named("span", "", label).childNodes);
+    $("source").title = info && info.imported ? reveal(info.imported.source) : "";
     renderTree();
     $("diff").hidden = true;
     $("diffform").hidden = true;
