@@ -447,7 +447,7 @@
   const OVERSCAN = 400;  // px rendered beyond the visible area
   const FETCH = 24;  // messages per request while scrolling
   const vl = { total: 0, seq: -1, msgs: new Map(), heights: new Map(), sum: 0, first: 0, last: 0,
-    fetching: 0, rendered: "" };
+    fetching: 0, rendered: "", focus: null, setTop: 0 };
 
   function estimate() { return vl.heights.size ? vl.sum / vl.heights.size : 180; }
   function heightOf(i) { const h = vl.heights.get(i); return h === undefined ? estimate() : h; }
@@ -476,7 +476,7 @@
 
   function resetList(sid) {
     vl.total = 0; vl.seq = -1; vl.msgs = new Map(); vl.heights = new Map(); vl.sum = 0;
-    vl.first = 0; vl.last = 0; vl.rendered = ""; vl.sid = sid;
+    vl.first = 0; vl.last = 0; vl.rendered = ""; vl.sid = sid; vl.focus = null;
     $("vlist").replaceChildren();
     $("vtop").style.height = "0px";
     $("vbot").style.height = "0px";
@@ -489,7 +489,50 @@
     st.messages.forEach((m, k) => vl.msgs.set(st.start + k, m));
   }
 
+  // The spacers stand for the messages not in the DOM. They and the nodes change together,
+  // and the scroll position is kept as "this many px into message i" across the change:
+  // swapping nodes first and sizing the spacers after let the browser clamp scrollTop to
+  // a momentarily shorter list, so scrolling down could stop before the end.
+  function setSpacers() {
+    $("vtop").style.height = offsetOf(vl.first) + "px";
+    $("vbot").style.height = Math.max(0, offsetOf(vl.total) - offsetOf(vl.last)) + "px";
+  }
+
+  // The page's own scroll moves, remembered so that a scroll event can tell a person's
+  // scroll (which ends the hold on the focused part) from the page's.
+  function setTop(y) {
+    const conv = $("conv");
+    conv.scrollTop = Math.max(0, y);
+    vl.setTop = conv.scrollTop;
+  }
+
+  // How far to scroll so that the part the event touched is on screen (0: it is).
+  function focusOffset() {
+    const conv = $("conv");
+    const target = highlight();
+    if (!target) {
+      if (vl.focus >= vl.first && vl.focus < vl.last) return 0;  // still loading
+      return offsetOf(vl.focus) - 8 - conv.scrollTop;
+    }
+    const r = target.getBoundingClientRect(), b = conv.getBoundingClientRect();
+    if (r.height > b.height || r.top < b.top) return r.top - b.top - 8;  // its top
+    if (r.bottom > b.bottom) return r.bottom - b.bottom + 8;
+    return 0;
+  }
+
+  // While the view holds on the focused part (from a scrub until a person scrolls), each
+  // render puts it back on screen: messages arriving or measured above it move it.
   function renderList() {
+    renderWindow();
+    for (let round = 0; vl.focus !== null && round < 8; round++) {
+      const dy = focusOffset();
+      if (Math.abs(dy) <= 1) break;
+      setTop($("conv").scrollTop + dy);
+      renderWindow();
+    }
+  }
+
+  function renderWindow() {
     const conv = $("conv");
     const note = $("note");
     if (!vl.total) {
@@ -503,6 +546,8 @@
     }
     note.hidden = true;
     const top = conv.scrollTop;
+    const anchor = indexAt(top);
+    const into = top - offsetOf(anchor);
     let first = indexAt(Math.max(0, top - OVERSCAN));
     let last = Math.min(vl.total, indexAt(top + conv.clientHeight + OVERSCAN) + 1);
     if (last - first > MAX_NODES) {
@@ -524,31 +569,27 @@
         if (!m) n.style.height = heightOf(i) - 12 + "px";
         nodes.push(n);
       }
-      $("vlist").replaceChildren(...nodes);
       vl.first = first; vl.last = last;
+      setSpacers();
+      $("vlist").replaceChildren(...nodes);
       highlight();
     }
-    measure();
+    measure(anchor, into);
   }
 
-  // Measured heights replace estimates; the first message on screen stays where it was.
-  function measure() {
+  // Measured heights replace estimates; then the spacers are sized again and the view is
+  // put back at the same place in the same message.
+  function measure(anchor, into) {
     const conv = $("conv");
-    const anchor = vl.first < vl.last ? Math.max(vl.first, indexAt(conv.scrollTop)) : 0;
-    const before = offsetOf(anchor) - conv.scrollTop;
-    let changed = false;
     for (const n of $("vlist").children) {
       if (n.classList.contains("placeholder")) continue;
       const h = n.offsetHeight + 12;  // + the margin below each message
       const i = Number(n.dataset.index);
-      if (vl.heights.get(i) !== h) { setHeight(i, h); changed = true; }
+      if (vl.heights.get(i) !== h) setHeight(i, h);
     }
-    $("vtop").style.height = offsetOf(vl.first) + "px";
-    $("vbot").style.height = Math.max(0, offsetOf(vl.total) - offsetOf(vl.last)) + "px";
-    if (changed) {
-      const want = offsetOf(anchor) - before;
-      if (Math.abs(conv.scrollTop - want) > 1) conv.scrollTop = want;
-    }
+    setSpacers();
+    const want = offsetOf(anchor) + into;
+    if (Math.abs(conv.scrollTop - want) > 1) setTop(want);
   }
 
   let fetchTimer = 0;
@@ -570,6 +611,7 @@
 
   let scrollQueued = false;
   $("conv").addEventListener("scroll", () => {
+    if (vl.focus !== null && Math.abs($("conv").scrollTop - vl.setTop) > 1) vl.focus = null;
     if (scrollQueued || !view.sid || view.mailbox) return;
     scrollQueued = true;
     requestAnimationFrame(() => { scrollQueued = false; renderList(); });
@@ -587,29 +629,22 @@
     return target;
   }
 
-  // Brings the message the event touched on screen: first roughly (from the heights
-  // known), then exactly once it is rendered and measured.
+  // Brings the part the event touched on screen: first roughly (from the heights known),
+  // then by its own position once rendered (renderList), and holds it there until a
+  // person scrolls.
   function scrollToFocus(st) {
     const conv = $("conv");
-    if (!st.total || st.focus < 0) { renderList(); return; }
-    // The spacers first: a scrollTop past the content's current height would be clamped.
-    $("vtop").style.height = offsetOf(vl.first) + "px";
-    $("vbot").style.height = Math.max(0, offsetOf(vl.total) - offsetOf(vl.first)) + "px";
+    vl.focus = st.total && st.focus >= 0 ? st.focus : null;
+    if (vl.focus === null) { renderList(); return; }
     const top = offsetOf(st.focus);
     const bottom = top + heightOf(st.focus);
     if (top < conv.scrollTop || bottom > conv.scrollTop + conv.clientHeight) {
-      conv.scrollTop = Math.max(0, bottom > conv.scrollTop + conv.clientHeight && heightOf(st.focus) < conv.clientHeight
+      vl.first = Math.min(vl.first, st.focus); vl.last = Math.max(vl.last, st.focus + 1);
+      setSpacers();  // first, so that the scrollTop below is not clamped
+      setTop(bottom > conv.scrollTop + conv.clientHeight && heightOf(st.focus) < conv.clientHeight
         ? bottom - conv.clientHeight + 8 : top - 8);
     }
-    // Measuring may move the target (estimates become heights): a few rounds settle it.
-    for (let round = 0; round < 4; round++) {
-      renderList();
-      const target = highlight();
-      if (!target) break;
-      const r = target.getBoundingClientRect(), b = conv.getBoundingClientRect();
-      if (r.top >= b.top - 1 && (r.bottom <= b.bottom + 1 || r.height > b.height)) break;
-      target.scrollIntoView({ block: "nearest" });
-    }
+    renderList();
   }
 
   // ------------------------------------------------------------------ conversation
