@@ -20,7 +20,7 @@ from projections import views as v
 from projections.json import converter
 from projections.mailbox.mailbox import MAILBOX_SESSION
 from projections.serve.verifying import verify_elsewhere
-from projections.timetravel import Timeline, diff_states
+from projections.timetravel import Timeline, at, diff_states
 from projections.withparts import WithPartsProjection
 
 # Messages per state answer: the page renders a window (a screenful and some), never the
@@ -33,6 +33,9 @@ SEARCH_LIMIT = 50
 # 1M-event session frozen every 64 events would need gigabytes. Longer sessions freeze
 # less often and fold more events per lookup (benchmarks/viewer.py measures the cost).
 MAX_FROZEN = 1024
+# A session up to this many events gets its Timeline on its first request (a fraction of
+# a second); a longer one in a thread, answering from stored snapshots meanwhile.
+BUILD_INLINE = 20_000
 RECENT = 8  # states kept per Viewer: scrolling at one seq asks for several windows of it
 
 # Long strings are clipped in state answers: the page shows them in a line viewer that
@@ -141,17 +144,39 @@ def sessions_json(store: Store) -> list[dict[str, Any]]:
             if info.id != MAILBOX_SESSION]
 
 
-class _Cached:
+class _Built:
     """A session's Timeline plus the seqs where messages start (PgUp/PgDn stops)."""
 
     def __init__(self, store: Store, sid: str, every: int) -> None:
         version = store.version(sid)
+        marks = [e.seq for e in store.read(sid, 1, version) if isinstance(e, MessageStarted)]
+        self.marks = marks
         every = max(every, -(-version // MAX_FROZEN))
         self.timeline = Timeline(store, sid, every=every)
-        self.marks: list[int] = []
-        for e in store.read(sid, 1, self.timeline.version):
-            if isinstance(e, MessageStarted):
-                self.marks.append(e.seq)
+        self.marks += [e.seq for e in store.read(sid, version + 1, self.timeline.version)
+                       if isinstance(e, MessageStarted)]
+
+
+class _Cached:
+    """What the viewer knows of one session: its Timeline and marks once built.
+
+    Building them folds the whole log (seconds at 1M events), so it runs in a thread:
+    until it is done, states come from the store's own snapshots (``timetravel.at``,
+    milliseconds), and state answers carry no marks."""
+
+    def __init__(self) -> None:
+        self.built: _Built | None = None
+        self.building = False
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+    @property
+    def timeline(self) -> Timeline | None:
+        return None if self.built is None else self.built.timeline
+
+    @property
+    def marks(self) -> list[int] | None:
+        return None if self.built is None else self.built.marks
 
 
 class Viewer:
@@ -159,14 +184,19 @@ class Viewer:
 
     ``at(seq)`` is a Timeline lookup (a thaw plus at most ``every - 1`` events);
     events appended after the Timeline was built are folded on top until there
-    are ``REBUILD_AFTER`` of them, then the Timeline is rebuilt. ``anchors`` are
-    heads kept elsewhere (``convlog anchor``) that ``verify`` checks the log against.
+    are ``REBUILD_AFTER`` of them, then the Timeline is rebuilt. The Timeline is
+    built on the first request for a session of up to ``BUILD_INLINE`` events, and
+    for a longer one in the background (unless ``background=False``); until then
+    a state is the store's nearest stored snapshot plus the events after it.
+    ``anchors`` are heads kept elsewhere (``convlog anchor``) that ``verify``
+    checks the log against.
     """
 
     def __init__(self, store: Store, *, every: int = 64,
-                 anchors: Iterable[anchoring.Anchor] = ()) -> None:
+                 anchors: Iterable[anchoring.Anchor] = (), background: bool = True) -> None:
         self.store = store
         self.every = every
+        self.background = background
         self.anchors = {a.session_id: a for a in anchors}
         self._cache: dict[str, _Cached] = {}
         self._recent: OrderedDict[tuple[str, int], list[v.WithParts]] = OrderedDict()
@@ -176,17 +206,44 @@ class Viewer:
 
     def _cached(self, sid: str) -> _Cached:
         version = self.store.version(sid)
+        start = False
         with self._lock:
             c = self._cache.get(sid)
-            if c is None or version - c.timeline.version > REBUILD_AFTER:
-                c = self._cache[sid] = _Cached(self.store, sid, self.every)
-            elif version > c.timeline.version:
+            if c is None:
+                c = self._cache[sid] = _Cached()
+            b = c.built
+            stale = b is not None and version - b.timeline.version > REBUILD_AFTER
+            if not c.building and ((b is None and c.error is None) or stale):
+                c.building = start = True
+            elif b is not None and version > b.timeline.version:
                 # Only the marks of new events; the state is folded on demand.
-                first = max(c.timeline.version, c.marks[-1] if c.marks else 0) + 1
+                first = max(b.timeline.version, b.marks[-1] if b.marks else 0) + 1
                 for e in self.store.read(sid, first, version):
-                    if isinstance(e, MessageStarted) and (not c.marks or e.seq > c.marks[-1]):
-                        c.marks.append(e.seq)
-            return c
+                    if isinstance(e, MessageStarted) and (not b.marks or e.seq > b.marks[-1]):
+                        b.marks.append(e.seq)
+        if start:
+            if self.background and version > BUILD_INLINE:
+                threading.Thread(target=self._build, args=(sid, c), daemon=True,
+                                 name=f"convlog-timeline-{sid[:8]}").start()
+            else:
+                self._build(sid, c)
+        return c
+
+    def _build(self, sid: str, c: _Cached) -> None:
+        try:
+            built = _Built(self.store, sid, self.every)
+        except Exception as exc:  # the store's snapshots still answer
+            with self._lock:
+                c.error, c.building = exc, False
+            c.done.set()
+            return
+        with self._lock:
+            c.built, c.building = built, False
+        c.done.set()
+
+    def wait_built(self, sid: str, timeout: float | None = None) -> bool:
+        """Block until the session's Timeline is built (tests and benchmarks)."""
+        return self._cached(sid).done.wait(timeout)
 
     def projection(self, sid: str, seq: int) -> WithPartsProjection:
         c = self._cached(sid)
@@ -194,6 +251,8 @@ class Viewer:
         if not 0 <= seq <= version:
             raise ValueError(f"seq {seq} is outside 0..{version}")
         tl = c.timeline
+        if tl is None:  # still building: the stored snapshots and the events after them
+            return at(self.store, sid, seq)
         if seq <= tl.version:
             return tl.at(seq)
         proj = tl.at(tl.version)

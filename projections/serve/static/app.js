@@ -159,7 +159,23 @@
       },
     };
   }
-  const src = EXPORT ? exportSource(JSON.parse(EXPORT.textContent)) : api;
+  // An exported file holds its data in pieces of a few thousand events (written as they
+  // were made, so the writer never held the whole session): the page joins them.
+  function exportedData() {
+    const data = JSON.parse(EXPORT.textContent);
+    const s = data.session;
+    for (const k of ["infos", "parts", "changes", "frames", "events", "marks"]) s[k] = [];
+    for (const node of document.querySelectorAll("script.convlog-piece")) {
+      const piece = JSON.parse(node.textContent);
+      for (const k of ["infos", "parts", "changes", "frames", "events", "marks"]) {
+        const into = s[k];
+        for (const x of piece[k]) into.push(x);
+      }
+      node.textContent = "";  // the parsed copy is enough
+    }
+    return data;
+  }
+  const src = EXPORT ? exportSource(exportedData()) : api;
 
   // ------------------------------------------------------------------ state
   // The write token arrives once in the address (#token=…, printed by `convlog serve`):
