@@ -7,6 +7,7 @@ the same data.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -199,12 +200,14 @@ class Viewer:
         self.background = background
         self.anchors = {a.session_id: a for a in anchors}
         self._cache: dict[str, _Cached] = {}
-        self._recent: OrderedDict[tuple[str, int], list[v.WithParts]] = OrderedDict()
+        self._recent: OrderedDict[tuple[str, int],
+                                  tuple[WithPartsProjection, list[str]]] = OrderedDict()
         self._verified: dict[str, tuple[int, dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._verify_lock = threading.Lock()
 
-    def _cached(self, sid: str) -> _Cached:
+    def _cached(self, sid: str, *, build: bool = True) -> _Cached:
+        """The session's entry; with ``build``, its Timeline is (re)built if needed."""
         version = self.store.version(sid)
         start = False
         with self._lock:
@@ -213,7 +216,7 @@ class Viewer:
                 c = self._cache[sid] = _Cached()
             b = c.built
             stale = b is not None and version - b.timeline.version > REBUILD_AFTER
-            if not c.building and ((b is None and c.error is None) or stale):
+            if build and not c.building and ((b is None and c.error is None) or stale):
                 c.building = start = True
             elif b is not None and version > b.timeline.version:
                 # Only the marks of new events; the state is folded on demand.
@@ -246,7 +249,7 @@ class Viewer:
         return self._cached(sid).done.wait(timeout)
 
     def projection(self, sid: str, seq: int) -> WithPartsProjection:
-        c = self._cached(sid)
+        c = self._cached(sid, build=False)
         version = self.store.version(sid)
         if not 0 <= seq <= version:
             raise ValueError(f"seq {seq} is outside 0..{version}")
@@ -258,51 +261,64 @@ class Viewer:
         proj = tl.at(tl.version)
         return proj.apply_all(self.store.read(sid, tl.version + 1, seq))
 
-    def messages(self, sid: str, seq: int) -> list[v.WithParts]:
-        """The messages as of ``seq``; the last few answers are kept (the log never
-        changes below its version, so they cannot go stale)."""
+    def _at(self, sid: str, seq: int) -> tuple[WithPartsProjection, list[str]]:
+        """The state as of ``seq`` and its message ids in order; the last few are kept
+        (the log never changes below its version, so they cannot go stale)."""
         key = (sid, seq)
         with self._lock:
             found = self._recent.get(key)
             if found is not None:
                 self._recent.move_to_end(key)
                 return found
-        messages = self.projection(sid, seq).messages()
+        proj = self.projection(sid, seq)
+        got = (proj, message_ids(proj))
         with self._lock:
-            self._recent[key] = messages
+            self._recent[key] = got
             while len(self._recent) > RECENT:
                 self._recent.popitem(last=False)
-        return messages
+        return got
+
+    def messages(self, sid: str, seq: int) -> list[v.WithParts]:
+        """Every message as of ``seq``."""
+        return self._at(sid, seq)[0].messages()
 
     def state(self, sid: str, seq: int | None = None, *, start: int | None = None,
               count: int = WINDOW, marks: bool = True) -> dict[str, Any]:
         """The state as of ``seq``: ``count`` messages, the event at ``seq``, the marks.
 
         Without ``start`` the window is centred on the message the event touched.
-        Long strings are clipped (see :func:`clip_message`).
+        Only the window's messages are built (a stored snapshot loads each message
+        when first used). Long strings are clipped (see :func:`clip_message`).
         """
         version = self.store.version(sid)
         seq = version if seq is None else seq
         count = max(1, min(count, MAX_COUNT))
         if not 0 <= seq <= version:
             raise ValueError(f"seq {seq} is outside 0..{version}")
-        messages = self.messages(sid, seq)
+        proj, ids = self._at(sid, seq)
         event = next(iter(self.store.read(sid, seq, seq)), None) if seq else None
-        focus = len(messages) - 1
+        focus = len(ids) - 1
         mid = getattr(event, "message_id", None)
         if mid is not None:
-            focus = next((i for i, m in enumerate(messages) if m.info.id == mid), focus)
+            with contextlib.suppress(ValueError):
+                focus = ids.index(mid)
         if start is None:
             start = max(0, focus - count // 2)
-        start = max(0, min(start, max(0, len(messages) - count)))
-        window = converter.unstructure(messages[start:start + count], list[v.WithParts])
-        return {
-            "session": sid, "seq": seq, "version": version, "total": len(messages),
+        start = max(0, min(start, max(0, len(ids) - count)))
+        messages = [proj.message(m) for m in ids[start:start + count]]
+        window = converter.unstructure(messages, list[v.WithParts])
+        answer = {
+            "session": sid, "seq": seq, "version": version, "total": len(ids),
             "start": start, "focus": focus, "window": count,
             "messages": [clip_message(m) for m in window],
             "event": None if event is None else _cut(event_json(event), EVENT_CHARS),
-            "marks": self._cached(sid).marks if marks else None,
+            "marks": None,
         }
+        # The Timeline is started after the answer is made, so that the first state does
+        # not share the interpreter with its build.
+        known = self._cached(sid).marks
+        answer["marks"] = known if marks else None
+        return answer
 
     def lines(self, sid: str, seq: int, where: tuple[str, str, str], *,
               first: int, count: int) -> dict[str, Any]:
@@ -313,9 +329,8 @@ class Viewer:
                 "lines": text_lines(text, max(0, first), count)}
 
     def _field(self, sid: str, seq: int, message_id: str, part_id: str, field: str) -> str:
-        for m in self.messages(sid, seq):
-            if m.info.id != message_id:
-                continue
+        proj, ids = self._at(sid, seq)
+        for m in [proj.message(message_id)] if message_id in ids else []:
             for p in m.parts:
                 if p.id != part_id:
                     continue
@@ -387,6 +402,17 @@ class Viewer:
             if len(hits) >= SEARCH_LIMIT:
                 break
         return hits
+
+
+def message_ids(proj: WithPartsProjection) -> list[str]:
+    """The state's message ids in order, without building its messages: a state from
+    stored snapshots loads each message when first used, and a window needs 16 of
+    thousands. Falls back to building them if the projection keeps its messages
+    differently."""
+    held = getattr(proj, "_msgs", None)  # WithPartsProjection's ordered message map
+    if isinstance(held, dict):
+        return list(held)
+    return [m.info.id for m in proj.messages()]
 
 
 def _part_texts(messages: list[v.WithParts]) -> dict[tuple[str, str], str]:
