@@ -133,7 +133,8 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
         a, b = _int(request, "a"), _int(request, "b")
         if a is None or b is None:
             raise ValueError("a and b are required")
-        return await sync(viewer.diff, a_sid, a, b_sid, b)
+        return await sync(viewer.diff, a_sid, a, b_sid, b, start=_int(request, "start", 0) or 0,
+                          count=_int(request, "count"))
 
     async def verify(request: Request) -> Any:
         return await sync(viewer.verify, request.path_params["sid"])

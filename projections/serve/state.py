@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from engine.codec import to_builtins
 from engine.events import AnyEvent, MessageStarted, SessionImported, tag_of
@@ -30,6 +31,7 @@ WINDOW = 16
 MAX_COUNT = 64  # the most messages one state answer holds (the page asks for what is on screen)
 REBUILD_AFTER = 2048  # new events folded on top of a Timeline before it is rebuilt
 SEARCH_LIMIT = 50
+MAX_DIFF_ROWS = 500  # the most diff rows one answer holds (the page asks for a screenful)
 # A Timeline keeps at most this many frozen states: each holds a pointer per message, so a
 # 1M-event session frozen every 64 events would need gigabytes. Longer sessions freeze
 # less often and fold more events per lookup (benchmarks/viewer.py measures the cost).
@@ -37,6 +39,7 @@ MAX_FROZEN = 1024
 # A session up to this many events gets its Timeline on its first request (a fraction of
 # a second); a longer one in a thread, answering from stored snapshots meanwhile.
 BUILD_INLINE = 20_000
+YIELD_EVERY, YIELD_SLEEP = 2000, 0.0005  # a background build gives way this often (s)
 RECENT = 8  # states kept per Viewer: scrolling at one seq asks for several windows of it
 
 # Long strings are clipped in state answers: the page shows them in a line viewer that
@@ -145,10 +148,30 @@ def sessions_json(store: Store) -> list[dict[str, Any]]:
             if info.id != MAILBOX_SESSION]
 
 
+class _Yielding:
+    """The store, whose ``read`` lets the page's requests run every ``YIELD_EVERY``
+    events: a Timeline built in a thread otherwise holds the interpreter for its
+    5 ms switch interval at a time, and a request waits for it at every hand-over."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def read(self, session_id: str, first: int = 1, last: int | None = None
+             ) -> Iterator[AnyEvent]:
+        for i, e in enumerate(self._store.read(session_id, first, last), 1):
+            if i % YIELD_EVERY == 0:
+                time.sleep(YIELD_SLEEP)
+            yield e
+
+
 class _Built:
     """A session's Timeline plus the seqs where messages start (PgUp/PgDn stops)."""
 
     def __init__(self, store: Store, sid: str, every: int) -> None:
+        store = cast(Store, _Yielding(store))
         version = store.version(sid)
         marks = [e.seq for e in store.read(sid, 1, version) if isinstance(e, MessageStarted)]
         self.marks = marks
@@ -203,6 +226,7 @@ class Viewer:
         self._recent: OrderedDict[tuple[str, int],
                                   tuple[WithPartsProjection, list[str]]] = OrderedDict()
         self._verified: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._diffs: OrderedDict[tuple[str, int, str, int], dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
         self._verify_lock = threading.Lock()
 
@@ -347,8 +371,28 @@ class Viewer:
         first, last = max(1, first), min(last, version, first + 999)
         return [event_json(e) for e in self.store.read(sid, first, last)] if first <= last else []
 
-    def diff(self, a_sid: str, a: int, b_sid: str, b: int) -> dict[str, Any]:
-        """Two points of one session, or of two sessions of one lineage (parent vs fork)."""
+    def diff(self, a_sid: str, a: int, b_sid: str, b: int, *, start: int = 0,
+             count: int | None = None) -> dict[str, Any]:
+        """Two points of one session, or of two sessions of one lineage (parent vs fork).
+
+        With ``count``, only changes ``start .. start+count`` are sent, with ``total``:
+        the page shows a diff as a windowed list (a whole 1M-event session's diff has
+        tens of thousands of rows). The last diffs are kept, so paging costs nothing."""
+        key = (a_sid, a, b_sid, b)
+        with self._lock:
+            whole = self._diffs.get(key)
+        if whole is None:
+            whole = self._diff(a_sid, a, b_sid, b)
+            with self._lock:
+                self._diffs[key] = whole
+                while len(self._diffs) > 2:
+                    self._diffs.popitem(last=False)
+        changes = whole["changes"]
+        start = max(0, min(start, len(changes)))
+        end = len(changes) if count is None else start + max(0, min(count, MAX_DIFF_ROWS))
+        return {**whole, "changes": changes[start:end], "start": start, "total": len(changes)}
+
+    def _diff(self, a_sid: str, a: int, b_sid: str, b: int) -> dict[str, Any]:
         if a_sid != b_sid and not self._related(a_sid, b_sid):
             raise ValueError("the two sessions do not share a lineage")
         before = self.messages(a_sid, a)

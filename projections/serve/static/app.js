@@ -55,7 +55,8 @@
       "&message=" + enc(mid) + "&part=" + enc(pid) + "&field=" + enc(field) + "&from=" + from +
       "&count=" + count),
     verify: (sid) => getJSON(sess(sid) + "/verify"),
-    diff: (sa, a, sb, b) => getJSON(sess(sa) + "/diff?a=" + a + "&b=" + b + "&b_session=" + enc(sb)),
+    diff: (sa, a, sb, b, start, count) => getJSON(sess(sa) + "/diff?a=" + a + "&b=" + b +
+      "&b_session=" + enc(sb) + "&start=" + (start || 0) + "&count=" + (count || 200)),
     fork: (sid, seq, token) => getJSON(sess(sid) + "/fork", {
       method: "POST", headers: { "Content-Type": "application/json", "Authorization": "Bearer " + token },
       body: JSON.stringify({ seq: seq }) }),
@@ -866,25 +867,77 @@
     $("db").value = String(view.seq);
   });
   $("diffclose").addEventListener("click", () => { $("diffform").hidden = true; $("diff").hidden = true; });
-  $("diffform").addEventListener("submit", async (e) => {
-    e.preventDefault();
+  // A diff is a windowed list, like the conversation: rows of one line each (DROW px),
+  // only those on screen in the DOM, fetched a page at a time as the list scrolls. A
+  // whole long session's diff has tens of thousands of rows.
+  const DROW = 22, DPAGE = 200;
+
+  function diffRow(c) {
+    const row = el("div", "chg " + c.kind);
+    row.append(el("span", "kind", c.kind), el("span", "mono", " " + c.message_id.slice(-8) +
+      (c.part_id ? "/" + c.part_id.slice(-8) : "") + " "));
+    if (c.before || c.after) row.append(document.createTextNode((c.before || "") + " → " + (c.after || "") + " "));
+    if (c.detail) row.append(el("span", "small", c.detail + " "));
+    if (c.grown) {
+      row.append(el("ins", "", c.grown));
+      row.title = c.grown.slice(0, 2000);
+    }
+    return row;
+  }
+
+  async function showDiff(sa, a, sb, b) {
     const box = $("diff");
     box.hidden = false;
     box.replaceChildren();
-    try {
-      const d = await src.diff($("dsa").value, Number($("da").value), $("dsb").value, Number($("db").value));
-      box.append(el("div", "small", "diff " + d.a_session.slice(0, 12) + "@" + d.a + " → " +
-        d.b_session.slice(0, 12) + "@" + d.b + ": " + d.changes.length + " change(s)"));
-      for (const c of d.changes) {
-        const row = el("div", "chg " + c.kind);
-        row.append(el("span", "kind", c.kind), el("span", "mono", " " + c.message_id.slice(-8) +
-          (c.part_id ? "/" + c.part_id.slice(-8) : "") + " "));
-        if (c.before || c.after) row.append(document.createTextNode((c.before || "") + " → " + (c.after || "") + " "));
-        if (c.detail) row.append(el("span", "small", c.detail + " "));
-        if (c.grown) row.append(el("ins", "", c.grown));
-        box.append(row);
+    const first = await src.diff(sa, a, sb, b, 0, DPAGE);
+    const total = first.total === undefined ? first.changes.length : first.total;
+    const pages = new Map([[0, first.changes]]);
+    const head = el("div", "small", "diff " + first.a_session.slice(0, 12) + "@" + first.a + " → " +
+      first.b_session.slice(0, 12) + "@" + first.b + ": " + total.toLocaleString("en") + " change(s)");
+    const rows = el("div", "diff-rows");
+    const spacer = el("div", "diff-spacer");
+    spacer.style.height = total * DROW + "px";
+    const body = el("div", "diff-body");
+    rows.dataset.total = String(total);
+    rows.append(spacer, body);
+    box.append(head, rows);
+    let shown = "";
+    const loading = new Set();
+    function paint() {
+      const from = Math.max(0, Math.floor(rows.scrollTop / DROW) - 10);
+      const to = Math.min(total, from + Math.ceil(rows.clientHeight / DROW) + 20);
+      const nodes = [];
+      for (let i = from; i < to; i++) {
+        const page = Math.floor(i / DPAGE) * DPAGE;
+        const got = pages.get(page);
+        if (!got) {
+          if (!loading.has(page)) {
+            loading.add(page);
+            src.diff(sa, a, sb, b, page, DPAGE).then((d) => { pages.set(page, d.changes); shown = ""; paint(); },
+              () => loading.delete(page));
+          }
+          nodes.push(el("div", "chg placeholder", "…"));
+          continue;
+        }
+        const row = diffRow(got[i - page]);
+        row.dataset.index = String(i);
+        nodes.push(row);
       }
-    } catch (err) { box.append(el("div", "err", String(err.message || err))); }
+      const key = from + ":" + to + ":" + nodes.filter((n) => n.classList.contains("placeholder")).length;
+      if (key === shown) return;
+      shown = key;
+      body.style.top = from * DROW + "px";
+      body.replaceChildren(...nodes);
+    }
+    rows.addEventListener("scroll", () => requestAnimationFrame(paint));
+    paint();
+  }
+
+  $("diffform").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      await showDiff($("dsa").value, Number($("da").value), $("dsb").value, Number($("db").value));
+    } catch (err) { $("diff").replaceChildren(el("div", "err", String(err.message || err))); }
   });
 
   // ------------------------------------------------------------------ fork
