@@ -21,6 +21,7 @@ from engine.store.base import Store
 from projections import views as v
 from projections.json import converter
 from projections.mailbox.mailbox import MAILBOX_SESSION
+from projections.serve.titles import describe, usage
 from projections.serve.verifying import verify_elsewhere
 from projections.timetravel import Timeline, at, diff_states
 from projections.withparts import WithPartsProjection
@@ -136,7 +137,31 @@ def session_json(store: Store, sid: str) -> dict[str, Any]:
     return {"id": info.id, "created": info.created, "parent": info.parent,
             "fork_seq": info.fork_seq, "version": version,
             "updated": last.time if last is not None else info.created,
-            "imported": imported, "child_of": child_of}
+            "imported": imported, "child_of": child_of, **_summary(store, sid, version)}
+
+
+_SUMMARIES: OrderedDict[tuple[int, str, int], dict[str, Any]] = OrderedDict()
+_SUMMARIES_LOCK = threading.Lock()
+USAGE_UP_TO = 50_000  # longer sessions are listed without message, token and cost sums
+
+
+def _summary(store: Store, sid: str, version: int) -> dict[str, Any]:
+    """Title, cwd, model (titles.describe) and, for a session of up to USAGE_UP_TO
+    events, its message, token and cost sums; kept per version (the list is asked for
+    again at every live update)."""
+    key = (id(store), sid, version)
+    with _SUMMARIES_LOCK:
+        found = _SUMMARIES.get(key)
+    if found is not None:
+        return found
+    got = describe(store, sid, version)
+    got.update(usage(at(store, sid, version).messages()) if version <= USAGE_UP_TO
+               else {"messages": None, "tokens": None, "cost": None})
+    with _SUMMARIES_LOCK:
+        _SUMMARIES[key] = got
+        while len(_SUMMARIES) > 1024:
+            _SUMMARIES.popitem(last=False)
+    return got
 
 
 def sessions_json(store: Store) -> list[dict[str, Any]]:

@@ -226,6 +226,27 @@
     return i ? "imported from " + i.format + (i.tool_version ? " " + i.tool_version : "") : "";
   }
 
+  function fmtCount(n) { return n >= 1e6 ? (n / 1e6).toFixed(1) + "M" : n >= 1e4 ? Math.round(n / 1e3) + "k" : String(n); }
+  function fmtSpan(ms) {
+    const m = Math.round(ms / 60000);
+    return m < 1 ? "<1 min" : m < 120 ? m + " min" : Math.round(m / 60) + " h";
+  }
+  function sessionTokens(s) {
+    const t = s.tokens;
+    return t ? t.input + t.output + t.reasoning : null;
+  }
+  // What the filter box matches: the title, the working directory, the tool, the model.
+  function haystack(s) {
+    return [s.title, s.cwd, s.model, s.imported && s.imported.format, s.id].filter(Boolean).join(" ").toLowerCase();
+  }
+  const SORTS = {
+    updated: (a, b) => b.updated - a.updated,
+    created: (a, b) => b.created - a.created,
+    title: (a, b) => (a.title || "~").localeCompare(b.title || "~"),
+    events: (a, b) => b.version - a.version,
+    tokens: (a, b) => (sessionTokens(b) || 0) - (sessionTokens(a) || 0),
+  };
+
   function renderTree() {
     const tree = $("tree");
     tree.replaceChildren();
@@ -233,9 +254,15 @@
       tree.append(el("li", "empty small", "no sessions in this store"));
       return;
     }
+    const needle = ($("filter").value || "").trim().toLowerCase();
+    const source = $("srcfilter").value;
+    const order = SORTS[$("sort").value] || SORTS.updated;
+    const shown = view.sessions.filter((s) => (!needle || haystack(s).includes(needle)) &&
+      (!source || (s.imported ? s.imported.format : "recorded") === source));
+    if (!shown.length) tree.append(el("li", "empty small", "no session matches"));
     const kids = new Map();
-    const known = new Set(view.sessions.map((o) => o.id));
-    for (const s of view.sessions) {
+    const known = new Set(shown.map((o) => o.id));
+    for (const s of shown.slice().sort(order)) {
       // A fork sits under its parent; an imported child under the session it came from.
       const up = s.parent || s.child_of;
       const p = up && known.has(up) ? up : "";
@@ -248,14 +275,25 @@
         const a = el("a", "sess" + (s.id === view.sid && !view.mailbox ? " current" : ""));
         a.href = "?session=" + enc(s.id);
         a.dataset.sid = s.id;
-        a.append(el("div", "id", s.id));
-        if (s.imported) {
-          const label = named("div", "src", sourceLabel(s));
-          label.title = reveal(s.imported.source);
+        a.append(named("div", "stitle", s.title || "untitled session"));
+        a.title = s.id;
+        const where = [];
+        if (s.imported) where.push(s.imported.format);
+        if (s.model) where.push(s.model);
+        if (where.length) {
+          const label = named("div", "src", where.join(" · "));
+          label.title = s.imported ? reveal(sourceLabel(s) + " · " + s.imported.source) : "";
           a.append(label);
         }
+        if (s.cwd) a.append(named("div", "cwd", s.cwd));
         const fork = s.parent ? " · fork at " + s.fork_seq : s.child_of && known.has(s.child_of) ? " · child" : "";
-        a.append(el("div", "meta", s.version + " events" + fork + " · " + fmtTime(s.updated)));
+        const bits = [fmtTime(s.updated), fmtSpan(s.updated - s.created)];
+        if (s.messages !== null && s.messages !== undefined) bits.push(s.messages + " msgs");
+        bits.push(fmtCount(s.version) + " events");
+        const tok = sessionTokens(s);
+        if (tok) bits.push(fmtCount(tok) + " tok");
+        if (s.cost) bits.push("$" + Number(s.cost).toFixed(2));
+        a.append(el("div", "meta", bits.join(" · ") + fork));
         a.addEventListener("click", (e) => { e.preventDefault(); openSession(s.id, null, true); });
         li.append(a);
         if (kids.has(s.id)) { const sub = el("ul", "tree"); add(sub, s.id); li.append(sub); }
@@ -267,8 +305,16 @@
 
   async function loadSessions() {
     view.sessions = await src.sessions();
+    const formats = [...new Set(view.sessions.map((s) => s.imported ? s.imported.format : "recorded"))].sort();
+    const pick = $("srcfilter");
+    const was = pick.value;
+    pick.replaceChildren(el("option", "", "every source"));
+    pick.firstChild.value = "";
+    for (const f of formats) { const o = el("option", "", f); o.value = f; pick.append(o); }
+    pick.value = formats.includes(was) ? was : "";
     renderTree();
   }
+  for (const id of ["filter", "srcfilter", "sort"]) $(id).addEventListener("input", () => renderTree());
 
   let searchTimer = 0;
   let searchTicket = 0;
@@ -756,8 +802,9 @@
     showSessionView(true);
     view.sid = sid;
     view.verify = null;
-    $("title").textContent = sid;
     const info = view.sessions.find((s) => s.id === sid);
+    $("title").replaceChildren(...named("span", "", info && info.title ? info.title : sid).childNodes);
+    $("title").title = sid;
     const label = info ? sourceLabel(info) : "";
     $("source").hidden = !label;
     $("source").replaceChildren(...named("span", "", label).childNodes);
