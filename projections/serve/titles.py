@@ -7,6 +7,7 @@ the first messages' model and working directory) and the last ``EDGE`` (a late t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,14 +45,29 @@ def session_title(events: Sequence[Any], session_id: str) -> str | None:
         proj.apply(e)
     for m in proj.messages():
         if isinstance(m.info, v.UserInfo):
-            text = " ".join(p.text for p in m.parts if isinstance(p, v.TextPart)).strip()
-            if text:
-                return _one_line(text)
+            for p in m.parts:
+                if isinstance(p, v.TextPart) and not p.synthetic and not p.ignored:
+                    text = _prompt(p.text)
+                    if text:
+                        return _one_line(text)
     return None
 
 
+# A tool's own wrapping around a prompt: Claude Code's <command-name>/init</command-name>,
+# Codex's <environment_context> block sent as the first user message.
+_TAG = re.compile(r"</?[A-Za-z][\w-]*>")
+_CONTEXT = re.compile(r"\s*<(environment_context|user_instructions|system-reminder)>")
+
+
+def _prompt(text: str) -> str:
+    """What a person typed: a context block the tool sent is no prompt, and tags go."""
+    if _CONTEXT.match(text):
+        return ""
+    return " ".join(_TAG.sub(" ", text).split(" ")).strip()
+
+
 def _one_line(text: str) -> str:
-    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    line = next((" ".join(x.split()) for x in text.splitlines() if x.strip()), "")
     return line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1] + "…"
 
 

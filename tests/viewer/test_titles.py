@@ -74,3 +74,9 @@ def test_the_list_carries_title_model_cwd_and_usage(store: Store, session: Sessi
     assert row["tokens"]["input"] == 100
     assert row["tokens"]["output"] == 20
     assert row["cost"] == 0.25
+
+
+def test_a_tools_wrapping_is_no_title(store: Store, session: Session) -> None:
+    session.user_message("<environment_context>\n  <cwd>/home/me/app</cwd>\n</environment_context>")
+    session.user_message("<command-name>/review</command-name> the parser module")
+    assert session_title(events_of(store, session.id), session.id) == "/review the parser module"
