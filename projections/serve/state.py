@@ -15,7 +15,15 @@ from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
 from engine.codec import to_builtins
-from engine.events import AnyEvent, MessageStarted, SessionImported, tag_of
+from engine.events import (
+    AnyEvent,
+    CompactionAdded,
+    MessageStarted,
+    SessionImported,
+    ToolApprovalRequested,
+    ToolFailed,
+    tag_of,
+)
 from engine.store import anchor as anchoring
 from engine.store.base import Store
 from projections import views as v
@@ -40,6 +48,10 @@ MAX_FROZEN = 1024
 # A session up to this many events gets its Timeline on its first request (a fraction of
 # a second); a longer one in a thread, answering from stored snapshots meanwhile.
 BUILD_INLINE = 20_000
+# The timeline's markers: the events that start each kind (a user turn is a user message).
+MARKER_KINDS: dict[type[Any], str] = {
+    MessageStarted: "user", ToolFailed: "error", CompactionAdded: "compaction",
+    ToolApprovalRequested: "approval"}
 YIELD_EVERY, YIELD_SLEEP = 2000, 0.0005  # a background build gives way this often (s)
 RECENT = 8  # states kept per Viewer: scrolling at one seq asks for several windows of it
 
@@ -198,7 +210,15 @@ class _Built:
     def __init__(self, store: Store, sid: str, every: int) -> None:
         store = cast(Store, _Yielding(store))
         version = store.version(sid)
-        marks = [e.seq for e in store.read(sid, 1, version) if isinstance(e, MessageStarted)]
+        marks: list[int] = []
+        self.markers: dict[str, list[int]] = {k: [] for k in MARKER_KINDS.values()}
+        for e in store.read(sid, 1, version):
+            if isinstance(e, MessageStarted):
+                marks.append(e.seq)
+            kind = MARKER_KINDS.get(type(e))
+            if kind is not None and (kind != "user" or getattr(e, "role", "") == "user"):
+                self.markers[kind].append(e.seq)
+        self.markers_upto = version
         self.marks = marks
         every = max(every, -(-version // MAX_FROZEN))
         self.timeline = Timeline(store, sid, every=every)
@@ -292,6 +312,26 @@ class Viewer:
         with self._lock:
             c.built, c.building = built, False
         c.done.set()
+
+    def markers(self, sid: str) -> dict[str, Any]:
+        """The seqs of the timeline's markers by kind (user turns, tool errors,
+        compactions, approval requests) and the session's forks, once the Timeline is
+        built; ``ready`` false before. Events after the build add to them."""
+        c = self._cached(sid)
+        built = c.built
+        forks = sorted(info.fork_seq for info in self.store.sessions()
+                       if info.parent == sid and info.fork_seq is not None)
+        if built is None:
+            return {"ready": False, "version": self.store.version(sid), "forks": forks}
+        with self._lock:
+            version = self.store.version(sid)
+            for e in self.store.read(sid, built.markers_upto + 1, version):
+                kind = MARKER_KINDS.get(type(e))
+                if kind is not None and (kind != "user" or getattr(e, "role", "") == "user"):
+                    built.markers[kind].append(e.seq)
+            built.markers_upto = max(built.markers_upto, version)
+            found = {k: list(v) for k, v in built.markers.items()}
+        return {"ready": True, "version": version, "forks": forks, **found}
 
     def wait_built(self, sid: str, timeout: float | None = None) -> bool:
         """Block until the session's Timeline is built (tests and benchmarks)."""

@@ -55,6 +55,7 @@
       "&message=" + enc(mid) + "&part=" + enc(pid) + "&field=" + enc(field) + "&from=" + from +
       "&count=" + count),
     verify: (sid) => getJSON(sess(sid) + "/verify"),
+    markers: (sid) => getJSON(sess(sid) + "/markers"),
     diff: (sa, a, sb, b, start, count) => getJSON(sess(sa) + "/diff?a=" + a + "&b=" + b +
       "&b_session=" + enc(sb) + "&start=" + (start || 0) + "&count=" + (count || 200)),
     fork: (sid, seq, token) => getJSON(sess(sid) + "/fork", {
@@ -141,6 +142,11 @@
       sessions: async () => [s.info],
       search: async () => [],
       verify: async () => data.verify,
+      markers: async () => {
+        const of = (tag, role) => s.events.filter((e) => e.tag === tag && (!role || e.role === role)).map((e) => e.seq);
+        return { ready: true, user: of("message.started", "user"), error: of("tool.failed"),
+          compaction: of("compaction.added"), approval: of("tool.approval_requested"), forks: [] };
+      },
       diff: async () => { throw new Error("diff needs the server"); },
       mailbox: async () => ({ present: false, projects: [] }),
       state: async (sid, seq, start, count) => {
@@ -788,6 +794,7 @@
     view.marks = st.marks || view.marks;
     $("slider").max = String(st.version);
     renderState(st);
+    paintTimeline();
     document.body.dataset.shownSeq = String(st.seq);
   }
 
@@ -829,9 +836,11 @@
     const want = seq === null || !Number.isFinite(seq) ? version : Math.max(0, Math.min(Math.trunc(seq), version));
     view.seq = want;
     setURL(push);
+    view.markers = null;
     await show(want);
     renderVerify();
     refreshVerify(sid);
+    loadMarkers(sid);
     follow(sid);
   }
 
@@ -861,9 +870,67 @@
       $("seqlabel").textContent = "seq " + view.seq + " / " + v;
       if (atEnd) show(v);
       refreshVerify(sid);
+      loadMarkers(sid);
       loadSessions();
     });
   }
+
+  // ------------------------------------------------------------------ timeline
+  // Ticks under the slider for user turns, tool errors, compactions, approvals and forks,
+  // at most one per pixel and kind; ◀ ▶ jump to the previous or next of the chosen kind.
+  const KINDS = ["user", "error", "compaction", "approval", "forks"];
+  let markerTimer = 0;
+
+  async function loadMarkers(sid) {
+    clearTimeout(markerTimer);
+    let m;
+    try { m = await src.markers(sid); } catch (err) { return; }
+    if (sid !== view.sid) return;
+    view.markers = m;
+    if (!m.ready) markerTimer = setTimeout(() => loadMarkers(sid), 2000);  // still building
+    paintTimeline();
+  }
+
+  function paintTimeline() {
+    const bar = $("timeline");
+    const m = view.markers;
+    const width = bar.clientWidth || 600;
+    const nodes = [];
+    if (m && view.version) {
+      for (const kind of KINDS) {
+        const seen = new Set();
+        for (const seq of m[kind] || []) {
+          const x = Math.round(seq / view.version * (width - 2));
+          if (seen.has(x)) continue;
+          seen.add(x);
+          const t = el("div", "tick " + kind);
+          t.style.left = x + "px";
+          nodes.push(t);
+        }
+      }
+      const now = el("div", "now");
+      now.style.left = Math.round(view.seq / view.version * (width - 2)) + "px";
+      nodes.push(now);
+    }
+    bar.replaceChildren(...nodes);
+    const list = m && m[$("jumpkind").value];
+    $("jumpcount").textContent = !m ? "" : !m.ready && $("jumpkind").value !== "forks" ? "indexing…"
+      : (list ? list.length : 0) + " " + $("jumpkind").selectedOptions[0].textContent;
+    bar.dataset.ready = m && m.ready ? "1" : "0";
+  }
+
+  function jump(dir) {
+    const list = (view.markers && view.markers[$("jumpkind").value]) || [];
+    if (dir > 0) { const n = list.find((s) => s > view.seq); if (n !== undefined) step(n); }
+    else { let p; for (const s of list) if (s < view.seq) p = s; if (p !== undefined) step(p); }
+  }
+  $("jumpprev").addEventListener("click", () => jump(-1));
+  $("jumpnext").addEventListener("click", () => jump(1));
+  $("jumpkind").addEventListener("input", paintTimeline);
+  $("timeline").addEventListener("click", (e) => {
+    const r = $("timeline").getBoundingClientRect();
+    step(Math.round((e.clientX - r.left) / r.width * view.version));
+  });
 
   // ------------------------------------------------------------------ scrubbing
   function step(seq) { seq = Math.max(0, Math.min(view.version, seq)); if (seq !== view.seq) show(seq); }
