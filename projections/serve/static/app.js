@@ -502,6 +502,12 @@
     if (info.role === "assistant") {
       head.append(el("span", "", info.time.completed ? "completed" + (info.finish ? " · " + info.finish : "") : "streaming…"));
       if (info.cost) head.append(el("span", "", "$" + Number(info.cost).toFixed(4)));
+      const t = info.tokens;
+      if (t && (t.input || t.output)) {
+        head.append(el("span", "tokens", "tokens in " + t.input + " · out " + t.output +
+          (t.reasoning ? " · reasoning " + t.reasoning : "") +
+          (t.cache && (t.cache.read || t.cache.write) ? " · cache " + t.cache.read + "/" + t.cache.write : "")));
+      }
       if (info.error) head.append(el("span", "err", "error " + info.error.kind + ": " + info.error.message));
     }
     box.append(head);
