@@ -57,9 +57,9 @@ from projections.timetravel import write_snapshots
 from tests.support.browser import chromium, serving
 
 ROOT = Path(__file__).resolve().parents[1]
-# The export, in a child process whose peak RSS is its own. A script file with a main
-# guard, not `python -c`: the export verifies the session in a spawned grandchild
-# (projections/serve/verifying.py), whose memory is not the writer's.
+# The export, in a child process whose peak RSS is its own: a script with a main guard,
+# as the CLI runs it (the export verifies the session in a spawned grandchild,
+# projections/serve/verifying.py, whose memory is not the writer's).
 EXPORT_CHILD = '''
 import resource, sys, time
 from engine.store import open_store
