@@ -136,6 +136,10 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
         return await sync(viewer.diff, a_sid, a, b_sid, b, start=_int(request, "start", 0) or 0,
                           count=_int(request, "count"))
 
+    async def find(request: Request) -> Any:
+        return await sync(viewer.find, request.path_params["sid"],
+                          request.query_params.get("q", ""))
+
     async def markers(request: Request) -> Any:
         return await sync(viewer.markers, request.path_params["sid"])
 
@@ -201,6 +205,7 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
         Route("/api/sessions/{sid}/diff", guarded(diff)),
         Route("/api/sessions/{sid}/verify", guarded(verify)),
         Route("/api/sessions/{sid}/markers", guarded(markers)),
+        Route("/api/sessions/{sid}/find", guarded(find)),
         Route("/api/sessions/{sid}/fork", guarded(fork), methods=["POST"]),
         Route("/api/sessions/{sid}/live", guarded(live)),
         Route("/api/mailbox", guarded(mailbox_summary)),

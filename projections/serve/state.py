@@ -40,6 +40,7 @@ WINDOW = 16
 MAX_COUNT = 64  # the most messages one state answer holds (the page asks for what is on screen)
 REBUILD_AFTER = 2048  # new events folded on top of a Timeline before it is rebuilt
 SEARCH_LIMIT = 50
+FIND_LIMIT = 500  # hits of a search within one session
 MAX_DIFF_ROWS = 500  # the most diff rows one answer holds (the page asks for a screenful)
 # A Timeline keeps at most this many frozen states: each holds a pointer per message, so a
 # 1M-event session frozen every 64 events would need gigabytes. Longer sessions freeze
@@ -491,6 +492,29 @@ class Viewer:
             result = verify_elsewhere(self.store, sid, self.anchors.get(sid))
             self._verified[sid] = (version, result)
             return result
+
+    def find(self, sid: str, query: str) -> dict[str, Any]:
+        """Messages of the session's latest state that mention ``query`` (ignoring case),
+        each with the seq where it starts (once the marks are known): the page puts
+        them on the timeline and jumps between them."""
+        needle = query.casefold()
+        version = self.store.version(sid)
+        hits: list[dict[str, Any]] = []
+        if not needle:
+            return {"version": version, "hits": hits}
+        marks = self._cached(sid).marks
+        proj, ids = self._at(sid, version)
+        for i, mid in enumerate(ids):
+            text = next((t for t in _texts(proj.message(mid)) if needle in t.casefold()), None)
+            if text is None:
+                continue
+            at_ = text.casefold().index(needle)
+            hits.append({"index": i, "message": mid,
+                         "seq": marks[i] if marks is not None and i < len(marks) else None,
+                         "snippet": text[max(0, at_ - 40):at_ + len(needle) + 40]})
+            if len(hits) >= FIND_LIMIT:
+                break
+        return {"version": version, "hits": hits}
 
     def search(self, query: str) -> list[dict[str, Any]]:
         """Sessions whose latest state mentions ``query`` (case-insensitive)."""

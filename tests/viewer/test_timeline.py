@@ -60,3 +60,43 @@ def test_jumping_between_markers_in_the_page(browser: Browser,
                 page.click("#jumpprev")
                 page.wait_for_selector(f'body[data-shown-seq="{seq}"]')
         page.close()
+
+
+def test_find_in_a_session_marks_and_jumps_to_its_hits(
+        browser: Browser, viewer_store: tuple[Store, Sessions]) -> None:
+    store, s = viewer_store
+    viewer = Viewer(store)
+    found = viewer.find(s.demo, "PARSER")["hits"]
+    texts = [m for m in viewer.messages(s.demo, store.version(s.demo))]
+    assert [h["message"] for h in found] == [
+        m.info.id for m in texts
+        if any("parser" in t.casefold() for t in _all_texts(m))]
+    seqs = [h["seq"] for h in found]
+    assert seqs
+    assert all(isinstance(x, int) for x in seqs)
+    with serving(create_app(store)) as base:
+        page = browser.new_page()
+        page.goto(f"{base}/?session={s.demo}&seq=0")
+        page.wait_for_selector('body[data-shown-seq="0"]')
+        page.fill("#find", "parser")
+        page.wait_for_selector(f'#find[data-hits="{len(found)}"]')
+        assert page.locator("#timeline .tick.hits").count() >= 1
+        for seq in seqs:
+            page.click("#jumpnext")
+            page.wait_for_selector(f'body[data-shown-seq="{seq}"]')
+        page.close()
+
+
+def _all_texts(m: object) -> list[str]:
+    from projections import views as v  # noqa: PLC0415
+
+    assert isinstance(m, v.WithParts)
+    out: list[str] = []
+    for p in m.parts:
+        if isinstance(p, v.TextPart | v.ReasoningPart):
+            out.append(p.text)
+        elif isinstance(p, v.ToolPart) and isinstance(p.state, v.ToolStateCompleted):
+            out.append(p.state.output)
+        elif isinstance(p, v.ToolPart) and isinstance(p.state, v.ToolStateError):
+            out.append(p.state.error)
+    return out

@@ -56,6 +56,7 @@
       "&count=" + count),
     verify: (sid) => getJSON(sess(sid) + "/verify"),
     markers: (sid) => getJSON(sess(sid) + "/markers"),
+    find: (sid, q) => getJSON(sess(sid) + "/find?q=" + enc(q)),
     diff: (sa, a, sb, b, start, count) => getJSON(sess(sa) + "/diff?a=" + a + "&b=" + b +
       "&b_session=" + enc(sb) + "&start=" + (start || 0) + "&count=" + (count || 200)),
     fork: (sid, seq, token) => getJSON(sess(sid) + "/fork", {
@@ -843,6 +844,7 @@
     view.seq = want;
     setURL(push);
     view.markers = null;
+    $("find").value = "";
     await show(want);
     renderVerify();
     refreshVerify(sid);
@@ -884,7 +886,7 @@
   // ------------------------------------------------------------------ timeline
   // Ticks under the slider for user turns, tool errors, compactions, approvals and forks,
   // at most one per pixel and kind; ◀ ▶ jump to the previous or next of the chosen kind.
-  const KINDS = ["user", "error", "compaction", "approval", "forks"];
+  const KINDS = ["user", "error", "compaction", "approval", "forks", "hits"];
   let markerTimer = 0;
 
   async function loadMarkers(sid) {
@@ -892,6 +894,7 @@
     let m;
     try { m = await src.markers(sid); } catch (err) { return; }
     if (sid !== view.sid) return;
+    if (view.markers && view.markers.hits) m.hits = view.markers.hits;
     view.markers = m;
     if (!m.ready) markerTimer = setTimeout(() => loadMarkers(sid), 2000);  // still building
     paintTimeline();
@@ -920,7 +923,8 @@
     }
     bar.replaceChildren(...nodes);
     const list = m && m[$("jumpkind").value];
-    $("jumpcount").textContent = !m ? "" : !m.ready && $("jumpkind").value !== "forks" ? "indexing…"
+    const kind = $("jumpkind").value;
+    $("jumpcount").textContent = !m ? "" : !m.ready && kind !== "forks" && kind !== "hits" ? "indexing…"
       : (list ? list.length : 0) + " " + $("jumpkind").selectedOptions[0].textContent;
     bar.dataset.ready = m && m.ready ? "1" : "0";
   }
@@ -930,6 +934,24 @@
     if (dir > 0) { const n = list.find((s) => s > view.seq); if (n !== undefined) step(n); }
     else { let p; for (const s of list) if (s < view.seq) p = s; if (p !== undefined) step(p); }
   }
+  // Find in this session: the messages that mention the words, as ticks and jumps.
+  let findTimer = 0;
+  $("find").addEventListener("input", () => {
+    clearTimeout(findTimer);
+    findTimer = setTimeout(async () => {
+      const q = $("find").value.trim();
+      const sid = view.sid;
+      if (!sid || !src.find) return;
+      let got;
+      try { got = q ? await src.find(sid, q) : { hits: [] }; } catch (err) { return; }
+      if (sid !== view.sid) return;
+      view.markers = view.markers || { ready: false };
+      view.markers.hits = got.hits.filter((h) => h.seq !== null).map((h) => h.seq);
+      if (q) $("jumpkind").value = "hits";
+      paintTimeline();
+      $("find").dataset.hits = String(got.hits.length);
+    }, 200);
+  });
   $("jumpprev").addEventListener("click", () => jump(-1));
   $("jumpnext").addEventListener("click", () => jump(1));
   $("jumpkind").addEventListener("input", paintTimeline);
@@ -1217,7 +1239,7 @@
     }
     view.writes = cfg.writes;
     $("forkbtn").hidden = !(cfg.writes && token);
-    if (cfg.exported) { $("diffbtn").hidden = true; $("search").hidden = true; }
+    if (cfg.exported) { $("diffbtn").hidden = true; $("search").hidden = true; $("find").hidden = true; }
     const missing = (cfg.anchors || []).filter((a) => !a.present);
     await loadMailbox();
     await route(false);
