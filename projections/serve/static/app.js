@@ -599,6 +599,9 @@
   // While the view holds on the focused part (from a scrub until a person scrolls), each
   // render puts it back on screen: messages arriving or measured above it move it.
   function renderList() {
+    // A person's scroll ends the hold, even one whose scroll event has not fired yet
+    // (a message arriving first must not pull the view back to the focused part).
+    if (vl.focus !== null && Math.abs($("conv").scrollTop - vl.setTop) > 1) vl.focus = null;
     renderWindow();
     for (let round = 0; vl.focus !== null && round < 8; round++) {
       const dy = focusOffset();
@@ -711,6 +714,7 @@
   function scrollToFocus(st) {
     const conv = $("conv");
     vl.focus = st.total && st.focus >= 0 ? st.focus : null;
+    vl.setTop = conv.scrollTop;  // the hold starts from where the view is now
     if (vl.focus === null) { renderList(); return; }
     const top = offsetOf(st.focus);
     const bottom = top + heightOf(st.focus);
