@@ -35,7 +35,7 @@ from projections.render import (
     openai_chat,
     openai_responses,
 )
-from projections.serve import render_html
+from projections.serve.export import write_html
 from projections.timetravel import at, diff
 from projections.titles import TitleFold
 
@@ -214,7 +214,7 @@ class ExportCommand(_StoreVerb):
         if seq is None:
             return EXIT_USAGE
         if args.fmt == "html":  # the whole session, every seq: --at does not apply
-            sys.stdout.write(render_html(store, args.session))
+            write_html(store, args.session, sys.stdout)  # streamed: memory stays bounded
             return EXIT_OK
         if args.fmt == "events":
             for e in store.read(args.session, 1, seq):

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -23,6 +24,7 @@ from engine.session import Session
 from engine.store.anchor import Anchor
 from engine.store.base import Store
 from projections.serve.export import static_text
+from projections.serve.guard import MAX_BODY, Guard, TooLarge, allowed_hosts
 from projections.serve.mailbox import MailboxPage
 from projections.serve.state import WINDOW, Viewer, sessions_json
 
@@ -50,11 +52,15 @@ def _int(request: Request, name: str, default: int | None = None) -> int | None:
 
 def create_app(store: Store, *, allow_writes: bool = False, token: str | None = None,
                poll: float = 0.2, every: int = 64,
-               anchors: Iterable[Anchor] = (), public_mailbox: bool = False) -> Starlette:
+               anchors: Iterable[Anchor] = (), public_mailbox: bool = False,
+               host: str | None = None, max_body: int = MAX_BODY) -> Starlette:
     """The viewer for ``store``. Writes (fork) need ``allow_writes`` and ``token``;
     ``anchors`` (``convlog anchor``) are what the verify badge checks the log against.
     A mailbox project's messages need a session token of that project
-    (``Authorization: Bearer``) unless ``public_mailbox`` (``serve --public``)."""
+    (``Authorization: Bearer``) unless ``public_mailbox`` (``serve --public``).
+
+    It answers only requests for the loopback names or ``host`` (the address it is
+    bound to; see guard.py), with bodies of at most ``max_body`` bytes."""
     if allow_writes and not token:
         raise ValueError("writes need a token")
     viewer = Viewer(store, every=every, anchors=anchors)
@@ -129,7 +135,15 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
         a, b = _int(request, "a"), _int(request, "b")
         if a is None or b is None:
             raise ValueError("a and b are required")
-        return await sync(viewer.diff, a_sid, a, b_sid, b)
+        return await sync(viewer.diff, a_sid, a, b_sid, b, start=_int(request, "start", 0) or 0,
+                          count=_int(request, "count"))
+
+    async def find(request: Request) -> Any:
+        return await sync(viewer.find, request.path_params["sid"],
+                          request.query_params.get("q", ""))
+
+    async def markers(request: Request) -> Any:
+        return await sync(viewer.markers, request.path_params["sid"])
 
     async def verify(request: Request) -> Any:
         return await sync(viewer.verify, request.path_params["sid"])
@@ -156,9 +170,13 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
         given = request.headers.get("authorization", "").removeprefix("Bearer ")
         if not hmac.compare_digest(given.encode(), token.encode()):
             return JSONResponse({"error": "bad token"}, status_code=401)
-        body = await request.json()
+        try:
+            body = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"the body is not JSON: {exc}") from None
         seq = body.get("seq") if isinstance(body, dict) else None
-        if not isinstance(seq, int):
+        # bool is an int in Python: `true` must not fork at seq 1.
+        if type(seq) is not int:
             raise ValueError("seq must be an integer")
         sid = request.path_params["sid"]
 
@@ -195,13 +213,22 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
         Route("/api/sessions/{sid}/lines", guarded(lines)),
         Route("/api/sessions/{sid}/diff", guarded(diff)),
         Route("/api/sessions/{sid}/verify", guarded(verify)),
+        Route("/api/sessions/{sid}/markers", guarded(markers)),
+        Route("/api/sessions/{sid}/find", guarded(find)),
         Route("/api/sessions/{sid}/fork", guarded(fork), methods=["POST"]),
         Route("/api/sessions/{sid}/live", guarded(live)),
         Route("/api/mailbox", guarded(mailbox_summary)),
         Route("/api/mailbox/{project}", guarded(mailbox_project)),
     ]
     routes += _mailbox_routes(store, allow_writes=allow_writes)
-    return Starlette(routes=routes)
+
+    async def too_large(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": f"request bodies are limited to {max_body} bytes"},
+                            status_code=413)
+    return Starlette(routes=routes,
+                     middleware=[Middleware(Guard, hosts=allowed_hosts(host),
+                                            max_body=max_body)],
+                     exception_handlers={TooLarge: too_large})
 
 
 def _mailbox_routes(store: Store, *, allow_writes: bool) -> list[Route]:

@@ -54,7 +54,7 @@ class ServeCommand:
         store = open_store(store_url(args.store), key_file=args.key_file, create=False)
         token = (args.token or secrets.token_urlsafe(18)) if args.allow_writes else None
         app = create_app(store, allow_writes=args.allow_writes, token=token, anchors=given,
-                         public_mailbox=args.public)
+                         public_mailbox=args.public, host=args.host)
         # Bind first, so that --port 0 prints the port the OS picked.
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)

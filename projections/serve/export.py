@@ -32,9 +32,11 @@ and that the page's state equals the fold at every seq of generated sessions.
 
 from __future__ import annotations
 
+import io
 import json
+from collections.abc import Iterator
 from importlib import resources
-from typing import Any, cast
+from typing import Any, TextIO, cast
 
 from engine import events as ev
 from engine.store.base import Store
@@ -44,6 +46,8 @@ from projections.serve.state import WINDOW, Viewer, event_json, session_json
 from projections.withparts import WithPartsProjection
 
 FRAME_EVERY = 256
+CHUNK = 8192  # events per piece of the file's data: what the writer holds at a time
+PIECE_KEYS = ("infos", "parts", "changes", "frames", "events")
 APPENDS: frozenset[type[ev.Event]] = frozenset({ev.TextDelta, ev.ReasoningDelta,
                                                  ev.ToolInputDelta})
 UNCHANGING = WithPartsProjection.IGNORES  # events that change no message
@@ -83,17 +87,29 @@ class _States:
     """The infos, parts and state changes of one session, event by event."""
 
     def __init__(self) -> None:
+        # What is not yet written; the *_base counts are what was written before, so an
+        # index into the file's infos or parts stays global across chunks.
         self.infos: list[Any] = []
         self.parts: list[Any] = []
+        self.infos_base = self.parts_base = 0
         self.messages: dict[str, _Message] = {}  # in message order
         self.size = 0  # messages and parts in the state: a frame's entries
         self.changes: list[list[Any] | None] = [None]
         self.frames: list[list[Any]] = [[0, []]]
         self.last_frame = 0
 
+    def take(self) -> dict[str, Any]:
+        """The infos, parts, changes and frames gathered since the last take."""
+        out = {"infos": self.infos, "parts": self.parts, "changes": self.changes,
+               "frames": self.frames}
+        self.infos_base += len(self.infos)
+        self.parts_base += len(self.parts)
+        self.infos, self.parts, self.changes, self.frames = [], [], [], []
+        return out
+
     def _put(self, seq: int, m: _Message, at: int, view: v.Part) -> int:
         """Store ``view`` as the part at ``at`` (appended when ``at`` is past the end)."""
-        k = len(self.parts)
+        k = self.parts_base + len(self.parts)
         self.parts.append(converter.unstructure(view, v.Part))
         if at == len(m.entries):
             m.entries.append(k)
@@ -140,7 +156,7 @@ class _States:
                             "stores parts only at part events")
         if view.info is m.info_view:
             return None
-        m.info, m.info_view = len(self.infos), view.info
+        m.info, m.info_view = self.infos_base + len(self.infos), view.info
         self.infos.append(converter.unstructure(view.info, v.MessageInfo))
         return m.json() if new else {"info": m.info}
 
@@ -167,10 +183,14 @@ class _States:
         self.last_frame = seq
 
 
-def export_data(store: Store, session_id: str, *, frame_every: int = FRAME_EVERY
-                ) -> dict[str, Any]:
-    """The page's data; ``frame_every`` (the least spacing of frames) is for tests."""
-    viewer = Viewer(store)
+def export_pieces(store: Store, session_id: str, *, frame_every: int = FRAME_EVERY,
+                  chunk: int = CHUNK) -> Iterator[dict[str, Any]]:
+    """The page's data in pieces of ``chunk`` events, in one pass over the log.
+
+    Each piece holds its events, their changes and marks, and the infos, parts and
+    frames first stored in it; the page concatenates them. Only the current state
+    (the fold's, and one entry per part) is held between pieces, so memory does not
+    grow with the log."""
     proj = WithPartsProjection(session_id)
     st = _States()
     events: list[dict[str, Any]] = []
@@ -184,21 +204,54 @@ def export_data(store: Store, session_id: str, *, frame_every: int = FRAME_EVERY
         st.changes.append(st.event(seq, e, proj))
         if seq - st.last_frame >= max(frame_every, st.size):
             st.frame(seq)
-    info = session_json(store, session_id)
-    return {"session": {"info": info, "infos": st.infos, "parts": st.parts,
-                        "changes": st.changes, "frames": st.frames, "events": events,
-                        "marks": marks},
-            "verify": viewer.verify(session_id), "window": WINDOW}
+        if len(events) >= chunk:
+            yield {**st.take(), "events": events, "marks": marks}
+            events, marks = [], []
+    yield {**st.take(), "events": events, "marks": marks}
 
 
-def render_html(store: Store, session_id: str, *, frame_every: int = FRAME_EVERY) -> str:
-    """The viewer page with the session's data inlined; opens from a file, offline."""
+def export_head(store: Store, session_id: str) -> dict[str, Any]:
+    """What the page needs before the pieces: the session's row and its verification."""
+    return {"session": {"info": session_json(store, session_id)},
+            "verify": Viewer(store).verify(session_id), "window": WINDOW}
+
+
+def export_data(store: Store, session_id: str, *, frame_every: int = FRAME_EVERY
+                ) -> dict[str, Any]:
+    """The page's data as one object (the pieces joined, as the page joins them)."""
+    data = export_head(store, session_id)
+    whole: dict[str, list[Any]] = {k: [] for k in (*PIECE_KEYS, "marks")}
+    for piece in export_pieces(store, session_id, frame_every=frame_every):
+        for k, items in whole.items():
+            items.extend(piece[k])
+    data["session"].update(whole)
+    return data
+
+
+_APP_CSS = '<link rel="stylesheet" href="/static/app.css">'
+_APP_JS = '<script src="/static/app.js"></script>'
+
+
+def write_html(store: Store, session_id: str, out: TextIO, *,
+               frame_every: int = FRAME_EVERY, chunk: int = CHUNK) -> None:
+    """Write the viewer page with the session's data inlined (opens from a file,
+    offline), streaming: each piece of the data is written as it is made."""
     page = static_text("index.html")
     css, js = static_text("app.css"), static_text("app.js")
-    data = script_json(export_data(store, session_id, frame_every=frame_every))
-    page = page.replace('<link rel="stylesheet" href="/static/app.css">', f"<style>\n{css}</style>")
-    page = page.replace(
-        '<script src="/static/app.js"></script>',
-        f'<script type="application/json" id="convlog-export">{data}</script>\n'
-        f"<script>\n{js}</script>")
-    return page
+    before, after = page.split(_APP_JS)
+    out.write(before.replace(_APP_CSS, f"<style>\n{css}</style>"))
+    out.write('<script type="application/json" id="convlog-export">'
+              f"{script_json(export_head(store, session_id))}</script>\n")
+    for piece in export_pieces(store, session_id, frame_every=frame_every, chunk=chunk):
+        out.write(f'<script type="application/json" class="convlog-piece">'
+                  f"{script_json(piece)}</script>\n")
+    out.write(f"<script>\n{js}</script>")
+    out.write(after)
+
+
+def render_html(store: Store, session_id: str, *, frame_every: int = FRAME_EVERY,
+                chunk: int = CHUNK) -> str:
+    """:func:`write_html` into a string."""
+    buf = io.StringIO()
+    write_html(store, session_id, buf, frame_every=frame_every, chunk=chunk)
+    return buf.getvalue()

@@ -7,21 +7,32 @@ the same data.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from engine.codec import to_builtins
-from engine.events import AnyEvent, MessageStarted, SessionImported, tag_of
+from engine.events import (
+    AnyEvent,
+    CompactionAdded,
+    MessageStarted,
+    SessionImported,
+    ToolApprovalRequested,
+    ToolFailed,
+    tag_of,
+)
 from engine.mailbox_credentials import redacted
 from engine.store import anchor as anchoring
 from engine.store.base import Store
 from projections import views as v
 from projections.json import converter
 from projections.mailbox.mailbox import MAILBOX_SESSION
+from projections.serve.titles import describe, usage
 from projections.serve.verifying import verify_elsewhere
-from projections.timetravel import Timeline, diff_states
+from projections.timetravel import Timeline, at, diff_states
 from projections.withparts import WithPartsProjection
 
 # Messages per state answer: the page renders a window (a screenful and some), never the
@@ -30,10 +41,20 @@ WINDOW = 16
 MAX_COUNT = 64  # the most messages one state answer holds (the page asks for what is on screen)
 REBUILD_AFTER = 2048  # new events folded on top of a Timeline before it is rebuilt
 SEARCH_LIMIT = 50
+FIND_LIMIT = 500  # hits of a search within one session
+MAX_DIFF_ROWS = 500  # the most diff rows one answer holds (the page asks for a screenful)
 # A Timeline keeps at most this many frozen states: each holds a pointer per message, so a
 # 1M-event session frozen every 64 events would need gigabytes. Longer sessions freeze
 # less often and fold more events per lookup (benchmarks/viewer.py measures the cost).
 MAX_FROZEN = 1024
+# A session up to this many events gets its Timeline on its first request (a fraction of
+# a second); a longer one in a thread, answering from stored snapshots meanwhile.
+BUILD_INLINE = 20_000
+# The timeline's markers: the events that start each kind (a user turn is a user message).
+MARKER_KINDS: dict[type[Any], str] = {
+    MessageStarted: "user", ToolFailed: "error", CompactionAdded: "compaction",
+    ToolApprovalRequested: "approval"}
+YIELD_EVERY, YIELD_SLEEP = 2000, 0.0005  # a background build gives way this often (s)
 RECENT = 8  # states kept per Viewer: scrolling at one seq asks for several windows of it
 
 # Long strings are clipped in state answers: the page shows them in a line viewer that
@@ -130,7 +151,31 @@ def session_json(store: Store, sid: str) -> dict[str, Any]:
     return {"id": info.id, "created": info.created, "parent": info.parent,
             "fork_seq": info.fork_seq, "version": version,
             "updated": last.time if last is not None else info.created,
-            "imported": imported, "child_of": child_of}
+            "imported": imported, "child_of": child_of, **_summary(store, sid, version)}
+
+
+_SUMMARIES: OrderedDict[tuple[int, str, int], dict[str, Any]] = OrderedDict()
+_SUMMARIES_LOCK = threading.Lock()
+USAGE_UP_TO = 50_000  # longer sessions are listed without message, token and cost sums
+
+
+def _summary(store: Store, sid: str, version: int) -> dict[str, Any]:
+    """Title, cwd, model (titles.describe) and, for a session of up to USAGE_UP_TO
+    events, its message, token and cost sums; kept per version (the list is asked for
+    again at every live update)."""
+    key = (id(store), sid, version)
+    with _SUMMARIES_LOCK:
+        found = _SUMMARIES.get(key)
+    if found is not None:
+        return found
+    got = describe(store, sid, version)
+    got.update(usage(at(store, sid, version).messages()) if version <= USAGE_UP_TO
+               else {"messages": None, "tokens": None, "cost": None})
+    with _SUMMARIES_LOCK:
+        _SUMMARIES[key] = got
+        while len(_SUMMARIES) > 1024:
+            _SUMMARIES.popitem(last=False)
+    return got
 
 
 def sessions_json(store: Store) -> list[dict[str, Any]]:
@@ -142,17 +187,67 @@ def sessions_json(store: Store) -> list[dict[str, Any]]:
             if info.id != MAILBOX_SESSION]
 
 
-class _Cached:
+class _Yielding:
+    """The store, whose ``read`` lets the page's requests run every ``YIELD_EVERY``
+    events: a Timeline built in a thread otherwise holds the interpreter for its
+    5 ms switch interval at a time, and a request waits for it at every hand-over."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def read(self, session_id: str, first: int = 1, last: int | None = None
+             ) -> Iterator[AnyEvent]:
+        for i, e in enumerate(self._store.read(session_id, first, last), 1):
+            if i % YIELD_EVERY == 0:
+                time.sleep(YIELD_SLEEP)
+            yield e
+
+
+class _Built:
     """A session's Timeline plus the seqs where messages start (PgUp/PgDn stops)."""
 
     def __init__(self, store: Store, sid: str, every: int) -> None:
+        store = cast(Store, _Yielding(store))
         version = store.version(sid)
+        marks: list[int] = []
+        self.markers: dict[str, list[int]] = {k: [] for k in MARKER_KINDS.values()}
+        for e in store.read(sid, 1, version):
+            if isinstance(e, MessageStarted):
+                marks.append(e.seq)
+            kind = MARKER_KINDS.get(type(e))
+            if kind is not None and (kind != "user" or getattr(e, "role", "") == "user"):
+                self.markers[kind].append(e.seq)
+        self.markers_upto = version
+        self.marks = marks
         every = max(every, -(-version // MAX_FROZEN))
         self.timeline = Timeline(store, sid, every=every)
-        self.marks: list[int] = []
-        for e in store.read(sid, 1, self.timeline.version):
-            if isinstance(e, MessageStarted):
-                self.marks.append(e.seq)
+        self.marks += [e.seq for e in store.read(sid, version + 1, self.timeline.version)
+                       if isinstance(e, MessageStarted)]
+
+
+class _Cached:
+    """What the viewer knows of one session: its Timeline and marks once built.
+
+    Building them folds the whole log (seconds at 1M events), so it runs in a thread:
+    until it is done, states come from the store's own snapshots (``timetravel.at``,
+    milliseconds), and state answers carry no marks."""
+
+    def __init__(self) -> None:
+        self.built: _Built | None = None
+        self.building = False
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+    @property
+    def timeline(self) -> Timeline | None:
+        return None if self.built is None else self.built.timeline
+
+    @property
+    def marks(self) -> list[int] | None:
+        return None if self.built is None else self.built.marks
 
 
 class Viewer:
@@ -160,91 +255,161 @@ class Viewer:
 
     ``at(seq)`` is a Timeline lookup (a thaw plus at most ``every - 1`` events);
     events appended after the Timeline was built are folded on top until there
-    are ``REBUILD_AFTER`` of them, then the Timeline is rebuilt. ``anchors`` are
-    heads kept elsewhere (``convlog anchor``) that ``verify`` checks the log against.
+    are ``REBUILD_AFTER`` of them, then the Timeline is rebuilt. The Timeline is
+    built on the first request for a session of up to ``BUILD_INLINE`` events, and
+    for a longer one in the background (unless ``background=False``); until then
+    a state is the store's nearest stored snapshot plus the events after it.
+    ``anchors`` are heads kept elsewhere (``convlog anchor``) that ``verify``
+    checks the log against.
     """
 
     def __init__(self, store: Store, *, every: int = 64,
-                 anchors: Iterable[anchoring.Anchor] = ()) -> None:
+                 anchors: Iterable[anchoring.Anchor] = (), background: bool = True) -> None:
         self.store = store
         self.every = every
+        self.background = background
         self.anchors = {a.session_id: a for a in anchors}
         self._cache: dict[str, _Cached] = {}
-        self._recent: OrderedDict[tuple[str, int], list[v.WithParts]] = OrderedDict()
+        self._recent: OrderedDict[tuple[str, int],
+                                  tuple[WithPartsProjection, list[str]]] = OrderedDict()
         self._verified: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._diffs: OrderedDict[tuple[str, int, str, int], dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
         self._verify_lock = threading.Lock()
 
-    def _cached(self, sid: str) -> _Cached:
+    def _cached(self, sid: str, *, build: bool = True) -> _Cached:
+        """The session's entry; with ``build``, its Timeline is (re)built if needed."""
         version = self.store.version(sid)
+        start = False
         with self._lock:
             c = self._cache.get(sid)
-            if c is None or version - c.timeline.version > REBUILD_AFTER:
-                c = self._cache[sid] = _Cached(self.store, sid, self.every)
-            elif version > c.timeline.version:
+            if c is None:
+                c = self._cache[sid] = _Cached()
+            b = c.built
+            stale = b is not None and version - b.timeline.version > REBUILD_AFTER
+            if build and not c.building and ((b is None and c.error is None) or stale):
+                c.building = start = True
+            elif b is not None and version > b.timeline.version:
                 # Only the marks of new events; the state is folded on demand.
-                first = max(c.timeline.version, c.marks[-1] if c.marks else 0) + 1
+                first = max(b.timeline.version, b.marks[-1] if b.marks else 0) + 1
                 for e in self.store.read(sid, first, version):
-                    if isinstance(e, MessageStarted) and (not c.marks or e.seq > c.marks[-1]):
-                        c.marks.append(e.seq)
-            return c
+                    if isinstance(e, MessageStarted) and (not b.marks or e.seq > b.marks[-1]):
+                        b.marks.append(e.seq)
+        if start:
+            if self.background and version > BUILD_INLINE:
+                threading.Thread(target=self._build, args=(sid, c), daemon=True,
+                                 name=f"convlog-timeline-{sid[:8]}").start()
+            else:
+                self._build(sid, c)
+        return c
+
+    def _build(self, sid: str, c: _Cached) -> None:
+        try:
+            built = _Built(self.store, sid, self.every)
+        except Exception as exc:  # the store's snapshots still answer
+            with self._lock:
+                c.error, c.building = exc, False
+            c.done.set()
+            return
+        with self._lock:
+            c.built, c.building = built, False
+        c.done.set()
+
+    def markers(self, sid: str) -> dict[str, Any]:
+        """The seqs of the timeline's markers by kind (user turns, tool errors,
+        compactions, approval requests) and the session's forks, once the Timeline is
+        built; ``ready`` false before. Events after the build add to them."""
+        c = self._cached(sid)
+        built = c.built
+        forks = sorted(info.fork_seq for info in self.store.sessions()
+                       if info.parent == sid and info.fork_seq is not None)
+        if built is None:
+            return {"ready": False, "version": self.store.version(sid), "forks": forks}
+        with self._lock:
+            version = self.store.version(sid)
+            for e in self.store.read(sid, built.markers_upto + 1, version):
+                kind = MARKER_KINDS.get(type(e))
+                if kind is not None and (kind != "user" or getattr(e, "role", "") == "user"):
+                    built.markers[kind].append(e.seq)
+            built.markers_upto = max(built.markers_upto, version)
+            found = {k: list(v) for k, v in built.markers.items()}
+        return {"ready": True, "version": version, "forks": forks, **found}
+
+    def wait_built(self, sid: str, timeout: float | None = None) -> bool:
+        """Block until the session's Timeline is built (tests and benchmarks)."""
+        return self._cached(sid).done.wait(timeout)
 
     def projection(self, sid: str, seq: int) -> WithPartsProjection:
-        c = self._cached(sid)
+        c = self._cached(sid, build=False)
         version = self.store.version(sid)
         if not 0 <= seq <= version:
             raise ValueError(f"seq {seq} is outside 0..{version}")
         tl = c.timeline
+        if tl is None:  # still building: the stored snapshots and the events after them
+            return at(self.store, sid, seq)
         if seq <= tl.version:
             return tl.at(seq)
         proj = tl.at(tl.version)
         return proj.apply_all(self.store.read(sid, tl.version + 1, seq))
 
-    def messages(self, sid: str, seq: int) -> list[v.WithParts]:
-        """The messages as of ``seq``; the last few answers are kept (the log never
-        changes below its version, so they cannot go stale)."""
+    def _at(self, sid: str, seq: int) -> tuple[WithPartsProjection, list[str]]:
+        """The state as of ``seq`` and its message ids in order; the last few are kept
+        (the log never changes below its version, so they cannot go stale)."""
         key = (sid, seq)
         with self._lock:
             found = self._recent.get(key)
             if found is not None:
                 self._recent.move_to_end(key)
                 return found
-        messages = self.projection(sid, seq).messages()
+        proj = self.projection(sid, seq)
+        got = (proj, message_ids(proj))
         with self._lock:
-            self._recent[key] = messages
+            self._recent[key] = got
             while len(self._recent) > RECENT:
                 self._recent.popitem(last=False)
-        return messages
+        return got
+
+    def messages(self, sid: str, seq: int) -> list[v.WithParts]:
+        """Every message as of ``seq``."""
+        return self._at(sid, seq)[0].messages()
 
     def state(self, sid: str, seq: int | None = None, *, start: int | None = None,
               count: int = WINDOW, marks: bool = True) -> dict[str, Any]:
         """The state as of ``seq``: ``count`` messages, the event at ``seq``, the marks.
 
         Without ``start`` the window is centred on the message the event touched.
-        Long strings are clipped (see :func:`clip_message`).
+        Only the window's messages are built (a stored snapshot loads each message
+        when first used). Long strings are clipped (see :func:`clip_message`).
         """
         version = self.store.version(sid)
         seq = version if seq is None else seq
         count = max(1, min(count, MAX_COUNT))
         if not 0 <= seq <= version:
             raise ValueError(f"seq {seq} is outside 0..{version}")
-        messages = self.messages(sid, seq)
+        proj, ids = self._at(sid, seq)
         event = next(iter(self.store.read(sid, seq, seq)), None) if seq else None
-        focus = len(messages) - 1
+        focus = len(ids) - 1
         mid = getattr(event, "message_id", None)
         if mid is not None:
-            focus = next((i for i, m in enumerate(messages) if m.info.id == mid), focus)
+            with contextlib.suppress(ValueError):
+                focus = ids.index(mid)
         if start is None:
             start = max(0, focus - count // 2)
-        start = max(0, min(start, max(0, len(messages) - count)))
-        window = converter.unstructure(messages[start:start + count], list[v.WithParts])
-        return {
-            "session": sid, "seq": seq, "version": version, "total": len(messages),
+        start = max(0, min(start, max(0, len(ids) - count)))
+        messages = [proj.message(m) for m in ids[start:start + count]]
+        window = converter.unstructure(messages, list[v.WithParts])
+        answer = {
+            "session": sid, "seq": seq, "version": version, "total": len(ids),
             "start": start, "focus": focus, "window": count,
             "messages": [clip_message(m) for m in window],
             "event": None if event is None else _cut(event_json(event), EVENT_CHARS),
-            "marks": self._cached(sid).marks if marks else None,
+            "marks": None,
         }
+        # The Timeline is started after the answer is made, so that the first state does
+        # not share the interpreter with its build.
+        known = self._cached(sid).marks
+        answer["marks"] = known if marks else None
+        return answer
 
     def lines(self, sid: str, seq: int, where: tuple[str, str, str], *,
               first: int, count: int) -> dict[str, Any]:
@@ -255,9 +420,8 @@ class Viewer:
                 "lines": text_lines(text, max(0, first), count)}
 
     def _field(self, sid: str, seq: int, message_id: str, part_id: str, field: str) -> str:
-        for m in self.messages(sid, seq):
-            if m.info.id != message_id:
-                continue
+        proj, ids = self._at(sid, seq)
+        for m in [proj.message(message_id)] if message_id in ids else []:
             for p in m.parts:
                 if p.id != part_id:
                     continue
@@ -274,8 +438,28 @@ class Viewer:
         first, last = max(1, first), min(last, version, first + 999)
         return [event_json(e) for e in self.store.read(sid, first, last)] if first <= last else []
 
-    def diff(self, a_sid: str, a: int, b_sid: str, b: int) -> dict[str, Any]:
-        """Two points of one session, or of two sessions of one lineage (parent vs fork)."""
+    def diff(self, a_sid: str, a: int, b_sid: str, b: int, *, start: int = 0,
+             count: int | None = None) -> dict[str, Any]:
+        """Two points of one session, or of two sessions of one lineage (parent vs fork).
+
+        With ``count``, only changes ``start .. start+count`` are sent, with ``total``:
+        the page shows a diff as a windowed list (a whole 1M-event session's diff has
+        tens of thousands of rows). The last diffs are kept, so paging costs nothing."""
+        key = (a_sid, a, b_sid, b)
+        with self._lock:
+            whole = self._diffs.get(key)
+        if whole is None:
+            whole = self._diff(a_sid, a, b_sid, b)
+            with self._lock:
+                self._diffs[key] = whole
+                while len(self._diffs) > 2:
+                    self._diffs.popitem(last=False)
+        changes = whole["changes"]
+        start = max(0, min(start, len(changes)))
+        end = len(changes) if count is None else start + max(0, min(count, MAX_DIFF_ROWS))
+        return {**whole, "changes": changes[start:end], "start": start, "total": len(changes)}
+
+    def _diff(self, a_sid: str, a: int, b_sid: str, b: int) -> dict[str, Any]:
         if a_sid != b_sid and not self._related(a_sid, b_sid):
             raise ValueError("the two sessions do not share a lineage")
         before = self.messages(a_sid, a)
@@ -310,6 +494,29 @@ class Viewer:
             self._verified[sid] = (version, result)
             return result
 
+    def find(self, sid: str, query: str) -> dict[str, Any]:
+        """Messages of the session's latest state that mention ``query`` (ignoring case),
+        each with the seq where it starts (once the marks are known): the page puts
+        them on the timeline and jumps between them."""
+        needle = query.casefold()
+        version = self.store.version(sid)
+        hits: list[dict[str, Any]] = []
+        if not needle:
+            return {"version": version, "hits": hits}
+        marks = self._cached(sid).marks
+        proj, ids = self._at(sid, version)
+        for i, mid in enumerate(ids):
+            text = next((t for t in _texts(proj.message(mid)) if needle in t.casefold()), None)
+            if text is None:
+                continue
+            at_ = text.casefold().index(needle)
+            hits.append({"index": i, "message": mid,
+                         "seq": marks[i] if marks is not None and i < len(marks) else None,
+                         "snippet": text[max(0, at_ - 40):at_ + len(needle) + 40]})
+            if len(hits) >= FIND_LIMIT:
+                break
+        return {"version": version, "hits": hits}
+
     def search(self, query: str) -> list[dict[str, Any]]:
         """Sessions whose latest state mentions ``query`` (case-insensitive)."""
         needle = query.casefold()
@@ -329,6 +536,17 @@ class Viewer:
             if len(hits) >= SEARCH_LIMIT:
                 break
         return hits
+
+
+def message_ids(proj: WithPartsProjection) -> list[str]:
+    """The state's message ids in order, without building its messages: a state from
+    stored snapshots loads each message when first used, and a window needs 16 of
+    thousands. Falls back to building them if the projection keeps its messages
+    differently."""
+    held = getattr(proj, "_msgs", None)  # WithPartsProjection's ordered message map
+    if isinstance(held, dict):
+        return list(held)
+    return [m.info.id for m in proj.messages()]
 
 
 def _part_texts(messages: list[v.WithParts]) -> dict[tuple[str, str], str]:

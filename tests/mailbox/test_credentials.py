@@ -17,6 +17,7 @@ from engine.mailbox_credentials import make_verifier, matches, well_formed
 from engine.store import open_store
 from projections.mailbox import MAILBOX_SESSION, Mailbox
 from projections.serve.app import create_app
+from tests.support.browser import LOOPBACK
 
 
 def test_verifiers_are_salted_scrypt() -> None:
@@ -69,7 +70,8 @@ def test_no_output_prints_a_verifier(tmp_path: Path, capsys: pytest.CaptureFixtu
         outputs.append(capsys.readouterr().out)
     store = open_store(url)
     try:
-        page = TestClient(create_app(store)).get(f"/api/sessions/{MAILBOX_SESSION}/events")
+        page = TestClient(create_app(store), base_url=LOOPBACK).get(
+            f"/api/sessions/{MAILBOX_SESSION}/events")
         outputs.append(page.text)
     finally:
         store.close()

@@ -26,6 +26,7 @@ from projections.withparts import WithPartsProjection
 from tests.proxy import scripts
 from tests.proxy.harness import rig
 from tests.proxy.servers import Reply, Upstream, running, sse
+from tests.support.browser import LOOPBACK
 
 WHOLE = {"id": "msg_w", "type": "message", "role": "assistant", "model": "claude-x",
          "content": [{"type": "text", "text": "Whole answer."},
@@ -94,7 +95,7 @@ def test_serve_shows_proxied_sessions_live(tmp_path: Path) -> None:
         httpx.post(f"{r.proxy_url}/v1/messages", json=body)
         r.recorder.sync()
         viewer_store = open_store(r.store_url, create=False)
-        with TestClient(create_app(viewer_store)) as viewer:
+        with TestClient(create_app(viewer_store), base_url=LOOPBACK) as viewer:
             [listed] = viewer.get("/api/sessions").json()
             httpx.post(f"{r.proxy_url}/v1/messages", json={**body, "messages": [
                 {"role": "user", "content": "another conversation"}]})

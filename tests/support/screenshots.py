@@ -1,8 +1,9 @@
 """Screenshots of the viewer's main views for docs/viewer.md (``make screenshots``).
 
 Records the demo session, a fork of it, an imported session whose every string
-is hostile, a project mailbox and a long session (a build log of 5,000 lines) in
-a throwaway store, serves them, and photographs the page in Debian chromium.
+is hostile, a project mailbox and a long session (a build log of 5,000 lines),
+and imports the project's Claude Code, Codex and OpenCode transcripts, in a
+throwaway store; serves them, and photographs the page in chromium.
 """
 
 from __future__ import annotations
@@ -22,6 +23,19 @@ from tests.support.browser import chromium, serving
 from tests.viewer.conftest import fill
 
 OUT = Path("docs/img")
+TRANSCRIPTS = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
+
+
+def import_transcripts(store: Store) -> None:
+    """Real-looking sessions: the transcripts the importer tests read, as `convlog import`
+    writes them (titles, models, working directories, tokens)."""
+    from engine.importers.detect import plan_path  # noqa: PLC0415 - only for the pictures
+    from engine.importers.write import write_plan  # noqa: PLC0415
+
+    for name in ("claude-code", "codex", "opencode"):
+        for path in sorted((TRANSCRIPTS / name).iterdir()):
+            if path.is_file():
+                write_plan(store, plan_path(path))
 
 
 def _shown(page: Page, seq: int) -> None:
@@ -52,12 +66,17 @@ def main(argv: list[str]) -> int:
         store = open_store(f"sqlite:///{Path(tmp) / 'shots.db'}")
         s = fill(store)
         long_sid, long_seq = record_long(store)
+        import_transcripts(store)
         app = create_app(store, allow_writes=True, token="docs")
         with serving(app) as base, sync_playwright() as pw, chromium(pw) as browser:
             page = browser.new_page(viewport={"width": 1280, "height": 760})
             page.goto(f"{base}/?session={s.demo}&seq=60#token=docs")
             _shown(page, 60)
             page.screenshot(path=str(out / "viewer-scrub.png"))
+            page.fill("#filter", "")
+            page.select_option("#sort", "title")
+            page.screenshot(path=str(out / "viewer-sessions.png"))
+            page.select_option("#sort", "updated")
             page.click("#diffbtn")
             page.fill("#da", "20")
             page.fill("#db", "60")

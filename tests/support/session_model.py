@@ -474,7 +474,8 @@ def predict_one(m: Model, e: Event) -> tuple[Kind, type[Exception] | None]:
         return ILLEGAL
     if not e.part_id:
         return INVALID
-    if isinstance(e, ev.ToolAdded) and (not e.call_id or not e.tool or (e.message_id, e.call_id) in m.call_ids):
+    if isinstance(e, ev.ToolAdded) and (not e.call_id or not e.tool
+                                        or (e.message_id, e.call_id) in m.call_ids):
         return INVALID
     if isinstance(e, ev.ToolCompleted):
         if not e.output:

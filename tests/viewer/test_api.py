@@ -16,13 +16,14 @@ from engine.store.base import Store
 from projections.serve.app import create_app
 from projections.serve.state import WINDOW, Viewer
 from projections.timetravel import at, diff
+from tests.support.browser import LOOPBACK
 from tests.viewer.conftest import Sessions
 
 TOKEN = "s3cret-token"
 
 
 def client(store: Store, **kw: object) -> TestClient:
-    return TestClient(create_app(store, **kw))  # type: ignore[arg-type]
+    return TestClient(create_app(store, **kw), base_url=LOOPBACK)  # type: ignore[arg-type]
 
 
 def state(c: TestClient, sid: str, seq: int, **q: int) -> dict[str, Any]:

@@ -9,19 +9,27 @@ from pathlib import Path
 import pytest
 
 from benchmarks import export
+from tests.support.browser import find_chromium, missing_browser_reason
+from tests.support.pgserver import IN_CI
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_viewer_benchmark_runs() -> None:
+    if find_chromium() is None:
+        reason = missing_browser_reason()
+        if IN_CI:
+            pytest.fail(f"CI=true but {reason}")
+        pytest.skip(reason)
     # In its own process, as it is run: it opens Playwright's sync API itself, which
     # refuses to start inside the running loop of this package's browser fixture.
     run = subprocess.run([sys.executable, "benchmarks/viewer.py", "--events", "600",
-                          "--scrubs", "2"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=600, check=False)
+                          "--scrubs", "2", "--output-lines", "300"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     out = run.stdout
-    for line in ("server: state(seq)", "page: first paint", "page: scrub", "in the DOM"):
+    for line in ("server: first state", "server: state(seq)", "page: first paint",
+                 "page: scrub", "in the DOM", "export --as html", "peak RSS"):
         assert line in out
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,7 +17,14 @@ from engine.session import Session
 from engine.store import open_store
 from engine.store.base import Store
 from projections.dispatch import handlers
-from projections.serve.export import FRAME_EVERY, export_data, render_html, script_json
+from projections.serve.export import (
+    CHUNK,
+    FRAME_EVERY,
+    export_data,
+    render_html,
+    script_json,
+    write_html,
+)
 from projections.timetravel import at
 from projections.withparts import WithPartsProjection
 from tests.support.export_sessions import streamed_session
@@ -38,8 +47,11 @@ def test_any_logged_text_stays_inside_the_data_element(text: str) -> None:
         s = Session.create(store)
         s.user_message(f"</script><script>{text}")
         page = render_html(store, s.id)
-    assert len(re.findall(r"<script\b", page)) == 2  # the data element and the app
-    assert len(re.findall(r"</script", page)) == 2
+    # The head, the data's pieces and the app: no element opened or closed by the text.
+    pieces = len(re.findall(r'<script type="application/json" class="convlog-piece">', page))
+    assert pieces == 1
+    assert len(re.findall(r"<script\b", page)) == 2 + pieces
+    assert len(re.findall(r"</script", page)) == 2 + pieces
 
 
 def test_export_holds_every_state(browser: Browser,
@@ -102,10 +114,12 @@ def js_numbers(value: object) -> object:
 def test_the_page_shows_the_projection_at_every_seq(browser: Browser, data: st.DataObject
                                                     ) -> None:
     frame_every = data.draw(st.sampled_from([1, 3, 16, FRAME_EVERY]), label="frame_every")
+    # The file's data in pieces of this many events (the writer streams them).
+    chunk = data.draw(st.sampled_from([1, 2, 7, CHUNK]), label="chunk")
     with open_store("sqlite:///:memory:") as store:
         sid = data.draw(streamed_session(store))
         want = folded_states(store, sid)
-        html = render_html(store, sid, frame_every=frame_every)
+        html = render_html(store, sid, frame_every=frame_every, chunk=chunk)
         got = page_states(browser, html, store.version(sid))
     assert len(got) == len(want)
     for seq, (g, w) in enumerate(zip(got, want, strict=True)):
@@ -170,3 +184,25 @@ def test_every_event_the_fold_handles_names_its_message() -> None:
     assert folded, "no handlers found"
     assert all(issubclass(t, ev.MessageEvent) for t in folded), folded
     assert ev.PartEvent in {b for t in folded for b in t.__mro__}
+
+
+def test_the_writer_holds_no_more_than_a_piece(tmp_path: Path) -> None:
+    """The file is written piece by piece: with pieces of 50 events, a write happens every
+    50 events, not once at the end (a whole-session string held 5.2 GB at 1M events)."""
+    with open_store("sqlite:///:memory:") as store:
+        sid = record(store, 2000)
+        version = store.version(sid)
+        writes: list[int] = []
+
+        class Out(io.StringIO):
+            def write(self, text: str) -> int:
+                writes.append(len(text))
+                return super().write(text)
+
+        out = Out()
+        write_html(store, sid, out, chunk=50)
+        assert out.getvalue() == render_html(store, sid, chunk=50)
+    pieces = out.getvalue().count('class="convlog-piece"')
+    assert pieces == version // 50 + 1
+    biggest_piece = max(writes[2:-2])  # the page's head, the app and its tail aside
+    assert biggest_piece < len(out.getvalue()) / 10

@@ -25,6 +25,7 @@ from projections.serve.state import (
     is_long,
 )
 from projections.timetravel import at
+from tests.support.browser import LOOPBACK
 from tests.viewer.conftest import Sessions
 
 # Text a tool can output: no newline inside a line, and no lone surrogate (the door refuses
@@ -88,7 +89,7 @@ def test_clipping_cuts_long_lines_and_leaves_short_messages_alone() -> None:
 def test_lines_over_http() -> None:
     output = "\n".join(f"row {i}" for i in range(LONG_LINES * 3))
     mem, sid, seq, (mid, pid) = tool_session(output)
-    c = TestClient(create_app(mem))
+    c = TestClient(create_app(mem), base_url=LOOPBACK)
     q: dict[str, str | int] = {"seq": seq, "message": mid, "part": pid, "field": "output",
                                "from": 590, "count": 50}
     got = c.get(f"/api/sessions/{sid}/lines", params=q).json()
@@ -101,7 +102,7 @@ def test_lines_over_http() -> None:
 
 def test_windows_of_any_size_up_to_a_cap(viewer_store: tuple[Store, Sessions]) -> None:
     store, s = viewer_store
-    c = TestClient(create_app(store))
+    c = TestClient(create_app(store), base_url=LOOPBACK)
     full = at(store, s.demo).to_json()
     for start, count in ((0, 1), (1, 1), (0, 2), (0, 500)):
         got = c.get(f"/api/sessions/{s.demo}/state",
@@ -114,7 +115,7 @@ def test_windows_of_any_size_up_to_a_cap(viewer_store: tuple[Store, Sessions]) -
 
 def test_the_mailbox_over_the_viewers_api() -> None:
     store = MemoryStore()
-    c = TestClient(create_app(store, public_mailbox=True))
+    c = TestClient(create_app(store, public_mailbox=True), base_url=LOOPBACK)
     assert c.get("/api/mailbox").json()["present"] is False
     assert MAILBOX_SESSION not in {i.id for i in store.sessions()}  # looking wrote nothing
     mb = Mailbox(store, "p1")
@@ -157,7 +158,7 @@ def test_reading_a_mailbox_project_needs_its_token() -> None:
     """Issue 29: without a token, /api/mailbox/{project} showed every project's
     messages and receipts to anything on the machine."""
     store = MemoryStore()
-    c = TestClient(create_app(store))
+    c = TestClient(create_app(store), base_url=LOOPBACK)
     for pid in ("p1", "p2"):
         mb = Mailbox(store, pid)
         mb.create_project("/w")

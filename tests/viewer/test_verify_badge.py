@@ -18,7 +18,7 @@ from engine.store.base import Store
 from projections.demo import record_demo
 from projections.serve.app import create_app
 from projections.serve.verifying import shareable, verify_elsewhere, verify_json
-from tests.support.browser import serving
+from tests.support.browser import LOOPBACK, serving
 
 
 @attrs.frozen
@@ -80,11 +80,12 @@ def badge(browser: Browser, store: Store, path: str,
 
 def test_verify_answers_against_an_anchor(jsonl: Jsonl) -> None:
     with opened(jsonl.url) as store:
-        sound = TestClient(create_app(store, anchors=[jsonl.anchor]))
+        sound = TestClient(create_app(store, anchors=[jsonl.anchor]), base_url=LOOPBACK)
         got = sound.get(f"/api/sessions/{jsonl.sid}/verify").json()
         assert got == {"ok": True, "version": jsonl.version, "verified_upto": jsonl.version,
                        "problem": None, "anchor": {"seq": jsonl.anchor.seq, "holds": True}}
-        other = TestClient(create_app(store, anchors=[rewritten(jsonl.anchor)]))
+        other = TestClient(create_app(store, anchors=[rewritten(jsonl.anchor)]),
+                           base_url=LOOPBACK)
         got = other.get(f"/api/sessions/{jsonl.sid}/verify").json()
         assert got["ok"] is False
         assert got["anchor"] == {"seq": jsonl.anchor.seq, "holds": False}
@@ -94,7 +95,8 @@ def test_verify_answers_against_an_anchor(jsonl: Jsonl) -> None:
 def test_a_damaged_byte_fails_the_chain(jsonl: Jsonl) -> None:
     seq = damage(jsonl)
     with opened(jsonl.url) as store:
-        got = TestClient(create_app(store)).get(f"/api/sessions/{jsonl.sid}/verify").json()
+        got = TestClient(create_app(store), base_url=LOOPBACK).get(
+            f"/api/sessions/{jsonl.sid}/verify").json()
     assert got["ok"] is False
     assert got["verified_upto"] == seq - 1
     assert f"seq {seq}" in got["problem"]

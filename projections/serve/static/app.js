@@ -12,6 +12,28 @@
     return n;
   }
 
+  // Names, paths and tool inputs can hide characters: a right-to-left override makes
+  // "report\u202Etxt.exe" read "reportexe.txt", and zero-width ones make two names look
+  // alike. There each such character is shown as a visible mark (⟨U+202E⟩), and the text
+  // is bidi-isolated (CSS .iso) so it cannot reorder what is around it.
+  const HIDDEN = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\ufff9-\ufffb\u{e0000}-\u{e007f}]/gu;
+  function codeOf(c) { return "U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0"); }
+  function reveal(text) { return String(text).replace(HIDDEN, (c) => "⟨" + codeOf(c) + "⟩"); }
+  function named(tag, cls, text) {
+    const n = el(tag, (cls ? cls + " " : "") + "iso");
+    const s = String(text);
+    let at = 0;
+    for (const m of s.matchAll(HIDDEN)) {
+      if (m.index > at) n.append(document.createTextNode(s.slice(at, m.index)));
+      const mark = el("span", "ctl", "⟨" + codeOf(m[0]) + "⟩");
+      mark.title = "a hidden character (" + codeOf(m[0]) + ") is in this name";
+      n.append(mark);
+      at = m.index + m[0].length;
+    }
+    if (at < s.length) n.append(document.createTextNode(s.slice(at)));
+    return n;
+  }
+
   // ------------------------------------------------------------------ data sources
   async function getJSON(url, opts) {
     const r = await fetch(url, opts);
@@ -33,7 +55,10 @@
       "&message=" + enc(mid) + "&part=" + enc(pid) + "&field=" + enc(field) + "&from=" + from +
       "&count=" + count),
     verify: (sid) => getJSON(sess(sid) + "/verify"),
-    diff: (sa, a, sb, b) => getJSON(sess(sa) + "/diff?a=" + a + "&b=" + b + "&b_session=" + enc(sb)),
+    markers: (sid) => getJSON(sess(sid) + "/markers"),
+    find: (sid, q) => getJSON(sess(sid) + "/find?q=" + enc(q)),
+    diff: (sa, a, sb, b, start, count) => getJSON(sess(sa) + "/diff?a=" + a + "&b=" + b +
+      "&b_session=" + enc(sb) + "&start=" + (start || 0) + "&count=" + (count || 200)),
     fork: (sid, seq, token) => getJSON(sess(sid) + "/fork", {
       method: "POST", headers: { "Content-Type": "application/json", "Authorization": "Bearer " + token },
       body: JSON.stringify({ seq: seq }) }),
@@ -118,6 +143,11 @@
       sessions: async () => [s.info],
       search: async () => [],
       verify: async () => data.verify,
+      markers: async () => {
+        const of = (tag, role) => s.events.filter((e) => e.tag === tag && (!role || e.role === role)).map((e) => e.seq);
+        return { ready: true, user: of("message.started", "user"), error: of("tool.failed"),
+          compaction: of("compaction.added"), approval: of("tool.approval_requested"), forks: [] };
+      },
       diff: async () => { throw new Error("diff needs the server"); },
       mailbox: async () => ({ present: false, projects: [] }),
       state: async (sid, seq, start, count) => {
@@ -137,10 +167,41 @@
       },
     };
   }
-  const src = EXPORT ? exportSource(JSON.parse(EXPORT.textContent)) : api;
+  // An exported file holds its data in pieces of a few thousand events (written as they
+  // were made, so the writer never held the whole session): the page joins them.
+  function exportedData() {
+    const data = JSON.parse(EXPORT.textContent);
+    const s = data.session;
+    for (const k of ["infos", "parts", "changes", "frames", "events", "marks"]) s[k] = [];
+    for (const node of document.querySelectorAll("script.convlog-piece")) {
+      const piece = JSON.parse(node.textContent);
+      for (const k of ["infos", "parts", "changes", "frames", "events", "marks"]) {
+        const into = s[k];
+        for (const x of piece[k]) into.push(x);
+      }
+      node.textContent = "";  // the parsed copy is enough
+    }
+    return data;
+  }
+  const src = EXPORT ? exportSource(exportedData()) : api;
 
   // ------------------------------------------------------------------ state
-  const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
+  // The write token arrives once in the address (#token=…, printed by `convlog serve`):
+  // it is moved to this tab's sessionStorage and taken out of the address at once, so it
+  // is never copied with a link, kept in the history or shown over someone's shoulder.
+  const TOKEN_KEY = "convlog-token";
+  const token = (() => {
+    const h = new URLSearchParams(location.hash.slice(1));
+    const given = h.get("token");
+    let kept = "";
+    try { kept = sessionStorage.getItem(TOKEN_KEY) || ""; } catch (err) { kept = ""; }
+    if (given === null) return kept;
+    try { sessionStorage.setItem(TOKEN_KEY, given); } catch (err) { /* a file:// page */ }
+    h.delete("token");
+    const rest = h.toString();
+    history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
+    return given;
+  })();
   const view = { sid: null, seq: 0, version: 0, marks: [], state: null, sessions: [],
     verify: null, writes: false, pending: 0, live: null, mailbox: null, anchors: [] };
 
@@ -151,7 +212,7 @@
       ? new URLSearchParams(Object.assign({ mailbox: view.mailbox.project },
         view.mailbox.agent ? { agent: view.mailbox.agent } : {}))
       : new URLSearchParams({ session: view.sid, seq: String(view.seq) });
-    const url = "?" + q.toString() + location.hash;
+    const url = "?" + q.toString() + location.hash;  // the token has left the hash already
     if (push) history.pushState(null, "", url); else history.replaceState(null, "", url);
   }
 
@@ -172,6 +233,27 @@
     return i ? "imported from " + i.format + (i.tool_version ? " " + i.tool_version : "") : "";
   }
 
+  function fmtCount(n) { return n >= 1e6 ? (n / 1e6).toFixed(1) + "M" : n >= 1e4 ? Math.round(n / 1e3) + "k" : String(n); }
+  function fmtSpan(ms) {
+    const m = Math.round(ms / 60000);
+    return m < 1 ? "<1 min" : m < 120 ? m + " min" : Math.round(m / 60) + " h";
+  }
+  function sessionTokens(s) {
+    const t = s.tokens;
+    return t ? t.input + t.output + t.reasoning : null;
+  }
+  // What the filter box matches: the title, the working directory, the tool, the model.
+  function haystack(s) {
+    return [s.title, s.cwd, s.model, s.imported && s.imported.format, s.id].filter(Boolean).join(" ").toLowerCase();
+  }
+  const SORTS = {
+    updated: (a, b) => b.updated - a.updated,
+    created: (a, b) => b.created - a.created,
+    title: (a, b) => (a.title || "~").localeCompare(b.title || "~"),
+    events: (a, b) => b.version - a.version,
+    tokens: (a, b) => (sessionTokens(b) || 0) - (sessionTokens(a) || 0),
+  };
+
   function renderTree() {
     const tree = $("tree");
     tree.replaceChildren();
@@ -179,9 +261,15 @@
       tree.append(el("li", "empty small", "no sessions in this store"));
       return;
     }
+    const needle = ($("filter").value || "").trim().toLowerCase();
+    const source = $("srcfilter").value;
+    const order = SORTS[$("sort").value] || SORTS.updated;
+    const shown = view.sessions.filter((s) => (!needle || haystack(s).includes(needle)) &&
+      (!source || (s.imported ? s.imported.format : "recorded") === source));
+    if (!shown.length) tree.append(el("li", "empty small", "no session matches"));
     const kids = new Map();
-    const known = new Set(view.sessions.map((o) => o.id));
-    for (const s of view.sessions) {
+    const known = new Set(shown.map((o) => o.id));
+    for (const s of shown.slice().sort(order)) {
       // A fork sits under its parent; an imported child under the session it came from.
       const up = s.parent || s.child_of;
       const p = up && known.has(up) ? up : "";
@@ -194,14 +282,25 @@
         const a = el("a", "sess" + (s.id === view.sid && !view.mailbox ? " current" : ""));
         a.href = "?session=" + enc(s.id);
         a.dataset.sid = s.id;
-        a.append(el("div", "id", s.id));
-        if (s.imported) {
-          const label = el("div", "src", sourceLabel(s));
-          label.title = s.imported.source;
+        a.append(named("div", "stitle", s.title || "untitled session"));
+        a.title = s.id;
+        const where = [];
+        if (s.imported) where.push(s.imported.format);
+        if (s.model) where.push(s.model);
+        if (where.length) {
+          const label = named("div", "src", where.join(" · "));
+          label.title = s.imported ? reveal(sourceLabel(s) + " · " + s.imported.source) : "";
           a.append(label);
         }
+        if (s.cwd) a.append(named("div", "cwd", s.cwd));
         const fork = s.parent ? " · fork at " + s.fork_seq : s.child_of && known.has(s.child_of) ? " · child" : "";
-        a.append(el("div", "meta", s.version + " events" + fork + " · " + fmtTime(s.updated)));
+        const bits = [fmtTime(s.updated), fmtSpan(s.updated - s.created)];
+        if (s.messages !== null && s.messages !== undefined) bits.push(s.messages + " msgs");
+        bits.push(fmtCount(s.version) + " events");
+        const tok = sessionTokens(s);
+        if (tok) bits.push(fmtCount(tok) + " tok");
+        if (s.cost) bits.push("$" + Number(s.cost).toFixed(2));
+        a.append(el("div", "meta", bits.join(" · ") + fork));
         a.addEventListener("click", (e) => { e.preventDefault(); openSession(s.id, null, true); });
         li.append(a);
         if (kids.has(s.id)) { const sub = el("ul", "tree"); add(sub, s.id); li.append(sub); }
@@ -213,8 +312,16 @@
 
   async function loadSessions() {
     view.sessions = await src.sessions();
+    const formats = [...new Set(view.sessions.map((s) => s.imported ? s.imported.format : "recorded"))].sort();
+    const pick = $("srcfilter");
+    const was = pick.value;
+    pick.replaceChildren(el("option", "", "every source"));
+    pick.firstChild.value = "";
+    for (const f of formats) { const o = el("option", "", f); o.value = f; pick.append(o); }
+    pick.value = formats.includes(was) ? was : "";
     renderTree();
   }
+  for (const id of ["filter", "srcfilter", "sort"]) $(id).addEventListener("input", () => renderTree());
 
   let searchTimer = 0;
   let searchTicket = 0;
@@ -288,9 +395,9 @@
     return box;
   }
 
-  function textBlock(tag, cls, text, part, field) {
+  function textBlock(tag, cls, text, part, field, hidden) {
     const clipped = part.clipped && part.clipped[field];
-    if (!clipped && !isLong(text)) return el(tag, cls, text);
+    if (!clipped && !isLong(text)) return hidden ? named(tag, cls, text) : el(tag, cls, text);
     const wrap = el("div", "long " + cls);
     let getLines;
     let total;
@@ -332,13 +439,13 @@
       case "tool": {
         n = el("div", "part tool");
         const head = el("div", "tool-head");
-        head.append(el("span", "name", p.tool), el("span", "st " + p.state.status, p.state.status));
+        head.append(named("span", "name", p.tool), el("span", "st " + p.state.status, p.state.status));
         if (p.approval) head.append(el("span", "st " + p.approval.state, "approval " + p.approval.state));
-        if (p.state.title) head.append(el("span", "title", p.state.title));
+        if (p.state.title) head.append(named("span", "title", p.state.title));
         n.append(head);
         const input = p.state.status === "pending"
-          ? textBlock("pre", "", p.state.raw || json(p.state.input), p, "raw")
-          : el("pre", "", json(p.state.input));
+          ? textBlock("pre", "iso", p.state.raw || json(p.state.input), p, "raw", true)
+          : named("pre", "", json(p.state.input));
         n.append(details("", "input", input));
         if (p.state.status === "completed") n.append(details("", "output", textBlock("pre", "", p.state.output, p, "output"), true));
         if (p.state.status === "error") n.append(textBlock("pre", "err", p.state.error, p, "error"));
@@ -346,7 +453,7 @@
         break;
       }
       case "file":
-        n = el("div", "part file", "file " + (p.filename || p.url) + " · " + p.mime);
+        n = named("div", "part file", "file " + (p.filename || p.url) + " · " + p.mime);
         break;
       case "step-start":
         n = el("div", "part step", "step started" + (p.snapshot ? " · snapshot " + p.snapshot : ""));
@@ -370,7 +477,7 @@
         n = el("div", "part small err", "retry " + p.attempt + ": " + p.error.kind + " " + p.error.message);
         break;
       case "patch":
-        n = el("div", "part small", "patch " + p.hash + ": " + p.files.join(", "));
+        n = named("div", "part small patch", "patch " + p.hash + ": " + p.files.join(", "));
         break;
       case "agent":
         n = el("div", "part small", "agent " + p.name);
@@ -388,14 +495,20 @@
     box.dataset.msg = info.id;
     const head = el("div", "msg-head");
     head.append(el("span", "role", info.role));
-    if (info.agent) head.append(el("span", "", info.agent));
+    if (info.agent) head.append(named("span", "", info.agent));
     // A user message names its model in info.model; an assistant's in info itself.
     const ref = info.model || info;
-    if (ref.modelID) head.append(el("span", "model", (ref.providerID ? ref.providerID + "/" : "") + ref.modelID));
+    if (ref.modelID) head.append(named("span", "model", (ref.providerID ? ref.providerID + "/" : "") + ref.modelID));
     head.append(el("span", "", fmtTime(info.time.created)));
     if (info.role === "assistant") {
       head.append(el("span", "", info.time.completed ? "completed" + (info.finish ? " · " + info.finish : "") : "streaming…"));
       if (info.cost) head.append(el("span", "", "$" + Number(info.cost).toFixed(4)));
+      const t = info.tokens;
+      if (t && (t.input || t.output)) {
+        head.append(el("span", "tokens", "tokens in " + t.input + " · out " + t.output +
+          (t.reasoning ? " · reasoning " + t.reasoning : "") +
+          (t.cache && (t.cache.read || t.cache.write) ? " · cache " + t.cache.read + "/" + t.cache.write : "")));
+      }
       if (info.error) head.append(el("span", "err", "error " + info.error.kind + ": " + info.error.message));
     }
     box.append(head);
@@ -410,7 +523,7 @@
   const OVERSCAN = 400;  // px rendered beyond the visible area
   const FETCH = 24;  // messages per request while scrolling
   const vl = { total: 0, seq: -1, msgs: new Map(), heights: new Map(), sum: 0, first: 0, last: 0,
-    fetching: 0, rendered: "" };
+    fetching: 0, rendered: "", focus: null, setTop: 0 };
 
   function estimate() { return vl.heights.size ? vl.sum / vl.heights.size : 180; }
   function heightOf(i) { const h = vl.heights.get(i); return h === undefined ? estimate() : h; }
@@ -439,7 +552,7 @@
 
   function resetList(sid) {
     vl.total = 0; vl.seq = -1; vl.msgs = new Map(); vl.heights = new Map(); vl.sum = 0;
-    vl.first = 0; vl.last = 0; vl.rendered = ""; vl.sid = sid;
+    vl.first = 0; vl.last = 0; vl.rendered = ""; vl.sid = sid; vl.focus = null;
     $("vlist").replaceChildren();
     $("vtop").style.height = "0px";
     $("vbot").style.height = "0px";
@@ -452,7 +565,53 @@
     st.messages.forEach((m, k) => vl.msgs.set(st.start + k, m));
   }
 
+  // The spacers stand for the messages not in the DOM. They and the nodes change together,
+  // and the scroll position is kept as "this many px into message i" across the change:
+  // swapping nodes first and sizing the spacers after let the browser clamp scrollTop to
+  // a momentarily shorter list, so scrolling down could stop before the end.
+  function setSpacers() {
+    $("vtop").style.height = offsetOf(vl.first) + "px";
+    $("vbot").style.height = Math.max(0, offsetOf(vl.total) - offsetOf(vl.last)) + "px";
+  }
+
+  // The page's own scroll moves, remembered so that a scroll event can tell a person's
+  // scroll (which ends the hold on the focused part) from the page's.
+  function setTop(y) {
+    const conv = $("conv");
+    conv.scrollTop = Math.max(0, y);
+    vl.setTop = conv.scrollTop;
+  }
+
+  // How far to scroll so that the part the event touched is on screen (0: it is).
+  function focusOffset() {
+    const conv = $("conv");
+    const target = highlight();
+    if (!target) {
+      if (vl.focus >= vl.first && vl.focus < vl.last) return 0;  // still loading
+      return offsetOf(vl.focus) - 8 - conv.scrollTop;
+    }
+    const r = target.getBoundingClientRect(), b = conv.getBoundingClientRect();
+    if (r.height > b.height || r.top < b.top) return r.top - b.top - 8;  // its top
+    if (r.bottom > b.bottom) return r.bottom - b.bottom + 8;
+    return 0;
+  }
+
+  // While the view holds on the focused part (from a scrub until a person scrolls), each
+  // render puts it back on screen: messages arriving or measured above it move it.
   function renderList() {
+    // A person's scroll ends the hold, even one whose scroll event has not fired yet
+    // (a message arriving first must not pull the view back to the focused part).
+    if (vl.focus !== null && Math.abs($("conv").scrollTop - vl.setTop) > 1) vl.focus = null;
+    renderWindow();
+    for (let round = 0; vl.focus !== null && round < 8; round++) {
+      const dy = focusOffset();
+      if (Math.abs(dy) <= 1) break;
+      setTop($("conv").scrollTop + dy);
+      renderWindow();
+    }
+  }
+
+  function renderWindow() {
     const conv = $("conv");
     const note = $("note");
     if (!vl.total) {
@@ -466,6 +625,8 @@
     }
     note.hidden = true;
     const top = conv.scrollTop;
+    const anchor = indexAt(top);
+    const into = top - offsetOf(anchor);
     let first = indexAt(Math.max(0, top - OVERSCAN));
     let last = Math.min(vl.total, indexAt(top + conv.clientHeight + OVERSCAN) + 1);
     if (last - first > MAX_NODES) {
@@ -487,31 +648,27 @@
         if (!m) n.style.height = heightOf(i) - 12 + "px";
         nodes.push(n);
       }
-      $("vlist").replaceChildren(...nodes);
       vl.first = first; vl.last = last;
+      setSpacers();
+      $("vlist").replaceChildren(...nodes);
       highlight();
     }
-    measure();
+    measure(anchor, into);
   }
 
-  // Measured heights replace estimates; the first message on screen stays where it was.
-  function measure() {
+  // Measured heights replace estimates; then the spacers are sized again and the view is
+  // put back at the same place in the same message.
+  function measure(anchor, into) {
     const conv = $("conv");
-    const anchor = vl.first < vl.last ? Math.max(vl.first, indexAt(conv.scrollTop)) : 0;
-    const before = offsetOf(anchor) - conv.scrollTop;
-    let changed = false;
     for (const n of $("vlist").children) {
       if (n.classList.contains("placeholder")) continue;
       const h = n.offsetHeight + 12;  // + the margin below each message
       const i = Number(n.dataset.index);
-      if (vl.heights.get(i) !== h) { setHeight(i, h); changed = true; }
+      if (vl.heights.get(i) !== h) setHeight(i, h);
     }
-    $("vtop").style.height = offsetOf(vl.first) + "px";
-    $("vbot").style.height = Math.max(0, offsetOf(vl.total) - offsetOf(vl.last)) + "px";
-    if (changed) {
-      const want = offsetOf(anchor) - before;
-      if (Math.abs(conv.scrollTop - want) > 1) conv.scrollTop = want;
-    }
+    setSpacers();
+    const want = offsetOf(anchor) + into;
+    if (Math.abs(conv.scrollTop - want) > 1) setTop(want);
   }
 
   let fetchTimer = 0;
@@ -533,6 +690,7 @@
 
   let scrollQueued = false;
   $("conv").addEventListener("scroll", () => {
+    if (vl.focus !== null && Math.abs($("conv").scrollTop - vl.setTop) > 1) vl.focus = null;
     if (scrollQueued || !view.sid || view.mailbox) return;
     scrollQueued = true;
     requestAnimationFrame(() => { scrollQueued = false; renderList(); });
@@ -550,29 +708,23 @@
     return target;
   }
 
-  // Brings the message the event touched on screen: first roughly (from the heights
-  // known), then exactly once it is rendered and measured.
+  // Brings the part the event touched on screen: first roughly (from the heights known),
+  // then by its own position once rendered (renderList), and holds it there until a
+  // person scrolls.
   function scrollToFocus(st) {
     const conv = $("conv");
-    if (!st.total || st.focus < 0) { renderList(); return; }
-    // The spacers first: a scrollTop past the content's current height would be clamped.
-    $("vtop").style.height = offsetOf(vl.first) + "px";
-    $("vbot").style.height = Math.max(0, offsetOf(vl.total) - offsetOf(vl.first)) + "px";
+    vl.focus = st.total && st.focus >= 0 ? st.focus : null;
+    vl.setTop = conv.scrollTop;  // the hold starts from where the view is now
+    if (vl.focus === null) { renderList(); return; }
     const top = offsetOf(st.focus);
     const bottom = top + heightOf(st.focus);
     if (top < conv.scrollTop || bottom > conv.scrollTop + conv.clientHeight) {
-      conv.scrollTop = Math.max(0, bottom > conv.scrollTop + conv.clientHeight && heightOf(st.focus) < conv.clientHeight
+      vl.first = Math.min(vl.first, st.focus); vl.last = Math.max(vl.last, st.focus + 1);
+      setSpacers();  // first, so that the scrollTop below is not clamped
+      setTop(bottom > conv.scrollTop + conv.clientHeight && heightOf(st.focus) < conv.clientHeight
         ? bottom - conv.clientHeight + 8 : top - 8);
     }
-    // Measuring may move the target (estimates become heights): a few rounds settle it.
-    for (let round = 0; round < 4; round++) {
-      renderList();
-      const target = highlight();
-      if (!target) break;
-      const r = target.getBoundingClientRect(), b = conv.getBoundingClientRect();
-      if (r.top >= b.top - 1 && (r.bottom <= b.bottom + 1 || r.height > b.height)) break;
-      target.scrollIntoView({ block: "nearest" });
-    }
+    renderList();
   }
 
   // ------------------------------------------------------------------ conversation
@@ -653,6 +805,7 @@
     view.marks = st.marks || view.marks;
     $("slider").max = String(st.version);
     renderState(st);
+    paintTimeline();
     document.body.dataset.shownSeq = String(st.seq);
   }
 
@@ -667,12 +820,13 @@
     showSessionView(true);
     view.sid = sid;
     view.verify = null;
-    $("title").textContent = sid;
     const info = view.sessions.find((s) => s.id === sid);
+    $("title").replaceChildren(...named("span", "", info && info.title ? info.title : sid).childNodes);
+    $("title").title = sid;
     const label = info ? sourceLabel(info) : "";
     $("source").hidden = !label;
-    $("source").textContent = label;
-    $("source").title = info && info.imported ? info.imported.source : "";
+    $("source").replaceChildren(...named("span", "", label).childNodes);
+    $("source").title = info && info.imported ? reveal(info.imported.source) : "";
     renderTree();
     $("diff").hidden = true;
     $("diffform").hidden = true;
@@ -693,9 +847,12 @@
     const want = seq === null || !Number.isFinite(seq) ? version : Math.max(0, Math.min(Math.trunc(seq), version));
     view.seq = want;
     setURL(push);
+    view.markers = null;
+    $("find").value = "";
     await show(want);
     renderVerify();
     refreshVerify(sid);
+    loadMarkers(sid);
     follow(sid);
   }
 
@@ -725,9 +882,87 @@
       $("seqlabel").textContent = "seq " + view.seq + " / " + v;
       if (atEnd) show(v);
       refreshVerify(sid);
+      loadMarkers(sid);
       loadSessions();
     });
   }
+
+  // ------------------------------------------------------------------ timeline
+  // Ticks under the slider for user turns, tool errors, compactions, approvals and forks,
+  // at most one per pixel and kind; ◀ ▶ jump to the previous or next of the chosen kind.
+  const KINDS = ["user", "error", "compaction", "approval", "forks", "hits"];
+  let markerTimer = 0;
+
+  async function loadMarkers(sid) {
+    clearTimeout(markerTimer);
+    let m;
+    try { m = await src.markers(sid); } catch (err) { return; }
+    if (sid !== view.sid) return;
+    if (view.markers && view.markers.hits) m.hits = view.markers.hits;
+    view.markers = m;
+    if (!m.ready) markerTimer = setTimeout(() => loadMarkers(sid), 2000);  // still building
+    paintTimeline();
+  }
+
+  function paintTimeline() {
+    const bar = $("timeline");
+    const m = view.markers;
+    const width = bar.clientWidth || 600;
+    const nodes = [];
+    if (m && view.version) {
+      for (const kind of KINDS) {
+        const seen = new Set();
+        for (const seq of m[kind] || []) {
+          const x = Math.round(seq / view.version * (width - 2));
+          if (seen.has(x)) continue;
+          seen.add(x);
+          const t = el("div", "tick " + kind);
+          t.style.left = x + "px";
+          nodes.push(t);
+        }
+      }
+      const now = el("div", "now");
+      now.style.left = Math.round(view.seq / view.version * (width - 2)) + "px";
+      nodes.push(now);
+    }
+    bar.replaceChildren(...nodes);
+    const list = m && m[$("jumpkind").value];
+    const kind = $("jumpkind").value;
+    $("jumpcount").textContent = !m ? "" : !m.ready && kind !== "forks" && kind !== "hits" ? "indexing…"
+      : (list ? list.length : 0) + " " + $("jumpkind").selectedOptions[0].textContent;
+    bar.dataset.ready = m && m.ready ? "1" : "0";
+  }
+
+  function jump(dir) {
+    const list = (view.markers && view.markers[$("jumpkind").value]) || [];
+    if (dir > 0) { const n = list.find((s) => s > view.seq); if (n !== undefined) step(n); }
+    else { let p; for (const s of list) if (s < view.seq) p = s; if (p !== undefined) step(p); }
+  }
+  // Find in this session: the messages that mention the words, as ticks and jumps.
+  let findTimer = 0;
+  $("find").addEventListener("input", () => {
+    clearTimeout(findTimer);
+    findTimer = setTimeout(async () => {
+      const q = $("find").value.trim();
+      const sid = view.sid;
+      if (!sid || !src.find) return;
+      let got;
+      try { got = q ? await src.find(sid, q) : { hits: [] }; } catch (err) { return; }
+      if (sid !== view.sid) return;
+      view.markers = view.markers || { ready: false };
+      view.markers.hits = got.hits.filter((h) => h.seq !== null).map((h) => h.seq);
+      if (q) $("jumpkind").value = "hits";
+      paintTimeline();
+      $("find").dataset.hits = String(got.hits.length);
+    }, 200);
+  });
+  $("jumpprev").addEventListener("click", () => jump(-1));
+  $("jumpnext").addEventListener("click", () => jump(1));
+  $("jumpkind").addEventListener("input", paintTimeline);
+  $("timeline").addEventListener("click", (e) => {
+    const r = $("timeline").getBoundingClientRect();
+    step(Math.round((e.clientX - r.left) / r.width * view.version));
+  });
 
   // ------------------------------------------------------------------ scrubbing
   function step(seq) { seq = Math.max(0, Math.min(view.version, seq)); if (seq !== view.seq) show(seq); }
@@ -778,25 +1013,77 @@
     $("db").value = String(view.seq);
   });
   $("diffclose").addEventListener("click", () => { $("diffform").hidden = true; $("diff").hidden = true; });
-  $("diffform").addEventListener("submit", async (e) => {
-    e.preventDefault();
+  // A diff is a windowed list, like the conversation: rows of one line each (DROW px),
+  // only those on screen in the DOM, fetched a page at a time as the list scrolls. A
+  // whole long session's diff has tens of thousands of rows.
+  const DROW = 22, DPAGE = 200;
+
+  function diffRow(c) {
+    const row = el("div", "chg " + c.kind);
+    row.append(el("span", "kind", c.kind), el("span", "mono", " " + c.message_id.slice(-8) +
+      (c.part_id ? "/" + c.part_id.slice(-8) : "") + " "));
+    if (c.before || c.after) row.append(document.createTextNode((c.before || "") + " → " + (c.after || "") + " "));
+    if (c.detail) row.append(el("span", "small", c.detail + " "));
+    if (c.grown) {
+      row.append(el("ins", "", c.grown));
+      row.title = c.grown.slice(0, 2000);
+    }
+    return row;
+  }
+
+  async function showDiff(sa, a, sb, b) {
     const box = $("diff");
     box.hidden = false;
     box.replaceChildren();
-    try {
-      const d = await src.diff($("dsa").value, Number($("da").value), $("dsb").value, Number($("db").value));
-      box.append(el("div", "small", "diff " + d.a_session.slice(0, 12) + "@" + d.a + " → " +
-        d.b_session.slice(0, 12) + "@" + d.b + ": " + d.changes.length + " change(s)"));
-      for (const c of d.changes) {
-        const row = el("div", "chg " + c.kind);
-        row.append(el("span", "kind", c.kind), el("span", "mono", " " + c.message_id.slice(-8) +
-          (c.part_id ? "/" + c.part_id.slice(-8) : "") + " "));
-        if (c.before || c.after) row.append(document.createTextNode((c.before || "") + " → " + (c.after || "") + " "));
-        if (c.detail) row.append(el("span", "small", c.detail + " "));
-        if (c.grown) row.append(el("ins", "", c.grown));
-        box.append(row);
+    const first = await src.diff(sa, a, sb, b, 0, DPAGE);
+    const total = first.total === undefined ? first.changes.length : first.total;
+    const pages = new Map([[0, first.changes]]);
+    const head = el("div", "small", "diff " + first.a_session.slice(0, 12) + "@" + first.a + " → " +
+      first.b_session.slice(0, 12) + "@" + first.b + ": " + total.toLocaleString("en") + " change(s)");
+    const rows = el("div", "diff-rows");
+    const spacer = el("div", "diff-spacer");
+    spacer.style.height = total * DROW + "px";
+    const body = el("div", "diff-body");
+    rows.dataset.total = String(total);
+    rows.append(spacer, body);
+    box.append(head, rows);
+    let shown = "";
+    const loading = new Set();
+    function paint() {
+      const from = Math.max(0, Math.floor(rows.scrollTop / DROW) - 10);
+      const to = Math.min(total, from + Math.ceil(rows.clientHeight / DROW) + 20);
+      const nodes = [];
+      for (let i = from; i < to; i++) {
+        const page = Math.floor(i / DPAGE) * DPAGE;
+        const got = pages.get(page);
+        if (!got) {
+          if (!loading.has(page)) {
+            loading.add(page);
+            src.diff(sa, a, sb, b, page, DPAGE).then((d) => { pages.set(page, d.changes); shown = ""; paint(); },
+              () => loading.delete(page));
+          }
+          nodes.push(el("div", "chg placeholder", "…"));
+          continue;
+        }
+        const row = diffRow(got[i - page]);
+        row.dataset.index = String(i);
+        nodes.push(row);
       }
-    } catch (err) { box.append(el("div", "err", String(err.message || err))); }
+      const key = from + ":" + to + ":" + nodes.filter((n) => n.classList.contains("placeholder")).length;
+      if (key === shown) return;
+      shown = key;
+      body.style.top = from * DROW + "px";
+      body.replaceChildren(...nodes);
+    }
+    rows.addEventListener("scroll", () => requestAnimationFrame(paint));
+    paint();
+  }
+
+  $("diffform").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      await showDiff($("dsa").value, Number($("da").value), $("dsb").value, Number($("db").value));
+    } catch (err) { $("diff").replaceChildren(el("div", "err", String(err.message || err))); }
   });
 
   // ------------------------------------------------------------------ fork
@@ -956,7 +1243,7 @@
     }
     view.writes = cfg.writes;
     $("forkbtn").hidden = !(cfg.writes && token);
-    if (cfg.exported) { $("diffbtn").hidden = true; $("search").hidden = true; }
+    if (cfg.exported) { $("diffbtn").hidden = true; $("search").hidden = true; $("find").hidden = true; }
     const missing = (cfg.anchors || []).filter((a) => !a.present);
     await loadMailbox();
     await route(false);
