@@ -7,68 +7,26 @@ the first messages' model and working directory) and the last ``EDGE`` (a late t
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from engine import events as ev
 from engine.store.base import Store
 from projections import views as v
-from projections.withparts import WithPartsProjection
+from projections.titles import TitleFold
 
 EDGE = 400  # events read at each end of a session
-TITLED_TAG = "session.titled"  # the importers' title event (read by its tag string)
+TITLED_TAG = ev.tag_of(ev.SessionTitled)
 TITLE_CHARS = 120
 
 
-def session_title(events: Sequence[Any], session_id: str) -> str | None:
-    """A session's title: its latest ``session.titled`` event's ``title``, else the text
-    of its first user prompt (first line, cut at ``TITLE_CHARS``); None without either.
-
-    ``events`` are the session's events in seq order (or its edges: see EDGE). The
-    title event is found by its tag string, so this works before and after the event
-    type exists in ``engine.events``.
-    """
-    for e in reversed(events):
-        if ev.tag_of(type(e)) == TITLED_TAG:
-            title = getattr(e, "title", None)
-            if isinstance(title, str) and title.strip():
-                return _one_line(title)
-    proj = WithPartsProjection(session_id)
-    last = 0
-    for e in events:
-        if e.seq != last + 1:
-            break  # the head ends here; the tail does not follow on from it
-        last = e.seq
-        if type(e) in WithPartsProjection.IGNORES or ev.tag_of(type(e)) == TITLED_TAG:
-            continue
-        proj.apply(e)
-    for m in proj.messages():
-        if isinstance(m.info, v.UserInfo):
-            for p in m.parts:
-                if isinstance(p, v.TextPart) and not p.synthetic and not p.ignored:
-                    text = _prompt(p.text)
-                    if text:
-                        return _one_line(text)
-    return None
-
-
-# A tool's own wrapping around a prompt: Claude Code's <command-name>/init</command-name>,
-# Codex's <environment_context> block sent as the first user message.
-_TAG = re.compile(r"</?[A-Za-z][\w-]*>")
-_CONTEXT = re.compile(r"\s*<(environment_context|user_instructions|system-reminder)>")
-
-
-def _prompt(text: str) -> str:
-    """What a person typed: a context block the tool sent is no prompt, and tags go."""
-    if _CONTEXT.match(text):
-        return ""
-    return " ".join(_TAG.sub(" ", text).split(" ")).strip()
-
-
-def _one_line(text: str) -> str:
-    line = next((" ".join(x.split()) for x in text.splitlines() if x.strip()), "")
-    return line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1] + "…"
+def session_title(events: Iterable[Any], session_id: str) -> str | None:
+    """A session's title as the list shows it (:class:`projections.titles.TitleFold`,
+    the one rule ``convlog sessions`` follows too): the latest ``session.titled``,
+    else the first prompt a person typed; None without either. ``events`` are the
+    session's events in seq order, or its edges (see EDGE)."""
+    title, _ = TitleFold().apply_all(events).shown(TITLE_CHARS)
+    return title or None
 
 
 def edges(store: Store, sid: str, version: int) -> list[ev.AnyEvent]:
