@@ -16,7 +16,6 @@ from projections import views as v
 from projections.titles import TitleFold
 
 EDGE = 400  # events read at each end of a session
-TITLED_TAG = ev.tag_of(ev.SessionTitled)
 TITLE_CHARS = 120
 
 
