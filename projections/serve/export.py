@@ -32,11 +32,11 @@ and that the page's state equals the fold at every seq of generated sessions.
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from typing import Any, cast
 
 from engine import events as ev
+from engine.codec import json_text
 from engine.store.base import Store
 from projections import views as v
 from projections.json import converter
@@ -58,7 +58,7 @@ def static_text(name: str) -> str:
 
 def script_json(data: Any) -> str:
     """JSON that cannot close its <script> element nor open a comment in it."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = json_text(data).decode()  # a lone surrogate: its escape (engine.codec)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
