@@ -174,6 +174,14 @@ class SnapshotWriter:
             self._base = {mid: (ver, dig) for mid, ver, dig in refs}
 
 
+def _lacks_raw(message: dict[str, Any]) -> bool:
+    """A format 2 chunk with a call that ran: it was written before tool parts kept the
+    model's argument text once the call ran (``ToolPart.raw``), so a replay rebuilds it."""
+    return any(p.get("type") == "tool" and "raw" not in p
+               and p.get("state", {}).get("status") != "pending"
+               for p in message.get("parts", ()))
+
+
 def _chain(store: Store, owner: str, found: tuple[int, bytes]) -> list[_Index] | None:
     """The index record at ``found`` and the bases its delta needs, newest first.
     None when a record is damaged, missing or inconsistent."""
@@ -225,7 +233,7 @@ def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProject
                         return view
                 else:  # format 2 (the previous release): the JSON view as a map
                     raw = decode_message(data, rename)
-                    if raw["info"]["id"] == mid:
+                    if raw["info"]["id"] == mid and not _lacks_raw(raw):
                         return raw
             except (msgspec.DecodeError, zlib.error, LookupError, TypeError, StaleChunk):
                 pass

@@ -71,14 +71,16 @@ def _usage(tokens: v.Tokens) -> JSON:
 
 
 def tool_arguments(p: v.ToolPart) -> str:
-    """The arguments text: as streamed while pending or cut short, else the input as JSON."""
+    """The arguments text as the model wrote it, byte for byte (whatever the call's
+    state); a call that came with no text renders its input as JSON, and an empty
+    input ``""``, as the SDKs accumulate a call whose arguments never streamed."""
+    if p.raw is not None:
+        return p.raw
     state = p.state
-    if isinstance(state, v.ToolStatePending) and state.raw:
-        return state.raw
     if isinstance(state, v.ToolStateError) and state.metadata is not None \
             and state.metadata.get("kind") == "truncated":
         return str(state.metadata.get("raw", ""))
-    return json.dumps(dict(state.input), ensure_ascii=False)
+    return json.dumps(dict(state.input), ensure_ascii=False) if state.input else ""
 
 
 def response(wp: v.WithParts) -> JSON:
