@@ -19,7 +19,6 @@ from engine.store import open_store
 from projections import views as v
 from projections.render import anthropic as render_anthropic
 from projections.render import openai_chat as render_chat
-from projections.render import openai_responses as render_responses
 from projections.withparts import WithPartsProjection
 from tests.adapters.test_ingest_anthropic import sdk_message
 from tests.adapters.test_ingest_openai_chat import chat_streams, comparable, sdk
