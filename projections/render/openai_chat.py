@@ -94,11 +94,18 @@ def response(wp: v.WithParts) -> JSON:
     """
     content: list[str] = []
     refusal: list[str] = []
+    reasoning: list[str] = []
     calls: list[JSON] = []
     finish: str | None = None
     tokens: v.Tokens | None = None
+    kept = c.provider_data(wp.info.metadata, "openai")
+    if kept.get("content") == "":
+        content.append("")  # the stream sent only "": the SDK's "", not None
     for p in wp.parts:
-        if isinstance(p, v.TextPart) and not p.ignored:
+        if isinstance(p, v.ReasoningPart) and c.provider_data(p.metadata, "openai").get(
+                "field") == "reasoning_content":
+            reasoning.append(p.text)
+        elif isinstance(p, v.TextPart) and not p.ignored:
             if c.provider_data(p.metadata, "openai").get("refusal"):
                 refusal.append(p.text)
             else:
@@ -111,7 +118,9 @@ def response(wp: v.WithParts) -> JSON:
     message: JSON = {"role": "assistant", "content": "".join(content) if content else None,
                      "refusal": "".join(refusal) if refusal else None,
                      "tool_calls": calls or None}
-    envelope = c.provider_data(wp.info.metadata, "openai").get("completion")
+    if reasoning:  # a provider's extra field, accumulated by the SDK as sent
+        message["reasoning_content"] = "".join(reasoning)
+    envelope = kept.get("completion")
     if not isinstance(envelope, dict):
         envelope = {"object": "chat.completion",
                     "usage": _usage(tokens or v.Tokens())}  # not from a stream: tokens
