@@ -213,7 +213,10 @@ def decode_json(data: bytes | str, *, line: int | None = None) -> AnyEvent:
         obj = _json_fallback(data)  # a lone surrogate's escape, read by the stdlib
         if not isinstance(obj, dict):
             raise _wrap(exc, line) from None
-        return from_stored(obj)
+        try:
+            return from_stored(obj)
+        except (EventDecodeError, UnknownSchemaVersion):
+            raise _wrap(exc, line) from None
     except msgspec.ValidationError as exc:
         # An old shape fails the typed decode: try its upcasters before giving up.
         old = _old_builtins(data)
@@ -374,6 +377,9 @@ def from_stored(obj: dict[str, Any]) -> AnyEvent:
         event: Any = msgspec.convert(new, cls)
     except msgspec.ValidationError as exc:
         raise _wrap(exc) from None
+    except UnicodeEncodeError:  # msgspec quoting an unknown field that holds one
+        raise EventDecodeError("a field the event does not have, or a value of the wrong "
+                               "type, holds a lone surrogate") from None
     return event  # type: ignore[no-any-return]
 
 
