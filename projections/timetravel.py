@@ -14,6 +14,7 @@ Three ways to reach a past state, all equal to a replay from the first event:
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import zlib
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from typing import Any, Literal
 import attrs
 import msgspec
 
+from engine.codec import packb
 from engine.events import Event
 from engine.store import blocks
 from engine.store.base import Store
@@ -99,7 +101,7 @@ class _IndexV1(msgspec.Struct):
     tool_added: list[tuple[str, str, int]]
 
 
-_encode = msgspec.msgpack.Encoder().encode
+_encode = functools.partial(packb, encoder=msgspec.msgpack.Encoder())
 _index_dec = msgspec.msgpack.Decoder(_Index)
 _record_dec = msgspec.msgpack.Decoder(_Record)
 _index_v1_dec = msgspec.msgpack.Decoder(_IndexV1)

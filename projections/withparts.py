@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 import attrs
-import msgspec
 
 from engine import events as ev
+from engine.codec import packb, unpackb
 from engine.events import Event
 from engine.store.base import Store
 from engine.store.runs import Run
@@ -611,7 +611,7 @@ class WithPartsProjection:
 
     def snapshot(self) -> bytes:
         """The state as bytes (msgpack of the views' JSON form)."""
-        return msgspec.msgpack.encode({
+        return packb({
             "v": _SNAPSHOT_VERSION, "seq": self.seq, "session": self.session_id,
             "messages": self.to_json(),
             "tool_added": [[m, p, t] for (m, p), t in self._tool_added.items()],
@@ -620,7 +620,7 @@ class WithPartsProjection:
     @classmethod
     def restore(cls, session_id: str, data: bytes) -> WithPartsProjection:
         """Inverse of :meth:`snapshot`; messages are decoded lazily, on first use."""
-        raw = msgspec.msgpack.decode(data)
+        raw = unpackb(data)
         if raw.get("v") != _SNAPSHOT_VERSION:
             raise ValueError(f"snapshot version {raw.get('v')} is not {_SNAPSHOT_VERSION}")
         proj = cls(session_id)
@@ -655,12 +655,12 @@ class WithPartsProjection:
 
 def encode_message(message: v.WithParts) -> bytes:
     """One message as snapshot bytes (msgpack of its JSON form)."""
-    return msgspec.msgpack.encode(converter.unstructure(message, v.WithParts))
+    return packb(converter.unstructure(message, v.WithParts))
 
 
 def decode_message(data: bytes, session_id: str | None = None) -> Any:
     """The JSON dict of :func:`encode_message`, renamed to ``session_id`` when given."""
-    raw = msgspec.msgpack.decode(data)
+    raw = unpackb(data)
     return raw if session_id is None else _rename_session(raw, session_id)
 
 

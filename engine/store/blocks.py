@@ -128,7 +128,7 @@ def seal(link: Link, session_id: str, prev: bytes, *, first: int, canon: Sequenc
     if maxv <= 1 and not upcasting_active():
         try:
             events = _typed_dec.decode(_enc.encode([msgspec.Raw(c) for c in canon]))
-            if all(map(bytes.__eq__, map(_enc.encode, events), canon)):
+            if all(map(bytes.__eq__, (packb(e, _enc) for e in events), canon)):
                 kind, data = KIND_PACKED, packed.pack(events, session_id, first)
         except (msgspec.ValidationError, msgspec.DecodeError, ValueError):
             pass  # an old or foreign shape: kept as stored
