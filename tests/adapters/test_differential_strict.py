@@ -32,7 +32,7 @@ from tests.support.anthropic_streams import anthropic_streams
 from tests.support.responses_streams import responses_streams
 
 JSON = dict[str, Any]
-STRICT = settings(max_examples=60, deadline=None,
+STRICT = settings(max_examples=300, deadline=None,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                          HealthCheck.function_scoped_fixture])
 ODD_ARGS = '{"id": 1' + "0" * 30 + ', "h": "\\ud800", "l\\u00ednea": -9223372036854775809}'
