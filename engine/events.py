@@ -193,6 +193,21 @@ class MessageCompleted(MessageEvent, frozen=True, tag="message.completed"):
     metadata: JSONObject | None = None  # merged per provider key into the start's metadata
 
 
+class MessageStreamEnded(MessageEvent, frozen=True, tag="message.stream_ended"):
+    """The provider's stream of an assistant message ended: what it said about the
+    message as a whole (the stop reason, the final usage, the provider's envelope such
+    as the Responses status and each output item's status), durable when the stream
+    ends whether or not the message completes later (it may wait for its tools).
+    Folded into the message's info as a completion's fields are; a completion that
+    follows may repeat them, and one that leaves them out keeps these."""
+
+    entity = "message"
+
+    finish: str | None = None
+    tokens: Tokens | None = None
+    metadata: JSONObject | None = None  # merged per provider key into the start's metadata
+
+
 # --------------------------------------------------------------------------- text and reasoning
 
 
@@ -886,6 +901,7 @@ class MailRead(MailboxEvent, frozen=True, tag="mail.read"):
 AnyEvent = (
     MessageStarted
     | MessageCompleted
+    | MessageStreamEnded
     | TextAdded
     | TextDelta
     | ReasoningAdded

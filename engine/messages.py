@@ -200,6 +200,8 @@ MESSAGE: Final = Entity["Messages"](
         "step.",
         [
             Row(ABSENT, ev.MessageStarted, "open"),
+            Row("open", ev.MessageStreamEnded, "open",
+                note="the stream's stop reason, usage and envelope kept"),
             Row("open", ev.MessageCompleted, "completed"),
         ],
     ),
@@ -295,6 +297,8 @@ PART: Final = PartEntity(
 
 PART_ENTITIES: Final[tuple[PartEntity, ...]] = (STREAM, TOOL, PART)
 ENTITIES: Final[tuple[Entity[Messages], ...]] = (MESSAGE, STREAM, TOOL, STEP, PART)
+# The events of the message itself (not of one of its parts).
+MESSAGE_EVENTS: Final[frozenset[type[Event]]] = frozenset(r.event for r in MESSAGE.table.rows)
 
 # --------------------------------------------------------------------------- derived
 # Everything below is read off the declarations above; nothing is kept by hand.
@@ -361,10 +365,8 @@ class Messages:
         then the rules every entity declared for the event's type.
         """
         cls = type(e)
-        if cls is ev.MessageStarted or cls is ev.MessageCompleted:
-            row = self._message_row(e)  # type: ignore[arg-type]
-        else:
-            row = self._part_row(e)  # type: ignore[arg-type]
+        row = (self._message_row(e) if cls in MESSAGE_EVENTS  # type: ignore[arg-type]
+               else self._part_row(e))  # type: ignore[arg-type]
         if row is not None:
             rules = RULES.get(cls)
             if rules is not None:
@@ -372,7 +374,7 @@ class Messages:
                     rule(self, e)
         return row
 
-    def _message_row(self, e: ev.MessageStarted | ev.MessageCompleted) -> Row | None:
+    def _message_row(self, e: ev.MessageEvent) -> Row | None:
         msg = self.messages.get(e.message_id)
         state = ABSENT if msg is None else msg.state
         row = MESSAGE.table.index.get((state, type(e)))
@@ -447,6 +449,8 @@ class Messages:
             j.set(msg, "state", row.target)
             j.set(msg, "entered", e)
             return
+        if cls is ev.MessageStreamEnded:
+            return  # the message stays open: nothing the tables judge changes
         assert isinstance(e, ev.PartEvent)
         msg = self.messages[e.message_id]
         if row.source == ABSENT:
@@ -465,7 +469,7 @@ class Messages:
     def row_for(self, e: Event) -> Row:
         """The row of a stored (already accepted) event, for replay without judging."""
         cls = type(e)
-        if cls is ev.MessageStarted or cls is ev.MessageCompleted:
+        if cls in MESSAGE_EVENTS:
             msg = self.messages.get(e.message_id)  # type: ignore[attr-defined]
             return MESSAGE.table.index[(ABSENT if msg is None else msg.state, cls)]
         assert isinstance(e, ev.PartEvent)

@@ -32,6 +32,7 @@ from typing import Any, Final, Union
 import attrs
 import msgspec
 
+from engine.codec import ext_hook, packb
 from projections import views as v
 
 
@@ -190,15 +191,15 @@ FORMAT: Final = 3
 FINGERPRINT: Final = hashlib.blake2b(
     f"{FORMAT};{';'.join(_compiler.described)}".encode(), digest_size=8).digest()
 
-_enc = msgspec.msgpack.Encoder()
-_dec = msgspec.msgpack.Decoder(tuple[bytes, list[Any]])
+_enc = msgspec.msgpack.Encoder()  # through engine.codec.packb: big ints, lone surrogates
+_dec = msgspec.msgpack.Decoder(tuple[bytes, list[Any]], ext_hook=ext_hook)
 # A format 3 chunk is a msgpack array of two (fingerprint, message); format 2 is a map.
 _HEAD: Final = b"\x92"
 
 
 def encode_chunk(message: v.WithParts) -> bytes:
     """The message as format 3 chunk bytes (uncompressed)."""
-    return _enc.encode((FINGERPRINT, _encode_view(message)))
+    return packb((FINGERPRINT, _encode_view(message)), _enc)
 
 
 def is_chunk(data: bytes) -> bool:

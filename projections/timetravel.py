@@ -14,6 +14,7 @@ Three ways to reach a past state, all equal to a replay from the first event:
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import zlib
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from typing import Any, Literal
 import attrs
 import msgspec
 
+from engine.codec import packb
 from engine.errors import InvalidArgument
 from engine.events import Event
 from engine.store import blocks
@@ -101,7 +103,7 @@ class _IndexV1(msgspec.Struct):
     tool_added: list[tuple[str, str, int]]
 
 
-_encode = msgspec.msgpack.Encoder().encode
+_encode = functools.partial(packb, encoder=msgspec.msgpack.Encoder())
 _index_dec = msgspec.msgpack.Decoder(_Index)
 _record_dec = msgspec.msgpack.Decoder(_Record)
 _index_v1_dec = msgspec.msgpack.Decoder(_IndexV1)
@@ -176,6 +178,14 @@ class SnapshotWriter:
             self._base = {mid: (ver, dig) for mid, ver, dig in refs}
 
 
+def _lacks_raw(message: dict[str, Any]) -> bool:
+    """A format 2 chunk with a call that ran: it was written before tool parts kept the
+    model's argument text once the call ran (``ToolPart.raw``), so a replay rebuilds it."""
+    return any(p.get("type") == "tool" and "raw" not in p
+               and p.get("state", {}).get("status") != "pending"
+               for p in message.get("parts", ()))
+
+
 def _chain(store: Store, owner: str, found: tuple[int, bytes]) -> list[_Index] | None:
     """The index record at ``found`` and the bases its delta needs, newest first.
     None when a record is damaged, missing or inconsistent."""
@@ -223,7 +233,7 @@ class _ChunkLoader:
                         return view
                 else:  # format 2 (the previous release): the JSON view as a map
                     raw = decode_message(data, self.rename)
-                    if raw["info"]["id"] == mid:
+                    if raw["info"]["id"] == mid and not _lacks_raw(raw):
                         return raw
             except (msgspec.DecodeError, zlib.error, LookupError, TypeError, StaleChunk):
                 pass

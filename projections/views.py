@@ -221,6 +221,10 @@ class ToolPart:
     state: ToolState
     metadata: JSON | None = None
     approval: ToolApproval | None = None
+    # The arguments exactly as the model wrote them (the log's tool.input_delta
+    # fragments, or tool.added's raw), kept once the call ran: the renders send them
+    # byte for byte. None when no text came (the input was given whole).
+    raw: str | None = None
 
 
 @attrs.frozen

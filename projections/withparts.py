@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 import attrs
-import msgspec
 
 from engine import events as ev
+from engine.codec import packb, unpackb
 from engine.events import Event
 from engine.store.base import Store
 from engine.store.runs import Run
@@ -72,6 +72,7 @@ def _evolver(cls: type[Any], changed: tuple[str, ...]) -> Callable[..., Any]:
 _complete_assistant = _evolver(v.AssistantInfo,
                                ("time", "cost", "tokens", "finish", "error", "metadata"))
 _complete_user = _evolver(v.UserInfo, ("time", "metadata"))
+_stream_ended = _evolver(v.AssistantInfo, ("tokens", "finish", "metadata"))
 
 
 class _Msg:
@@ -251,9 +252,12 @@ class _Tool(_Part):
         if view is None:
             approval = (None if self.approval is None
                         else v.ToolApproval(self.approval, self.approval_reason))  # type: ignore[arg-type]
+            raw = self.raw
+            if len(raw) > 1:
+                raw[:] = ["".join(raw)]
             view = self.view = v.ToolPart(
                 self.id, self.msg.info.session_id, self.msg.info.id, self.call_id, self.tool,
-                self.state(), self.part_metadata, approval,
+                self.state(), self.part_metadata, approval, raw[0] if raw else None,
             )
         return view
 
@@ -372,10 +376,26 @@ class WithPartsProjection:
         info = msg.info
         time = v.MessageTime(info.time.created, e.time)
         if isinstance(info, v.AssistantInfo):
-            msg.info = _complete_assistant(info, time, e.cost, e.tokens or _NO_TOKENS, e.finish,
-                                           e.error, _merge_provider(info.metadata, e.metadata))
+            # What the stream's end recorded (message.stream_ended) stays where the
+            # completion does not say (info's defaults when there was none).
+            msg.info = _complete_assistant(
+                info, time, e.cost, e.tokens or info.tokens,
+                e.finish if e.finish is not None else info.finish, e.error,
+                _merge_provider(info.metadata, e.metadata))
         else:
             msg.info = _complete_user(info, time, _merge_provider(info.metadata, e.metadata))
+        msg.view = None
+
+    @handles(ev.MessageStreamEnded)
+    def _message_stream_ended(self, e: ev.MessageStreamEnded) -> None:
+        msg = self._live(e.message_id)
+        info = msg.info
+        if isinstance(info, v.AssistantInfo):
+            msg.info = _stream_ended(info, e.tokens or info.tokens,
+                                     e.finish if e.finish is not None else info.finish,
+                                     _merge_provider(info.metadata, e.metadata))
+        else:
+            msg.info = attrs.evolve(info, metadata=_merge_provider(info.metadata, e.metadata))
         msg.view = None
 
     def _add(self, e: ev.PartEvent, part: _Part) -> None:
@@ -595,7 +615,7 @@ class WithPartsProjection:
 
     def snapshot(self) -> bytes:
         """The state as bytes (msgpack of the views' JSON form)."""
-        return msgspec.msgpack.encode({
+        return packb({
             "v": _SNAPSHOT_VERSION, "seq": self.seq, "session": self.session_id,
             "messages": self.to_json(),
             "tool_added": [[m, p, t] for (m, p), t in self._tool_added.items()],
@@ -604,7 +624,7 @@ class WithPartsProjection:
     @classmethod
     def restore(cls, session_id: str, data: bytes) -> WithPartsProjection:
         """Inverse of :meth:`snapshot`; messages are decoded lazily, on first use."""
-        raw = msgspec.msgpack.decode(data)
+        raw = unpackb(data)
         if raw.get("v") != _SNAPSHOT_VERSION:
             raise ValueError(f"snapshot version {raw.get('v')} is not {_SNAPSHOT_VERSION}")
         proj = cls(session_id)
@@ -639,12 +659,12 @@ class WithPartsProjection:
 
 def encode_message(message: v.WithParts) -> bytes:
     """One message as snapshot bytes (msgpack of its JSON form)."""
-    return msgspec.msgpack.encode(converter.unstructure(message, v.WithParts))
+    return packb(converter.unstructure(message, v.WithParts))
 
 
 def decode_message(data: bytes, session_id: str | None = None) -> Any:
     """The JSON dict of :func:`encode_message`, renamed to ``session_id`` when given."""
-    raw = msgspec.msgpack.decode(data)
+    raw = unpackb(data)
     return raw if session_id is None else _rename_session(raw, session_id)
 
 
@@ -691,8 +711,10 @@ def _part_from_view(msg: _Msg, pv: v.Part, added: int) -> _Part:
         tool.input = dict(s.input)
         if pv.approval is not None:
             tool.approval, tool.approval_reason = pv.approval.state, pv.approval.reason
+        if pv.raw:
+            tool.raw = [pv.raw]
         if isinstance(s, v.ToolStatePending):
-            tool.raw = [s.raw] if s.raw else []
+            tool.raw = [s.raw] if s.raw else tool.raw
         elif isinstance(s, v.ToolStateRunning):
             tool.start, tool.title, tool.state_metadata = s.time.start, s.title, s.metadata
         elif isinstance(s, v.ToolStateCompleted):

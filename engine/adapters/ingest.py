@@ -11,8 +11,10 @@ message of a :class:`~engine.session.Session`:
 - a tool call is a ``tool.added`` part (pending), each raw JSON fragment a
   ``tool.input_delta``, and the parsed input a ``tool.input_ready`` when the
   call's arguments are complete;
-- the stop reason and usage are a ``step.finished`` part and, once no tool is
-  left pending, the message's ``message.completed``.
+- the stop reason and usage are a ``step.finished`` part, then the stream's whole
+  envelope (stop reason, final usage, the provider's message/response fields and
+  item statuses) a ``message.stream_ended``, durable whether or not the message
+  completes later, and, once no tool is left pending, ``message.completed``.
 
 **Coalescing** (``coalesce_chars``): consecutive text or reasoning deltas of one
 part may be merged into one event of at least that many characters. Buffered
@@ -621,6 +623,10 @@ class StreamIngest:
         self.metadata = metadata
         self._emit(ev.StepFinished(message_id=mid, part_id=part_id(), reason=reason or "",
                                    tokens=tokens))
+        # Durable now, whether the message completes here or after its tools ran (or
+        # never: a crash, or another way to complete it).
+        self._emit(ev.MessageStreamEnded(message_id=mid, finish=reason, tokens=tokens,
+                                         metadata=metadata))
         if all(b.data.get("done") for b in self._tools):
             self._emit(ev.MessageCompleted(message_id=mid, tokens=tokens, finish=reason,
                                            metadata=metadata))

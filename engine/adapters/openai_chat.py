@@ -82,6 +82,7 @@ class OpenAIChatIngest(StreamIngest):
         # The completion as the SDK ends with it, choices aside: the first chunk's
         # fields, then usage and system_fingerprint as each later chunk sets them.
         self.envelope: dict[str, Any] = {}
+        self.envelope_content: str | None = None  # "" when the stream sent only ""
 
     def _feed(self, data: dict[str, Any]) -> None:
         if not self.started:
@@ -102,12 +103,21 @@ class OpenAIChatIngest(StreamIngest):
             if choice.get("index", 0) != 0:
                 raise StreamOrderError("only one choice (n=1) can be ingested")
             delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning_content")  # DeepSeek, OpenCode, aider
+            if reasoning:
+                self._after_finish()
+                block = self.blocks.get("reasoning") or self._open_reasoning(
+                    "reasoning", metadata={"openai": {"field": "reasoning_content"}})
+                self._text(block, reasoning)
             content = delta.get("content")
-            if content or (content == "" and "content" not in self.blocks):
-                # Even "" alone makes the content a string (the SDK's "", not None).
+            if content:
                 self._after_finish()
                 block = self.blocks.get("content") or self._open_text("content")
                 self._text(block, content)
+            elif content == "" and "content" not in self.blocks:
+                # "" alone makes the content a string (the SDK's "", not None): kept in
+                # the envelope, no empty text part (a stream of tool calls opens so).
+                self.envelope_content = ""
             refusal = delta.get("refusal")
             if refusal or (refusal == "" and "refusal" not in self.blocks):
                 self._after_finish()
@@ -139,8 +149,10 @@ class OpenAIChatIngest(StreamIngest):
     def _end_of_stream(self) -> None:
         if self.finish_reason is None:
             raise StreamTruncated("the stream ended without a finish_reason")
-        self._stop(self.finish_reason, tokens_from_usage(self.usage),
-                   {"openai": {"completion": self.envelope}})
+        openai: dict[str, Any] = {"completion": self.envelope}
+        if self.envelope_content is not None and "content" not in self.blocks:
+            openai["content"] = self.envelope_content
+        self._stop(self.finish_reason, tokens_from_usage(self.usage), {"openai": openai})
 
 
 def ingest_openai_chat(session: Session, chunks: Any, **options: Any) -> IngestResult:

@@ -14,66 +14,24 @@ importer's stable ids).
 
 from __future__ import annotations
 
-from typing import Any, Final
-
 import msgspec
 
 from engine import events as ev
-from engine.errors import ConvlogError, InvalidEvent, UnknownSession
+from engine.errors import ConvlogError, UnknownSession
 from engine.events import DEFAULT_ACTOR, SCHEMA_VERSION, Event
 from engine.importers.base import ImportInputError, Plan, PlannedSession, SessionSummary
 from engine.lifecycle import Lifecycle
 from engine.session import Session
 from engine.store import MemoryStore
 from engine.store.base import Store
-from engine.store.door import INT_MAX, INT_MIN, admit
-
-BIG_INT: Final = ("an integer outside the signed 64-bit range (no store holds one) in a "
-                  "tool's input or kept metadata: kept as its decimal text")
+from engine.store.door import admit
 
 
 def write_plan(store: Store, plan: Plan) -> None:
-    """Check ``plan``, then append it to ``store``; fills the report.
-
-    A JSON number past 64 bits inside a free-form value (a tool's arguments, an MCP
-    result kept in metadata) would refuse the whole import for one value: the check
-    names it, and the plan is checked again with such numbers as their decimal text.
-    Nothing is written before the check passes, and a file without one pays nothing."""
-    try:
-        _write_plan(store, plan)
-    except ImportInputError as exc:
-        cause = exc.__cause__
-        if not (isinstance(cause, InvalidEvent) and "64-bit" in cause.reason
-                and _mend_big_ints(plan)):
-            raise
-        _write_plan(store, plan)
-
-
-def _mend_big_ints(plan: Plan) -> bool:
-    """Every free-form (dict or list) field of the plan's events with its integers past
-    64 bits as decimal text; whether any was."""
-    count = 0
-
-    def mend(value: Any) -> Any:
-        nonlocal count
-        if isinstance(value, dict):
-            return {k: mend(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [mend(v) for v in value]
-        if type(value) is int and not INT_MIN <= value <= INT_MAX:
-            count += 1
-            return str(value)
-        return value
-
-    for planned in plan.sessions:
-        for i, e in enumerate(planned.events):
-            changes = {name: mend(value) for name in e.__struct_fields__
-                       if isinstance(value := getattr(e, name), dict | list)}
-            if changes:
-                planned.events[i] = msgspec.structs.replace(e, **changes)
-    for _ in range(count):
-        plan.report.note(BIG_INT)
-    return count > 0
+    """Check ``plan``, then append it to ``store``; fills the report. Nothing is
+    written before the check passes. (A JSON number past 64 bits in a free-form
+    value is held as the same int by every store: engine.codec.)"""
+    _write_plan(store, plan)
 
 
 def _write_plan(store: Store, plan: Plan) -> None:

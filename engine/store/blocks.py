@@ -34,7 +34,16 @@ from typing import Any, NamedTuple, cast
 
 import msgspec
 
-from engine.codec import canonical, canonical_encoder, from_stored, upcasting_active, upgrade
+from engine.codec import (
+    canonical,
+    canonical_encoder,
+    ext_hook,
+    from_stored,
+    packb,
+    typed_fallback,
+    upcasting_active,
+    upgrade,
+)
 from engine.errors import EventDecodeError
 from engine.events import SCHEMA_VERSION, AnyEvent, Event
 from engine.store import packed, packed_range
@@ -73,9 +82,10 @@ class _BlockIn(msgspec.Struct, array_like=True):
 
 _enc = msgspec.msgpack.Encoder()
 _head_dec = msgspec.msgpack.Decoder(_BlockIn)
-_typed_dec = msgspec.msgpack.Decoder(list[AnyEvent])
+# ext_hook: integers past 64 bits and lone surrogates (engine.codec.escaped).
+_typed_dec = msgspec.msgpack.Decoder(list[AnyEvent], ext_hook=ext_hook)
 _raw_list_dec = msgspec.msgpack.Decoder(list[msgspec.Raw])
-_any_dec = msgspec.msgpack.Decoder()
+_any_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)
 
 
 def encode(canon: Sequence[bytes], hashes: Sequence[bytes], maxv: int, *,
@@ -119,7 +129,7 @@ def seal(link: Link, session_id: str, prev: bytes, *, first: int, canon: Sequenc
     if maxv <= 1 and not upcasting_active():
         try:
             events = _typed_dec.decode(_enc.encode([msgspec.Raw(c) for c in canon]))
-            if all(map(bytes.__eq__, map(_enc.encode, events), canon)):
+            if all(map(bytes.__eq__, (packb(e, _enc) for e in events), canon)):
                 kind, data = KIND_PACKED, packed.pack(events, session_id, first)
         except (msgspec.ValidationError, msgspec.DecodeError, ValueError):
             pass  # an old or foreign shape: kept as stored
@@ -293,7 +303,11 @@ def decode(body: bytes, session_id: str = "") -> list[AnyEvent]:
         raise EventDecodeError(f"unreadable block: {exc}") from None
     if maxv <= 1 and not upcasting_active():
         try:
-            return _typed_dec.decode(events)
+            try:
+                return _typed_dec.decode(events)
+            except msgspec.ValidationError:  # a lone surrogate where a str belongs?
+                typed: list[AnyEvent] = typed_fallback(events, list[AnyEvent])
+                return typed
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise EventDecodeError(f"undecodable event in block: {exc}") from None
     return _decode_evolving(events)
@@ -364,7 +378,16 @@ def _decode_evolving(events: bytes | memoryview) -> list[AnyEvent]:
 # short range reads hit the same block repeatedly. Keyed by the stored bytes
 # themselves, so it can never answer for other bytes (a swap of the tuple is atomic).
 _last_opened: list[tuple[bytes, int, list[msgspec.Raw]]] = []
-_one_dec = msgspec.msgpack.Decoder(AnyEvent)
+_one_dec = msgspec.msgpack.Decoder(AnyEvent, ext_hook=ext_hook)
+
+
+def _one(raw: msgspec.Raw) -> AnyEvent:
+    try:
+        event: AnyEvent = _one_dec.decode(raw)
+        return event
+    except msgspec.ValidationError:  # a lone surrogate where a str belongs?
+        event = typed_fallback(raw, AnyEvent)
+        return event
 
 
 def decode_range(body: bytes, lo: int, hi: int, session_id: str = "") -> list[AnyEvent]:
@@ -387,7 +410,7 @@ def decode_range(body: bytes, lo: int, hi: int, session_id: str = "") -> list[An
     part = raws[max(lo, 0):hi]
     if maxv <= 1 and not upcasting_active():
         try:
-            return [_one_dec.decode(r) for r in part]
+            return [_one(r) for r in part]
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise EventDecodeError(f"undecodable event in block: {exc}") from None
     out: list[AnyEvent] = []
@@ -410,7 +433,7 @@ def raw_events(body: bytes, session_id: str = "") -> list[bytes]:
     if body[:1] == _SEALED:
         events = _sealed_events(body, session_id)
         if events is not None:
-            return [_enc.encode(e) for e in events]
+            return [packb(e, _enc) for e in events]
     return [bytes(r) for r in _raw_list_dec.decode(_open(body)[1])]
 
 

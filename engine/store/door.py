@@ -8,12 +8,16 @@ into its canonical bytes (which the hash chain needs anyway) and reads them back
 with the typed decoder: one C-level pass that applies exactly the rules a stored
 event is read with. What decoding cannot see is checked around it:
 
-- a value the encoder cannot write at all (an integer beyond 64 bits, a string
-  with a lone surrogate, nesting deep enough to exhaust the stack, an object of
-  no JSON type) fails the encode;
-- integers in ``[2**63, 2**64)`` and infinite floats encode but SQLite,
-  PostgreSQL and JSON cannot all hold them: a byte pattern search finds the
-  candidates, and a walk of the event confirms;
+- any JSON value a model can produce is held, integers of any size and strings
+  with lone surrogates included, in the free-form JSON of an event (a tool's
+  input, metadata): the codec writes what msgpack lacks as an extension
+  (:func:`engine.codec.escaped`). The event's *typed* integers (seq, time,
+  token counts) stay within the signed 64-bit range, and its ids (``id``,
+  ``session_id``, ``actor``, ``message_id``, ``part_id``, which stores index as
+  text) hold no lone surrogate: a byte pattern search finds the candidates, and
+  a walk of the event confirms;
+- nesting deep enough to exhaust the stack, or an object of no JSON type, fails
+  the encode; infinite floats encode but no JSON holds them (the same search);
 - NaN, and any value that decodes into something else (a dict where a struct
   belongs), make the decoded event differ from the one given;
 - nesting deeper than ``MAX_DEPTH``: a count of the container bytes rules it out
@@ -30,8 +34,7 @@ anything else takes the full path, which decides (a property test holds the two
 paths to the same verdict).
 
 Every refusal is :class:`~engine.errors.InvalidEvent` naming the event type, the
-field path and the reason. Integers outside the signed 64-bit range are refused,
-not kept as JSON text: every backend then holds the same value with the same type.
+field path and the reason.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from typing import Any
 
 import msgspec
 
-from engine.codec import canonical, canonical_encoder
+from engine.codec import UNENCODABLE, canonical, canonical_encoder, ext_hook, typed_fallback
 from engine.errors import InvalidEvent
 from engine.events import EVENT_TYPES, AnyEvent, Event
 from engine.store.freeform import free_fields, holds
@@ -54,7 +57,7 @@ INT_MAX = (1 << 63) - 1
 # input, far below what decoding on a deep call stack could not take.
 MAX_DEPTH = 100
 
-_typed = msgspec.msgpack.Decoder(AnyEvent)
+_typed = msgspec.msgpack.Decoder(AnyEvent, ext_hook=ext_hook)
 _canonical_encode = canonical_encoder.encode  # what canonical() calls, without the call
 # msgpack uint64 with the top bit set (>= 2**63); any float64 (rare in events: a
 # walk then looks for an infinity).
@@ -74,16 +77,29 @@ _PATH_RE = re.compile(r"at `(\$[^`]*)`")
 def admit(event: Event) -> bytes:
     """The event's canonical bytes, or InvalidEvent: the one check of every stored event."""
     try:
-        data = canonical(event)
-    except (OverflowError, UnicodeEncodeError, RecursionError, TypeError, ValueError) as exc:
-        found = first_problem(event)
-        if found is None:
-            raise _refuse(event, "$", f"cannot be encoded: {exc}") from None
-        raise _refuse(event, *found) from None
+        data = _canonical_encode(event)
+    except UNENCODABLE:
+        # A big integer or a lone surrogate: its extension, then the full proof
+        # (which decides where such a value may be).
+        try:
+            data = canonical(event)
+        except (OverflowError, UnicodeEncodeError, RecursionError, TypeError,
+                ValueError) as exc:
+            raise _refusal(event, exc) from None
+        return _admit_decoded(event, data)
+    except (RecursionError, TypeError, ValueError) as exc:
+        raise _refusal(event, exc) from None
     fast = _FAST.get(event.__class__)
     if fast is not None and fast(event):
         return data
     return _admit_decoded(event, data)
+
+
+def _refusal(event: Event, exc: Exception) -> InvalidEvent:
+    found = first_problem(event)
+    if found is None:
+        return _refuse(event, "$", f"cannot be encoded: {exc}")
+    return _refuse(event, *found)
 
 
 def admit_all(events: Iterable[Event], *, stamped: bool = False) -> list[bytes]:
@@ -103,7 +119,7 @@ def admit_all(events: Iterable[Event], *, stamped: bool = False) -> list[bytes]:
         try:
             data = encode(event)
         except (OverflowError, UnicodeEncodeError, RecursionError, TypeError, ValueError):
-            data = admit(event)  # raises, naming the field
+            data = admit(event)  # escapes what msgpack lacks, or raises naming the field
         else:
             fast = fast_checks.get(event.__class__)
             if fast is None or not fast(event):
@@ -123,7 +139,15 @@ def _admit_decoded(event: Event, data: bytes) -> bytes:
         if found is not None:
             raise _refuse(event, *found)
     try:
-        back = _typed.decode(data)
+        try:
+            back = _typed.decode(data)
+        except msgspec.ValidationError:
+            # An extension (engine.codec.escaped) where a typed field is: a lone
+            # surrogate in a text field is fine, an id or a typed integer is not.
+            back = typed_fallback(data, AnyEvent)
+            found = first_problem(event)
+            if found is not None:
+                raise _refuse(event, *found) from None
     except msgspec.ValidationError as exc:
         match = _PATH_RE.search(str(exc))
         reason = str(exc).split(" - at ")[0]
@@ -256,20 +280,27 @@ def _children(value: Any, path: str) -> Iterator[tuple[Any, str]]:
             yield v, f"{path}[{i}]"
 
 
+# The fields stores index as text: no lone surrogate in them.
+ID_FIELDS = frozenset({"id", "session_id", "actor", "message_id", "part_id"})
+
+
 def first_problem(event: Event) -> tuple[str, str] | None:
-    """(path, reason) of the first value no store can hold, walking without recursion."""
-    stack: list[tuple[Any, str, int]] = [(event, "$", 1)]
+    """(path, reason) of the first value no store can hold, walking without recursion.
+
+    ``typed`` below: the value is a field of a struct (not inside free-form JSON)."""
+    stack: list[tuple[Any, str, int, str]] = [(event, "$", 1, "")]
     while stack:
-        value, path, depth = stack.pop()
+        value, path, depth, field = stack.pop()
         cls = value.__class__
         if cls is str:
-            if not value.isascii():
+            if field in ID_FIELDS and not value.isascii():
                 try:
                     value.encode()
                 except UnicodeEncodeError as exc:
-                    return path, f"lone surrogate {value[exc.start]!r} at index {exc.start}"
+                    return path, (f"lone surrogate {value[exc.start]!r} at index {exc.start} "
+                                  "in an id")
         elif cls is int:
-            if not INT_MIN <= value <= INT_MAX:
+            if field and not INT_MIN <= value <= INT_MAX:
                 return path, f"integer {_short(value)} is outside the signed 64-bit range"
         elif cls is float:
             if not math.isfinite(value):
@@ -284,7 +315,9 @@ def first_problem(event: Event) -> tuple[str, str] | None:
                     if not isinstance(k, str):
                         return path, f"key {_short(k)} is not a string"
             children = list(_children(value, path))
-            stack.extend((v, p, depth + 1) for v, p in reversed(children))
+            typed = isinstance(value, msgspec.Struct)
+            stack.extend((v, p, depth + 1, p.rsplit(".", 1)[-1] if typed else "")
+                         for v, p in reversed(children))
         else:
             return path, f"a {cls.__name__} is not a JSON value"
     return None

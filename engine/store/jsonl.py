@@ -38,6 +38,8 @@ members are the only place a packed payload is written; see ``FORMAT_VERSION``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import errno
 import fcntl
 import hashlib
@@ -51,7 +53,16 @@ from typing import Any
 
 import msgspec
 
-from engine.codec import canonical, decode_json, from_stored, upcasting_active, upgrade
+from engine.codec import (
+    canonical,
+    decode_json,
+    decode_msgpack,
+    encode_msgpack,
+    from_stored,
+    unpackb,
+    upcasting_active,
+    upgrade,
+)
 from engine.errors import (
     CorruptLog,
     EventDecodeError,
@@ -126,10 +137,74 @@ class _Txn(msgspec.Struct):
 
 _typed_event_dec = msgspec.json.Decoder(AnyEvent)
 _line_enc = msgspec.json.Encoder()
+_str_dec = msgspec.json.Decoder(str)
 _line_dec = msgspec.json.Decoder(_LineIn)
 _env_dec = msgspec.json.Decoder(_Envelope)
 _meta_dec = msgspec.json.Decoder(_Meta)
 _txn_dec = msgspec.json.Decoder(_Txn)
+
+
+# An event holding a lone surrogate (engine.codec) has no exact JSON: the escape
+# ``\\ud800`` is refused by msgspec's parser, and two halves of a pair in one str,
+# escaped, read back as one character. Its line holds the event's msgpack bytes
+# (engine.codec.encode_msgpack, exact) as a base64 JSON string instead of an
+# object: every reader parses the line, and those that look inside the event
+# read those bytes.
+_MSGPACK = "msgpack:"
+
+
+def _line(pos: int, h: bytes, e: Event) -> bytes:
+    try:
+        return _line_enc.encode(_LineOut(pos, h.hex(), e)) + b"\n"
+    except UnicodeEncodeError:
+        text = _MSGPACK + base64.b64encode(encode_msgpack(e)).decode()
+        return _line_enc.encode({"pos": pos, "hash": h.hex(), "event": text}) + b"\n"
+
+
+def _quoted(raw: msgspec.Raw) -> bool:
+    return bytes(memoryview(raw)[:1]) == b'"'
+
+
+def _event_bytes(raw: msgspec.Raw) -> bytes:
+    """The msgpack bytes of a line whose event is a string."""
+    text = _str_dec.decode(raw)
+    if not text.startswith(_MSGPACK):
+        raise msgspec.DecodeError("the event is a string, not msgpack bytes")
+    try:
+        return base64.b64decode(text[len(_MSGPACK):], validate=True)
+    except binascii.Error as exc:
+        raise msgspec.DecodeError(f"the event's base64: {exc}") from None
+
+
+def _event_obj(raw: msgspec.Raw) -> Any:
+    """The builtins of a line's event (either form)."""
+    if _quoted(raw):
+        return unpackb(_event_bytes(raw))
+    return msgspec.json.decode(raw)
+
+
+def _envelope(raw: msgspec.Raw) -> _Envelope:
+    if _quoted(raw):
+        try:
+            return msgspec.convert(_event_obj(raw), _Envelope)
+        except msgspec.ValidationError as exc:
+            raise msgspec.DecodeError(str(exc)) from None
+    return _env_dec.decode(raw)
+
+
+def _typed_event(raw: msgspec.Raw) -> AnyEvent:
+    """A line's event as stored (no upcasting)."""
+    if _quoted(raw):
+        return decode_msgpack(_event_bytes(raw))
+    event: AnyEvent = _typed_event_dec.decode(raw)
+    return event
+
+
+def _event(raw: msgspec.Raw) -> AnyEvent:
+    """A line's event at the current schema version (a newer one raises)."""
+    if _quoted(raw):
+        return upgrade(from_stored(unpackb(_event_bytes(raw))))
+    return upgrade(decode_json(raw))
 
 
 class _State:
@@ -639,7 +714,7 @@ class JSONLStore(Store):
         for line in data[:end].split(b"\n")[:-1]:
             try:
                 rec = _line_dec.decode(line)
-                env = _env_dec.decode(rec.event)
+                env = _envelope(rec.event)
                 h = bytes.fromhex(rec.hash)
             except (msgspec.DecodeError, ValueError) as exc:
                 raise CorruptLog(session_id, st.version + 1,
@@ -791,7 +866,7 @@ class JSONLStore(Store):
     def _decode_line(self, session_id: str, seq: int, line: bytes) -> tuple[int, AnyEvent]:
         try:
             rec = _line_dec.decode(line)
-            return rec.pos, upgrade(decode_json(rec.event))  # a newer version raises
+            return rec.pos, _event(rec.event)  # a newer version raises
         except (msgspec.DecodeError, EventDecodeError) as exc:
             raise CorruptLog(session_id, seq, f"unreadable event: {exc}") from None
 
@@ -835,7 +910,7 @@ class JSONLStore(Store):
         pos0 = self._last + 1
         lines = self._pending.setdefault(session_id, [])
         for i, (e, h) in enumerate(zip(batch.events, batch.hashes, strict=True)):
-            lines.append(_line_enc.encode(_LineOut(pos0 + i, h.hex(), e)) + b"\n")
+            lines.append(_line(pos0 + i, h, e))
             self._ids[e.id] = (session_id, e.seq, pos0 + i)
         n = len(batch.events)
         if self._indexed == self._last:  # our own events are indexed above
@@ -957,7 +1032,7 @@ class JSONLStore(Store):
         try:
             for line in lines:
                 rec = _line_dec.decode(line)
-                e = _typed_event_dec.decode(rec.event)
+                e = _typed_event(rec.event)
                 h = bytes.fromhex(rec.hash)
                 if self.chain.link(prev, canonical(e)) != h:
                     raise ValueError(f"seq {e.seq} would not hash to its stored hash")
@@ -1200,7 +1275,7 @@ class JSONLStore(Store):
                 yield Stored(seq, b"", None, f"unreadable line: {exc}")
                 continue
             try:
-                obj: Any = msgspec.json.decode(rec.event)
+                obj: Any = _event_obj(rec.event)
             except msgspec.DecodeError as exc:
                 yield Stored(seq, h, None, f"unreadable event: {exc}", rec.pos)
                 continue
@@ -1241,7 +1316,7 @@ class JSONLStore(Store):
         """The seq of the tail's first line after sealed blocks (sealed + 1 when it
         cannot be read or is not a seq of the session: the line is then reported)."""
         try:
-            seq = _env_dec.decode(_line_dec.decode(line).event).seq
+            seq = _envelope(_line_dec.decode(line).event).seq
         except (msgspec.DecodeError, ValueError):
             return sealed + 1
         return seq if seq > base else sealed + 1

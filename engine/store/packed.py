@@ -38,6 +38,8 @@ still read, its columns upcast to today's on opening (``_upcast``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -46,6 +48,7 @@ from typing import Annotated, Any, Final
 
 import msgspec
 
+from engine.codec import ext_hook, packb, typed_fallback
 from engine.errors import EventDecodeError
 from engine.events import EVENT_BY_TAG, EVENT_TYPES, AnyEvent, Event, tag_of
 from engine.store.freeform import keys_are_strings
@@ -134,11 +137,12 @@ class _JsonBlock(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _enc = msgspec.msgpack.Encoder()
-_block_dec = msgspec.msgpack.Decoder(_Block)
-_block1_dec = msgspec.msgpack.Decoder(_Block1)
+# ext_hook: integers past 64 bits and lone surrogates (engine.codec.escaped).
+_block_dec = msgspec.msgpack.Decoder(_Block, ext_hook=ext_hook)
+_block1_dec = msgspec.msgpack.Decoder(_Block1, ext_hook=ext_hook)
 _json_enc = msgspec.json.Encoder()
 _json_block_dec = msgspec.json.Decoder(_JsonBlock)
-_any_dec = msgspec.msgpack.Decoder()
+_any_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)
 
 
 # --------------------------------------------------------------------------- kinds
@@ -274,15 +278,32 @@ def pack(events: Sequence[Event], session_id: str, first_seq: int) -> bytes:
     ``first_seq`` (uncompressed). Raises ValueError when they are not that run."""
     b = _columns(events, session_id, first_seq)
     b.ids = [_id_value(i) for i in b.ids]
-    return bytes((FORMAT,)) + _enc.encode(b)
+    return bytes((FORMAT,)) + packb(b, _enc)
 
 
 def pack_json(events: Sequence[Event], session_id: str, first_seq: int) -> bytes:
     """:func:`pack` as one JSON object (the same columns, named; see ``_JsonBlock``)."""
     b = _columns(events, session_id, first_seq)
-    return _json_enc.encode(_JsonBlock(FORMAT, b.kinds, b.refs, list(b.codes), list(b.flags),
-                                       b.times, b.ids, b.actors, b.refidx, b.vs, b.bodies,
-                                       b.text, b.lens))
+    try:
+        return _json_enc.encode(_JsonBlock(FORMAT, b.kinds, b.refs, list(b.codes),
+                                           list(b.flags), b.times, b.ids, b.actors, b.refidx,
+                                           b.vs, b.bodies, b.text, b.lens))
+    except UnicodeEncodeError:
+        pass
+    # A lone surrogate: JSON has no exact form for every str Python holds (two
+    # halves of a pair written by two deltas, joined, would read back as one
+    # character), so the block is its msgpack payload, in base64 (_PackedJson).
+    packed_bytes = bytes((FORMAT,)) + packb(b, _enc)
+    return _json_enc.encode(_PackedJson(base64.b64encode(packed_bytes).decode()))
+
+
+class _PackedJson(msgspec.Struct, forbid_unknown_fields=True):
+    """A JSON block that holds a lone surrogate: :func:`pack`'s bytes in base64."""
+
+    packed: str
+
+
+_packed_json_dec = msgspec.json.Decoder(_PackedJson)
 
 
 def _columns(events: Sequence[Event], session_id: str, first_seq: int) -> _Block:
@@ -380,7 +401,7 @@ def _ref(value: str, refs: list[str], index: dict[str, int]) -> int:
 
 def _body(e: Event) -> dict[str, Any]:
     """The event's non-envelope fields exactly as its msgpack encoding has them."""
-    obj: dict[str, Any] = _any_dec.decode(_enc.encode(e))
+    obj: dict[str, Any] = _any_dec.decode(packb(e, _enc))
     for key in _ENVELOPE:
         obj.pop(key, None)
     return obj
@@ -481,7 +502,10 @@ def _open(raw: bytes, *, sums: bool = True) -> _Block:
         raise EventDecodeError(f"packed block: unknown format {head}")
     try:
         if fmt == FORMAT:
-            block = _block_dec.decode(memoryview(raw)[1:])
+            try:
+                block = _block_dec.decode(memoryview(raw)[1:])
+            except msgspec.ValidationError:  # a lone surrogate in the text column?
+                block = typed_fallback(memoryview(raw)[1:], _Block)
         else:
             block = _upcast(_block1_dec.decode(memoryview(raw)[1:]))
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
@@ -491,7 +515,17 @@ def _open(raw: bytes, *, sums: bool = True) -> _Block:
 
 def _open_json(raw: bytes) -> _Block:
     try:
-        j = _json_block_dec.decode(raw)
+        try:
+            j = _json_block_dec.decode(raw)
+        except msgspec.ValidationError:
+            try:
+                inner = _packed_json_dec.decode(raw)
+            except msgspec.ValidationError:
+                raise
+            try:
+                return _open(base64.b64decode(inner.packed, validate=True))
+            except binascii.Error as exc:
+                raise ValueError(f"base64: {exc}") from None
         columns = (j.kinds, j.refs, bytes(j.codes), bytes(j.flags), j.times, j.ids,
                    j.actors, j.refidx, j.vs, j.bodies)
         if j.format == FORMAT and j.text is not None and j.lens is not None:

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 import msgspec
 
+from engine.codec import ext_hook
 from engine.errors import EventDecodeError
 from engine.events import AnyEvent
 from engine.store import packed
@@ -67,7 +68,7 @@ class _LazyBlock(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
 
 
 _lazy_dec = msgspec.msgpack.Decoder(_LazyBlock)
-_body_dec = msgspec.msgpack.Decoder()
+_body_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)  # big ints, lone surrogates
 # Per flag bit: a translation of the flags column to 1 where the bit is set, else 0.
 _BIT: Final = {bit: bytes(1 if i & bit else 0 for i in range(256))
                for bit in (ID_STORED, ACTOR_STORED, MSG_NEW, PART_NEW, V_STORED, NO_BODY,
@@ -86,7 +87,10 @@ def unpack_runs_range(data: bytes | bytearray | memoryview, session_id: str,
     try:
         if raw[0] == FORMAT_1:
             raise _Walk
-        lazy = _lazy_dec.decode(memoryview(raw)[1:])
+        try:
+            lazy = _lazy_dec.decode(memoryview(raw)[1:])
+        except msgspec.ValidationError:  # a lone surrogate's extension in the text?
+            raise _Walk from None  # (packed._open reads it, or names the damage)
         packed.check_columns(lazy.kinds, lazy.codes, lazy.flags, lazy.times, lazy.text,
                              lazy.lens)
         n = len(lazy.codes)

@@ -193,6 +193,8 @@ class ConversationFold:
         ev.ToolProgress,
         ev.StepStarted,
         ev.StepFinished,
+        # The stream's envelope: Q CLI keeps the completion's usage (which repeats it).
+        ev.MessageStreamEnded,
         ev.SnapshotAdded,
         ev.PatchAdded,
         ev.AgentAdded,

@@ -18,8 +18,10 @@ a note), part timing and metadata.
 from __future__ import annotations
 
 import base64
+import contextlib
 from typing import Any
 
+from engine.adapters.ingest import loads
 from engine.adapters.partial_json import parse_partial
 from projections import views as v
 from projections.render import common as c
@@ -136,8 +138,14 @@ def _usage(tokens: v.Tokens) -> JSON:
 
 
 def tool_input(p: v.ToolPart) -> Any:
-    """A tool call's input as the SDK shows it: cut-off arguments partially parsed."""
+    """A tool call's input as the SDK shows it: the arguments the model wrote, parsed
+    (whatever input a runner then gave the call), cut-off ones partially parsed."""
     state = p.state
+    if p.raw and not isinstance(state, v.ToolStatePending):
+        with contextlib.suppress(ValueError, RecursionError):
+            value = loads(p.raw)
+            if isinstance(value, dict):
+                return value
     if isinstance(state, v.ToolStateError) and state.metadata is not None \
             and state.metadata.get("kind") == "truncated":
         try:

@@ -69,7 +69,7 @@ class ToolCall:
     call_id: str
     name: str
     input: JSON
-    raw: str | None = None  # the raw JSON arguments, while still known (pending tools)
+    raw: str | None = None  # the arguments as the model wrote them, when it wrote any
     server: bool = False  # executed by the provider; its result is an Opaque item
     metadata: JSON | None = None
 
@@ -111,6 +111,13 @@ def tool_result(part: v.ToolPart) -> ToolResult:
     return ToolResult(part.call_id, part.tool, INTERRUPTED, is_error=True)
 
 
+def truncated(p: v.ToolPart) -> bool:
+    """The call's arguments were cut short by a token limit (it never ran)."""
+    state = p.state
+    return isinstance(state, v.ToolStateError) and state.metadata is not None \
+        and state.metadata.get("kind") == "truncated"
+
+
 def _server(part: v.ToolPart) -> bool:
     meta = part.metadata or {}
     return any(isinstance(d, dict) and d.get("server") for d in meta.values())
@@ -149,7 +156,8 @@ def assistant_items(wp: v.WithParts) -> tuple[list[Item], list[ToolResult]]:
         elif isinstance(p, v.ReasoningPart):
             items.append(Reasoning(p.text, p.metadata))
         elif isinstance(p, v.ToolPart):
-            raw = p.state.raw if isinstance(p.state, v.ToolStatePending) else None
+            raw = p.state.raw if isinstance(p.state, v.ToolStatePending) else (
+                None if truncated(p) else p.raw)  # cut-off text is not sent back
             server = _server(p)
             items.append(ToolCall(p.call_id, p.tool, dict(p.state.input), raw or None, server,
                                   p.metadata))

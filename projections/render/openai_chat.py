@@ -71,14 +71,16 @@ def _usage(tokens: v.Tokens) -> JSON:
 
 
 def tool_arguments(p: v.ToolPart) -> str:
-    """The arguments text: as streamed while pending or cut short, else the input as JSON."""
+    """The arguments text as the model wrote it, byte for byte (whatever the call's
+    state); a call that came with no text renders its input as JSON, and an empty
+    input ``""``, as the SDKs accumulate a call whose arguments never streamed."""
+    if p.raw is not None:
+        return p.raw
     state = p.state
-    if isinstance(state, v.ToolStatePending) and state.raw:
-        return state.raw
     if isinstance(state, v.ToolStateError) and state.metadata is not None \
             and state.metadata.get("kind") == "truncated":
         return str(state.metadata.get("raw", ""))
-    return json.dumps(dict(state.input), ensure_ascii=False)
+    return json.dumps(dict(state.input), ensure_ascii=False) if state.input else ""
 
 
 def response(wp: v.WithParts) -> JSON:
@@ -92,11 +94,18 @@ def response(wp: v.WithParts) -> JSON:
     """
     content: list[str] = []
     refusal: list[str] = []
+    reasoning: list[str] = []
     calls: list[JSON] = []
     finish: str | None = None
     tokens: v.Tokens | None = None
+    kept = c.provider_data(wp.info.metadata, "openai")
+    if kept.get("content") == "":
+        content.append("")  # the stream sent only "": the SDK's "", not None
     for p in wp.parts:
-        if isinstance(p, v.TextPart) and not p.ignored:
+        if isinstance(p, v.ReasoningPart) and c.provider_data(p.metadata, "openai").get(
+                "field") == "reasoning_content":
+            reasoning.append(p.text)
+        elif isinstance(p, v.TextPart) and not p.ignored:
             if c.provider_data(p.metadata, "openai").get("refusal"):
                 refusal.append(p.text)
             else:
@@ -109,7 +118,9 @@ def response(wp: v.WithParts) -> JSON:
     message: JSON = {"role": "assistant", "content": "".join(content) if content else None,
                      "refusal": "".join(refusal) if refusal else None,
                      "tool_calls": calls or None}
-    envelope = c.provider_data(wp.info.metadata, "openai").get("completion")
+    if reasoning:  # a provider's extra field, accumulated by the SDK as sent
+        message["reasoning_content"] = "".join(reasoning)
+    envelope = kept.get("completion")
     if not isinstance(envelope, dict):
         envelope = {"object": "chat.completion",
                     "usage": _usage(tokens or v.Tokens())}  # not from a stream: tokens

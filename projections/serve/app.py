@@ -16,9 +16,11 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse as _StarletteJSON
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from engine.codec import json_text
 from engine.errors import UnknownSession
 from engine.session import Session
 from engine.store.anchor import Anchor
@@ -27,6 +29,14 @@ from projections.serve.export import static_text
 from projections.serve.guard import MAX_BODY, Guard, TooLarge, allowed_hosts
 from projections.serve.mailbox import MailboxPage
 from projections.serve.state import WINDOW, Viewer, sessions_json
+
+
+class JSONResponse(_StarletteJSON):
+    """Starlette's, but a lone surrogate in the log's text (engine.codec holds them) is
+    written as its escape instead of failing the UTF-8 encode."""
+
+    def render(self, content: Any) -> bytes:
+        return json_text(content)
 
 STATIC = {  # name -> media type; nothing else is served
     "index.html": "text/html; charset=utf-8",

@@ -33,12 +33,12 @@ and that the page's state equals the fold at every seq of generated sessions.
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Iterator
 from importlib import resources
 from typing import Any, TextIO, cast
 
 from engine import events as ev
+from engine.codec import json_text
 from engine.store.base import Store
 from projections import views as v
 from projections.json import converter
@@ -62,7 +62,7 @@ def static_text(name: str) -> str:
 
 def script_json(data: Any) -> str:
     """JSON that cannot close its <script> element nor open a comment in it."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = json_text(data).decode()  # a lone surrogate: its escape (engine.codec)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

@@ -45,6 +45,7 @@ Template = tuple[str, Callable[[Session], object]]
 MESSAGE_TEMPLATES: list[Template] = [
     ("start message", lambda s: s.start_message("assistant", message_id=MID)),
     ("complete message", lambda s: s.complete_message(MID, finish="stop")),
+    ("stream ended", lambda s: s.append([ev.MessageStreamEnded(message_id=MID, finish="stop")])),
     ("complete message with error",
      lambda s: s.complete_message(MID, error=ev.MessageError(kind="api", message="500"))),
     ("abort message", lambda s: s.abort(MID, "user pressed stop")),

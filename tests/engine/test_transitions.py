@@ -389,7 +389,7 @@ def test_message_started_twice(session: Session, mid: str) -> None:
     err = illegal(session, lambda: session.start_message("assistant", message_id=mid,
                                                          agent="other"))
     assert (err.entity, err.current, err.attempted) == ("message", "open", "open")
-    assert err.valid == ("completed",)
+    assert err.valid == ("open", "completed")  # open: via message.stream_ended
 
 
 @pytest.mark.parametrize("unsettled", ["pending", "awaiting-approval", "approved", "running"])

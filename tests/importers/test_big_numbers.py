@@ -1,6 +1,6 @@
 """A JSON number past 64 bits in a free-form value (a tool call's arguments, a typed tool
-result kept in metadata) is kept as its decimal text and reported; before, the store's
-door refused it and the whole import with it, for one value."""
+result kept in metadata) is kept as the same int (issue 24); before, it was kept as its
+decimal text (and before that the store's door refused the whole import for it)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.importers.detect import plan_path
-from engine.importers.write import BIG_INT, write_plan
+from engine.importers.write import write_plan
 from projections import views as v
 from projections.timetravel import at
 from tests.importers.support import written
@@ -40,18 +40,18 @@ def _session(tmp_path: Path, arg: object, typed: object) -> Path:
     return path
 
 
-def test_a_big_product_is_kept_as_text(tmp_path: Path) -> None:
+def test_a_big_product_is_kept_as_the_same_int(tmp_path: Path) -> None:
     big = 2**70
     plan = plan_path(_session(tmp_path, -(2**64), big))
     store = written(plan)
     tool = next(p for m in at(store, plan.sessions[0].id).messages() for p in m.parts
                 if isinstance(p, v.ToolPart))
-    assert tool.state.input == {"a": str(-(2**64)), "b": [str(-(2**64))]}
+    assert tool.state.input == {"a": -(2**64), "b": [-(2**64)]}
     assert isinstance(tool.state, v.ToolStateCompleted)
     assert tool.state.output == str(big)
     kept = tool.state.metadata["claude_code"]["toolUseResult"]
-    assert kept == {"structuredContent": {"product": str(big)}}
-    assert plan.report.unmapped[BIG_INT].count == 3
+    assert kept == {"structuredContent": {"product": big}}
+    assert not plan.report.unmapped
 
 
 @settings(max_examples=60, deadline=None,
@@ -60,11 +60,13 @@ def test_a_big_product_is_kept_as_text(tmp_path: Path) -> None:
 def test_any_integer_in_a_free_form_value_imports(tmp_path: Path, arg: int,
                                                   typed: int) -> None:
     plan = plan_path(_session(tmp_path, arg, typed))
-    written(plan)
-    # arg stands twice in the input (a, b[0]), typed once in the kept toolUseResult
-    too_big = [not -(2**63) <= n < 2**63 for n in (arg, arg, typed)].count(True)
-    noted = plan.report.unmapped.get(BIG_INT)
-    assert (noted.count if noted else 0) == too_big
+    store = written(plan)
+    tool = next(p for m in at(store, plan.sessions[0].id).messages() for p in m.parts
+                if isinstance(p, v.ToolPart))
+    assert tool.state.input == {"a": arg, "b": [arg]}
+    assert isinstance(tool.state, v.ToolStateCompleted)
+    kept = tool.state.metadata["claude_code"]["toolUseResult"]
+    assert kept == {"structuredContent": {"product": typed}}
 
 
 def test_a_reimport_of_a_file_with_a_big_number_writes_nothing(tmp_path: Path) -> None:

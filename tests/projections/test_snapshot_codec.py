@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import attrs
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -143,8 +144,15 @@ def test_the_previous_release_s_snapshots_still_answer_at(tmp_path: Path) -> Non
             data = timetravel._unpack(chunk[1])
             assert not is_chunk(data)
             if version == found[0]:
-                back = converter.structure(decode_message(data, sid), v.WithParts)
-                assert back == want[mid]
+                old = decode_message(data, sid)
+                back = converter.structure(old, v.WithParts)
+                expected = want[mid]
+                if timetravel._lacks_raw(old):  # at() replays these (issue 24: ToolPart.raw)
+                    expected = attrs.evolve(expected, parts=[
+                        attrs.evolve(p, raw=None) if isinstance(p, v.ToolPart)
+                        and not isinstance(p.state, v.ToolStatePending) else p
+                        for p in expected.parts])
+                assert back == expected
     store.close()
 
 

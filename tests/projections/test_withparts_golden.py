@@ -50,10 +50,18 @@ def test_withparts_json_is_unchanged(index: int) -> None:
     for k, expected in case["json"]:
         proj = WithPartsProjection(session_id).apply_all(events[:k])
         got = proj.to_json()
-        assert json.dumps(got, ensure_ascii=False) == expected
+        assert json.dumps(_before_raw(got), ensure_ascii=False) == expected
         # The views read back from that JSON (snapshots, restore) equal the fold's.
-        back = converter.structure(json.loads(expected), list[v.WithParts])
+        back = converter.structure(got, list[v.WithParts])
         assert back == proj.messages()
         restored = WithPartsProjection.restore(session_id, proj.snapshot())
-        assert json.dumps(restored.to_json(), ensure_ascii=False) == expected
-        assert msgspec.msgpack.decode(proj.snapshot())["messages"] == json.loads(expected)
+        assert restored.to_json() == got
+        assert msgspec.msgpack.decode(proj.snapshot())["messages"] == got
+
+
+def _before_raw(messages: list[Any]) -> list[Any]:
+    """The JSON without the one key added since (issue 24): a tool part's ``raw``, the
+    model's argument text kept once the call ran."""
+    return [{**m, "parts": [{k: x for k, x in p.items() if k != "raw"}
+                            if p.get("type") == "tool" else p for p in m["parts"]]}
+            for m in messages]

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from msgspec import inspect as mi
 
 from engine import events as ev
-from engine.codec import canonical
+from engine.codec import canonical, canonical_encoder
 from engine.errors import DuplicateEventId, EventIdConflict, InvalidEvent, PartialDuplicate
 from engine.events import EVENT_TYPES, Event
 from engine.session import Session
@@ -166,7 +166,7 @@ def poisoned(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
     """A JSON object with one value no store can hold, and the path to it."""
     base = draw(st.dictionaries(st.text(min_size=1, max_size=5).filter(str.isalnum), JSON,
                                 max_size=3))
-    bad = draw(st.one_of(BIG_INTS, SURROGATES, NON_FINITE, st.just(_deep(MAX_DEPTH + 5))))
+    bad = draw(st.one_of(NON_FINITE, st.just(_deep(MAX_DEPTH + 5))))
     keys = draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=4))
     node: dict[str, Any] = base
     for k in keys[:-1]:
@@ -195,8 +195,9 @@ def test_free_form_json_that_no_store_holds_is_refused(store: Store,
 
 
 @FUZZ
-@given(case=st.sampled_from(FREE_FORM), obj=st.dictionaries(st.text(max_size=5), JSON,
-                                                           max_size=4))
+@given(case=st.sampled_from(FREE_FORM), obj=st.dictionaries(
+    st.one_of(st.text(max_size=5), SURROGATES), st.one_of(JSON, BIG_INTS, SURROGATES),
+    max_size=4))
 def test_free_form_json_within_range_is_kept_exactly(store: Store,
                                                      case: tuple[type[Event], str],
                                                      obj: dict[str, Any]) -> None:
@@ -216,8 +217,8 @@ def test_times_no_store_holds(store: Store, time: int) -> None:
 def test_the_examples_of_issue_9(store: Store) -> None:
     cases = [
         (with_value(full(ev.MessageCompleted), ("tokens", "input"), 2 ** 70), "$.tokens.input"),
-        (with_value(full(ev.ToolInputReady), ("input",), {"n": 10 ** 30}), "$.input.n"),
-        (with_value(full(ev.TextDelta), ("delta",), "half \ud83d"), "$.delta"),
+        (with_value(full(ev.ToolInputReady), ("input",), {"n": float("inf")}), "$.input.n"),
+        (with_value(full(ev.TextDelta), ("message_id",), "half \ud83d"), "$.message_id"),
         (with_value(full(ev.ToolInputReady), ("input",), {"x": _deep(100_000)}), "$.input.x"),
         (with_value(full(ev.ToolFailed), ("kind",), "crashed"), "$.kind"),
         (with_value(full(ev.MessageStarted), ("role",), "robot"), "$.role"),
@@ -226,6 +227,12 @@ def test_the_examples_of_issue_9(store: Store) -> None:
     for event, path in cases:
         assert refused(store, event).path.startswith(path)
     assert_sound(store)
+    # Issue 24: what a model can produce is held (issue 9 refused these two).
+    for event in (with_value(full(ev.ToolInputReady), ("input",), {"n": 10 ** 30}),
+                  with_value(full(ev.TextDelta), ("delta",), "half \ud83d")):
+        (seq,) = store.append(SID, [event]).seqs
+        back = next(iter(store.read(SID, seq, seq)))
+        assert msgspec.structs.replace(back, seq=0, session_id="") == event
 
 
 def test_deep_nesting_is_refused_without_recursion(store: Store) -> None:
@@ -261,7 +268,7 @@ def test_session_commands_with_bad_values_change_nothing(any_url: str) -> None:
         with pytest.raises(InvalidEvent, match=r"\$\.role"):
             s.start_message("robot")  # type: ignore[arg-type]
         with pytest.raises(InvalidEvent, match=r"\$\.metadata\.n"):
-            s.tool_progress(ref, metadata={"n": 10 ** 30})
+            s.tool_progress(ref, metadata={"n": float("nan")})
         assert s.version == store.version(s.id) == version
         s.fail_tool(ref, "boom", kind="error")  # the session is still usable
         assert s.version == version + 1
@@ -338,10 +345,11 @@ def test_session_append_reports_retries_and_refuses_conflicts(any_url: str) -> N
             text, seq=2, session_id=s.id, time=next(iter(store.read(s.id, 2, 2))).time,
             actor=next(iter(store.read(s.id, 2, 2))).actor)]
         closing = ev.PartEnded(message_id=mid, part_id="prt_a")
-        bad = ev.TextDelta(message_id=mid, part_id="prt_a", delta="x \udc80")
+        bad = ev.PartEnded(message_id=mid, part_id="prt_a", metadata={"n": float("inf")})
+        delta = ev.TextDelta(message_id=mid, part_id="prt_a", delta="x")
         with pytest.raises(InvalidEvent) as refusal:  # raw events pass the same door
-            s.append([bad, closing])
-        assert (refusal.value.batch_index, refusal.value.path) == (1, "$.delta")
+            s.append([delta, bad])
+        assert (refusal.value.batch_index, refusal.value.path) == (2, "$.metadata.n")
         assert s.version == store.version(s.id) == 2
         assert s.append([closing]) == [3]  # still usable
         assert_sound(store)
@@ -397,11 +405,16 @@ def test_the_short_proof_accepts_only_what_the_full_proof_accepts(
         with pytest.raises(InvalidEvent):
             admit(event)
         return
+    try:  # the short proof is taken only for events msgpack writes without extensions
+        canonical_encoder.encode(event)
+        plain = True
+    except (OverflowError, UnicodeEncodeError):
+        plain = False
     try:
         full_verdict: bytes | str = door._admit_decoded(event, data_bytes)
     except InvalidEvent as exc:
         full_verdict = exc.path
-    if door._FAST[cls](event):
+    if plain and door._FAST[cls](event):
         assert full_verdict == data_bytes
     verdict: bytes | str
     try:
@@ -434,7 +447,7 @@ def test_the_short_proof_covers_the_streamed_deltas() -> None:
 
 @FUZZ
 @given(keys=st.lists(st.text(max_size=300), min_size=1, max_size=400),
-       bad=st.sampled_from([2 ** 70, float("nan"), "half \ud83d"]))
+       bad=st.sampled_from([float("-inf"), float("nan")]))
 def test_a_refusal_is_one_short_line_whatever_the_path(store: Store, keys: list[str],
                                                        bad: object) -> None:
     # Keys are the caller's data: newlines, control characters, 300-character names,
