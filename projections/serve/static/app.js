@@ -88,10 +88,12 @@
     }
     for (const [p, evs] of pieces) {
       const [field, from] = APPENDS[evs[0].tag];
+      const text = evs.map((e) => e[from]).join("");
       const host = field === "raw" ? p.part.state : p.part;
-      if (host && typeof host[field] === "string") {
-        host[field] += evs.map((e) => e[from]).join("");
-      }
+      if (host && typeof host[field] === "string") host[field] += text;
+      // A tool part also keeps the model's argument text on itself (ToolPart.raw): null
+      // until the first fragment, then every fragment so far.
+      if (field === "raw") p.part.raw = (typeof p.part.raw === "string" ? p.part.raw : "") + text;
     }
   }
 
