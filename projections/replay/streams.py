@@ -129,9 +129,10 @@ def _broken(answer: Answer) -> str | None:
 
 
 def _final_recorded(answer: Answer) -> bool:
-    """The answer's final envelope is in the log (kept with its completion: at the
-    stream's end, or once its tool calls were settled)."""
-    return any(isinstance(e, ev.MessageCompleted) and e.metadata for e in answer.events)
+    """The answer's final envelope is in the log: recorded when its stream ended
+    (``message.stream_ended``), or kept with its completion."""
+    return any(isinstance(e, ev.MessageStreamEnded | ev.MessageCompleted) and e.metadata
+               for e in answer.events)
 
 
 def _until_step(answer: Answer) -> Iterator[ev.Event]:
