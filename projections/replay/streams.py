@@ -355,6 +355,9 @@ def chat_chunks(answer: Answer) -> Iterator[JSON]:
         return {**env, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
     yield chunk({"role": "assistant"}, env=base)
+    if _meta(answer.message.info.metadata, "openai").get("content") == "":
+        # The stream sent only content "" (beside its tool calls): the envelope keeps it.
+        yield chunk({"content": ""})
     tools: dict[str, int] = {}
     refusals: set[str] = set()
     for e in _until_step(answer):
