@@ -116,6 +116,8 @@ def _no_constant(name: str) -> Any:
 
 def json_loads(data: bytes | str) -> Any:
     """Standard JSON, lone surrogate escapes included (msgspec refuses those)."""
+    if not isinstance(data, bytes | str):  # a msgspec.Raw of a damaged block's line
+        data = bytes(memoryview(data))
     return json.loads(data, parse_constant=_no_constant)
 
 

@@ -195,6 +195,26 @@ def _store_paths(parser: argparse.ArgumentParser) -> None:
                 _store_paths(sub)
 
 
+def _register_output_errors() -> str:
+    """An error handler for stdout: a byte a path held that is no UTF-8 goes back out as
+    that byte (surrogateescape); any other lone surrogate (a model can write one in a
+    tool's arguments: the log keeps it) is written as its ``\\uXXXX`` escape."""
+    import codecs  # noqa: PLC0415
+
+    def handler(exc: UnicodeError) -> tuple[str | bytes, int]:
+        if not isinstance(exc, UnicodeEncodeError):
+            raise exc
+        out = b""
+        for ch in exc.object[exc.start:exc.end]:
+            code = ord(ch)
+            out += (bytes([code - 0xDC00]) if 0xDC80 <= code <= 0xDCFF
+                    else f"\\u{code:04x}".encode())
+        return out, exc.end
+
+    codecs.register_error("convlog-output", handler)
+    return "convlog-output"
+
+
 def exit_for(exc: ConvlogError) -> ExitCode:
     """The exit code of a typed error (subclasses first: CorruptLog is a StoreError)."""
     if isinstance(exc, KeyRequired):
@@ -227,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # would), instead of failing a strict stdout after the work was done.
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None and getattr(sys.stdout, "errors", "") == "strict":
-        reconfigure(errors="surrogateescape")
+        reconfigure(errors=_register_output_errors())
     import sqlite3  # noqa: PLC0415 - the lines below need them; --help does not
     import traceback  # noqa: PLC0415
 

@@ -12,6 +12,7 @@ from engine.store import open_store
 from projections.serve.app import create_app
 from projections.serve.export import export_data, script_json
 from projections.timetravel import at
+from tests.support.browser import LOOPBACK
 
 BIG = 2**70
 HALF = "half \ud83d"
@@ -27,7 +28,7 @@ def test_viewer_json_and_export_keep_big_ints_and_lone_surrogates() -> None:
     s.tool_input_ready(ref, {"n": BIG, "s": HALF})
     s.start_tool(ref)
     s.complete_tool(ref, output=HALF, metadata={"product": -BIG})
-    c = TestClient(create_app(store))
+    c = TestClient(create_app(store), base_url=LOOPBACK)
     r = c.get(f"/api/sessions/{s.id}/state", params={"seq": s.version})
     assert r.status_code == 200, r.text
     r.content.decode("utf-8")  # valid UTF-8
