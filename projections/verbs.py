@@ -145,6 +145,10 @@ def opencode_messages(messages: list[dict[str, Any]], session_id: str | None = N
                 part["error"] = retry_errors[part["id"]]
             part["messageID"] = mid
             part["sessionID"] = info["sessionID"]
+            if part.get("type") == "tool":
+                # convlog's copy of the model's argument text: OpenCode's tool part has
+                # no such field (a pending call keeps it in state.raw, as OpenCode does).
+                part.pop("raw", None)
             if part.get("id") in untimed:
                 part.pop("time", None)
             attachments = (part.get("state") or {}).get("attachments")
