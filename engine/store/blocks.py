@@ -476,5 +476,5 @@ def id_key(event_id: str) -> bytes:
                 return bytes.fromhex(h)
             except ValueError:
                 pass
-    key = b"\x01" + event_id.encode()
+    key = b"\x01" + event_id.encode("utf-8", "surrogatepass")  # never stored: no hit
     return key if len(key) != 16 else b"\x01" + key
