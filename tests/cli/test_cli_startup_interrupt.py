@@ -122,7 +122,7 @@ def _bare_interpreter_start() -> float:
     times = []
     for _ in range(3):
         began = time.perf_counter()
-        subprocess.run([sys.executable, "-S", "-c", "pass"], check=True)
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
         times.append(time.perf_counter() - began)
     return max(times)
 
