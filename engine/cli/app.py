@@ -33,6 +33,7 @@ from engine.errors import (
     StoreUnreadable,
     UnknownSession,
 )
+from engine.launch import release_interrupts
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -260,6 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: Command = args._command
     name = f"convlog {command.name}"
     try:
+        release_interrupts()  # held by engine.launch while the command loaded
         return command.run(args)
     except BrokenPipeError:
         silence_stdout()
