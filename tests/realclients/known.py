@@ -27,10 +27,6 @@ KNOWN: dict[str, str] = {
         "issue 23 class 8: `opencode run -s ID --fork` (a copy of the messages) imports as "
         "an unrelated main session, and the subagent's child session names its parent "
         "by OpenCode's id (ses_...), not the imported session's",
-    f"test_session_structure[{AIDER}]":
-        "not in issue 23: a run with --restore-chat-history ('> Restored previous "
-        "conversation history.') continues the conversation, but each '# aider chat "
-        "started' header becomes an unrelated main session",
     f"test_each_file_alone_imports_as_in_its_folder[{CLAUDE}]":
         "not in issue 23 (beside class 1): the --fork-session file copies the original's "
         "lines from the compact boundary on, same uuids; in the folder they are "
