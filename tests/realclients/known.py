@@ -23,13 +23,4 @@ KNOWN: dict[str, str] = {
         "issue 23 class 8: each --resume appends a header and $set to the file and reads "
         "as a rewind (an empty main session and 7 forks); the stub file a later --resume "
         "writes (same sessionId, only $set) is a second main session with 2 forks",
-    f"test_session_structure[{OPENCODE}]":
-        "issue 23 class 8: `opencode run -s ID --fork` (a copy of the messages) imports as "
-        "an unrelated main session, and the subagent's child session names its parent "
-        "by OpenCode's id (ses_...), not the imported session's",
-    f"test_each_file_alone_imports_as_in_its_folder[{CLAUDE}]":
-        "not in issue 23 (beside class 1): the --fork-session file copies the original's "
-        "lines from the compact boundary on, same uuids; in the folder they are "
-        "deduplicated in file-name order, so the original session loses them to the "
-        "fork's file (its false fork: 71 events alone, 30 in the folder)",
 }
