@@ -13,14 +13,4 @@ GEMINI = "gemini-cli-0.61.0"
 OPENCODE = "opencode-1.18.33"
 AIDER = "aider-0.86.2"
 
-KNOWN: dict[str, str] = {
-    f"test_usage_is_kept[{GEMINI}]":
-        "issue 23 class 8: the JSONL session's `tokens` (and model) are not read",
-    f"test_compaction_is_the_sessions_own[{GEMINI}]":
-        "issue 23 class 8: --resume read as rewinds, so no one main session holds the "
-        "turns around the compression",
-    f"test_session_structure[{GEMINI}]":
-        "issue 23 class 8: each --resume appends a header and $set to the file and reads "
-        "as a rewind (an empty main session and 7 forks); the stub file a later --resume "
-        "writes (same sessionId, only $set) is a second main session with 2 forks",
-}
+KNOWN: dict[str, str] = {}
