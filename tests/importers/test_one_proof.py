@@ -16,7 +16,7 @@ from engine import events as ev
 from engine.importers import write
 from engine.importers.base import ImportInputError
 from engine.importers.detect import plan_path
-from engine.store import MemoryStore, door
+from engine.store import MemoryStore, door, open_store
 from engine.store import base as store_base
 from engine.store.verify import verify
 from tests.importers.support import FIXTURES
@@ -60,3 +60,25 @@ def test_a_refused_event_writes_no_session() -> None:
     with pytest.raises(ImportInputError):
         write.write_plan(store, plan)
     assert store.sessions() == []
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+def test_the_kept_bytes_are_what_each_store_would_have_made(tmp_path: Path, kind: str) -> None:
+    """The bytes the import hands over are the ones the store's own proof makes: the
+    stores verify, and read back the planned events."""
+    plan = plan_path(REAL)
+    url = f"sqlite:///{tmp_path / 's.db'}" if kind == "sqlite" else \
+        f"jsonl:///{tmp_path}/s.jsonl"
+    store = open_store(url)
+    try:
+        write.write_plan(store, plan)
+        assert verify(store).ok
+        for s in plan.sessions:
+            own = list(store.read(s.id, (s.fork_seq or 0) + 1))
+            assert [e.id for e in own] == [e.id for e in s.events]
+            assert [door.admit(e) for e in own] == [
+                door.admit(msgspec.structs.replace(e, session_id=s.id, seq=o.seq, time=o.time,
+                                                   actor=o.actor))
+                for e, o in zip(s.events, own, strict=True)]
+    finally:
+        store.close()
