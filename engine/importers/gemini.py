@@ -628,8 +628,21 @@ def plan_gemini_files(files: list[Path], root: Path, *, lenient: bool = False,
 
 
 LOGS: Final = "logs.json"
-_LOG_FIELDS: Final = (("sessionId", (str, int)), ("messageId", (int,)), ("timestamp", (str,)),
-                      ("type", (str,)), ("message", (str,)))
+
+
+class _LogEntry(msgspec.Struct):
+    """One ``logs.json`` entry as Gemini CLI's ``Logger`` writes it (``sessionId`` a number
+    in the first versions). Strict as its reader: an entry it would skip is a
+    ValidationError naming the field."""
+
+    sessionId: str | int  # noqa: N815 - Gemini CLI's spelling
+    messageId: int  # noqa: N815
+    timestamp: str
+    type: str
+    message: str
+
+
+_FIELD_IN: Final = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
 
 
 def _looks_like_logs(path: Path) -> bool:
@@ -661,23 +674,25 @@ def _plan_logs(path: Path, report: ImportReport) -> list[PlannedSession]:
     if not data:
         report.note("an empty logs.json: nothing to import", path.name)
     sessions: dict[str, list[dict[str, Any]]] = {}
-    for i, entry in enumerate(data):
+    for i, raw in enumerate(data):
         where = f"{path.name} entry {i}"
-        bad = [k for k, kinds in _LOG_FIELDS if not isinstance(entry, dict)
-               or type(entry.get(k)) not in kinds]
-        if bad:
-            report.note(f"a logs.json entry without a valid {bad[0]!r}: not mapped", where)
+        try:
+            entry = msgspec.convert(raw, _LogEntry)
+        except msgspec.ValidationError as exc:
+            found = _FIELD_IN.search(str(exc))
+            field = (found.group(1) or found.group(2)) if found else "sessionId"
+            report.note(f"a logs.json entry without a valid {field!r}: not mapped", where)
             continue
-        if entry["type"] != "user":
-            report.note(f"a logs.json entry of type {entry['type']!r}: not mapped", where)
+        if entry.type != "user":
+            report.note(f"a logs.json entry of type {entry.type!r}: not mapped", where)
             continue
-        records = sessions.setdefault(str(entry["sessionId"]), [])
-        rid = f"log-{entry['messageId']}"
-        if any(r["id"] == rid and r["content"] == entry["message"] for r in records):
+        records = sessions.setdefault(str(entry.sessionId), [])
+        rid = f"log-{entry.messageId}"
+        if any(r["id"] == rid and r["content"] == entry.message for r in records):
             report.note("a repeated logs.json entry: imported once", where)
             continue
-        records.append({"id": rid, "timestamp": entry["timestamp"], "type": "user",
-                        "content": entry["message"]})
+        records.append({"id": rid, "timestamp": entry.timestamp, "type": "user",
+                        "content": entry.message})
     out: list[PlannedSession] = []
     for original, records in sessions.items():
         created = max(min(ms_of(r["timestamp"]) for r in records), 1)
