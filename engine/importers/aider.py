@@ -119,10 +119,14 @@ class _Run:
         self.assistant: str | None = None
         self.last_user: str | None = None
         self.line = line
+        self.start = line  # the run's "# aider chat started" line
         self.model: ev.ModelRef | None = None  # from the header's "Main model: ..." line
         self.tokens: ev.Tokens | None = None  # the reply's "Tokens: ... Cost: ..." line
         self.cost = 0.0
         self.error: ev.MessageError | None = None  # an API error aider printed
+        # "Restored previous conversation history." in the header (--restore-chat-history):
+        # the run goes on with the conversation before it, not a new one.
+        self.restored = False
 
     def add(self, e: Event) -> None:
         self.time += 1  # no per-message times: keep the order, one millisecond apart
@@ -225,6 +229,8 @@ class _Run:
                                          write=counts.get("cache write", 0)))
                 cost = _COST.search(line)
                 self.cost = float(cost.group(1)) if cost else 0.0
+            elif line.strip() == _RESTORED and self.last_user is None:
+                self.restored = True
             elif _API_ERROR.match(line) and self.error is None:
                 self.error = ev.MessageError(kind="api", message=line.strip())
 
@@ -237,6 +243,7 @@ class _Run:
         self.assistant, self.tokens, self.cost, self.error = None, None, 0.0, None
 
 
+_RESTORED: Final = "Restored previous conversation history."
 # "Main model: anthropic/claude-3-7-sonnet-20250219 with diff edit format" (older: "Model:")
 _MODEL: Final = re.compile(r"^(?:Main )?[Mm]odel: (\S+)")
 # "Tokens: 4.1k sent, 1.2k cache write, 8.0k cache hit, 120 received. Cost: $0.01 message, ..."
@@ -314,4 +321,20 @@ def _sessions(path: Path, report: ImportReport, max_line: int,
     runs[-1].close()
     report.note("aider logs no tool calls, ids or per-message times: replies are text, "
                 "'> ' output is synthetic text, times are the run's start + 1 ms per event")
-    return [r.session for r in runs if r.session.events]
+    return _continued([r for r in runs if r.session.events], report)
+
+
+def _continued(runs: list[_Run], report: ImportReport) -> list[PlannedSession]:
+    """A run that restored the chat history goes on in the session before it: its
+    events (header notes included) follow that session's, not a session of their own.
+    aider restores the whole file's history; convlog continues the latest session."""
+    out: list[PlannedSession] = []
+    for run in runs:
+        if run.restored and out:
+            report.note("a run with --restore-chat-history ('Restored previous conversation "
+                        "history.'): continues the session before it", run.start)
+            out[-1].events.extend(run.session.events)
+            out[-1].tool_version = out[-1].tool_version or run.session.tool_version
+            continue
+        out.append(run.session)
+    return out

@@ -174,6 +174,10 @@ class PlannedSession:
     tool_version: str = ""
     source: str = ""  # the source file's name when it is not the report's (a directory)
     metadata: JSONObject | None = None
+    # For a tool that forks by copying messages under new ids (OpenCode's --fork): after
+    # each message, the digest of the content so far, the events so far and the message's
+    # id (engine.importers.copies links such a copy to its original as a fork).
+    copies: list[tuple[str, int, str]] = attrs.field(factory=list)
 
 
 @attrs.define

@@ -129,6 +129,11 @@ class _Reader:
         # The last message line of each (file, sessionId, sidechain): where a line whose
         # parent is missing attaches.
         self.last_of: dict[tuple[int, str, bool], str] = {}
+        # Sessions whose transcript a compaction summary names ("read the full transcript
+        # at: .../<id>.jsonl") under another sessionId: the file copies that session's
+        # lines (a --fork-session of a compacted session), by the id it names.
+        self.copied_from: dict[str, int | str] = {}
+        self.session_ids: set[str] = set()
 
     def read(self, path: Path, *, several: bool = False) -> None:
         if path.name == "journal.jsonl" and "workflows" in path.parts:
@@ -213,6 +218,13 @@ class _Reader:
             self.links[uuid] = parent if isinstance(parent, str) else None
             return
         self.links[uuid] = parent if isinstance(parent, str) else None
+        own = record.get("sessionId")
+        if isinstance(own, str):
+            self.session_ids.add(own)
+            if record.get("isCompactSummary") is True and agent is None:
+                named = _TRANSCRIPT_AT.search(_user_text(record))
+                if named and named.group(1) != own:
+                    self.copied_from.setdefault(named.group(1), line)
         if agent is not None:
             record.setdefault("agentId", agent)
         sidechain = bool(record.get("isSidechain")) or agent is not None
@@ -769,6 +781,10 @@ def _result_text(content: Any) -> str:
     return ""
 
 
+# Claude Code's compaction summary ends by naming the transcript it summarised.
+_TRANSCRIPT_AT: Final = re.compile(r"read the full transcript at: \S*?([0-9a-f-]{36})\.jsonl")
+
+
 def _user_text(record: dict[str, Any]) -> str:
     content = (record.get("message") or {}).get("content")
     if isinstance(content, str):
@@ -815,4 +831,12 @@ def plan_files(paths: Iterable[Path], source: str, *, lenient: bool = False,
     for path in files:
         reader.read(path, several=len(files) > 1)
     reader.resolve()
+    for original, line in reader.copied_from.items():
+        if original not in reader.session_ids:
+            # Nothing else in the file names the original: without its file the copy
+            # stays a main session holding the copied lines; with it, a fork.
+            report.note(f"a compaction summary that names another session's transcript "
+                        f"({original}.jsonl, not in the import): this file's lines before "
+                        "its own prompts copy that session (a --fork-session); imported "
+                        "with that file, it is a fork of it", line)
     return seal(Plan(report, _Builder(reader, report).build()))

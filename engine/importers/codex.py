@@ -683,6 +683,24 @@ def _envelope(record: dict[str, Any]) -> tuple[str | None, Any]:
     return None, record.get("payload")
 
 
+class _Seen(msgspec.Struct):
+    """What pass one reads of a response item: its kind and where its visible text is.
+    The rest (a call's output, encrypted reasoning: most of a rollout's bytes) is
+    skipped by the decoder, not built."""
+
+    type: Any = None
+    content: Any = None
+    summary: Any = None
+
+
+class _SeenLine(msgspec.Struct):
+    type: Any = None
+    payload: _Seen | None = None
+
+
+_PASS_ONE: Final = msgspec.json.Decoder(_SeenLine)
+
+
 def _visible_texts(path: Path, max_line: int) -> Iterator[str]:
     """Pass one: the visible texts of response items; other lines are not even decoded."""
     with open_binary(path) as f:
@@ -690,17 +708,28 @@ def _visible_texts(path: Path, max_line: int) -> Iterator[str]:
             if b"response_item" not in raw:
                 continue
             try:
-                record = decode(raw)
-            except msgspec.DecodeError:
-                record = mended_line(raw)  # a lone surrogate, as pass two reads it
-                if record is None:
-                    continue  # pass two reports it
-            if isinstance(record, dict) and record.get("type") == "response_item":
+                seen = _PASS_ONE.decode(raw)
+            except (msgspec.DecodeError, RecursionError):
+                seen = None  # another shape, or no JSON: read as pass two reads it
+            if seen is not None:
+                if seen.type != "response_item" or seen.payload is None:
+                    continue
+                payload: Any = seen.payload
+            else:
                 try:
-                    texts = _visible(record.get("payload"))
-                except SHAPE_ERRORS:
-                    continue  # pass two names the line
-                yield from texts
+                    record = decode(raw)
+                except msgspec.DecodeError:
+                    record = mended_line(raw)  # a lone surrogate, as pass two reads it
+                    if record is None:
+                        continue  # pass two reports it
+                if not isinstance(record, dict) or record.get("type") != "response_item":
+                    continue
+                payload = record.get("payload")
+            try:
+                texts = _visible(payload)
+            except SHAPE_ERRORS:
+                continue  # pass two names the line
+            yield from texts
             if len(raw) > max_line and not raw.endswith(b"\n"):
                 while chunk := f.readline(1 << 20):
                     if chunk.endswith(b"\n"):
@@ -727,13 +756,16 @@ def _blocks(content: Any) -> list[tuple[str, Any]]:
 
 
 def _visible(payload: Any) -> list[str]:
-    if not isinstance(payload, dict):
+    """The visible texts of a response item's payload (a dict, or pass one's view)."""
+    if isinstance(payload, dict):
+        payload = _Seen(payload.get("type"), payload.get("content"), payload.get("summary"))
+    if not isinstance(payload, _Seen):
         return []
-    if payload.get("type") == "message":
-        return [str(t) for k, t in _blocks(payload.get("content")) if k == "text"]
-    if payload.get("type") == "reasoning":  # summaries, and the raw content when kept
-        return [str(x.get("text", "")) for key in ("summary", "content")
-                for x in payload.get(key) or [] if isinstance(x, dict)]
+    if payload.type == "message":
+        return [str(t) for k, t in _blocks(payload.content) if k == "text"]
+    if payload.type == "reasoning":  # summaries, and the raw content when kept
+        return [str(x.get("text", "")) for value in (payload.summary, payload.content)
+                for x in value or [] if isinstance(x, dict)]
     return []
 
 

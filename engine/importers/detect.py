@@ -22,6 +22,7 @@ from engine.importers.base import (
 )
 from engine.importers.claude_code import files_of, plan_claude_code, plan_files
 from engine.importers.codex import plan_codex, plan_codex_files
+from engine.importers.copies import link_copies
 from engine.importers.gemini import LOGS, plan_gemini, plan_gemini_files
 from engine.importers.opencode import is_opencode_dir, plan_opencode
 from engine.importers.qcli import plan_qcli
@@ -230,6 +231,7 @@ def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
     for name, reason in failed:
         plan.report.note(f"a file its importer refused, not imported: {reason}", name)
     _link_children(plan)
+    link_copies(plan.sessions, plan.report)  # a folder of `opencode export` files
     return plan
 
 

@@ -94,6 +94,18 @@ class _Events:
             eid = stable_uuid(when, FORMAT, self.sid, rid, _key(r), str(count))
             self.events.append(msgspec.structs.replace(e, id=eid, time=when))
 
+        if kind == _COMPRESSION:
+            mid = stable_uuid(time, FORMAT, "message", self.sid, rid)
+            add(ev.MessageStarted(message_id=mid, role="user"))
+            add(ev.CompactionAdded(message_id=mid, part_id=stable_part_id(rid, "compaction")))
+            summary = str(r.get("summary") or "")
+            if summary:
+                pid = stable_part_id(rid, "summary")
+                add(ev.TextAdded(message_id=mid, part_id=pid, text=summary, synthetic=True))
+                add(ev.PartEnded(message_id=mid, part_id=pid))
+            add(ev.MessageCompleted(message_id=mid))
+            self.last_user = mid
+            return
         if kind in _NOTICES:
             self.report.note(f"{kind} record: not mapped ({_text(r.get('content'))[:60]!r})",
                              line)
@@ -375,6 +387,8 @@ def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
     meta: dict[str, Any] = {}
     branches = [_Branch([])]
     current = 0
+    aliases: set[str] = set()  # ids a compression gave again to records already read
+    resumed = False  # the last lines were a header (and metadata): a --resume's start
     for number, line in json_lines(path, report, lenient=lenient, max_line=max_line):
         if isinstance(line.get("$rewindTo"), str):
             # Gemini CLI drops the target and everything after it; an unknown target
@@ -387,6 +401,7 @@ def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
             current = len(branches) - 1
             continue
         if isinstance(line.get("id"), str):
+            resumed = False
             branch = branches[current]
             rid = line["id"]
             at = next((i for i, r in enumerate(branch.records) if r.get("id") == rid), None)
@@ -399,7 +414,16 @@ def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
         if isinstance(line.get("$set"), dict) or (
                 isinstance(line.get("sessionId"), str) and "$set" not in line):
             patch = line.get("$set", line)  # an update, or the metadata line
+            # A --resume's header is followed by the setup context alone, then the whole
+            # history: the first is no rolled-back turn.
+            opening = resumed
+            resumed = "$set" not in line or (resumed and "messages" not in patch)
+            first = meta.get("startTime")
             meta.update({k: v for k, v in patch.items() if k != "messages"})
+            if first is not None and "$set" not in line:
+                # Each --resume writes the header again with its own start: the session
+                # began at the first (its id stays the same as the file grows).
+                meta["startTime"] = first
             if isinstance(patch.get("messages"), list):
                 # The history rewritten whole (a compression, masked tool output, a
                 # rolled-back turn): a fork sharing what did not change.
@@ -425,6 +449,33 @@ def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
                         branch.records.append(r)
                         branch.lines[r["id"]] = number
                     continue
+                if _restates(branch.records, records, aliases):
+                    # Each --resume writes the history again, re-spelled from the model's
+                    # (new times, calls as functionCall parts, answers as `<id>_response`
+                    # records), and a turn the API refused is rolled back from it: the
+                    # same conversation, no rewind. The records as first written stay.
+                    known = {r["id"] for r in records}
+                    if not opening and any(r.get("id") not in known and r.get(
+                            "type") != _COMPRESSION for r in branch.records[-1:]):
+                        report.note("a $set of messages that leaves out the last records "
+                                    "(a turn rolled back): they stay in the session", number)
+                    continue
+                summary = _compression(branch.records, records, aliases)
+                if summary is not None:
+                    # The history replaced by a summary, an acknowledgement and the latest
+                    # turns again under new ids: the session's compaction, not a fork.
+                    marker_id = f"{_COMPRESSION}-{number}"
+                    branch.records.append({"id": marker_id, "type": _COMPRESSION,
+                                           "timestamp": summary.get("timestamp"),
+                                           "summary": _text(summary.get("content"))})
+                    branch.lines[marker_id] = number
+                    aliases.update(r["id"] for r in records)
+                    report.note("a $set of messages that compresses the history (a summary, "
+                                "Gemini CLI's acknowledgement, the latest turns again under "
+                                "new ids): a compaction with its summary; the copies of the "
+                                "latest turns and the acknowledgement are not imported again",
+                                number)
+                    continue
                 if records != branch.records:
                     lines = dict(branches[current].lines)
                     for r in records:
@@ -434,6 +485,86 @@ def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
             continue
         report.note("a line that is no record, $set, $rewindTo or metadata: not mapped", number)
     return meta, branches
+
+
+_CONTEXT: Final = "<session_context>"  # how Gemini CLI's setup context message begins
+_COMPRESSION: Final = "$compression"  # the type of the record convlog puts where one was
+_RESPONSE: Final = "_response"  # a re-spelled history's record of a turn's answers
+
+
+def _said(record: dict[str, Any]) -> tuple[Any, str, tuple[str, ...]]:
+    """What a record says, however it is spelled: its type, its text (thoughts left
+    out) and the ids of the calls it makes (``toolCalls`` or ``functionCall`` parts)."""
+    parts = _parts(record.get("content"))
+    text = "".join(p if isinstance(p, str) else p["text"] for p in parts
+                   if isinstance(p, str) or (isinstance(p, dict) and isinstance(
+                       p.get("text"), str) and p.get("thought") is not True))
+    calls = [c.get("id") for c in record.get("toolCalls") or [] if isinstance(c, dict)]
+    calls += [p["functionCall"].get("id") for p in parts if isinstance(p, dict)
+              and isinstance(p.get("functionCall"), dict)]
+    return record.get("type"), text, tuple(str(c) for c in calls)
+
+
+def _outputs(records: list[dict[str, Any]]) -> dict[str, str]:
+    """Each call's output, from its ``toolCalls`` result or a ``functionResponse`` part."""
+    out: dict[str, str] = {}
+    for r in records:
+        for call in r.get("toolCalls") or []:
+            if isinstance(call, dict) and "result" in call:
+                out[str(call.get("id"))] = _result_text(call.get("result"))
+        for p in _parts(r.get("content")):
+            if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict):
+                out[str(p["functionResponse"].get("id"))] = _result_text([p])
+    return out
+
+
+def _restates(before: list[dict[str, Any]], after: list[dict[str, Any]],
+              aliases: set[str]) -> bool:
+    """Whether ``after`` (a ``$set`` of messages) is the history read so far written
+    again: every record one already read (the same id saying the same, or an id a
+    compression gave again), or the ``<id>_response`` record of one's answers; no
+    call's output changed. Records read but left out are a turn rolled back."""
+    by_id = {r.get("id"): r for r in before}
+    for r in after:
+        rid = r["id"]
+        if rid in by_id:
+            if _said(by_id[rid]) != _said(r):
+                return False
+        elif rid not in aliases and not (rid.endswith(_RESPONSE) and (
+                rid[:-len(_RESPONSE)] in by_id or rid[:-len(_RESPONSE)] in aliases)):
+            return False
+    was, now = _outputs(before), _outputs(after)
+    return all(was[k] == now[k] for k in was.keys() & now.keys())
+
+
+def _compression(before: list[dict[str, Any]], after: list[dict[str, Any]],
+                 aliases: set[str]) -> dict[str, Any] | None:
+    """The summary record when ``after`` is the history compressed: records already
+    read (the setup context), then a user record of the summary and the model's
+    acknowledgement, then the latest turns of ``before`` again under new ids (saying
+    the same, with the same outputs); None when it is anything else."""
+    by_id = {r.get("id"): r for r in before}
+    k = 0
+    while k < len(after) and (after[k]["id"] in aliases or (
+            after[k]["id"] in by_id and _said(by_id[after[k]["id"]]) == _said(after[k]))):
+        k += 1
+    if k + 2 > len(after) or after[k].get("type") != "user" or after[k + 1].get(
+            "type") != "gemini" or not _said(after[k])[1] or any(
+            r["id"] in by_id for r in after[k:]):
+        return None
+    kept = after[k + 2:]
+    read = [r for r in before if r.get("type") != _COMPRESSION]
+    # A record of answers alone says nothing but its outputs (compared below); the
+    # history may carry one per turn or two (0.61 writes `<id>_response` beside it).
+    said_kept = [_said(r) for r in kept if _said(r) != ("user", "", ())]
+    said_read = [_said(r) for r in read if _said(r) != ("user", "", ())]
+    if len(said_kept) > len(said_read) or said_kept != said_read[
+            len(said_read) - len(said_kept):]:
+        return None
+    was, now = _outputs(read), _outputs(kept)
+    if any(was[c] != now[c] for c in was.keys() & now.keys()):
+        return None
+    return after[k]
 
 
 def plan_gemini(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) -> Plan:
@@ -497,8 +628,21 @@ def plan_gemini_files(files: list[Path], root: Path, *, lenient: bool = False,
 
 
 LOGS: Final = "logs.json"
-_LOG_FIELDS: Final = (("sessionId", (str, int)), ("messageId", (int,)), ("timestamp", (str,)),
-                      ("type", (str,)), ("message", (str,)))
+
+
+class _LogEntry(msgspec.Struct):
+    """One ``logs.json`` entry as Gemini CLI's ``Logger`` writes it (``sessionId`` a number
+    in the first versions). Strict as its reader: an entry it would skip is a
+    ValidationError naming the field."""
+
+    sessionId: str | int  # noqa: N815 - Gemini CLI's spelling
+    messageId: int  # noqa: N815
+    timestamp: str
+    type: str
+    message: str
+
+
+_FIELD_IN: Final = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
 
 
 def _looks_like_logs(path: Path) -> bool:
@@ -530,23 +674,25 @@ def _plan_logs(path: Path, report: ImportReport) -> list[PlannedSession]:
     if not data:
         report.note("an empty logs.json: nothing to import", path.name)
     sessions: dict[str, list[dict[str, Any]]] = {}
-    for i, entry in enumerate(data):
+    for i, raw in enumerate(data):
         where = f"{path.name} entry {i}"
-        bad = [k for k, kinds in _LOG_FIELDS if not isinstance(entry, dict)
-               or type(entry.get(k)) not in kinds]
-        if bad:
-            report.note(f"a logs.json entry without a valid {bad[0]!r}: not mapped", where)
+        try:
+            entry = msgspec.convert(raw, _LogEntry)
+        except msgspec.ValidationError as exc:
+            found = _FIELD_IN.search(str(exc))
+            field = (found.group(1) or found.group(2)) if found else "sessionId"
+            report.note(f"a logs.json entry without a valid {field!r}: not mapped", where)
             continue
-        if entry["type"] != "user":
-            report.note(f"a logs.json entry of type {entry['type']!r}: not mapped", where)
+        if entry.type != "user":
+            report.note(f"a logs.json entry of type {entry.type!r}: not mapped", where)
             continue
-        records = sessions.setdefault(str(entry["sessionId"]), [])
-        rid = f"log-{entry['messageId']}"
-        if any(r["id"] == rid and r["content"] == entry["message"] for r in records):
+        records = sessions.setdefault(str(entry.sessionId), [])
+        rid = f"log-{entry.messageId}"
+        if any(r["id"] == rid and r["content"] == entry.message for r in records):
             report.note("a repeated logs.json entry: imported once", where)
             continue
-        records.append({"id": rid, "timestamp": entry["timestamp"], "type": "user",
-                        "content": entry["message"]})
+        records.append({"id": rid, "timestamp": entry.timestamp, "type": "user",
+                        "content": entry.message})
     out: list[PlannedSession] = []
     for original, records in sessions.items():
         created = max(min(ms_of(r["timestamp"]) for r in records), 1)
@@ -601,6 +747,14 @@ def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
         else:
             meta = {k: v for k, v in data.items() if k != "messages"}
             branches = [_Branch([m for m in data["messages"] if isinstance(m, dict)])]
+    if meta.get("kind") != "subagent" and branches and all(
+            r.get("type") == "user" and _text(r.get("content")).startswith(_CONTEXT)
+            for b in branches for r in b.records):
+        # A --resume of 0.61 opens a file of its own (a header and the setup context) and
+        # then records into the session it resumed: no turn was ever recorded here.
+        report.note("a session file holding only Gemini CLI's setup context (no prompt): "
+                    "not imported", path.name)
+        return meta, []
     source = str(meta.get("sessionId") or meta.get("checkpoint") or path.stem)
     created = max(ms_of(meta.get("startTime")), 1)
     planned: list[PlannedSession] = []
@@ -649,7 +803,10 @@ def _function_parts(records: list[dict[str, Any]], report: ImportReport
     they are (the same objects: a fork's shared prefix still compares equal)."""
     out: list[dict[str, Any]] = []
     pending: dict[str, dict[str, Any]] = {}  # call id -> the call made for it
+    settled: set[str] = set()  # calls a record's toolCalls holds with their results
     for record in records:
+        settled.update(str(c.get("id")) for c in record.get("toolCalls") or []
+                       if isinstance(c, dict) and "result" in c)
         parts = _parts(record.get("content"))
         if not any(isinstance(p, dict) and ("functionCall" in p or "functionResponse" in p
                                              or p.get("thought") is True) for p in parts):
@@ -679,7 +836,9 @@ def _function_parts(records: list[dict[str, Any]], report: ImportReport
                 (pending.pop(k) for k, c in list(pending.items())
                  if c.get("name") == answer.get("name")), None)
             if call is None:
-                report.note("a functionResponse that answers no functionCall: not mapped")
+                if str(answer.get("id")) not in settled:
+                    report.note("a functionResponse that answers no functionCall: not mapped")
+                # else the answers 0.61 writes after a record whose toolCalls hold them
                 continue
             response = answer.get("response")
             call["result"] = [{"functionResponse": answer}]

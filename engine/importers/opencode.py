@@ -35,6 +35,7 @@ from engine.importers.base import (
     seal,
     stable_uuid,
 )
+from engine.importers.copies import content_digest, link_copies
 from engine.importers.opencode_v1 import is_v1, v1_message
 from engine.importers.opencode_v2 import v2_messages
 
@@ -380,12 +381,18 @@ def plan_messages(report: ImportReport, info: dict[str, Any],
         return _int(_obj(holder.get("time")).get("created"))
 
     ordered = sorted(messages, key=lambda m: (created_of(m[0]), str(m[0].get("id", ""))))
+    copies: list[tuple[str, int, str]] = []
+    digest = ""
     for message_info, parts in ordered:
         try:
             builder.message(message_info, parts)
         except SHAPE_ERRORS as exc:
             raise ImportInputError(report.source, f"message {message_info.get('id')!r}: "
                                    f"a field of the wrong shape ({exc})") from exc
+        mid = builder.parents.get(str(message_info.get("id") or ""))
+        if mid is not None:  # a message imported: a --fork copy is recognised by these
+            digest = content_digest(digest, [message_info, parts])
+            copies.append((digest, len(builder.events), mid))
     parent = info.get("parentID")
     version = info.get("version")
     return PlannedSession(session_uuid(source_id, created), "child" if parent else "main",
@@ -393,7 +400,7 @@ def plan_messages(report: ImportReport, info: dict[str, Any],
                           title_source="opencode title",
                           parent=str(parent) if parent else None, original_id=source_id,
                           tool_version=version if isinstance(version, str) else "",
-                          metadata={"info": info})
+                          metadata={"info": info}, copies=copies)
 
 
 def _link_children(sessions: list[PlannedSession], created: dict[str, int]) -> list[PlannedSession]:
@@ -403,6 +410,15 @@ def _link_children(sessions: list[PlannedSession], created: dict[str, int]) -> l
         if s.parent is not None:
             s.parent = by_source.get(s.parent, s.parent)
     return sorted(sessions, key=lambda s: s.kind != "main")
+
+
+def _sealed(report: ImportReport, sessions: list[PlannedSession],
+            created: dict[str, int]) -> Plan:
+    """The sessions of one store as a sealed plan: children under their parents, and a
+    ``--fork`` copy as a fork of what it copied."""
+    plan = seal(Plan(report, _link_children(sessions, created)))
+    link_copies(plan.sessions, report)
+    return plan
 
 
 def plan_export(path: Path) -> Plan:
@@ -431,7 +447,7 @@ def plan_storage(root: Path) -> Plan:
     sessions, created = storage_sessions(root, report)
     if not sessions:
         raise ImportInputError(str(root), "no session/<projectID>/<ses_id>.json in this tree")
-    return seal(Plan(report, _link_children(sessions, created)))
+    return _sealed(report, sessions, created)
 
 
 def storage_sessions(root: Path, report: ImportReport
@@ -489,7 +505,7 @@ def plan_data_dir(path: Path) -> Plan:
             sessions.append(session)
     if not sources:
         raise ImportInputError(str(path), "no opencode.db or storage/ tree here")
-    return seal(Plan(report, _link_children(sessions, created)))
+    return _sealed(report, sessions, created)
 
 
 def _json_column(value: Any) -> Any:
@@ -505,7 +521,7 @@ def plan_db(path: Path) -> Plan:
     """The 1.2+ SQLite database (see :func:`db_sessions`)."""
     report = ImportReport(str(path), FORMAT)
     sessions, created = db_sessions(path, report)
-    return seal(Plan(report, _link_children(sessions, created)))
+    return _sealed(report, sessions, created)
 
 
 def db_sessions(path: Path, report: ImportReport

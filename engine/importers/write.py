@@ -23,7 +23,7 @@ from engine.importers.base import ImportInputError, Plan, PlannedSession, Sessio
 from engine.lifecycle import Lifecycle
 from engine.session import Session
 from engine.store import MemoryStore
-from engine.store.base import Store
+from engine.store.base import Store, admitted
 from engine.store.door import admit
 
 
@@ -77,18 +77,22 @@ def _write_new(store: Store, plan: Plan) -> None:
     session is one append of its stamped events."""
     checked = _checked(plan)
     for planned in plan.sessions:
-        own = checked[planned.id]
+        own, canon = checked[planned.id]
         fork = planned.kind == "fork"
         store.create_session(planned.id, created=planned.created,
                              parent=planned.parent if fork else None,
                              fork_seq=planned.fork_seq if fork else None)
-        store.append(planned.id, own, planned.fork_seq or 0 if fork else 0)
+        # The door proved each event in _checked: the store keeps those bytes (one proof
+        # per event, and still none written before every event of the plan is proved).
+        store.append(planned.id, admitted(own, canon) if len(own) > 1 else own,
+                     planned.fork_seq or 0 if fork else 0)
         _count(plan, planned, len(own))
 
 
-def _checked(plan: Plan) -> dict[str, list[Event]]:
-    """Each session's own events, stamped as ``Session.append`` stamps them, checked."""
-    own: dict[str, list[Event]] = {}
+def _checked(plan: Plan) -> dict[str, tuple[list[Event], list[bytes]]]:
+    """Each session's own events, stamped as ``Session.append`` stamps them, checked,
+    with the door's bytes of each."""
+    own: dict[str, tuple[list[Event], list[bytes]]] = {}
     history: dict[str, list[Event]] = {}  # each session's whole lineage, for its forks
     ids: set[str] = set()
     for planned in plan.sessions:
@@ -104,6 +108,7 @@ def _checked(plan: Plan) -> dict[str, list[Event]]:
             for e in shared:
                 lc.replay(e)
         mine: list[Event] = []
+        canon: list[bytes] = []
         lc.begin()
         try:
             for raw in planned.events:
@@ -121,7 +126,8 @@ def _checked(plan: Plan) -> dict[str, list[Event]]:
                     actor=raw.actor or (cls is ev.MessageStarted and raw.role)  # type: ignore[attr-defined]
                     or DEFAULT_ACTOR[cls])
                 if lc.apply(e):  # False: an identical repeat, a no-op as in Session.append
-                    admit(e)  # the door's refusal (a value of the wrong type), written nowhere
+                    # The door's refusal (a value of the wrong type) is written nowhere.
+                    canon.append(admit(e))
                     mine.append(e)
         except ImportInputError:
             raise
@@ -129,7 +135,7 @@ def _checked(plan: Plan) -> dict[str, list[Event]]:
             raise ImportInputError(plan.report.source,
                                    f"the import does not form a valid log ({exc})") from exc
         lc.commit()
-        own[planned.id] = mine
+        own[planned.id] = (mine, canon)
         history[planned.id] = shared + mine
     return own
 

@@ -271,6 +271,25 @@ class Stamped(list[Event]):
     __slots__ = ()
 
 
+class Admitted(list[Event]):
+    """A batch whose canonical bytes the door already made, one per event, in
+    ``canon`` (:func:`admitted`): ``append`` keeps them instead of proving each event
+    a second time. The importer proves a whole plan before it writes any of it (a
+    refused event must leave no session behind); its batches are these. Private to
+    the engine, like :class:`Stamped`: the bytes must be the door's for exactly these
+    events, with their seqs and session id as stored."""
+
+    __slots__ = ("canon",)
+    canon: list[bytes]
+
+
+def admitted(events: list[Event], canon: list[bytes]) -> Admitted:
+    """``events`` with the door's bytes of each (``admit(e)`` of exactly ``e``)."""
+    batch = Admitted(events)
+    batch.canon = canon
+    return batch
+
+
 class IdTaken(Exception):  # a signal between recorder and pipeline, never raised to users
     """Raised by a recorder's :meth:`Store._insert` when its id index refused the batch
     (an id is stored already) and nothing was written: the pipeline classifies it."""
@@ -480,7 +499,7 @@ class Store(abc.ABC):
                 return self._record(session_id, events, expected_version)
             except IdTaken:
                 return self._taken(session_id, events)
-        batch = events if type(events) is list else list(events)
+        batch = events if type(events) is list or events.__class__ is Admitted else list(events)
         if expected_version.__class__ is not int and (isinstance(expected_version, bool) or
                                                       not isinstance(expected_version,
                                                                      int | StreamState)):
@@ -721,8 +740,9 @@ class Store(abc.ABC):
         stamped = events.__class__ is Stamped and events[0].seq == seq
         # (A stamped batch is never changed below: no copy.)
         out = events if stamped and isinstance(events, list) else list(events)
-        if not stamped and (list(map(_SEQ, out)) != list(range(seq, seq + len(out)))
-                            or set(map(_SESSION_ID, out)) != {session_id}):
+        restamp = not stamped and (list(map(_SEQ, out)) != list(range(seq, seq + len(out)))
+                                   or set(map(_SESSION_ID, out)) != {session_id})
+        if restamp:
             for i, e in enumerate(out, start=seq):  # stamp what is missing, refuse the rest
                 if e.seq != i or e.session_id != session_id:
                     if e.seq not in (0, i):
@@ -730,7 +750,9 @@ class Store(abc.ABC):
                                        f"session {session_id} is {i}")
                     out[i - seq] = msgspec.structs.replace(e, seq=i, session_id=session_id)
         # Whole-batch passes: encode every event, then chain them in one loop.
-        canon = admit_all(out, stamped=stamped)
+        canon = events.canon if (  # the door's own bytes of exactly these events
+            events.__class__ is Admitted and not restamp
+            and len(events.canon) == len(out)) else admit_all(out, stamped=stamped)
         if max(map(len, canon)) > limit:
             e, data = next((e, d) for e, d in zip(out, canon, strict=True) if len(d) > limit)
             raise EventTooLarge(e.id, len(data), limit)

@@ -145,3 +145,25 @@ def test_a_line_in_another_encoding_reads_with_replacement_characters(
     for i, raw in enumerate(lines):  # every other input line is there, unchanged
         if i != n and raw.startswith(b"#### ") and raw.strip() != b"####":
             assert any(raw[5:].decode().strip() in t for t in stored)
+
+
+def test_a_run_that_restores_the_history_continues_the_session(tmp_path: Path) -> None:
+    """``--restore-chat-history`` ('Restored previous conversation history.' in the run's
+    header) goes on with the conversation: one session, the second prompt after the
+    first answer; a run without it is a session of its own."""
+    def run(at: str, prompt: str, answer: str, restored: bool) -> str:
+        note = "> Restored previous conversation history.  \n" if restored else ""
+        return (f"\n# aider chat started at {at}\n\n> Aider v0.86.2  \n{note}\n"
+                f"#### {prompt}  \n\n{answer}\n\n> Tokens: 1.0k sent, 22 received.  \n")
+    history = tmp_path / ".aider.chat.history.md"
+    history.write_text(run("2026-11-28 11:58:50", "one", "Answer one.", False)
+                       + run("2026-11-28 11:59:13", "two", "Answer two.", True)
+                       + run("2026-11-28 11:59:40", "three", "Answer three.", False))
+    plan = plan_aider(history)
+    assert len(plan.sessions) == 2
+    store = written(plan)
+    said = [t for t in texts(at(store, plan.sessions[0].id).messages())
+            if not t.startswith("Aider") and "Tokens" not in t and "Restored" not in t]
+    assert said == ["one", "Answer one.", "two", "Answer two."]
+    assert "three" in texts(at(store, plan.sessions[1].id).messages())
+    assert "continues the session before it" in plan.report.render()

@@ -13,27 +13,4 @@ GEMINI = "gemini-cli-0.61.0"
 OPENCODE = "opencode-1.18.33"
 AIDER = "aider-0.86.2"
 
-KNOWN: dict[str, str] = {
-    f"test_usage_is_kept[{GEMINI}]":
-        "issue 23 class 8: the JSONL session's `tokens` (and model) are not read",
-    f"test_compaction_is_the_sessions_own[{GEMINI}]":
-        "issue 23 class 8: --resume read as rewinds, so no one main session holds the "
-        "turns around the compression",
-    f"test_session_structure[{GEMINI}]":
-        "issue 23 class 8: each --resume appends a header and $set to the file and reads "
-        "as a rewind (an empty main session and 7 forks); the stub file a later --resume "
-        "writes (same sessionId, only $set) is a second main session with 2 forks",
-    f"test_session_structure[{OPENCODE}]":
-        "issue 23 class 8: `opencode run -s ID --fork` (a copy of the messages) imports as "
-        "an unrelated main session, and the subagent's child session names its parent "
-        "by OpenCode's id (ses_...), not the imported session's",
-    f"test_session_structure[{AIDER}]":
-        "not in issue 23: a run with --restore-chat-history ('> Restored previous "
-        "conversation history.') continues the conversation, but each '# aider chat "
-        "started' header becomes an unrelated main session",
-    f"test_each_file_alone_imports_as_in_its_folder[{CLAUDE}]":
-        "not in issue 23 (beside class 1): the --fork-session file copies the original's "
-        "lines from the compact boundary on, same uuids; in the folder they are "
-        "deduplicated in file-name order, so the original session loses them to the "
-        "fork's file (its false fork: 71 events alone, 30 in the folder)",
-}
+KNOWN: dict[str, str] = {}

@@ -179,8 +179,12 @@ def test_compaction_is_the_sessions_own(folder: Path) -> None:
 
 def test_each_file_alone_imports_as_in_its_folder(folder: Path) -> None:
     """A session file imported alone gives the sessions the folder import gives for it
-    (event for event); only a parent in another file can be missing when alone."""
+    (event for event); only a parent in another file can be missing when alone. A fork
+    whose file copies its parent's messages (Claude Code's --fork-session, OpenCode's
+    --fork) is alone a main session holding that copy: after it come the fork's own
+    events, exactly those of the fork the folder makes (same session id)."""
     whole = {s.id: s for s in truth.record(folder).plan.sessions}
+    forks = {s.id: s for s in whole.values() if s.kind == "fork"}
     top = [p for p in sorted((folder / "transcripts").rglob("*")) if p.is_file()
            and p.suffix in (".jsonl", ".json", ".md") and "subagents" not in p.parts
            and not p.name.endswith(".meta.json")]
@@ -191,6 +195,16 @@ def test_each_file_alone_imports_as_in_its_folder(folder: Path) -> None:
             mine = [e for e in alone.events if not isinstance(e, ev.SessionImported)]
             theirs = [e for e in there.events if not isinstance(e, ev.SessionImported)] \
                 if there else None
+            if there is not None and there.kind == "fork" and alone.kind == "main" and \
+                    theirs and len(mine) > len(theirs):
+                mine = mine[-len(theirs):]  # the copy of the parent's prefix, then its own
+            elif there is None and alone.kind == "main":
+                # The fork's id is given where it leaves its parent: its own events name it.
+                there = next((f for f in forks.values() if f.events and all(
+                    e in alone.events for e in f.events)), None)
+                if there is not None:
+                    theirs = [e for e in there.events if not isinstance(e, ev.SessionImported)]
+                    mine = mine[-len(theirs):]
             if mine != theirs:
                 differ.append((path.name, alone.kind, len(mine),
                                None if theirs is None else len(theirs)))
