@@ -317,7 +317,7 @@ class WithPartsProjection:
         # Through the message's own dict: no index of (message, part) keys, whose
         # tuples the collector would track, one per part.
         msg = self._msgs.get(message_id)
-        parts = msg.parts if msg.__class__ is _Msg else None  # type: ignore[union-attr]
+        parts = msg.parts if msg.__class__ is _Msg else None
         if parts is None:
             parts = self._live(message_id).parts
             assert parts is not None
