@@ -282,7 +282,6 @@ class WithPartsProjection:
         # from a FrozenState) or its (load, id, ...) tuple (a stored snapshot chunk):
         # a restore then costs a dict entry per message, not an object.
         self._msgs: dict[str, _Msg | v.WithParts | tuple[Any, ...]] = {}
-        self._parts: dict[PartKey, _Part] = {}
         # When each unfinished tool was added: an error before it ever ran starts there.
         self._tool_added: dict[PartKey, int] = {}
         # Deltas come in runs for one part: remembering the last one skips a tuple
@@ -304,7 +303,6 @@ class WithPartsProjection:
             for pv in view.parts:
                 part = _part_from_view(msg, pv, self._tool_added.get((message_id, pv.id), 0))
                 msg.parts[pv.id] = part
-                self._parts[(message_id, pv.id)] = part
         return msg
 
     def _msg(self, message_id: str) -> _Msg:
@@ -316,11 +314,14 @@ class WithPartsProjection:
         return wrapped
 
     def _part(self, message_id: str, part_id: str) -> _Part:
-        part = self._parts.get((message_id, part_id))
-        if part is None:
-            self._live(message_id)
-            part = self._parts[(message_id, part_id)]
-        return part
+        # Through the message's own dict: no index of (message, part) keys, whose
+        # tuples the collector would track, one per part.
+        msg = self._msgs.get(message_id)
+        parts = msg.parts if msg.__class__ is _Msg else None
+        if parts is None:
+            parts = self._live(message_id).parts
+            assert parts is not None
+        return parts[part_id]
 
     # ------------------------------------------------------------------ folding
 
@@ -402,7 +403,6 @@ class WithPartsProjection:
         msg = part.msg
         assert msg.parts is not None  # _live() thawed it
         msg.parts[e.part_id] = part
-        self._parts[(e.message_id, e.part_id)] = part
         msg.view = None
 
     @handles(ev.TextAdded)

@@ -573,6 +573,11 @@ class StreamIngest:
             raw = "".join(block.raw or ())
             if block.raw is not None:
                 block.raw[:] = [raw] if raw else []
+            if block.data.get("freeform"):
+                # A freeform call's input is its raw text, whatever it holds (no JSON):
+                # ``{"input": text}``, as the Codex importer reads a rollout's.
+                self._ready(block, {"input": raw})
+                return
             try:
                 block.data["input"] = parse_tool_input(raw, block.start_input, event=event)
             except MalformedToolInput:
@@ -581,15 +586,21 @@ class StreamIngest:
                 block.data["cut"] = raw  # cut short? the finish reason will tell (_stop)
                 self._calls.pop(pid, None)
                 return
-            if pid in self._calls:
-                self._calls[pid] = _tool_call(block)
-            ready = ev.ToolInputReady(message_id=mid, part_id=pid, input=block.data["input"])
-            if self.direct_deltas and _ascii_strings(ready.input):
-                self._queue.append(ready)  # every field a str known to encode: no pre-check
-            else:
-                self._emit(ready)
+            self._ready(block, block.data["input"])
         else:
             self._emit(ev.PartEnded(message_id=mid, part_id=pid, metadata=metadata))
+
+    def _ready(self, block: Block, input: JSON) -> None:
+        """A tool call's arguments are complete: ``input`` is what the call runs with."""
+        block.data["input"] = input
+        pid = block.part_id
+        if pid in self._calls:
+            self._calls[pid] = _tool_call(block)
+        ready = ev.ToolInputReady(message_id=self.message_id, part_id=pid, input=input)
+        if self.direct_deltas and _ascii_strings(input):
+            self._queue.append(ready)  # every field a str known to encode: no pre-check
+        else:
+            self._emit(ready)
 
     def _stop(self, reason: str | None, tokens: ev.Tokens, metadata: JSON | None = None, *,
               truncated: bool | None = None) -> None:

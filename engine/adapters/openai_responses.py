@@ -16,6 +16,14 @@ output item             part(s)
 ``function_call``       tool part (pending) with the item's ``call_id`` and
                         ``name``, argument fragments as ``tool.input_delta``, the
                         parsed input at ``output_item.done``
+``custom_tool_call``    tool part (pending) with the item's ``call_id`` and ``name``:
+                        a freeform tool (Codex's ``apply_patch``, its code mode's
+                        ``exec``) whose input is text, not JSON; the text streams as
+                        ``tool.input_delta`` (``custom_tool_call_input.delta``) and
+                        is kept byte for byte as the part's ``raw``; the input is
+                        ``{"input": text}``; ``metadata.openai.type`` is
+                        ``custom_tool_call`` (with ``namespace`` / ``caller`` when
+                        sent), so the request render sends it back as one
 ``reasoning``           one reasoning part: summary parts (and ``reasoning_text``
                         parts) stream into it, a blank line between two; at the
                         item's end ``metadata.openai`` holds ``item_id``,
@@ -24,7 +32,7 @@ output item             part(s)
 any other item          an ignored synthetic text part keeping the item whole in
                         ``metadata.openai.block`` (``web_search_call``,
                         ``file_search_call``, ``code_interpreter_call``,
-                        ``mcp_call``, ``computer_call``, ``custom_tool_call``, ...)
+                        ``mcp_call``, ``computer_call``, ...)
 ======================  ============================================================
 
 Why opaque for the other items: unlike Anthropic's ``server_tool_use`` and its
@@ -33,7 +41,7 @@ MCP, image generation) is one item holding both the call and its result, so
 there is no tool lifecycle to model; its progress events
 (``response.web_search_call.searching``, ``response.mcp_call_arguments.delta``,
 ...) are ignored and its ``output_item.done`` keeps the result. Client tools
-other than functions (``computer_call``, ``custom_tool_call``, shell and
+other than functions and freeform tools (``computer_call``, shell and
 apply-patch calls) need typed output items convlog does not model: they are
 kept whole too, but are not in :attr:`IngestResult.tool_calls`.
 
@@ -164,20 +172,28 @@ class _Item:
 
     def identity(self) -> tuple[Any, Any]:
         """How the final ``output`` names this item (function call ids are optional there)."""
-        if self.type == "function_call" and self.block is not None:
+        if self.type in _CALLS and self.block is not None:
             return self.type, self.block.data["call_id"]
         return self.type, self.id
 
 
 # The keys of an item that its parts hold (text, arguments, summaries).
 _MODELLED: Final[dict[Any, tuple[str, ...]]] = {
-    "message": ("content",), "function_call": ("arguments",),
+    "message": ("content",), "function_call": ("arguments",), "custom_tool_call": ("input",),
     "reasoning": ("summary", "content")}
+# The client tool calls, named by their ``call_id`` in the final output (their ids are
+# optional there), with the event types their arguments stream by.
+_CALLS: Final = frozenset({"function_call", "custom_tool_call"})
+_ARGUMENT_EVENTS: Final[dict[Any, str]] = {
+    "function_call": "response.function_call_arguments",
+    "custom_tool_call": "response.custom_tool_call_input"}
+# What a freeform call's part keeps of its item besides the call id and name.
+_CUSTOM_FIELDS: Final = ("namespace", "caller")
 
 
 def _identity(item: JSON) -> tuple[Any, Any]:
-    if item.get("type") == "function_call":
-        return "function_call", item.get("call_id")
+    if item.get("type") in _CALLS:
+        return item.get("type"), item.get("call_id")
     return item.get("type"), item.get("id")
 
 
@@ -251,10 +267,11 @@ class OpenAIResponsesIngest(StreamIngest):
 
     def _call(self, data: JSON) -> Block:
         item = self._item(data)
-        if item.type != "function_call" or item.block is None:
+        prefix = _ARGUMENT_EVENTS.get(item.type)
+        if item.block is None or prefix is None or not str(data.get("type")).startswith(prefix):
             raise UnexpectedDelta(f"{data.get('type')} for a {item.type} item")
         if not item.block.open:
-            raise StreamOrderError(f"function call {item.index} already ended")
+            raise StreamOrderError(f"{item.type} {item.index} already ended")
         return item.block
 
     # ------------------------------------------------------------------ text
@@ -315,6 +332,21 @@ class OpenAIResponsesIngest(StreamIngest):
                 raise UnexpectedDelta("a function_call item needs its call_id and name")
             it.block = self._open_tool(key, call_id, name, metadata=_openai(it.meta))
             self._fragment(it.block, item.get("arguments") or "")
+        elif it.type == "custom_tool_call":
+            # A freeform tool (Codex's apply_patch, its code mode's exec): the input is
+            # text, kept byte for byte as the call's raw arguments, and read as
+            # ``{"input": text}``; the part's metadata says which kind of call it was.
+            call_id, name = item.get("call_id"), item.get("name")
+            if not (isinstance(call_id, str) and call_id and isinstance(name, str) and name):
+                raise UnexpectedDelta("a custom_tool_call item needs its call_id and name")
+            meta = {**it.meta, "type": "custom_tool_call",
+                    **{k: item[k] for k in _CUSTOM_FIELDS if item.get(k) is not None}}
+            it.block = self._open_tool(key, call_id, name, metadata=_openai(meta))
+            it.block.data["freeform"] = True
+            text = item.get("input")
+            if text is not None and not isinstance(text, str):
+                raise UnexpectedDelta("a custom_tool_call's input is not a string")
+            self._fragment(it.block, text or "")
         elif it.type == "reasoning":
             it.block = self._open_reasoning(key, "", _openai(it.meta))
             for kind in ("summary", "content"):
@@ -407,11 +439,12 @@ class OpenAIResponsesIngest(StreamIngest):
                 self._end_content(block, part)
             if not it.parts:
                 self._empty_message(it, item)
-        elif it.type == "function_call":
+        elif it.type in _CALLS:
             call = it.block
             assert call is not None
-            self._complete(call.fragments(), item.get("arguments"),
-                           lambda s: self._fragment(call, s), "arguments")
+            field = "arguments" if it.type == "function_call" else "input"
+            self._complete(call.fragments(), item.get(field),
+                           lambda s: self._fragment(call, s), field)
             self._close(call)
         elif it.type == "reasoning":
             for kind in ("summary", "content"):
@@ -555,6 +588,14 @@ class OpenAIResponsesIngest(StreamIngest):
         self._complete(block.fragments(), data.get("arguments"), lambda s: self._fragment(block, s),
                        "arguments")
 
+    def _custom_input_delta(self, data: JSON) -> None:
+        self._fragment(self._call(data), data.get("delta") or "")
+
+    def _custom_input_done(self, data: JSON) -> None:
+        block = self._call(data)
+        self._complete(block.fragments(), data.get("input"), lambda s: self._fragment(block, s),
+                       "input")
+
     def _summary_added(self, data: JSON) -> None:
         item = self._reasoning(data)
         part = data.get("part") or {}
@@ -622,6 +663,8 @@ _HANDLERS: dict[str, Callable[[OpenAIResponsesIngest, JSON], None]] = {
     "response.output_text.done": OpenAIResponsesIngest._output_text_done,
     "response.refusal.done": OpenAIResponsesIngest._refusal_done,
     "response.function_call_arguments.done": OpenAIResponsesIngest._arguments_done,
+    "response.custom_tool_call_input.delta": OpenAIResponsesIngest._custom_input_delta,
+    "response.custom_tool_call_input.done": OpenAIResponsesIngest._custom_input_done,
     "response.reasoning_summary_text.done": _SUMMARY_DONE,
     "response.reasoning_text.done": _TEXT_DONE,
     "response.output_text.annotation.added": OpenAIResponsesIngest._annotation,

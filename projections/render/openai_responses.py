@@ -4,7 +4,11 @@ User turns are ``message`` items (``input_text`` / ``input_image``), assistant
 text an assistant ``message`` (``output_text``, or ``refusal`` for a part marked
 ``metadata.openai.refusal``; text of one Responses message item stays one
 message, with its ``phase``), calls ``function_call`` items and results
-``function_call_output`` items. Reasoning is sent back only as the Responses
+``function_call_output`` items. A freeform tool's call (a part whose provider
+metadata, ``openai`` from a stream or ``codex`` from a rollout, has ``type``
+``custom_tool_call``) goes back as a ``custom_tool_call`` item, its input the
+model's text byte for byte (and its ``namespace``), and its result as a
+``custom_tool_call_output``. Reasoning is sent back only as the Responses
 ``reasoning`` item it came from (its id and encrypted content kept in
 ``metadata.openai``); other reasoning cannot be carried, nor server tools (the
 Responses ones are kept whole in ``metadata.openai.block`` but not sent: re-sent
@@ -24,8 +28,35 @@ from projections.render.openai_chat import tool_arguments
 JSON = dict[str, Any]
 
 
+CUSTOM = "custom_tool_call"
+
+
+def freeform(metadata: JSON | None) -> JSON | None:
+    """The provider data of a freeform tool's call (``type`` ``custom_tool_call``), or None."""
+    for data in (metadata or {}).values():
+        if isinstance(data, dict) and data.get("type") == CUSTOM:
+            return data
+    return None
+
+
+def _freeform_input(raw: str | None, input: JSON) -> str:
+    """A freeform call's text: as the model wrote it, else the input it was read as."""
+    if raw is not None:
+        return raw
+    text = input.get("input", "")
+    return text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+
+
+def _custom_call(call_id: str, name: str, text: str, data: JSON) -> JSON:
+    item: JSON = {"type": CUSTOM, "call_id": call_id, "name": name, "input": text}
+    if isinstance(data.get("namespace"), str):
+        item["namespace"] = data["namespace"]
+    return item
+
+
 def input_items(history: list[v.WithParts]) -> list[JSON]:
     out: list[JSON] = []
+    custom: set[str] = set()  # the call ids of freeform calls, to answer in kind
     for turn in c.turns(history):
         if turn.role == "user":
             content: list[JSON] = []
@@ -42,10 +73,13 @@ def input_items(history: list[v.WithParts]) -> list[JSON]:
         elif turn.role == "tool":
             for r in turn.items:
                 assert isinstance(r, c.ToolResult)
-                out.append({"type": "function_call_output", "call_id": r.call_id,
-                            "output": r.output})
+                kind = "custom_tool_call_output" if r.call_id in custom \
+                    else "function_call_output"
+                out.append({"type": kind, "call_id": r.call_id, "output": r.output})
         else:
             out += _assistant_items(turn.items)
+            custom.update(i.call_id for i in turn.items
+                          if isinstance(i, c.ToolCall) and freeform(i.metadata) is not None)
     return out
 
 
@@ -72,6 +106,11 @@ def _assistant_items(items: tuple[c.Item, ...]) -> list[JSON]:
                            else {"type": "output_text", "text": i.text, "annotations": []})
         elif isinstance(i, c.ToolCall) and not i.server:
             flush()
+            custom = freeform(i.metadata)
+            if custom is not None:
+                out.append(_custom_call(i.call_id, i.name, _freeform_input(i.raw, i.input),
+                                        custom))
+                continue
             out.append({"type": "function_call", "call_id": i.call_id, "name": i.name,
                         "arguments": i.raw or json.dumps(i.input, ensure_ascii=False)})
         elif isinstance(i, c.Reasoning):
@@ -148,6 +187,10 @@ def response(wp: v.WithParts) -> JSON:
                 output.append(dict(meta["block"]))
         elif isinstance(p, v.ReasoningPart):
             output.append(_reasoning(p, meta))
+        elif isinstance(p, v.ToolPart) and meta.get("type") == CUSTOM:
+            output.append({**_custom_call(p.call_id, p.tool,
+                                          _freeform_input(p.raw, dict(p.state.input)), meta),
+                           "id": meta.get("item_id")})
         elif isinstance(p, v.ToolPart):
             output.append({"type": "function_call", "id": meta.get("item_id"),
                            "call_id": p.call_id, "name": p.tool,

@@ -170,6 +170,35 @@ def cut_call(draw: st.DrawFn, s: Stream, index: int) -> JSON:
     return {**head, "arguments": cut}
 
 
+# A freeform tool's input: any text (a patch, JavaScript, half a JSON object, blank).
+PATCH = ("*** Begin Patch\n*** Update File: a.py\n@@\n-x = 1\n+x = \"日本\"\n"
+         "*** End Patch\n")
+FREEFORM = st.one_of(st.just(PATCH), st.just(""), st.just('{"cmd": ['), TEXT,
+                     st.text(max_size=40))
+
+
+@st.composite
+def custom_call(draw: st.DrawFn, s: Stream, index: int) -> JSON:
+    """A freeform tool call (``custom_tool_call``): its input text streamed as
+    ``custom_tool_call_input`` deltas (maybe only a prefix: the done events hold it
+    whole), maybe namespaced (Codex's code mode), maybe with its input at the start."""
+    text = draw(FREEFORM)
+    head: JSON = {"id": f"ctc_{index}", "type": "custom_tool_call",
+                  "call_id": f"call_{index}", "status": "in_progress",
+                  "name": draw(st.sampled_from(["apply_patch", "exec", "grep_é"])), "input": ""}
+    if draw(st.booleans()):
+        head["namespace"] = "functions"
+    s.add("response.output_item.added", output_index=index, item=head)
+    refs = {"item_id": head["id"], "output_index": index}
+    for piece in draw(_pieces(text, lossy=True)):
+        s.add("response.custom_tool_call_input.delta", **refs, delta=piece)
+    if draw(st.booleans()):
+        s.add("response.custom_tool_call_input.done", **refs, input=text)
+    done = {**head, "input": text, "status": "completed"}
+    s.add("response.output_item.done", output_index=index, item=done)
+    return done
+
+
 def empty_message(s: Stream, index: int) -> JSON:
     """A message item that ends without any content part."""
     head = {"id": f"msg_{index}", "type": "message", "role": "assistant",
@@ -226,7 +255,8 @@ def responses_streams(draw: st.DrawFn, max_items: int = 6) -> list[JSON]:
     if draw(st.booleans()):
         s.add("response.in_progress", response=start)
     kinds = draw(st.lists(st.sampled_from(["message", "message", "call", "call", "reasoning",
-                                           "web_search", "empty"]), max_size=max_items))
+                                           "web_search", "empty", "custom"]),
+                          max_size=max_items))
     incomplete = draw(st.booleans())
     cut = incomplete and bool(kinds) and kinds[-1] == "message" and draw(st.booleans())
     if incomplete and not cut and draw(st.booleans()):
@@ -248,6 +278,8 @@ def responses_streams(draw: st.DrawFn, max_items: int = 6) -> list[JSON]:
             output.append(empty_message(s, n))
         elif kind == "cut_call":
             output.append(draw(cut_call(s, n)))
+        elif kind == "custom":
+            output.append(draw(custom_call(s, n)))
         else:
             output.append(web_search_item(s, n, draw(TEXT)))
         n += 1
