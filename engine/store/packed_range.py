@@ -22,7 +22,7 @@ payload of format 1 (``packed._open`` upcasts it).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
@@ -30,44 +30,28 @@ from engine.codec import ext_hook
 from engine.errors import EventDecodeError
 from engine.events import AnyEvent
 from engine.store import packed
-from engine.store.packed import (
-    _DAMAGE,
+from engine.store.columns import (
     ACTOR_STORED,
-    FORMAT,
-    FORMAT_1,
     ID_STORED,
     MSG_NEW,
     NO_BODY,
     PART_NEW,
     TIME_ABS,
     V_STORED,
-    KindRow,
-    _Block,
+    Block,
+    LazyBlock,
+)
+from engine.store.packed import (
+    _DAMAGE,
+    FORMAT,
+    FORMAT_1,
     _IdGuess,
     _NotRuns,
     _State,
 )
 from engine.store.runs import Run
 
-
-class _LazyBlock(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    """``packed._Block`` with each body left as its msgpack bytes."""
-
-    kinds: list[KindRow]
-    refs: list[str]
-    codes: bytes
-    flags: bytes
-    times: list[int]
-    ids: list[Any]
-    actors: list[str]
-    refidx: list[int]
-    vs: list[int]
-    bodies: list[msgspec.Raw]
-    text: str
-    lens: list[packed.Length]
-
-
-_lazy_dec = msgspec.msgpack.Decoder(_LazyBlock)
+_lazy_dec = msgspec.msgpack.Decoder(LazyBlock)
 _body_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)  # big ints, lone surrogates
 # Per flag bit: a translation of the flags column to 1 where the bit is set, else 0.
 _BIT: Final = {bit: bytes(1 if i & bit else 0 for i in range(256))
@@ -130,7 +114,7 @@ class _Walk(Exception):
 _Counts = tuple[int, int, int, int, int, int]
 
 
-def _counts(block: _LazyBlock, k: int) -> tuple[dict[int, bytes], _Counts]:
+def _counts(block: LazyBlock, k: int) -> tuple[dict[int, bytes], _Counts]:
     head = block.flags[:k]
     marks = {bit: head.translate(table) for bit, table in _BIT.items()}
     bare = block.codes[:k].translate(packed.bare_table(tuple(block.kinds))).count(1)
@@ -139,7 +123,7 @@ def _counts(block: _LazyBlock, k: int) -> tuple[dict[int, bytes], _Counts]:
                    marks[V_STORED].count(1), k - marks[NO_BODY].count(1) - bare, bare)
 
 
-def _state_at(block: _LazyBlock, k: int, end: int) -> tuple[_State, _Counts] | None:
+def _state_at(block: LazyBlock, k: int, end: int) -> tuple[_State, _Counts] | None:
     """The row loop's state before the event at index ``k``, and the side columns'
     values used by then, for a read up to index ``end``; None when the prefix needs
     a walk."""
@@ -183,11 +167,11 @@ def _state_at(block: _LazyBlock, k: int, end: int) -> tuple[_State, _Counts] | N
     return (t, ms, cnt, low, high, msg, part, j >= 0, i >= 0), counts
 
 
-def _sub(block: _LazyBlock, a: int, b: int, before: _Counts, after: _Counts) -> _Block:
+def _sub(block: LazyBlock, a: int, b: int, before: _Counts, after: _Counts) -> Block:
     """Events ``a..b-1`` as a payload of their own, their bodies decoded."""
     lens = block.lens[before[5]:after[5]]
     start = sum(block.lens[:before[5]])
-    return _Block(block.kinds, block.refs, block.codes[a:b], block.flags[a:b],
+    return Block(block.kinds, block.refs, block.codes[a:b], block.flags[a:b],
                   block.times[a:b], block.ids[before[0]:after[0]],
                   block.actors[before[1]:after[1]], block.refidx[before[2]:after[2]],
                   block.vs[before[3]:after[3]],
