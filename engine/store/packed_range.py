@@ -29,18 +29,8 @@ import msgspec
 from engine.codec import ext_hook
 from engine.errors import EventDecodeError
 from engine.events import AnyEvent
-from engine.store import packed
-from engine.store.columns import (
-    ACTOR_STORED,
-    ID_STORED,
-    MSG_NEW,
-    NO_BODY,
-    PART_NEW,
-    TIME_ABS,
-    V_STORED,
-    Block,
-    LazyBlock,
-)
+from engine.store import columns, packed
+from engine.store.columns import Block, LazyBlock
 from engine.store.packed import (
     _DAMAGE,
     FORMAT,
@@ -55,8 +45,8 @@ _lazy_dec = msgspec.msgpack.Decoder(LazyBlock)
 _body_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)  # big ints, lone surrogates
 # Per flag bit: a translation of the flags column to 1 where the bit is set, else 0.
 _BIT: Final = {bit: bytes(1 if i & bit else 0 for i in range(256))
-               for bit in (ID_STORED, ACTOR_STORED, MSG_NEW, PART_NEW, V_STORED, NO_BODY,
-                           TIME_ABS)}
+               for bit in (columns.ID_STORED, columns.ACTOR_STORED, columns.MSG_NEW,
+                           columns.PART_NEW, columns.V_STORED, columns.NO_BODY, columns.TIME_ABS)}
 
 
 def unpack_runs_range(data: bytes | bytearray | memoryview, session_id: str,
@@ -118,9 +108,10 @@ def _counts(block: LazyBlock, k: int) -> tuple[dict[int, bytes], _Counts]:
     head = block.flags[:k]
     marks = {bit: head.translate(table) for bit, table in _BIT.items()}
     bare = block.codes[:k].translate(packed.bare_table(tuple(block.kinds))).count(1)
-    return marks, (marks[ID_STORED].count(1), marks[ACTOR_STORED].count(1),
-                   marks[MSG_NEW].count(1) + marks[PART_NEW].count(1),
-                   marks[V_STORED].count(1), k - marks[NO_BODY].count(1) - bare, bare)
+    return marks, (marks[columns.ID_STORED].count(1), marks[columns.ACTOR_STORED].count(1),
+                   marks[columns.MSG_NEW].count(1) + marks[columns.PART_NEW].count(1),
+                   marks[columns.V_STORED].count(1),
+                   k - marks[columns.NO_BODY].count(1) - bare, bare)
 
 
 def _state_at(block: LazyBlock, k: int, end: int) -> tuple[_State, _Counts] | None:
@@ -130,10 +121,10 @@ def _state_at(block: LazyBlock, k: int, end: int) -> tuple[_State, _Counts] | No
     marks, counts = _counts(block, k)
     times = block.times
     head = times[:end]
-    if marks[TIME_ABS].count(1) or (
+    if marks[columns.TIME_ABS].count(1) or (
             head and (len(head) + 1) * max(*head, -min(head)) >= 1 << 63):
         return None  # times the walk checks event by event (sums may leave int64)
-    msg_marks, part_marks = marks[MSG_NEW], marks[PART_NEW]
+    msg_marks, part_marks = marks[columns.MSG_NEW], marks[columns.PART_NEW]
     refs, refidx = block.refs, block.refidx
     msg = part = ""
     j = msg_marks.rfind(1)
@@ -144,7 +135,7 @@ def _state_at(block: LazyBlock, k: int, end: int) -> tuple[_State, _Counts] | No
         part = refs[refidx[msg_marks.count(1, 0, i + 1) + part_marks.count(1, 0, i)]]
     # The id generator: from the last stored id of ours before k (it resets every
     # count), else from the cold start, stepped over the time steps since.
-    ids_marks = marks[ID_STORED]
+    ids_marks = marks[columns.ID_STORED]
     gen = (-1, 0, 0, 0)
     since = 0
     t = 0
