@@ -67,9 +67,11 @@ def package_version() -> str:
 def builtin_commands() -> list[Command]:
     from engine.cli.append import AppendCommand  # noqa: PLC0415 - commands import app helpers
     from engine.cli.check import AnchorCommand, RepairCommand, VerifyCommand  # noqa: PLC0415
+    from engine.cli.migrate import MigrateCommand  # noqa: PLC0415
     from engine.cli.tail import TailCommand  # noqa: PLC0415
 
-    return [AnchorCommand(), AppendCommand(), RepairCommand(), TailCommand(), VerifyCommand()]
+    return [AnchorCommand(), AppendCommand(), MigrateCommand(), RepairCommand(), TailCommand(),
+            VerifyCommand()]
 
 
 def plugin_entries() -> list[EntryPoint]:

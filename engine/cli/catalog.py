@@ -42,6 +42,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         'projections.mailbox.cli:MCP',
         "serve the agents' mailbox tools over MCP (stdio); needs convlog[mcp]",
     ),
+    'migrate': (
+        'engine.cli.migrate:MigrateCommand',
+        "bring a store written by an earlier release to this release's layout now (its first write would); the events and their hashes are kept as they are",
+    ),
     'proxy': (
         'engine.proxy.command:PROXY',
         "record an agent's model calls: a reverse proxy for the model APIs (convlog[proxy])",

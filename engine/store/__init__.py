@@ -41,8 +41,8 @@ from engine.store.base import (
     StreamState,
 )
 from engine.store.chain import Chain, read_key
-from engine.store.jsonl import FORMAT as JSONL_FORMAT
 from engine.store.jsonl import JSONLStore
+from engine.store.jsonl_files import FORMAT as JSONL_FORMAT
 from engine.store.memory import MemoryStore
 from engine.store.sqlite import SQLiteStore
 

@@ -466,6 +466,12 @@ class Store(abc.ABC):
     def _latest_snapshot(self, session_id: str, name: str,
                          max_seq: int) -> tuple[int, bytes] | None: ...
 
+    def migrate(self) -> bool:
+        """Bring a store of an older layout to this release's, as its first write would
+        (``convlog migrate``); True when it changed anything. A store at today's layout,
+        or a backend without older ones, is left as it is."""
+        return False
+
     def flush(self) -> None:  # noqa: B027 - sync stores have nothing buffered
         """Make every acknowledged append durable now (batched durability)."""
 

@@ -20,7 +20,9 @@ A row holds a *block* of consecutive events of one session. Two kinds:
   recomputed from the events only by a deep check.
 
 Format 2 stores (``0x01``: a zlib'd tail block, per-event hashes kept) stay
-readable: their sealed blocks are read and verified as they were written.
+readable: their sealed blocks are read and verified as they were written, by the
+legacy room (:mod:`engine.store.legacy.blocks_v2`); this module writes and reads
+today's two kinds only.
 Compression across many events is what makes a streamed delta cost tens of bytes
 instead of hundreds. Reading decodes a whole block with one msgspec call.
 """
@@ -55,7 +57,6 @@ BLOCK_MAX = 1024  # events per sealed block (see _write_blocks in sqlite.py for 
 ZLIB_LEVEL = 3  # measured: level 6 is 2.5x slower to write for 5% fewer bytes
 
 TAIL = b"\x00"  # the first byte of an uncompressed tail block
-_ZLIB = b"\x01"  # a format 2 sealed block (still read)
 _SEALED = b"\x03"
 _SEALED_BYTE = _SEALED[0]
 _HEAD = struct.Struct(">QIHH")  # first seq, count, maxv, payload kind
@@ -88,12 +89,9 @@ _raw_list_dec = msgspec.msgpack.Decoder(list[msgspec.Raw])
 _any_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)
 
 
-def encode(canon: Sequence[bytes], hashes: Sequence[bytes], maxv: int, *,
-           compress: bool) -> bytes:
-    body = _enc.encode(_BlockOut(maxv, b"".join(hashes), [msgspec.Raw(c) for c in canon]))
-    if compress:
-        return _ZLIB + zlib.compress(body, ZLIB_LEVEL)
-    return TAIL + body
+def encode(canon: Sequence[bytes], hashes: Sequence[bytes], maxv: int) -> bytes:
+    """A tail block: the events' stored bytes and chain hashes, uncompressed."""
+    return TAIL + _enc.encode(_BlockOut(maxv, b"".join(hashes), [msgspec.Raw(c) for c in canon]))
 
 
 def join_tail(rows: Iterable[tuple[int, bytes]]) -> tuple[list[bytes], list[bytes], list[int]]:
@@ -276,14 +274,7 @@ def _open(body: bytes) -> tuple[int, bytes | memoryview]:
         if head.kind != KIND_MSGPACK:
             raise ValueError(f"payload kind {head.kind} is not msgpack")
         return head.maxv, zlib.decompress(memoryview(body)[_PAYLOAD_AT:])
-    rest = memoryview(body)[1:]
-    if flag == _ZLIB:
-        data: bytes | memoryview = zlib.decompress(rest)
-    elif flag == TAIL:
-        data = rest
-    else:
-        raise ValueError(f"unknown block format {flag!r}")
-    block = _head_dec.decode(data)
+    block = _head_dec.decode(_unsealed(body))
     return block.maxv, block.events
 
 
@@ -442,7 +433,7 @@ def split(body: bytes) -> tuple[list[bytes], list[bytes]]:
     tail block or a format 2 sealed one), for merging blocks and verifying."""
     if body[:1] == _SEALED:
         raise ValueError("a sealed block keeps no per-event hashes")
-    block = _head_dec.decode(_open_v2(body))
+    block = _head_dec.decode(_unsealed(body))
     canon = [bytes(r) for r in _raw_list_dec.decode(block.events)]
     h = block.hashes
     if len(h) != HASH_BYTES * len(canon):
@@ -450,12 +441,15 @@ def split(body: bytes) -> tuple[list[bytes], list[bytes]]:
     return canon, [h[i:i + HASH_BYTES] for i in range(0, len(h), HASH_BYTES)]
 
 
-def _open_v2(body: bytes) -> bytes | memoryview:
-    flag, rest = body[:1], memoryview(body)[1:]
-    if flag == _ZLIB:
-        return zlib.decompress(rest)
+def _unsealed(body: bytes) -> bytes | memoryview:
+    """The array of a block that keeps per-event hashes: a tail block, or a format 2
+    sealed block (read by the legacy room)."""
+    flag = body[:1]
     if flag == TAIL:
-        return rest
+        return memoryview(body)[1:]
+    if flag == b"\x01":
+        from engine.store.legacy import blocks_v2  # noqa: PLC0415 - old stores only
+        return blocks_v2.tail_bytes(body)
     raise ValueError(f"unknown block format {flag!r}")
 
 

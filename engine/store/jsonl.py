@@ -11,7 +11,7 @@ Layout of the directory::
     sessions/<id>.meta.json      created, parent, fork_seq, where the hash chain starts
     sessions/<id>.head           "<version> <hash>" after the last append (catches a cut tail)
     sessions/<id>.jsonl.corrupt  bytes a crash left behind, moved out of the log
-    snapshots/<id>/<name>/<seq>  snapshot bodies (names encoded: ``snapshot_file_name``)
+    snapshots/<id>/<name>/<seq>  snapshot bodies (names encoded: ``jsonl_files.snapshot_file_name``)
 
 A write, under the lock: record the intent in ``txn`` (fsynced), append the lines
 and fsync them, then mark ``txn`` done. Whoever takes the lock next checks an
@@ -34,32 +34,31 @@ Stores written before blocks existed are plain tails and open unchanged; stores
 of format 1 (members without a block link) or 2 open, read and verify as they are,
 and become format 3 at the first seal this release writes into them (sealed
 members are the only place a packed payload is written; see ``FORMAT_VERSION``).
+
+This module is the store: the writer lock, transactions, appends and reads. Its
+other jobs have their own modules: ``jsonl_files`` (``convlog.json``, ``txn``,
+snapshots), ``jsonl_recovery`` (finishing or undoing a crashed write, torn tails),
+``jsonl_lines`` (the tail's line codec), ``jsonl_tail`` (reading a session's files
+incrementally), ``jsonl_seal`` and ``jsonl_blocks`` (sealing into gzip members),
+``jsonl_verify`` (the verification walk), and ``legacy`` (formats 1 and 2).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import errno
 import fcntl
-import hashlib
 import heapq
 import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from engine.codec import (
     canonical,
-    decode_json,
-    decode_msgpack,
-    encode_msgpack,
     from_stored,
-    unpackb,
     upcasting_active,
     upgrade,
 )
@@ -74,7 +73,15 @@ from engine.errors import (
 )
 from engine.events import AnyEvent, Event
 from engine.logging import get_logger
-from engine.store import jsonl_blocks, packed
+from engine.store import (
+    jsonl_blocks,
+    jsonl_files,
+    jsonl_lines,
+    jsonl_recovery,
+    jsonl_seal,
+    jsonl_verify,
+    packed,
+)
 from engine.store.base import (
     BATCHED,
     SYNC,
@@ -84,41 +91,17 @@ from engine.store.base import (
     Span,
     Store,
     Stored,
-    check_chain,
     check_id,
-    newer_store,
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
 from engine.store.chain import HASH_BYTES
 from engine.store.jsonl_blocks import SEAL_AT, SEAL_BYTES, BadMember, BlockRef
+from engine.store.jsonl_files import FORMAT, FORMAT_VERSION, SnapshotFiles, Txn
+from engine.store.jsonl_tail import TailState
 
 log = get_logger("convlog.store.jsonl")
 
-FORMAT = "convlog-jsonl"
-# 2: sealed members carry a block link (jsonl_blocks index version 2).
-# 3: sealed members may hold packed payload format 2 (engine.store.packed).
-# An older store opens as it is; its convlog.json says 3 from the first seal this
-# release writes into it, so the releases before refuse the store as newer rather
-# than taking a member they cannot read for damage.
-FORMAT_VERSION = 3
-
-
-class _LineOut(msgspec.Struct):
-    pos: int
-    hash: str
-    event: Event
-
-
-class _LineIn(msgspec.Struct):
-    pos: int
-    hash: str
-    event: msgspec.Raw
-
-
-class _Envelope(msgspec.Struct):  # unknown fields are ignored: just what the index needs
-    id: str
-    seq: int
-
+__all__ = ["FORMAT", "FORMAT_VERSION", "JSONLStore"]  # (the format: engine.store.jsonl_files)
 
 class _Meta(msgspec.Struct, omit_defaults=True):
     id: str
@@ -128,165 +111,7 @@ class _Meta(msgspec.Struct, omit_defaults=True):
     fork_seq: int | None = None
 
 
-class _Txn(msgspec.Struct):
-    old: int
-    new: int
-    files: dict[str, int]  # session id -> file size before the write
-    done: bool = False
-
-
-_typed_event_dec = msgspec.json.Decoder(AnyEvent)
-_line_enc = msgspec.json.Encoder()
-_str_dec = msgspec.json.Decoder(str)
-_line_dec = msgspec.json.Decoder(_LineIn)
-_env_dec = msgspec.json.Decoder(_Envelope)
 _meta_dec = msgspec.json.Decoder(_Meta)
-_txn_dec = msgspec.json.Decoder(_Txn)
-
-
-# An event holding a lone surrogate (engine.codec) has no exact JSON: the escape
-# ``\\ud800`` is refused by msgspec's parser, and two halves of a pair in one str,
-# escaped, read back as one character. Its line holds the event's msgpack bytes
-# (engine.codec.encode_msgpack, exact) as a base64 JSON string instead of an
-# object: every reader parses the line, and those that look inside the event
-# read those bytes.
-_MSGPACK = "msgpack:"
-
-
-def _line(pos: int, h: bytes, e: Event) -> bytes:
-    try:
-        return _line_enc.encode(_LineOut(pos, h.hex(), e)) + b"\n"
-    except UnicodeEncodeError:
-        text = _MSGPACK + base64.b64encode(encode_msgpack(e)).decode()
-        return _line_enc.encode({"pos": pos, "hash": h.hex(), "event": text}) + b"\n"
-
-
-def _quoted(raw: msgspec.Raw) -> bool:
-    return bytes(memoryview(raw)[:1]) == b'"'
-
-
-def _event_bytes(raw: msgspec.Raw) -> bytes:
-    """The msgpack bytes of a line whose event is a string."""
-    text = _str_dec.decode(raw)
-    if not text.startswith(_MSGPACK):
-        raise msgspec.DecodeError("the event is a string, not msgpack bytes")
-    try:
-        return base64.b64decode(text[len(_MSGPACK):], validate=True)
-    except binascii.Error as exc:
-        raise msgspec.DecodeError(f"the event's base64: {exc}") from None
-
-
-def _event_obj(raw: msgspec.Raw) -> Any:
-    """The builtins of a line's event (either form)."""
-    if _quoted(raw):
-        return unpackb(_event_bytes(raw))
-    return msgspec.json.decode(raw)
-
-
-def _envelope(raw: msgspec.Raw) -> _Envelope:
-    if _quoted(raw):
-        try:
-            return msgspec.convert(_event_obj(raw), _Envelope)
-        except msgspec.ValidationError as exc:
-            raise msgspec.DecodeError(str(exc)) from None
-    return _env_dec.decode(raw)
-
-
-def _typed_event(raw: msgspec.Raw) -> AnyEvent:
-    """A line's event as stored (no upcasting)."""
-    if _quoted(raw):
-        return decode_msgpack(_event_bytes(raw))
-    event: AnyEvent = _typed_event_dec.decode(raw)
-    return event
-
-
-def _event(raw: msgspec.Raw) -> AnyEvent:
-    """A line's event at the current schema version (a newer one raises)."""
-    if _quoted(raw):
-        return upgrade(from_stored(unpackb(_event_bytes(raw))))
-    return upgrade(decode_json(raw))
-
-
-class _State:
-    """What this process knows of one session's files (parsed incrementally)."""
-
-    __slots__ = ("bad_block", "base", "blocks", "blocks_size", "gap", "genesis", "head",
-                 "offsets", "paths", "positions", "sealed", "sealed_head", "size", "stale",
-                 "stale_end", "tail_ino", "version")
-
-    def __init__(self, base: int, genesis: bytes) -> None:
-        self.base = base  # own seqs start after it (a fork's fork_seq)
-        self.genesis = genesis
-        self.blocks: list[BlockRef] = []
-        self.blocks_size = 0  # bytes of .blocks parsed
-        self.bad_block: BadMember | None = None  # the first unreadable member
-        self.sealed = base  # the last seq in blocks
-        self.sealed_head = genesis
-        self.tail_ino = -1
-        self.paths = ("", "")  # the tail's and the blocks' file names
-        self._reset_tail()
-
-    def _reset_tail(self) -> None:
-        self.size = 0  # bytes of the tail parsed
-        self.stale = 0  # tail lines a block holds already (a seal cut short)
-        self.stale_end = 0  # byte offset of the first tail line after them
-        self.offsets: list[int] = []  # of the tail lines after the stale ones
-        self.positions: list[int] = []
-        self.version = self.sealed
-        self.head = self.sealed_head
-        self.gap: str | None = None
-
-    def own(self) -> bool:
-        return bool(self.blocks or self.offsets)
-
-
-_NAME_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@+=-")
-_NAME_MAX = 200  # bytes: below every file system's limit on one name
-
-
-def _ranges(ref: BlockRef) -> Iterator[tuple[int, int, int]]:
-    """(first seq, first position, count) of a sealed member's position runs."""
-    seq = ref.first_seq
-    for pos, n in ref.runs:
-        yield seq, pos, n
-        seq += n
-
-
-def snapshot_file_name(name: str) -> str:
-    """A snapshot name as one file name: characters outside the id alphabet (``/``
-    first of all) and a leading ``.`` become ``%XX`` of their UTF-8 bytes, so names
-    that are valid ids map to themselves and distinct names to distinct files. An
-    encoding longer than a file name may be is replaced by a digest of the name."""
-    out = []
-    for i, ch in enumerate(name):
-        if ch in _NAME_SAFE and not (i == 0 and ch == "."):
-            out.append(ch)
-        else:
-            out.extend(f"%{b:02X}" for b in ch.encode())
-    encoded = "".join(out)
-    if len(encoded) <= _NAME_MAX:
-        return encoded
-    return "%%" + hashlib.sha256(name.encode()).hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(path: Path, data: bytes, *, durable: bool) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
-    if durable:
-        _fsync_dir(path.parent)
 
 
 class _FileLock:
@@ -344,9 +169,9 @@ class JSONLStore(Store):
         if not self.root.parent.is_dir():
             raise StoreError(f"cannot open {self.url}: directory {self.root.parent} does not exist")
         self._sessions_dir = self.root / "sessions"
-        self._snap_dir = self.root / "snapshots"
+        self._snapshots = SnapshotFiles(self.root / "snapshots")
         self._lock = threading.RLock()
-        self._states: dict[str, _State] = {}
+        self._states: dict[str, TailState] = {}
         self._block_cache: dict[tuple[str, int, int], bytes] = {}  # the last block read
         self._metas: dict[str, SessionInfo] = {}
         self._ids: dict[str, tuple[str, int, int]] = {}
@@ -438,68 +263,24 @@ class JSONLStore(Store):
         return self._write_lock
 
     def _init_format(self) -> str | None:
-        path = self.root / "convlog.json"
-        if path.exists():
-            try:
-                meta = msgspec.json.decode(path.read_bytes())
-                if meta.get("format") != FORMAT:
-                    raise StoreError(f"{self.url}: {path} is not a convlog JSONL store")
-                self._format = int(meta.get("version", 0))
-                if self._format > FORMAT_VERSION:
-                    raise newer_store(self.url, meta["version"], FORMAT_VERSION, "format")
-            except (msgspec.DecodeError, AttributeError, ValueError) as exc:
-                raise StoreError(f"{self.url}: unreadable {path}: {exc}") from None
-        else:
-            # convlog.json.tmp: a creation killed before its rename (written anew below).
-            if any(p for p in self.root.iterdir()
-                   if p.name not in ("lock", "sessions", "convlog.json.tmp")):
-                raise StoreError(f"{self.url}: {self.root} is not empty and not a convlog store")
-            meta = {"format": FORMAT, "version": FORMAT_VERSION,
-                    "chain": self.chain.algorithm, "key": self.chain.fingerprint()}
-            _write_atomic(path, msgspec.json.encode(meta) + b"\n", durable=True)
-            self._format = FORMAT_VERSION
-        return check_chain(self.url, str(meta["chain"]), str(meta.get("key", "")), self.chain)
+        self._format, refuse = jsonl_files.init_format(self.root, self.url, self.chain)
+        return refuse
 
     def _upgrade_format(self) -> bool:
         """Before the first member this release seals (file lock held): say so in
-        ``convlog.json``, so that the releases before refuse the store. The file is
-        read again: a newer release may have raised it since this store opened. Its
-        number is never lowered: False (no seal; the events stay in the tail) when it
-        is newer than this release's."""
-        if self._format == FORMAT_VERSION:
-            return True
-        path = self.root / "convlog.json"
-        meta = msgspec.json.decode(path.read_bytes())
-        self._format = int(meta.get("version", 0))
-        if self._format > FORMAT_VERSION:
-            log.warning("jsonl_format_newer", url=self.url, version=self._format)
-            return False
-        if self._format < FORMAT_VERSION:
-            meta["version"] = FORMAT_VERSION
-            _write_atomic(path, msgspec.json.encode(meta) + b"\n", durable=True)
-            self._format = FORMAT_VERSION
-            log.info("jsonl_format_upgraded", url=self.url, version=FORMAT_VERSION)
-        return True
+        ``convlog.json`` (the legacy room), so that the releases before refuse the
+        store. False (no seal; the events stay in the tail) when a newer release's
+        number is there."""
+        if self._format != FORMAT_VERSION:
+            from engine.store.legacy import jsonl_format  # noqa: PLC0415 - old stores only
+            self._format = jsonl_format.upgrade(self.root, self.url)
+        return self._format <= FORMAT_VERSION
 
-    def _read_txn(self) -> _Txn | None:
-        try:
-            data = (self.root / "txn").read_bytes()
-        except FileNotFoundError:
-            return None
-        try:
-            return _txn_dec.decode(data)
-        except msgspec.DecodeError as exc:
-            raise CorruptLog("*", 0, f"unreadable {self.root / 'txn'}: {exc}") from None
+    def _read_txn(self) -> Txn | None:
+        return jsonl_files.read_txn(self.root)
 
-    def _write_txn(self, txn: _Txn, *, durable: bool) -> None:
-        path = self.root / "txn"
-        with open(path, "r+b" if path.exists() else "wb") as f:
-            data = msgspec.json.encode(txn) + b"\n"
-            f.write(data)
-            f.truncate(len(data))
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
+    def _write_txn(self, txn: Txn, *, durable: bool) -> None:
+        jsonl_files.write_txn(self.root, txn, durable=durable)
 
     def _recover(self) -> None:
         """With the file lock held: finish or undo the last write (see module doc)."""
@@ -510,28 +291,14 @@ class JSONLStore(Store):
         if txn.done:
             self._last = txn.new
             return
-        complete = 0
-        whole = True
-        for sid, before in txn.files.items():
-            path = self._path(sid)
-            data = path.read_bytes() if path.exists() else b""
-            tail = data[before:]
-            if tail and not tail.endswith(b"\n"):
-                whole = False
-            for line in tail.split(b"\n")[:-1]:
-                try:
-                    _line_dec.decode(line)
-                    complete += 1
-                except msgspec.DecodeError:
-                    whole = False
-        if whole and complete == txn.new - txn.old:
+        if jsonl_recovery.written_whole(txn, self._path):
             txn.done = True
             self._write_txn(txn, durable=True)
             self._last = txn.new
             return
         for sid, before in txn.files.items():
             self._move_corrupt(sid, before, "an interrupted write")
-        self._write_txn(_Txn(txn.old, txn.old, {}, True), durable=True)
+        self._write_txn(Txn(txn.old, txn.old, {}, True), durable=True)
         self._last = txn.old
         self._states.clear()
         self._indexed = -1
@@ -540,46 +307,19 @@ class JSONLStore(Store):
         self._move_aside(self._path(session_id), keep, session_id, why)
 
     def _move_aside(self, path: Path, keep: int, session_id: str, why: str) -> None:
-        if not path.exists():
+        moved = jsonl_recovery.move_aside(path, keep)
+        if moved is None:
             return
-        with open(path, "r+b") as f:
-            f.seek(keep)
-            cut = f.read()
-            if not cut:
-                return
-            corrupt = path.with_name(path.name + ".corrupt")
-            with open(corrupt, "ab") as out:
-                out.write(cut if cut.endswith(b"\n") else cut + b"\n")
-                out.flush()
-                os.fsync(out.fileno())
-            f.truncate(keep)
-            f.flush()
-            os.fsync(f.fileno())
+        corrupt, cut = moved
         log.warning("jsonl_tail_moved", session_id=session_id, file=str(path),
-                    corrupt_file=str(corrupt), bytes=len(cut), reason=why)
+                    corrupt_file=str(corrupt), bytes=cut, reason=why)
         self._states.pop(session_id, None)
         self._indexed = -1
 
     def torn_tails(self) -> list[tuple[str, int, int]]:
         """(session id, bytes kept, bytes cut) of every session file whose last line is
         cut off or unreadable. Reads nothing but the files and changes nothing."""
-        found = []
-        for path in sorted(self._sessions_dir.glob("*.jsonl")):
-            data = path.read_bytes()
-            if not data:
-                continue
-            end = len(data)
-            if not data.endswith(b"\n"):
-                end = data.rfind(b"\n") + 1
-            else:
-                start = data.rfind(b"\n", 0, end - 1) + 1
-                try:
-                    _line_dec.decode(data[start:end - 1])
-                except msgspec.DecodeError:
-                    end = start
-            if end != len(data):
-                found.append((path.name[:-len(".jsonl")], end, len(data) - end))
-        return found
+        return jsonl_recovery.torn_tails(self._sessions_dir)
 
     def repair(self, *, dry_run: bool = False) -> list[tuple[str, int, int]]:
         """Move every torn last line to ``<file>.corrupt`` (nothing is deleted) and finish
@@ -615,7 +355,7 @@ class JSONLStore(Store):
                 raise SessionExists(info.id)
             self._flush_pending()
             meta = _Meta(info.id, info.created, genesis.hex(), info.parent, info.fork_seq)
-            _write_atomic(meta_path, msgspec.json.encode(meta) + b"\n", durable=True)
+            jsonl_files.write_atomic(meta_path, msgspec.json.encode(meta) + b"\n", durable=True)
 
     def _meta(self, session_id: str) -> _Meta:
         check_id("session", session_id)
@@ -648,7 +388,7 @@ class JSONLStore(Store):
     def _blocks_path(self, session_id: str) -> Path:
         return self._sessions_dir / f"{session_id}.blocks"
 
-    def _state(self, session_id: str) -> _State:
+    def _state(self, session_id: str) -> TailState:
         """The session's state, caught up with what other processes appended or sealed.
 
         A seal appends its blocks before it replaces the tail, so a tail that seems
@@ -658,129 +398,19 @@ class JSONLStore(Store):
         st = self._states.get(session_id)
         if st is None:
             m = self._meta(session_id)
-            st = self._states[session_id] = _State(m.fork_seq or 0, bytes.fromhex(m.genesis))
+            st = self._states[session_id] = TailState(m.fork_seq or 0, bytes.fromhex(m.genesis))
             st.paths = (str(self._path(session_id)), str(self._blocks_path(session_id)))
-        elif self._unchanged(st):
+        elif st.unchanged():
             return st
         for _ in range(5):
-            if self._parse_blocks(session_id, st):
+            if st.parse_blocks(session_id, self._ids):
                 st.tail_ino = -1  # the tail is counted against the new blocks again
-            self._read_tail(session_id, st)
-            if st.gap is None or not self._blocks_grew(session_id, st):
+            st.read_tail(session_id, self._ids)
+            if st.gap is None or not st.blocks_grew():
                 break
             st.gap = None
             st.tail_ino = -1
         return st
-
-    @staticmethod
-    def _unchanged(st: _State) -> bool:
-        """Two stats instead of two reads when no one wrote since ``st`` was read."""
-        try:
-            tail = os.stat(st.paths[0])
-        except FileNotFoundError:
-            return False
-        if tail.st_ino != st.tail_ino or tail.st_size != st.size:
-            return False
-        try:
-            return os.stat(st.paths[1]).st_size == st.blocks_size
-        except FileNotFoundError:
-            return st.blocks_size == 0
-
-    def _blocks_grew(self, session_id: str, st: _State) -> bool:
-        try:
-            size = self._blocks_path(session_id).stat().st_size
-        except FileNotFoundError:
-            return False
-        return st.bad_block is None and size > st.blocks_size
-
-    def _read_tail(self, session_id: str, st: _State) -> None:
-        path = self._path(session_id)
-        try:
-            with open(path, "rb") as f:
-                info = os.fstat(f.fileno())
-                if info.st_ino != st.tail_ino:  # new, or replaced by a seal
-                    st.tail_ino = info.st_ino
-                    st._reset_tail()
-                data = b""
-                if info.st_size > st.size:
-                    f.seek(st.size)
-                    data = f.read(info.st_size - st.size)
-        except FileNotFoundError:
-            st.tail_ino = -1
-            st._reset_tail()
-            return
-        end = data.rfind(b"\n") + 1  # a partial last line is being written (or torn)
-        offset = st.size
-        for line in data[:end].split(b"\n")[:-1]:
-            try:
-                rec = _line_dec.decode(line)
-                env = _envelope(rec.event)
-                h = bytes.fromhex(rec.hash)
-            except (msgspec.DecodeError, ValueError) as exc:
-                raise CorruptLog(session_id, st.version + 1,
-                                 f"unreadable line at byte {offset}: {exc}") from None
-            if offset == 0 and (st.blocks or st.bad_block is not None):
-                self._place_tail(st, env.seq)
-            if st.stale_end == offset and st.base < env.seq <= st.sealed and st.stale:
-                st.stale_end = offset + len(line) + 1  # a line a block holds already
-            else:
-                st.version += 1
-                st.head = h
-                st.offsets.append(offset)
-                st.positions.append(rec.pos)
-                self._ids[env.id] = (session_id, env.seq, rec.pos)
-            offset += len(line) + 1
-        st.size = offset
-        if st.bad_block is not None and not st.offsets and not st.stale and st.gap is None:
-            st.gap = f"sealed events after seq {st.sealed} are unreadable: {st.bad_block}"
-
-    @staticmethod
-    def _place_tail(st: _State, first_seq: int) -> None:
-        """Where the tail starts, from its first line's seq: right after the blocks, or
-        earlier when a seal was cut short (those lines are skipped)."""
-        if st.base < first_seq <= st.sealed:
-            st.stale = st.sealed - first_seq + 1
-        elif first_seq > st.sealed + 1:
-            st.gap = (f"sealed events from seq {st.sealed + 1} are unreadable: "
-                      f"{st.bad_block}" if st.bad_block is not None else
-                      f"the tail starts at seq {first_seq}, but the sealed blocks end at "
-                      f"seq {st.sealed}")
-
-    def _parse_blocks(self, session_id: str, st: _State) -> bool:
-        """Index new members of ``.blocks`` (each one's ids: members are inflated once).
-        True when there were new ones."""
-        if st.bad_block is not None:
-            return False
-        path = self._blocks_path(session_id)
-        try:
-            with open(path, "rb") as f:
-                f.seek(st.blocks_size)
-                data = f.read()
-        except FileNotFoundError:
-            return False
-        if not data:
-            return False
-        before = len(st.blocks)
-        refs, bad = jsonl_blocks.scan(data, 0, st.sealed + 1)
-        for found in refs:
-            member = data[found.offset:found.offset + found.length]
-            ref = found._replace(offset=found.offset + st.blocks_size)
-            try:
-                events = packed.unpack_json(jsonl_blocks.payload(member), session_id,
-                                            ref.first_seq)
-            except (BadMember, EventDecodeError) as exc:
-                bad = BadMember(ref.offset, str(exc))
-                break
-            for e, pos in zip(events, ref.positions, strict=True):
-                self._ids[e.id] = (session_id, e.seq, pos)
-            st.blocks.append(ref)
-            st.sealed = ref.last_seq
-            st.sealed_head = ref.head
-        if bad is not None:
-            st.bad_block = BadMember(bad.offset + st.blocks_size if bad.offset < len(data)
-                                     else bad.offset, str(bad), torn=bad.torn)
-        st.blocks_size = st.blocks[-1].offset + st.blocks[-1].length if st.blocks else 0
-        return len(st.blocks) > before
 
     def _refresh_all(self, *, locked: bool = True) -> None:
         """Index the ids of every session, unless no one appended since the last time.
@@ -796,24 +426,6 @@ class JSONLStore(Store):
             self._state(p.name[:-len(".meta.json")])
         if locked:
             self._indexed = self._last
-
-    def _tail_lines(self, session_id: str, st: _State, lo: int, hi: int) -> list[bytes] | None:
-        """Tail lines with index lo..hi-1 (index 0: seq ``st.sealed + 1``); None when the
-        tail file was replaced (sealed by another process) since ``st`` was read."""
-        hi = min(hi, len(st.offsets))
-        if lo >= hi:
-            return []
-        start = st.offsets[lo]
-        stop = st.offsets[hi] if hi < len(st.offsets) else st.size
-        try:
-            with open(self._path(session_id), "rb") as f:
-                if os.fstat(f.fileno()).st_ino != st.tail_ino:
-                    return None
-                f.seek(start)
-                data = f.read(stop - start)
-        except FileNotFoundError:
-            return None
-        return data.split(b"\n")[:-1]
 
     def _block_events(self, session_id: str, ref: BlockRef, first: int,
                       last: int) -> list[AnyEvent]:
@@ -854,7 +466,7 @@ class JSONLStore(Store):
                     out.extend(self._block_events(session_id, ref, first, last))
             lo = max(first - st.sealed - 1, 0)
             hi = max(last - st.sealed, 0)
-            lines = self._tail_lines(session_id, st, lo, hi)
+            lines = st.tail_lines(lo, hi)
             if lines is None:  # sealed meanwhile: read the new state
                 continue
             for i, line in enumerate(lines):
@@ -865,8 +477,8 @@ class JSONLStore(Store):
 
     def _decode_line(self, session_id: str, seq: int, line: bytes) -> tuple[int, AnyEvent]:
         try:
-            rec = _line_dec.decode(line)
-            return rec.pos, _event(rec.event)  # a newer version raises
+            rec = jsonl_lines.line_dec.decode(line)
+            return rec.pos, jsonl_lines.current_event(rec.event)  # a newer version raises
         except (msgspec.DecodeError, EventDecodeError) as exc:
             raise CorruptLog(session_id, seq, f"unreadable event: {exc}") from None
 
@@ -910,7 +522,7 @@ class JSONLStore(Store):
         pos0 = self._last + 1
         lines = self._pending.setdefault(session_id, [])
         for i, (e, h) in enumerate(zip(batch.events, batch.hashes, strict=True)):
-            lines.append(_line(pos0 + i, h, e))
+            lines.append(jsonl_lines.encode(pos0 + i, h, e))
             self._ids[e.id] = (session_id, e.seq, pos0 + i)
         n = len(batch.events)
         if self._indexed == self._last:  # our own events are indexed above
@@ -937,7 +549,7 @@ class JSONLStore(Store):
         if not self._pending:
             return
         pending, heads = self._pending, self._pending_heads
-        txn = _Txn(self._window_old, self._last, {sid: heads[sid][2] for sid in pending})
+        txn = Txn(self._window_old, self._last, {sid: heads[sid][2] for sid in pending})
         try:
             self._write_txn(txn, durable=True)
             for sid, lines in pending.items():
@@ -948,9 +560,9 @@ class JSONLStore(Store):
                     f.flush()
                     os.fsync(f.fileno())
                 if new_file:
-                    _fsync_dir(self._sessions_dir)
+                    jsonl_files.fsync_dir(self._sessions_dir)
                 version, head, _ = heads[sid]
-                _write_atomic(self._sessions_dir / f"{sid}.head",
+                jsonl_files.write_atomic(self._sessions_dir / f"{sid}.head",
                               f"{version} {head.hex()}\n".encode(), durable=False)
             txn.done = True
             self._write_txn(txn, durable=False)
@@ -986,28 +598,15 @@ class JSONLStore(Store):
                     return
                 f.seek(st.offsets[0])
                 data = f.read()
-            members = self._members(session_id, st, data.split(b"\n")[:n])
+            members = jsonl_seal.members(self.chain, session_id, st.sealed_head,
+                                         data.split(b"\n")[:n])
             if members is None:
                 return
             cut = st.size - st.offsets[0]  # whole lines; anything after them stays
             if not self._upgrade_format():
                 return
-            blocks_path = self._blocks_path(session_id)
-            new_file = not blocks_path.exists()
-            with open(blocks_path, "ab") as f:
-                start = f.seek(0, os.SEEK_END)
-                f.write(b"".join(m for m, _ in members))
-                f.flush()
-                os.fsync(f.fileno())
-            if new_file:
-                _fsync_dir(self._sessions_dir)
-            # The blocks are durable: now the tail may lose its lines. The new tail is
-            # normally empty (nothing to fsync); the rename itself must last before a
-            # later append lands in the new file.
-            rest = data[cut:]
-            _write_atomic(path, rest, durable=bool(rest))
-            if not rest:
-                _fsync_dir(self._sessions_dir)
+            start = jsonl_seal.write(self._blocks_path(session_id), path,
+                                     [m for m, _ in members], data[cut:])
         except OSError as exc:
             log.warning("jsonl_seal_failed", session_id=session_id, error=str(exc))
             st.tail_ino = -1
@@ -1019,43 +618,6 @@ class JSONLStore(Store):
                 st.sealed, st.sealed_head = ref.last_seq, ref.head
             st.blocks_size = start
         st.tail_ino = -1  # read again: the tail without the sealed lines
-
-    def _members(self, session_id: str, st: _State,
-                 lines: list[bytes]) -> list[tuple[bytes, BlockRef]] | None:
-        """The gzip members of these tail lines (and what they will index), or None
-        (with a warning) when their events, decoded, would not reproduce the stored
-        hashes exactly."""
-        events: list[Event] = []
-        hashes: list[bytes] = []
-        positions: list[int] = []
-        prev = st.sealed_head
-        try:
-            for line in lines:
-                rec = _line_dec.decode(line)
-                e = _typed_event(rec.event)
-                h = bytes.fromhex(rec.hash)
-                if self.chain.link(prev, canonical(e)) != h:
-                    raise ValueError(f"seq {e.seq} would not hash to its stored hash")
-                events.append(e)
-                hashes.append(h)
-                positions.append(rec.pos)
-                prev = h
-        except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
-            log.warning("jsonl_seal_skipped", session_id=session_id, reason=str(exc))
-            return None
-        out = []
-        before = st.sealed_head
-        for i in range(0, len(events), SEAL_AT):
-            chunk = events[i:i + SEAL_AT]
-            head = hashes[i + len(chunk) - 1]
-            member = jsonl_blocks.encode(chunk, session_id, head, positions[i:i + SEAL_AT],
-                                         link=self.chain.link, prev=before)
-            before = head
-            refs, bad = jsonl_blocks.scan(member, 0, chunk[0].seq)
-            if bad is not None or len(refs) != 1:  # never: the member was just made
-                raise StoreError(f"a new block does not read back: {bad}")
-            out.append((member, refs[0]))
-        return out
 
     def _finish_seal(self, session_id: str) -> None:
         """Before writing to a session (file lock held): undo what a crash during a seal
@@ -1073,11 +635,16 @@ class JSONLStore(Store):
             if st.stale:
                 path = self._path(session_id)
                 data = path.read_bytes()
-                _write_atomic(path, data[st.stale_end:], durable=True)
+                jsonl_files.write_atomic(path, data[st.stale_end:], durable=True)
                 log.warning("jsonl_seal_finished", session_id=session_id, lines=st.stale)
                 st.tail_ino = -1
         except OSError as exc:  # appends stay correct with the lines left: readers skip them
             log.warning("jsonl_seal_not_finished", session_id=session_id, error=str(exc))
+
+    def migrate(self) -> bool:
+        with self._file_lock():
+            old = self._format
+            return self._upgrade_format() and old != self._format
 
     def flush(self) -> None:
         if self._group is not None:
@@ -1206,120 +773,12 @@ class JSONLStore(Store):
             data = path.read_bytes() if path.exists() else b""
             blocks_path = self._blocks_path(session_id)
             sealed_data = blocks_path.read_bytes() if blocks_path.exists() else b""
-        refs, bad = jsonl_blocks.scan(sealed_data, 0, base + 1)
-        try:
-            prev = bytes.fromhex(m.genesis)
-        except ValueError:
-            prev = b""  # verify reports the meta file (_recorded_genesis)
-        sealed = base
         ranges: list[tuple[int, int, int]] = []
-        for ref in refs:
-            member = sealed_data[ref.offset:ref.offset + ref.length]
-            if spans and ref.link:
-                yield Span(ref.first_seq, ref.last_seq, ref.head, member,
-                           row_first=ref.first_seq, row_last=ref.last_seq)
-            if spans and ref.link and deep:
-                found = self._typed_block(session_id, ref, member)
-                if isinstance(found, str):
-                    yield Stored(ref.first_seq, b"", None, found)
-                    return
-                if found is not None:  # the span's last hash is what these must reach
-                    for i, e in enumerate(found):
-                        yield Stored(ref.first_seq + i, b"", None, None, canon=canonical(e),
-                                     event=e)
-                    prev, sealed = ref.head, ref.last_seq
-                    ranges.extend(_ranges(ref))
-                    continue
-            if not (spans and ref.link) or deep:
-                try:
-                    objs = packed.unpack_builtins(jsonl_blocks.payload(member), session_id,
-                                                  ref.first_seq, json=True)
-                    if len(objs) != ref.size:
-                        raise BadMember(-1, f"it holds {len(objs)} events, its index "
-                                            f"{ref.size}")
-                except (BadMember, EventDecodeError) as exc:
-                    yield Stored(ref.first_seq, b"", None,
-                                 f"unreadable block at byte {ref.offset}: {exc}")
-                    return
-                if spans and ref.link:  # the span's last hash is what these must reach
-                    for i, built in enumerate(objs):
-                        yield Stored(ref.first_seq + i, b"", built, None, canon=canonical(built))
-                else:
-                    # Only a block's last hash is stored: the others are the chain's own
-                    # links, so a change anywhere in the block shows at its last seq.
-                    last = len(objs) - 1
-                    for i, (built, pos) in enumerate(zip(objs, ref.positions, strict=True)):
-                        c = canonical(built)
-                        h = ref.head if i == last else self.chain.link(prev, c)
-                        yield Stored(ref.first_seq + i, h, built, None, pos, c)
-                        prev = h
-            prev, sealed = ref.head, ref.last_seq
-            ranges.extend(_ranges(ref))
-        lines = data.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        first = base + 1
-        if (refs or bad is not None) and lines:
-            first = self._tail_seq(lines[0], base, sealed)
-        if bad is not None and (not lines or first > sealed + 1):
-            yield Stored(sealed + 1, b"", None, f"unreadable sealed block: {bad}")
-            return
-        for i, line in enumerate(lines):
-            seq = first + i
-            if seq <= sealed:
-                continue  # a line a block holds already (a seal cut short)
-            try:
-                rec = _line_dec.decode(line)
-                h = bytes.fromhex(rec.hash)
-            except (msgspec.DecodeError, ValueError) as exc:
-                yield Stored(seq, b"", None, f"unreadable line: {exc}")
-                continue
-            try:
-                obj: Any = _event_obj(rec.event)
-            except msgspec.DecodeError as exc:
-                yield Stored(seq, h, None, f"unreadable event: {exc}", rec.pos)
-                continue
-            if not isinstance(obj, dict):
-                yield Stored(seq, h, None, "the event is not a JSON object", rec.pos)
-                continue
-            at = int(obj.get("seq", seq)) if isinstance(obj.get("seq", seq), int) else seq
-            if ranges and ranges[-1][0] + ranges[-1][2] == at \
-                    and ranges[-1][1] + ranges[-1][2] == rec.pos:
-                ranges[-1] = (ranges[-1][0], ranges[-1][1], ranges[-1][2] + 1)
-            else:
-                ranges.append((at, rec.pos, 1))
-            yield Stored(int(obj.get("seq", seq)), h, obj, None, rec.pos)
-        if spans:
+        whole = yield from jsonl_verify.walk(
+            self.chain, session_id, m.genesis, base, data, sealed_data, ranges,
+            spans=spans, deep=deep)
+        if spans and whole:
             self._walked_positions[session_id] = ranges
-
-    @staticmethod
-    def _typed_block(session_id: str, ref: BlockRef, member: bytes
-                     ) -> list[AnyEvent] | str | None:
-        """A sealed member's events as stored, decoded in bulk (a seal wrote only
-        events whose typed form hashes to the chain); None when they do not decode
-        typed (an older shape: read as builtins instead), a reason when unreadable."""
-        try:
-            body = jsonl_blocks.payload(member)
-        except BadMember as exc:
-            return f"unreadable block at byte {ref.offset}: {exc}"
-        try:
-            events = packed.unpack_json(body, session_id, ref.first_seq)
-        except EventDecodeError:
-            return None
-        if len(events) != ref.size:
-            return (f"unreadable block at byte {ref.offset}: it holds {len(events)} events, "
-                    f"its index {ref.size}")
-        return events
-
-    @staticmethod
-    def _tail_seq(line: bytes, base: int, sealed: int) -> int:
-        """The seq of the tail's first line after sealed blocks (sealed + 1 when it
-        cannot be read or is not a seq of the session: the line is then reported)."""
-        try:
-            seq = _envelope(_line_dec.decode(line).event).seq
-        except (msgspec.DecodeError, ValueError):
-            return sealed + 1
-        return seq if seq > base else sealed + 1
 
     def _recorded_head(self, session_id: str) -> tuple[int, bytes] | None:
         """(own version, hash) from the head file, None when there is none yet; a damaged
@@ -1345,18 +804,9 @@ class JSONLStore(Store):
     def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
         self._refuse_read_only()
         self.session_info(session_id)
-        folder = self._snap_dir / session_id / snapshot_file_name(name)
-        folder.mkdir(parents=True, exist_ok=True)
-        _write_atomic(folder / f"{seq:020d}", data, durable=self.durability == SYNC)
+        self._snapshots.put(session_id, name, seq, data, durable=self.durability == SYNC)
 
     def _latest_snapshot(self, session_id: str, name: str,
                          max_seq: int) -> tuple[int, bytes] | None:
         self.session_info(session_id)
-        folder = self._snap_dir / session_id / snapshot_file_name(name)
-        if not folder.is_dir():
-            return None
-        seqs = [int(p.name) for p in folder.iterdir() if p.name.isdigit()]
-        best = max((s for s in seqs if s <= max_seq), default=None)
-        if best is None:
-            return None
-        return best, (folder / f"{best:020d}").read_bytes()
+        return self._snapshots.latest(session_id, name, max_seq)

@@ -9,8 +9,9 @@ needs without decompressing sits in the member's header, in an ``extra`` subfiel
 - version 2 (written since store format 2): ``0x02 | block link (16 bytes) | index``
   with ``index`` the msgpack array ``[first seq, event count, compressed length, hash
   of the last event (16 bytes), global positions as runs [[start, length], ...]]``;
-- version 1 (store format 1, still read): the msgpack array ``[1, first seq, ...]``
-  (the same fields, no link). It starts with ``0x96``, never ``0x02``.
+- version 1 (store format 1, still read by the legacy room,
+  :mod:`engine.store.legacy.jsonl_index_v1`): the msgpack array ``[1, first seq,
+  ...]`` (the same fields, no link). It starts with ``0x96``, never ``0x02``.
 
 The compressed length finds the next member without inflating this one; gzip's
 own CRC-32 and length trailer catch a torn or damaged body. Only the last event's
@@ -42,7 +43,6 @@ from engine.store.chain import HASH_BYTES
 SEAL_AT = 256
 SEAL_BYTES = 64 * 1024
 ZLIB_LEVEL = 3
-_INDEX_V1 = 1  # the first byte of a version 1 index is 0x96 (a msgpack array of 6)
 _INDEX_V2 = b"\x02"
 _LINK_TAG = b"convlog jsonl block v2\x00"  # never the start of an event's canonical bytes
 _HEAD = b"\x1f\x8b\x08\x06\x00\x00\x00\x00\x00\xff"  # gzip, deflate, FEXTRA|FHCRC, OS unknown
@@ -128,8 +128,6 @@ def link_holds(link: Link, session_id: str, prev: bytes, member: bytes) -> bool:
     return link(prev, link_input(session_id, view[index_at:body_at - 2], view[body_at:])) == stored
 
 
-_index_v1_dec = msgspec.msgpack.Decoder(
-    tuple[int, int, int, int, bytes, list[tuple[int, int]]])
 _index_v2_dec = msgspec.msgpack.Decoder(tuple[int, int, int, bytes, list[tuple[int, int]]])
 
 
@@ -169,17 +167,20 @@ def _member(data: bytes, at: int, next_seq: int) -> BlockRef:
             or struct.unpack_from("<H", extra, 2)[0] != xlen - 4):
         raise BadMember(at, "no block index in its header")
     link = b""
+    known = True
     try:
         if extra[4:5] == _INDEX_V2:
             link = extra[5:5 + HASH_BYTES]
+            known = len(link) == HASH_BYTES
             first, count, deflate_len, head, runs = _index_v2_dec.decode(
                 extra[5 + HASH_BYTES:])
-            version = 2
-        else:
-            version, first, count, deflate_len, head, runs = _index_v1_dec.decode(extra[4:])
+        else:  # a version 1 index (the first byte of its msgpack array is 0x96)
+            from engine.store.legacy import jsonl_index_v1  # noqa: PLC0415 - old stores only
+            version, first, count, deflate_len, head, runs = jsonl_index_v1.index(extra[4:])
+            known = version == jsonl_index_v1.VERSION
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise BadMember(at, f"unreadable block index: {exc}") from None
-    if (version not in (_INDEX_V1, 2) or (version == 2 and len(link) != HASH_BYTES)
+    if (not known
             or first != next_seq or count < 1 or deflate_len < 0
             or len(head) != HASH_BYTES or any(n < 1 for _, n in runs)
             or sum(n for _, n in runs) != count):

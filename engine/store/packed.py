@@ -33,7 +33,8 @@ Any damaged input raises :class:`EventDecodeError`.
 Layout: one format byte (``FORMAT``), then a msgpack array (``_Block``). The JSON
 flavour (:func:`pack_json`) is one JSON object with the same columns, named.
 Format 1 (``FORMAT_1``), written before, kept each bare string in ``bodies``; it is
-still read, its columns upcast to today's on opening (``_upcast``).
+still read by the legacy room (``engine.store.legacy.packed_v1``), its columns upcast
+to today's on opening. The columns are declared once, in :mod:`engine.store.columns`.
 """
 
 from __future__ import annotations
@@ -43,29 +44,40 @@ import binascii
 import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
-from itertools import accumulate, compress, islice
-from typing import Annotated, Any, Final
+from itertools import accumulate, islice
+from typing import Any, Final
 
 import msgspec
 
 from engine.codec import ext_hook, packb, typed_fallback
 from engine.errors import EventDecodeError
 from engine.events import EVENT_BY_TAG, EVENT_TYPES, AnyEvent, Event, tag_of
+from engine.store.columns import (
+    ACTOR_STORED,
+    ID_STORED,
+    MSG_NEW,
+    NO_BODY,
+    PART_NEW,
+    TIME_ABS,
+    V_STORED,
+    Block,
+    JsonBlock,
+    KindRow,
+    bare_table,
+)
 from engine.store.freeform import keys_are_strings
 from engine.store.runs import RUN_KINDS, Run
+
+# The layout's names that readers of this codec use through it (engine.store.columns
+# declares them).
+__all__ = ["ACTOR_STORED", "FORMAT", "FORMAT_1", "ID_STORED", "MSG_NEW", "NO_BODY", "PART_NEW",
+           "TIME_ABS", "V_STORED", "KindRow", "bare_table", "check_columns", "check_keys",
+           "cut_spans", "pack", "pack_json", "unpack", "unpack_builtins", "unpack_json",
+           "unpack_range", "unpack_runs"]
 
 FORMAT: Final = 2
 FORMAT_1: Final = 1  # bare strings among the bodies (read, never written)
 
-# Per-event flag bits (one byte per event; 0 is the common case of a streamed delta).
-ID_STORED: Final = 1  # the id is in ``ids`` (the prediction missed)
-ACTOR_STORED: Final = 2  # the actor is in ``actors`` (not the kind's default)
-MSG_NEW: Final = 4  # message_id is ``refs[next ref index]``, not the previous one
-PART_NEW: Final = 8  # part_id likewise
-V_STORED: Final = 16  # v is in ``vs`` (not 1)
-NO_BODY: Final = 32  # the kind's fields are all defaults: no entry in ``bodies``
-TIME_ABS: Final = 64  # ``times`` holds the time itself (the delta overflows 64 bits)
-_ALL_FLAGS: Final = 127
 _INT64: Final = range(-(1 << 63), 1 << 63)
 _MSGPACK_INT: Final = (-(1 << 63), (1 << 64) - 1)  # what an encoder can write
 
@@ -76,70 +88,15 @@ _ENVELOPE: Final = frozenset({"type", "id", "session_id", "seq", "time", "actor"
                               "message_id", "part_id"})
 
 
-Length = Annotated[int, msgspec.Meta(ge=0)]  # checked as msgspec decodes the column
-
-
-# A kind as written: (tag, default actor, bare field or "", 2/1/0: the kind has a
-# message and a part id / a message id / neither). Self-describing, so old payloads
-# decode to builtins whatever the catalog has become (``unpack_builtins``).
-KindRow = tuple[str, str, str, int]
-
-
-class _Block(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    kinds: list[KindRow]
-    refs: list[str]  # distinct message/part ids, in order of first use
-    codes: bytes  # per event: index into kinds
-    flags: bytes  # per event: the bits above
-    times: list[int]  # per event: time minus the previous event's (the first: from 0)
-    ids: list[Any]  # ids the prediction missed: str, or 16 bytes of a lowercase UUID
-    actors: list[str]  # actors that are not the kind's default
-    refidx: list[int]  # per MSG_NEW / PART_NEW flag, in event order: index into refs
-    vs: list[int]  # schema versions other than 1
-    bodies: list[Any]  # per event of a kind that is not bare, without NO_BODY: its map
-    text: str  # the strings of the events of bare kinds, joined in event order
-    lens: list[Length]  # per event of a bare kind: its string's length in characters
-
-
-class _Block1(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    """Format 1: the columns of ``_Block`` but ``text`` and ``lens``; ``bodies``
-    holds a bare kind's string too, in event order."""
-
-    kinds: list[KindRow]
-    refs: list[str]
-    codes: bytes
-    flags: bytes
-    times: list[int]
-    ids: list[Any]
-    actors: list[str]
-    refidx: list[int]
-    vs: list[int]
-    bodies: list[Any]
-
-
-class _JsonBlock(msgspec.Struct, forbid_unknown_fields=True):
-    """The JSON flavour: the same columns, named, ids always as text (JSON cannot tell
-    bytes from text). For files a person may ``zcat``: the streamed text reads as
-    prose. A format 1 object has no ``text`` and ``lens``."""
-
-    format: int
-    kinds: list[KindRow]
-    refs: list[str]
-    codes: list[int]
-    flags: list[int]
-    times: list[int]
-    ids: list[str]
-    actors: list[str]
-    refidx: list[int]
-    vs: list[int]
-    bodies: list[Any]
-    text: str | None = None
-    lens: list[Length] | None = None
+# The layout, declared once (engine.store.columns); these names are the codec's own.
+_Block = Block
+_JsonBlock = JsonBlock
+assert JsonBlock.__struct_config__.tag == FORMAT
 
 
 _enc = msgspec.msgpack.Encoder()
 # ext_hook: integers past 64 bits and lone surrogates (engine.codec.escaped).
 _block_dec = msgspec.msgpack.Decoder(_Block, ext_hook=ext_hook)
-_block1_dec = msgspec.msgpack.Decoder(_Block1, ext_hook=ext_hook)
 _json_enc = msgspec.json.Encoder()
 _json_block_dec = msgspec.json.Decoder(_JsonBlock)
 _any_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)
@@ -285,7 +242,7 @@ def pack_json(events: Sequence[Event], session_id: str, first_seq: int) -> bytes
     """:func:`pack` as one JSON object (the same columns, named; see ``_JsonBlock``)."""
     b = _columns(events, session_id, first_seq)
     try:
-        return _json_enc.encode(_JsonBlock(FORMAT, b.kinds, b.refs, list(b.codes),
+        return _json_enc.encode(_JsonBlock(b.kinds, b.refs, list(b.codes),
                                            list(b.flags), b.times, b.ids, b.actors, b.refidx,
                                            b.vs, b.bodies, b.text, b.lens))
     except UnicodeEncodeError:
@@ -495,19 +452,21 @@ _DAMAGE = (IndexError, StopIteration, TypeError, ValueError, OverflowError, Recu
 
 def _open(raw: bytes, *, sums: bool = True) -> _Block:
     """The payload's columns, checked (``sums=False``: but that ``lens`` adds up to
-    the length of ``text``, which the caller checks as it reads)."""
+    the length of ``text``, which the caller checks as it reads). Format 1 is read
+    by the legacy room, its columns upcast to today's."""
     fmt = raw[0] if raw else -1
-    if fmt not in (FORMAT, FORMAT_1):
-        head = raw[:1].hex() or "empty"
-        raise EventDecodeError(f"packed block: unknown format {head}")
     try:
         if fmt == FORMAT:
             try:
                 block = _block_dec.decode(memoryview(raw)[1:])
             except msgspec.ValidationError:  # a lone surrogate in the text column?
                 block = typed_fallback(memoryview(raw)[1:], _Block)
+        elif fmt == FORMAT_1:
+            from engine.store.legacy import packed_v1  # noqa: PLC0415 - old stores only
+            block = packed_v1.columns(memoryview(raw)[1:])
         else:
-            block = _upcast(_block1_dec.decode(memoryview(raw)[1:]))
+            head = raw[:1].hex() or "empty"
+            raise EventDecodeError(f"packed block: unknown format {head}")
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
         raise EventDecodeError(f"packed block: {exc}") from None
     return _checked(block, sums=sums)
@@ -517,59 +476,28 @@ def _open_json(raw: bytes) -> _Block:
     try:
         try:
             j = _json_block_dec.decode(raw)
-        except msgspec.ValidationError:
-            try:
-                inner = _packed_json_dec.decode(raw)
-            except msgspec.ValidationError:
-                raise
-            try:
-                return _open(base64.b64decode(inner.packed, validate=True))
-            except binascii.Error as exc:
-                raise ValueError(f"base64: {exc}") from None
-        columns = (j.kinds, j.refs, bytes(j.codes), bytes(j.flags), j.times, j.ids,
-                   j.actors, j.refidx, j.vs, j.bodies)
-        if j.format == FORMAT and j.text is not None and j.lens is not None:
-            block = _Block(*columns, j.text, j.lens)
-        elif j.format == FORMAT_1 and j.text is None and j.lens is None:
-            block = _upcast(_Block1(*columns))
-        else:
-            raise EventDecodeError(f"packed block: unknown format {j.format}")
+        except msgspec.ValidationError as exc:
+            return _open_other_json(raw, exc)
+        block = _Block(j.kinds, j.refs, bytes(j.codes), bytes(j.flags), j.times, j.ids,
+                       j.actors, j.refidx, j.vs, j.bodies, j.text, j.lens)
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
         raise EventDecodeError(f"packed block: {exc}") from None
     return _checked(block)
 
 
-def _upcast(old: _Block1) -> _Block:
-    """A format 1 payload's columns as today's: each bare kind's string moved from
-    ``bodies`` to ``text`` and ``lens``. What format 1 could hold in a bare kind's
-    place but a string (no writer did: its events were typed) is refused here.
-    Without a loop per event: a byte per event says whether it has a body (0: none)
-    and whether it is of a bare kind, and those with a body select from the bodies."""
-    codes, flags = old.codes, old.flags[:len(old.codes)]  # (lengths: _checked)
-    codes = codes[:len(flags)]
-    big = int.from_bytes
-    bare = codes.translate(bare_table(tuple(old.kinds)))  # 1 for a bare kind
-    has = flags.translate(_HAS_BODY)  # 2 for an event with a body
-    marks = (big(bare, "big") | big(has, "big")).to_bytes(len(codes), "big")
-    if marks.find(1) >= 0:  # a bare kind flagged NO_BODY
-        _no_string(old.kinds[codes[marks.find(1)]][0])
-    picks = marks.replace(b"\x00", b"")  # per body: 3 for a bare kind's, 2 for a map
-    if len(picks) != len(old.bodies):
-        raise EventDecodeError("packed block: bodies that do not match its events")
-    strings = list(compress(old.bodies, picks.translate(_BARE_PICK)))
+def _open_other_json(raw: bytes, exc: msgspec.ValidationError) -> _Block:
+    """A JSON payload that is not today's columns: a lone surrogate's base64 msgpack
+    (``_PackedJson``), else format 1 (the legacy room); ``exc`` when it is neither."""
     try:
-        text = "".join(strings)
-    except TypeError:
-        kind = next(type(x).__name__ for x in strings if type(x) is not str)
-        raise EventDecodeError(f"packed block: a bare body is a {kind}") from None
-    return _Block(old.kinds, old.refs, old.codes, old.flags, old.times, old.ids, old.actors,
-                  old.refidx, old.vs, list(compress(old.bodies, picks.translate(_MAP_PICK))),
-                  text, list(map(len, strings)))
-
-
-_HAS_BODY: Final = bytes(0 if i & NO_BODY else 2 for i in range(256))
-_BARE_PICK: Final = bytes(1 if i == 3 else 0 for i in range(256))
-_MAP_PICK: Final = bytes(1 if i == 2 else 0 for i in range(256))
+        inner = _packed_json_dec.decode(raw)
+    except msgspec.ValidationError:
+        from engine.store.legacy import packed_v1  # noqa: PLC0415 - old stores only
+        block = packed_v1.json_columns(raw, exc)
+        return _checked(block)
+    try:
+        return _open(base64.b64decode(inner.packed, validate=True))
+    except binascii.Error as err:
+        raise ValueError(f"base64: {err}") from None
 
 
 def _checked(block: _Block, *, sums: bool = True) -> _Block:
@@ -614,12 +542,6 @@ def _cut_wrong() -> None:
 def _no_string(kind: str) -> None:
     """An event of a bare kind flagged NO_BODY: its string is all it holds."""
     raise EventDecodeError(f"packed block: a {kind} without its string")
-
-
-@functools.lru_cache(maxsize=256)
-def bare_table(kinds: tuple[KindRow, ...]) -> bytes:
-    """A ``bytes.translate`` table: 1 for the code of a bare kind, else 0."""
-    return bytes(1 if i < len(kinds) and kinds[i][2] else 0 for i in range(256))
 
 
 # Per local code: (constructor for the bare form or None, 2/1/0 for message and part

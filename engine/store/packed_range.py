@@ -22,57 +22,31 @@ payload of format 1 (``packed._open`` upcasts it).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
 from engine.codec import ext_hook
 from engine.errors import EventDecodeError
 from engine.events import AnyEvent
-from engine.store import packed
+from engine.store import columns, packed
+from engine.store.columns import Block, LazyBlock
 from engine.store.packed import (
     _DAMAGE,
-    ACTOR_STORED,
     FORMAT,
     FORMAT_1,
-    ID_STORED,
-    MSG_NEW,
-    NO_BODY,
-    PART_NEW,
-    TIME_ABS,
-    V_STORED,
-    KindRow,
-    _Block,
     _IdGuess,
     _NotRuns,
     _State,
 )
 from engine.store.runs import Run
 
-
-class _LazyBlock(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    """``packed._Block`` with each body left as its msgpack bytes."""
-
-    kinds: list[KindRow]
-    refs: list[str]
-    codes: bytes
-    flags: bytes
-    times: list[int]
-    ids: list[Any]
-    actors: list[str]
-    refidx: list[int]
-    vs: list[int]
-    bodies: list[msgspec.Raw]
-    text: str
-    lens: list[packed.Length]
-
-
-_lazy_dec = msgspec.msgpack.Decoder(_LazyBlock)
+_lazy_dec = msgspec.msgpack.Decoder(LazyBlock)
 _body_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)  # big ints, lone surrogates
 # Per flag bit: a translation of the flags column to 1 where the bit is set, else 0.
 _BIT: Final = {bit: bytes(1 if i & bit else 0 for i in range(256))
-               for bit in (ID_STORED, ACTOR_STORED, MSG_NEW, PART_NEW, V_STORED, NO_BODY,
-                           TIME_ABS)}
+               for bit in (columns.ID_STORED, columns.ACTOR_STORED, columns.MSG_NEW,
+                           columns.PART_NEW, columns.V_STORED, columns.NO_BODY, columns.TIME_ABS)}
 
 
 def unpack_runs_range(data: bytes | bytearray | memoryview, session_id: str,
@@ -130,26 +104,27 @@ class _Walk(Exception):
 _Counts = tuple[int, int, int, int, int, int]
 
 
-def _counts(block: _LazyBlock, k: int) -> tuple[dict[int, bytes], _Counts]:
+def _counts(block: LazyBlock, k: int) -> tuple[dict[int, bytes], _Counts]:
     head = block.flags[:k]
     marks = {bit: head.translate(table) for bit, table in _BIT.items()}
     bare = block.codes[:k].translate(packed.bare_table(tuple(block.kinds))).count(1)
-    return marks, (marks[ID_STORED].count(1), marks[ACTOR_STORED].count(1),
-                   marks[MSG_NEW].count(1) + marks[PART_NEW].count(1),
-                   marks[V_STORED].count(1), k - marks[NO_BODY].count(1) - bare, bare)
+    return marks, (marks[columns.ID_STORED].count(1), marks[columns.ACTOR_STORED].count(1),
+                   marks[columns.MSG_NEW].count(1) + marks[columns.PART_NEW].count(1),
+                   marks[columns.V_STORED].count(1),
+                   k - marks[columns.NO_BODY].count(1) - bare, bare)
 
 
-def _state_at(block: _LazyBlock, k: int, end: int) -> tuple[_State, _Counts] | None:
+def _state_at(block: LazyBlock, k: int, end: int) -> tuple[_State, _Counts] | None:
     """The row loop's state before the event at index ``k``, and the side columns'
     values used by then, for a read up to index ``end``; None when the prefix needs
     a walk."""
     marks, counts = _counts(block, k)
     times = block.times
     head = times[:end]
-    if marks[TIME_ABS].count(1) or (
+    if marks[columns.TIME_ABS].count(1) or (
             head and (len(head) + 1) * max(*head, -min(head)) >= 1 << 63):
         return None  # times the walk checks event by event (sums may leave int64)
-    msg_marks, part_marks = marks[MSG_NEW], marks[PART_NEW]
+    msg_marks, part_marks = marks[columns.MSG_NEW], marks[columns.PART_NEW]
     refs, refidx = block.refs, block.refidx
     msg = part = ""
     j = msg_marks.rfind(1)
@@ -160,7 +135,7 @@ def _state_at(block: _LazyBlock, k: int, end: int) -> tuple[_State, _Counts] | N
         part = refs[refidx[msg_marks.count(1, 0, i + 1) + part_marks.count(1, 0, i)]]
     # The id generator: from the last stored id of ours before k (it resets every
     # count), else from the cold start, stepped over the time steps since.
-    ids_marks = marks[ID_STORED]
+    ids_marks = marks[columns.ID_STORED]
     gen = (-1, 0, 0, 0)
     since = 0
     t = 0
@@ -183,11 +158,11 @@ def _state_at(block: _LazyBlock, k: int, end: int) -> tuple[_State, _Counts] | N
     return (t, ms, cnt, low, high, msg, part, j >= 0, i >= 0), counts
 
 
-def _sub(block: _LazyBlock, a: int, b: int, before: _Counts, after: _Counts) -> _Block:
+def _sub(block: LazyBlock, a: int, b: int, before: _Counts, after: _Counts) -> Block:
     """Events ``a..b-1`` as a payload of their own, their bodies decoded."""
     lens = block.lens[before[5]:after[5]]
     start = sum(block.lens[:before[5]])
-    return _Block(block.kinds, block.refs, block.codes[a:b], block.flags[a:b],
+    return Block(block.kinds, block.refs, block.codes[a:b], block.flags[a:b],
                   block.times[a:b], block.ids[before[0]:after[0]],
                   block.actors[before[1]:after[1]], block.refidx[before[2]:after[2]],
                   block.vs[before[3]:after[3]],

@@ -128,20 +128,6 @@ _SCHEMA = [
         WITH (fillfactor = 20)""",
 ]
 
-# Schema 2 -> 3, under the migration lock, in the transaction that marks it 3: the id
-# index learns each event's (sid, seq) from the log, and the schema 2 function (which
-# took positions at commit) goes, so a client that still has it open fails instead of
-# writing the old way.
-_MIGRATE_2_TO_3 = [
-    "ALTER TABLE convlog_ids ADD COLUMN sid bigint, ADD COLUMN seq integer",
-    "UPDATE convlog_ids i SET sid = l.sid, seq = l.seq FROM convlog_log l "
-    "WHERE l.position = i.position",
-    "ALTER TABLE convlog_ids ALTER COLUMN sid SET NOT NULL, ALTER COLUMN seq SET NOT NULL, "
-    "DROP COLUMN position",
-    "DROP FUNCTION IF EXISTS convlog_append_v1(text, integer, bytea, integer, integer, bytea, "
-    "bytea[], integer[], integer[], bigint[], bytea[])",
-]
-
 # Positions are placed, not taken at commit. Placing takes the advisory lock
 # PLACE_LOCK, held until its transaction's commit is visible, so placements commit
 # one after the other, each after every smaller position's; readers read
@@ -454,9 +440,10 @@ class PostgresStore(SQLRecorder):
                                       "(damaged)")
             if old > SCHEMA_VERSION:
                 raise newer_store(self.url, old, SCHEMA_VERSION)
-            if self._ids_have_positions():  # schema 1 or 2: before the DDL below
-                for statement in _MIGRATE_2_TO_3:
-                    self._db.execute(statement)
+            # (a new or older store) an older id index first, by the legacy room
+            from engine.store.legacy import postgres_schema  # noqa: PLC0415 - old only
+            if postgres_schema.ids_have_positions(self._db):  # before the DDL below
+                postgres_schema.migrate_2_to_3(self._db)
             for statement in _SCHEMA:
                 self._db.execute(statement)
             self._create_functions()
@@ -471,6 +458,13 @@ class PostgresStore(SQLRecorder):
             self._stale_schema = old < SCHEMA_VERSION
         return check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
 
+    def migrate(self) -> bool:
+        with self._lock:
+            if not self._stale_schema:
+                return False
+            self._current_schema()
+            return True
+
     def _current_schema(self) -> None:
         """Before this store object's first write: raise a schema 3 store to this
         release's number. Only from 3: a client of a newer release may have raised it
@@ -484,12 +478,6 @@ class PostgresStore(SQLRecorder):
     def _exists(self, table: str) -> bool:
         row = self._db.execute("SELECT to_regclass(%s)", (table,)).fetchone()
         return row is not None and row[0] is not None
-
-    def _ids_have_positions(self) -> bool:
-        return self._db.execute(
-            "SELECT EXISTS (SELECT FROM information_schema.columns WHERE table_name = "
-            "'convlog_ids' AND column_name = 'position' AND table_schema = current_schema())"
-        ).fetchone() == (True,)
 
     def _missing_functions(self) -> list[str]:
         return [sql for signature, sql in _FUNCTIONS
@@ -644,7 +632,7 @@ class PostgresStore(SQLRecorder):
             sealed = head.sealed
             firsts, lasts = [actual + 1], [actual + n]
             t_maxes = [max(e.time for e in events)]
-            bodies = [blocks.encode(body, batch.hashes, maxv, compress=False)]
+            bodies = [blocks.encode(body, batch.hashes, maxv)]
         else:
             tail = self._tail(session_id, head, actual)
             if tail is None:  # the session moved on

@@ -360,12 +360,8 @@ class SQLiteStore(SQLRecorder):
                                       f"{', '.join(sorted(tables)[:5])})")
             try:
                 old = int(meta["schema"]) if "schema" in meta else None
-                if old == 2 and "chain" in meta and {"log", "ids", "blocks"} <= tables:
-                    db.execute("PRAGMA temp_store=MEMORY")
-                    _ranges_from_v2(db, "main.log", "main.ids", into="temp.")
-                    self._stale_schema = True
-                elif old == 3 and "chain" in meta:  # schema 4's tables: only the number
-                    self._stale_schema = True
+                if old is not None and old < SCHEMA_VERSION and "chain" in meta:
+                    self._stale_schema = _legacy_read(db, old, meta, tables)
             except (ValueError, TypeError, AssertionError) as exc:  # damaged rows
                 raise StoreError(f"cannot open {self.url}: unreadable schema or index: "
                                  f"{type(exc).__name__}: {exc}") from None
@@ -416,27 +412,10 @@ class SQLiteStore(SQLRecorder):
                 old = int(row[0]) if row else None
             if old is not None and old > SCHEMA_VERSION:
                 raise newer_store(self.url, old, SCHEMA_VERSION)
-            if old == 1:
-                # Schema 1 (a row per event, before blocks) had an importer here that no
-                # test ever ran; it could not work (it appended before the store was set
-                # up). Refused rather than guessed at.
-                raise StoreError(f"{self.url} has schema 1 (from before the block format); "
-                                 "this release cannot open it")
-            if old == 2:  # a row per event in log and ids: rebuilt as ranges below
-                db.execute("ALTER TABLE log RENAME TO log_v2")
-                db.execute("ALTER TABLE ids RENAME TO ids_v2")
-                db.execute("ALTER TABLE blocks RENAME TO blocks_v2")
-            for statement in _SCHEMA.split(";"):  # executescript would COMMIT first
-                if statement.strip():
-                    db.execute(statement)
-            if old == 2:
-                _ranges_from_v2(db, "log_v2", "ids_v2")
-                db.execute("DROP TABLE log_v2")
-                db.execute("DROP TABLE ids_v2")
-                # The same rows, byte for byte, into a rowid table (see _SCHEMA).
-                db.execute("INSERT INTO blocks SELECT sid, last_seq, first_seq, t_max, body "
-                           "FROM blocks_v2")
-                db.execute("DROP TABLE blocks_v2")
+            if old in (1, 2):
+                _migrate_old(self.url, db, old)
+            else:
+                _create_tables(db)
             db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
             if "chain" not in meta:
@@ -448,6 +427,13 @@ class SQLiteStore(SQLRecorder):
         except BaseException:
             db.execute("ROLLBACK")
             raise
+
+    def migrate(self) -> bool:
+        with self._lock:
+            if not self._stale_schema:
+                return False
+            self._current_schema()  # (refuses a read-only store)
+            return True
 
     def flush(self) -> None:
         if self._group is not None:
@@ -796,7 +782,7 @@ class SQLiteStore(SQLRecorder):
         if not seal or end - sealed < blocks.SEAL_AT:
             db.execute("INSERT INTO blocks VALUES (?, ?, ?, ?, ?)", (
                 sid, end, tail.stored + 1, max(tail.times),
-                blocks.encode(canon, hashes, tail.maxv, compress=False)))
+                blocks.encode(canon, hashes, tail.maxv)))
             return sealed
         rows = db.execute("SELECT first_seq, last_seq, t_max, body FROM blocks WHERE sid=? "
                           "AND last_seq>=? ORDER BY last_seq", (sid, sealed)).fetchall()
@@ -902,59 +888,35 @@ def _maxv(row: Any) -> int:
     return blocks.sealed_head(body).maxv if blocks.is_sealed(body) else 0
 
 
-def _ranges_from_v2(db: sqlite3.Connection, log_v2: str, ids_v2: str, into: str = "") -> None:
-    """Schema 2 -> 3, inside a transaction: the per-event rows of tables ``log_v2`` and
-    ``ids_v2`` become the ranges, runs and exact rows of ``log``, ``ids`` and ``names``
-    in schema ``into`` (``temp.``: this connection's own, to read a schema 2 file
-    without changing it; those tables must not exist yet there). Positions, seqs,
-    blocks and heads are kept as they are."""
-    if into:
-        for statement in _SCHEMA.split(";"):
-            for table in ("log", "ids", "names"):
-                if f"TABLE IF NOT EXISTS {table} " in statement:
-                    db.execute(statement.replace(f"TABLE IF NOT EXISTS {table} ",
-                                                 f"TABLE {into}{table} "))
-                elif f" ON {table} " in statement:
-                    db.execute(statement.replace("INDEX IF NOT EXISTS ", f"INDEX {into}"))
-    log: list[list[int]] = []
-    for pos, sid, seq in db.execute(f"SELECT position, sid, seq FROM {log_v2} ORDER BY position"):
-        r = log[-1] if log else None
-        if r is not None and r[1] == sid and r[0] + r[3] == pos and r[2] + r[3] == seq:
-            r[3] += 1
-        else:
-            log.append([pos, sid, seq, 1])
-    db.executemany(f"INSERT INTO {into}log VALUES (?, ?, ?, ?)", log)
-    # Runs in position order, then any run that overlaps an earlier-starting one is
-    # given up: its ids get exact rows (runs must not overlap).
-    runs: list[tuple[list[int], list[bytes]]] = []
-    exact: list[tuple[bytes, int]] = []
-    for stored, pos in db.execute(f"SELECT id, position FROM {ids_v2} ORDER BY position"):
-        key = bytes(stored)
-        if len(key) != 16:
-            exact.append((key, pos))
-            continue
-        lo = _low(key)
-        last = runs[-1][0] if runs else None
-        if last is not None and last[2] + last[1] == pos and last[0] + last[1] == lo:
-            last[1] += 1
-            runs[-1][1].append(key)
-        else:
-            runs.append(([lo, 1, pos], [key]))
-    runs.sort(key=lambda r: r[0][0])
-    kept: list[list[int]] = []
-    end: int | None = None
-    for run, keys in runs:
-        if end is not None and run[0] < end:
-            exact += [(k, run[2] + i) for i, k in enumerate(keys)]
-            continue
-        kept.append(run)
-        end = run[0] + run[1]
-    db.executemany(f"INSERT INTO {into}ids VALUES (?, ?, ?)", kept)
-    db.executemany(f"INSERT INTO {into}names VALUES (?, ?)", exact)
-    moved = db.execute(f"SELECT (SELECT COUNT(*) FROM {log_v2}), "
-                       f"(SELECT COUNT(*) FROM {ids_v2})").fetchone()
-    assert sum(r[3] for r in log) == moved[0]
-    assert sum(r[1] for r in kept) + len(exact) == moved[1]
+def _create_tables(db: sqlite3.Connection) -> None:
+    for statement in _SCHEMA.split(";"):  # executescript would COMMIT first
+        if statement.strip():
+            db.execute(statement)
+
+
+def _migrate_old(url: str, db: sqlite3.Connection, old: int) -> None:
+    """Schema 1 or 2 -> today's tables, in the migration's transaction (the legacy
+    room: schema 2's per-event rows become ranges, blocks kept byte for byte)."""
+    from engine.store.legacy import sqlite_schema  # noqa: PLC0415 - old stores only
+    if old == 1:
+        raise sqlite_schema.refuse_schema_1(url)
+    sqlite_schema.before_tables(db)
+    _create_tables(db)
+    sqlite_schema.after_tables(db, _SCHEMA)
+
+
+def _legacy_read(db: sqlite3.Connection, old: int, meta: dict[str, str],
+                 tables: set[str]) -> bool:
+    """Whether a file of an older schema ``old`` is read as it is (and migrated by the
+    first write): schema 3 has today's tables; schema 2 is read through range indexes
+    built in this connection's memory (the legacy room)."""
+    if old == 3:
+        return True
+    from engine.store.legacy import sqlite_schema  # noqa: PLC0415 - old stores only
+    if sqlite_schema.is_readable_v2(meta, tables):
+        sqlite_schema.read_in_memory(db, _SCHEMA)
+        return True
+    return False
 
 
 def _writable(path: Path) -> bool:

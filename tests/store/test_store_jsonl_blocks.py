@@ -25,7 +25,7 @@ from engine.cli import EXIT_CORRUPT
 from engine.errors import ConvlogError
 from engine.events import AnyEvent
 from engine.session import Session, StepClock
-from engine.store import JSONLStore, jsonl, jsonl_blocks, open_store, packed
+from engine.store import JSONLStore, jsonl_blocks, jsonl_files, open_store, packed
 from engine.store.jsonl_blocks import SEAL_AT
 from engine.store.verify import verify
 from tests.support.cli_run import run_cli, scratch_dir
@@ -270,7 +270,7 @@ def test_a_wrong_genesis_in_the_meta_file_is_caught(tmp_path: Path, which: str) 
 def _seal_cut_short(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, list[AnyEvent]]:
     """A session whose last seal wrote its blocks and then died before the tail was
     replaced (the tail still holds the sealed lines)."""
-    real = jsonl._write_atomic
+    real = jsonl_files.write_atomic
 
     def dies_on_tails(path: Path, data: bytes, *, durable: bool) -> None:
         if path.suffix == ".jsonl":
@@ -280,7 +280,7 @@ def _seal_cut_short(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, l
     store = open_store(f"jsonl:///{root}")
     s = Session.create(store, clock=StepClock(START_MS))
     with monkeypatch.context() as m:
-        m.setattr(jsonl, "_write_atomic", dies_on_tails)
+        m.setattr(jsonl_files, "write_atomic", dies_on_tails)
         Workload(s, seed=9).run(600)
     events = list(store.read(s.id))
     store.close()

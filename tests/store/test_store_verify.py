@@ -103,7 +103,7 @@ class BlockTamper:
         raw, hashes = blocks.split(self._body(seq))
         obj = msgspec.msgpack.decode(raw[0])
         change(obj)
-        self._set(seq, blocks.encode([msgspec.msgpack.encode(obj)], hashes, 1, compress=False))
+        self._set(seq, blocks.encode([msgspec.msgpack.encode(obj)], hashes, 1))
 
 
 class LineTamper:
@@ -249,7 +249,7 @@ def _rechain(url: str, sid: str, events: list[Any], tamper: Tamper) -> bool:
         return True
     assert isinstance(tamper, BlockTamper)
     for e, h in fixed:
-        tamper._set(e.seq, blocks.encode([msgspec.msgpack.encode(e)], [h], 1, compress=False))
+        tamper._set(e.seq, blocks.encode([msgspec.msgpack.encode(e)], [h], 1))
     return True
 
 

@@ -1,0 +1,145 @@
+"""The verification walk of a JSONL session (``engine.store.jsonl``): a reader over
+the bytes of its two files, giving ``engine.store.verify`` what it checks.
+
+Sealed members with a block link are given as :class:`Span` (one digest proves
+the stored bytes) and, at depth, their events (each one's link recomputed); members
+of index version 1 (no link) give their events with the chain recomputed inside
+them; tail lines give their stored hash and event. Nothing here opens a file or
+holds a lock: the store reads both files under its lock and hands them in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import msgspec
+
+from engine.codec import canonical
+from engine.errors import EventDecodeError
+from engine.events import AnyEvent
+from engine.store import jsonl_blocks, jsonl_lines, packed
+from engine.store.base import Span, Stored
+from engine.store.chain import Chain
+from engine.store.jsonl_blocks import BadMember, BlockRef
+from engine.store.jsonl_tail import position_ranges
+
+
+def walk(chain: Chain, session_id: str, genesis: str, base: int, data: bytes,  # noqa: PLR0917
+         sealed_data: bytes, ranges: list[tuple[int, int, int]], *, spans: bool, deep: bool
+         ) -> Generator[Stored | Span, None, bool]:
+    """The units of a session whose chain starts at ``genesis`` (hex) after seq
+    ``base``, from its tail file ``data`` and its blocks file ``sealed_data``; the
+    position ranges read go to ``ranges``. True when the walk reached the end (no
+    unreadable block cut it short)."""
+    refs, bad = jsonl_blocks.scan(sealed_data, 0, base + 1)
+    try:
+        prev = bytes.fromhex(genesis)
+    except ValueError:
+        prev = b""  # verify reports the meta file (_recorded_genesis)
+    sealed = base
+    for ref in refs:
+        member = sealed_data[ref.offset:ref.offset + ref.length]
+        if spans and ref.link:
+            yield Span(ref.first_seq, ref.last_seq, ref.head, member,
+                       row_first=ref.first_seq, row_last=ref.last_seq)
+        if spans and ref.link and deep:
+            found = _typed_block(session_id, ref, member)
+            if isinstance(found, str):
+                yield Stored(ref.first_seq, b"", None, found)
+                return False
+            if found is not None:  # the span's last hash is what these must reach
+                for i, e in enumerate(found):
+                    yield Stored(ref.first_seq + i, b"", None, None, canon=canonical(e),
+                                 event=e)
+                prev, sealed = ref.head, ref.last_seq
+                ranges.extend(position_ranges(ref))
+                continue
+        if not (spans and ref.link) or deep:
+            try:
+                objs = packed.unpack_builtins(jsonl_blocks.payload(member), session_id,
+                                              ref.first_seq, json=True)
+                if len(objs) != ref.size:
+                    raise BadMember(-1, f"it holds {len(objs)} events, its index "
+                                        f"{ref.size}")
+            except (BadMember, EventDecodeError) as exc:
+                yield Stored(ref.first_seq, b"", None,
+                             f"unreadable block at byte {ref.offset}: {exc}")
+                return False
+            if spans and ref.link:  # the span's last hash is what these must reach
+                for i, built in enumerate(objs):
+                    yield Stored(ref.first_seq + i, b"", built, None, canon=canonical(built))
+            else:
+                # Only a block's last hash is stored: the others are the chain's own
+                # links, so a change anywhere in the block shows at its last seq.
+                last = len(objs) - 1
+                for i, (built, pos) in enumerate(zip(objs, ref.positions, strict=True)):
+                    c = canonical(built)
+                    h = ref.head if i == last else chain.link(prev, c)
+                    yield Stored(ref.first_seq + i, h, built, None, pos, c)
+                    prev = h
+        prev, sealed = ref.head, ref.last_seq
+        ranges.extend(position_ranges(ref))
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    first = base + 1
+    if (refs or bad is not None) and lines:
+        first = _tail_seq(lines[0], base, sealed)
+    if bad is not None and (not lines or first > sealed + 1):
+        yield Stored(sealed + 1, b"", None, f"unreadable sealed block: {bad}")
+        return False
+    for i, line in enumerate(lines):
+        seq = first + i
+        if seq <= sealed:
+            continue  # a line a block holds already (a seal cut short)
+        try:
+            rec = jsonl_lines.line_dec.decode(line)
+            h = bytes.fromhex(rec.hash)
+        except (msgspec.DecodeError, ValueError) as exc:
+            yield Stored(seq, b"", None, f"unreadable line: {exc}")
+            continue
+        try:
+            obj: Any = jsonl_lines.event_obj(rec.event)
+        except msgspec.DecodeError as exc:
+            yield Stored(seq, h, None, f"unreadable event: {exc}", rec.pos)
+            continue
+        if not isinstance(obj, dict):
+            yield Stored(seq, h, None, "the event is not a JSON object", rec.pos)
+            continue
+        at = int(obj.get("seq", seq)) if isinstance(obj.get("seq", seq), int) else seq
+        if ranges and ranges[-1][0] + ranges[-1][2] == at \
+                and ranges[-1][1] + ranges[-1][2] == rec.pos:
+            ranges[-1] = (ranges[-1][0], ranges[-1][1], ranges[-1][2] + 1)
+        else:
+            ranges.append((at, rec.pos, 1))
+        yield Stored(int(obj.get("seq", seq)), h, obj, None, rec.pos)
+    return True
+
+
+def _typed_block(session_id: str, ref: BlockRef, member: bytes
+                 ) -> list[AnyEvent] | str | None:
+    """A sealed member's events as stored, decoded in bulk (a seal wrote only
+    events whose typed form hashes to the chain); None when they do not decode
+    typed (an older shape: read as builtins instead), a reason when unreadable."""
+    try:
+        body = jsonl_blocks.payload(member)
+    except BadMember as exc:
+        return f"unreadable block at byte {ref.offset}: {exc}"
+    try:
+        events = packed.unpack_json(body, session_id, ref.first_seq)
+    except EventDecodeError:
+        return None
+    if len(events) != ref.size:
+        return (f"unreadable block at byte {ref.offset}: it holds {len(events)} events, "
+                f"its index {ref.size}")
+    return events
+
+def _tail_seq(line: bytes, base: int, sealed: int) -> int:
+    """The seq of the tail's first line after sealed blocks (sealed + 1 when it
+    cannot be read or is not a seq of the session: the line is then reported)."""
+    try:
+        seq = jsonl_lines.envelope(jsonl_lines.line_dec.decode(line).event).seq
+    except (msgspec.DecodeError, ValueError):
+        return sealed + 1
+    return seq if seq > base else sealed + 1
