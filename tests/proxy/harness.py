@@ -9,11 +9,11 @@ from typing import Any
 
 import attrs
 
-from engine.proxy.forward import UPSTREAM_NAMES, ProxyApp
+from engine.proxy.forward import UPSTREAM_NAMES
 from engine.proxy.recorder import Recorder
 from engine.store import Store, open_store
 from projections.withparts import WithPartsProjection
-from tests.proxy.servers import Reply, Upstream, running
+from tests.proxy.servers import Reply, Upstream, proxying, running
 
 
 @attrs.define
@@ -48,7 +48,7 @@ def rig(tmp_path: Path, replies: Sequence[Reply], *, upstream_app: Any = None,
         with running(upstream_app or upstream) as upstream_url:
             origins = {p: upstream_url for name in UPSTREAM_NAMES
                        for p in UPSTREAM_NAMES[name]}
-            with running(ProxyApp(recorder, origins)) as proxy_url:
+            with proxying(recorder, origins) as proxy_url:
                 yield Rig(upstream, upstream_url, proxy_url, recorder, store_url)
     finally:
         recorder.sync()

@@ -1,5 +1,5 @@
-"""Test servers on 127.0.0.1: a scripted upstream, and any ASGI app run by uvicorn in
-a thread (the proxy, the replay server)."""
+"""Test servers on 127.0.0.1: a scripted upstream, any ASGI app run by uvicorn in a
+thread (the replay server), and the proxy's forwarder in a thread."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from typing import Any
 
 import attrs
 import uvicorn
+
+from engine.proxy.forward import Forwarder, Sink
+from engine.proxy.listen import bind
 
 JSON = dict[str, Any]
 
@@ -40,6 +43,31 @@ def running(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+        sock.close()
+
+
+@contextmanager
+def proxying(recorder: Sink | None, origins: dict[str, str]) -> Iterator[str]:
+    """``convlog proxy``'s forwarder on a free loopback port (its own thread and event
+    loop); yield its base URL."""
+    sock = bind("127.0.0.1", 0)
+    box: dict[str, Any] = {}
+    ready = threading.Event()
+
+    async def main() -> None:
+        box["loop"], box["stop"] = asyncio.get_running_loop(), asyncio.Event()
+        ready.set()
+        await Forwarder(recorder, origins).serve(sock, box["stop"])
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    if not ready.wait(10):
+        raise RuntimeError("the proxy did not start")
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        thread.join(20)
         sock.close()
 
 

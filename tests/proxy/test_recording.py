@@ -16,7 +16,6 @@ from starlette.testclient import TestClient
 from engine.errors import StoreError
 from engine.events import Event
 from engine.proxy.errors import message_error
-from engine.proxy.forward import ProxyApp
 from engine.proxy.recorder import Recorder
 from engine.store import MemoryStore, open_store
 from projections import views as v
@@ -25,7 +24,7 @@ from projections.serve.app import create_app
 from projections.withparts import WithPartsProjection
 from tests.proxy import scripts
 from tests.proxy.harness import rig
-from tests.proxy.servers import Reply, Upstream, running, sse
+from tests.proxy.servers import Reply, Upstream, proxying, running, sse
 from tests.support.browser import LOOPBACK
 
 WHOLE = {"id": "msg_w", "type": "message", "role": "assistant", "model": "claude-x",
@@ -73,7 +72,7 @@ def test_a_failing_store_never_breaks_the_client(tmp_path: Path) -> None:
     recorder.start()
     try:
         with running(Upstream([Reply(chunks)])) as origin, \
-                running(ProxyApp(recorder, {"anthropic": origin})) as proxy:
+                proxying(recorder, {"anthropic": origin}) as proxy:
             got = httpx.post(f"{proxy}/v1/messages",
                              json={"model": "m", "max_tokens": 9, "stream": True,
                                    "messages": [{"role": "user", "content": "hi"}]})
