@@ -327,6 +327,7 @@ class Exchange:
                            and b"close" not in head.tokens(b"connection"))
         self.body_copy: list[bytes] = []
         self.body_given = False
+        self.announced = False  # the recorder has the REQUEST job
         self.upstream: Upstream | None = None
         self.waiting: list[bytes] = []  # request bytes before the upstream is connected
         self.sent: list[bytes] | None = None  # what a reused connection was sent (a retry)
@@ -341,17 +342,23 @@ class Exchange:
     # ------------------------------------------------------------------ the request
 
     def start(self, rest: bytes) -> None:
-        if self.recorder is not None:
-            self.recorder.put((REQUEST, self.call_id, self.found, self.method, self.path,
-                               safe_query(self.query), safe_headers(self.head.headers)))
         self.waiting.append(self._upstream_head())
         if rest:
             self.request_data(rest)
+            if self.over:  # a broken request body: refused, nothing recorded
+                return
         upstream = self.forwarder.idle(self.origin)
         if upstream is not None:
-            self._attach(upstream, reused=True)
+            self._attach(upstream, reused=True)  # head and body in one write
         else:
             self.forwarder.spawn(self._connect())
+        # The upstream has the request (or is being connected to): now the copy.
+        if self.recorder is not None:
+            self.recorder.put((REQUEST, self.call_id, self.found, self.method, self.path,
+                               safe_query(self.query), safe_headers(self.head.headers)))
+            self.announced = True
+            if self.request_done:
+                self._give_body()
 
     def _upstream_head(self) -> bytes:
         dropped = _HOP | self.head.tokens(b"connection") | {b"host"}
@@ -390,7 +397,7 @@ class Exchange:
         self.upstream.transport.write(data)
 
     def _give_body(self) -> None:
-        if self.recorder is not None and not self.body_given:
+        if self.recorder is not None and self.announced and not self.body_given:
             self.body_given = True
             self.recorder.put((BODY, self.call_id, b"".join(self.body_copy)))
             self.body_copy = []
@@ -495,7 +502,7 @@ class Exchange:
         if self.over:
             return
         self.over = True
-        if self.recorder is not None:
+        if self.recorder is not None and self.announced:
             self._give_body()
             self.recorder.put((END, self.call_id, error))
         upstream, self.upstream = self.upstream, None
