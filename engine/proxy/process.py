@@ -129,8 +129,9 @@ class RecorderProcess:
             loop.add_writer(self._fd, self._flush)
             self._waiting_loop = loop
 
-    def _flush(self) -> None:
-        while self._backlog:
+    def _write_backlog(self) -> None:
+        """Write what the pipe takes now of what waits."""
+        while self._backlog and not self._broken:
             data = self._backlog[0]
             try:
                 written = os.write(self._fd, data)
@@ -138,12 +139,16 @@ class RecorderProcess:
                 return
             except OSError as exc:
                 self._lost(exc)
-                break
+                return
             if written < len(data):
                 self._backlog[0] = data[written:]
                 return
             self._backlog.pop(0)
-        if self._waiting_loop is not None:
+
+    def _flush(self) -> None:
+        """The event loop's call when the pipe can take more."""
+        self._write_backlog()
+        if not self._backlog and self._waiting_loop is not None:
             self._waiting_loop.remove_writer(self._fd)
             self._waiting_loop = None
 
@@ -156,18 +161,7 @@ class RecorderProcess:
         while self._backlog and not self._broken:
             if not select.select([], [self._fd], [], timeout)[1]:
                 return
-            data = self._backlog[0]
-            try:
-                written = os.write(self._fd, data)
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                self._lost(exc)
-                return
-            if written < len(data):
-                self._backlog[0] = data[written:]
-            else:
-                self._backlog.pop(0)
+            self._write_backlog()
 
     def _lost(self, exc: OSError) -> None:
         self._broken = True

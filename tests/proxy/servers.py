@@ -17,6 +17,7 @@ import uvicorn
 
 from engine.proxy.forward import Forwarder, Sink
 from engine.proxy.listen import bind
+from engine.proxy.recorder import Recorder
 
 JSON = dict[str, Any]
 
@@ -46,6 +47,27 @@ def running(app: Any) -> Iterator[str]:
         sock.close()
 
 
+class SettlingRecorder(Recorder):
+    """The recorder thread, whose :meth:`sync` first waits until the forwarders it is
+    given have handed over every call in flight: the client has a response's last
+    bytes a moment before the forwarder hands the recorder their copy."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.forwarders: list[Forwarder] = []
+
+    def sync(self, timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if all(c.exchange is None for f in self.forwarders for c in list(f.clients)):
+                    break
+            except RuntimeError:  # the set changed while read: read it again
+                continue
+            time.sleep(0.005)
+        return super().sync(max(0.1, deadline - time.monotonic()))
+
+
 @contextmanager
 def proxying(recorder: Sink | None, origins: dict[str, str]) -> Iterator[str]:
     """``convlog proxy``'s forwarder on a free loopback port (its own thread and event
@@ -53,11 +75,14 @@ def proxying(recorder: Sink | None, origins: dict[str, str]) -> Iterator[str]:
     sock = bind("127.0.0.1", 0)
     box: dict[str, Any] = {}
     ready = threading.Event()
+    forwarder = Forwarder(recorder, origins)
+    if isinstance(recorder, SettlingRecorder):
+        recorder.forwarders.append(forwarder)
 
     async def main() -> None:
         box["loop"], box["stop"] = asyncio.get_running_loop(), asyncio.Event()
         ready.set()
-        await Forwarder(recorder, origins).serve(sock, box["stop"])
+        await forwarder.serve(sock, box["stop"])
 
     thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
     thread.start()

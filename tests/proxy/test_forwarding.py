@@ -15,10 +15,9 @@ import httpx
 
 from engine import events as ev
 from engine.proxy.context import full_requests
-from engine.proxy.recorder import Recorder
 from engine.store import open_store
 from tests.proxy import scripts
-from tests.proxy.servers import proxying, sse
+from tests.proxy.servers import SettlingRecorder, proxying, sse
 
 # (request head, request body) -> (the bytes to answer, close the connection after)
 Answer = Callable[[bytes, bytes], tuple[list[bytes], bool]]
@@ -106,9 +105,9 @@ BODY = {"model": "m", "max_tokens": 5, "stream": True,
 
 
 @contextmanager
-def _through(tmp_path: Path, upstream: RawUpstream) -> Iterator[tuple[str, Recorder, str]]:
+def _through(tmp_path: Path, upstream: RawUpstream) -> Iterator[tuple[str, SettlingRecorder, str]]:
     url = f"sqlite:///{tmp_path / 'p.db'}"
-    recorder = Recorder(url)
+    recorder = SettlingRecorder(url)
     recorder.start()
     try:
         with proxying(recorder, {"anthropic": upstream.url}) as proxy:
