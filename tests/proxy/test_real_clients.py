@@ -297,23 +297,35 @@ def test_gemini_cli_closed_loop(tmp_path: Path) -> None:
     scripted.build(store, "gemini", calls,
                    path="/v1beta/models/gemini-2.5-pro:streamGenerateContent")
     store.close()
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _), \
-            verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                 "--upstream", f"gemini={model}") as (proxy, _):
-        env = {**_base_env(home), "GOOGLE_GEMINI_BASE_URL": proxy,
+    def gemini_run(base_url: str, run_home: Path) -> list[JSON]:
+        """What the CLI printed of the turn (ids and times aside)."""
+        (run_home / ".gemini").mkdir(parents=True, exist_ok=True)
+        (run_home / ".gemini" / "settings.json").write_text(json.dumps(
+            {"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+        env = {**_base_env(run_home), "GOOGLE_GEMINI_BASE_URL": base_url,
                "GEMINI_API_KEY": "AIza-never-stored-789", "GEMINI_CLI_TRUST_WORKSPACE": "true"}
         # An explicit model: no router calls (they would need answers of their own).
         run = subprocess.run([str(gemini), "--yolo", "--output-format", "stream-json", "-m",
                               "gemini-2.5-pro", "-p", prompt], cwd=work, env=env,
                              capture_output=True, text=True, timeout=180, check=False,
                              stdin=subprocess.DEVNULL)
-    assert run.returncode == 0, run.stderr[-2000:]
-    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    said = "".join(e["content"] for e in lines
-                   if e.get("type") == "message" and e.get("role") == "assistant")
-    assert said.endswith("It says the meeting is at noon.")
-    assert lines[-1]["type"] == "result"
-    assert lines[-1]["status"] == "success"
+        assert run.returncode == 0, run.stderr[-2000:]
+        lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+        said = "".join(e["content"] for e in lines
+                       if e.get("type") == "message" and e.get("role") == "assistant")
+        assert said.endswith("It says the meeting is at noon.")
+        assert lines[-1]["type"] == "result"
+        assert lines[-1]["status"] == "success"
+        return [{k: e.get(k) for k in ("type", "role", "content", "tool_name", "parameters",
+                                       "status", "output")}
+                for e in lines if e.get("type") in ("message", "tool_use", "tool_result")]
+
+    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
+        direct = gemini_run(model, tmp_path / "home-direct")
+        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
+                  "--upstream", f"gemini={model}") as (proxy, _):
+            through = gemini_run(proxy, home)
+    assert through == direct  # the proxy changes nothing the CLI sees
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
     proxied = loop.session_items(proxy_store, recorded)
@@ -358,19 +370,31 @@ def test_aider_closed_loop(tmp_path: Path) -> None:
     store = open_store(script_db)
     scripted.build(store, "openai-chat", calls, path="/v1/chat/completions")
     store.close()
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _), \
-            verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                 "--upstream", f"openai={model}") as (proxy, _):
-        env = {**_base_env(home), "OPENAI_API_KEY": "sk-never-stored-aider",
+    def aider_run(base_url: str, run_work: Path, run_home: Path) -> list[str]:
+        """The chat history aider wrote (its start-time lines aside); hello.txt is
+        checked. A home each: aider notes there that it showed its release notes."""
+        run_work.mkdir(exist_ok=True)
+        run_home.mkdir(exist_ok=True)
+        env = {**_base_env(run_home), "OPENAI_API_KEY": "sk-never-stored-aider",
                "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # no fetch of the price list
-        run = subprocess.run([str(aider), "--openai-api-base", f"{proxy}/v1", "--model",
+        run = subprocess.run([str(aider), "--openai-api-base", f"{base_url}/v1", "--model",
                               "openai/fake", "--edit-format", "whole", "--no-git",
                               "--yes-always", "--no-check-update", "--no-show-model-warnings",
                               "--no-analytics", "--stream", "--message", prompt],
-                             cwd=work, env=env, capture_output=True, text=True, timeout=180,
-                             check=False, stdin=subprocess.DEVNULL)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    assert (work / "hello.txt").read_text() == "hi\n"
+                             cwd=run_work, env=env, capture_output=True, text=True,
+                             timeout=180, check=False, stdin=subprocess.DEVNULL)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        assert (run_work / "hello.txt").read_text() == "hi\n"
+        history = (run_work / ".aider.chat.history.md").read_text()
+        return [line.replace(base_url, "BASE") for line in history.splitlines()
+                if not line.startswith("# aider chat started at")]
+
+    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
+        direct = aider_run(model, tmp_path / "work-direct", tmp_path / "home-direct")
+        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
+                  "--upstream", f"openai={model}") as (proxy, _):
+            through = aider_run(proxy, work, home)
+    assert through == direct  # the proxy changes nothing the CLI does
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
     proxied = loop.session_items(proxy_store, recorded)
@@ -434,23 +458,33 @@ def test_opencode_closed_loop(tmp_path: Path) -> None:
     store = open_store(script_db)
     scripted.build(store, "openai-chat", calls, path="/v1/chat/completions")
     store.close()
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _), \
-            verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                 "--upstream", f"openai={model}") as (proxy, _):
+    def opencode_run(base_url: str, run_home: Path) -> list[tuple[Any, ...]]:
+        """The parts the CLI printed (ids and times aside)."""
+        run_home.mkdir(exist_ok=True)
         (work / "opencode.json").write_text(json.dumps({
             "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
-                                  "options": {"baseURL": f"{proxy}/v1",
+                                  "options": {"baseURL": f"{base_url}/v1",
                                               "apiKey": "sk-oc-never-stored"},
                                   "models": {"fake-model": {"name": "Fake"}}}},
             "model": "fake/fake-model"}))
-        env = _base_env(home)
         run = subprocess.run([str(opencode), "run", "--format", "json", prompt], cwd=work,
-                             env=env, capture_output=True, text=True, timeout=300,
-                             check=False, stdin=subprocess.DEVNULL)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    texts = [e["part"]["text"] for e in lines if e.get("type") == "text"]
-    assert texts == ["It says the meeting is at noon."]
+                             env=_base_env(run_home), capture_output=True, text=True,
+                             timeout=300, check=False, stdin=subprocess.DEVNULL)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+        texts = [e["part"]["text"] for e in lines if e.get("type") == "text"]
+        assert texts == ["It says the meeting is at noon."]
+        parts = [e["part"] for e in lines if isinstance(e.get("part"), dict)]
+        return [(p.get("type"), p.get("text"), p.get("tool"),
+                 (p.get("state") or {}).get("input"), (p.get("state") or {}).get("output"))
+                for p in parts]
+
+    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
+        direct = opencode_run(model, tmp_path / "home-direct")
+        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
+                  "--upstream", f"openai={model}") as (proxy, _):
+            through = opencode_run(proxy, home)
+    assert through == direct  # the proxy changes nothing the CLI sees
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
     proxied = loop.session_items(proxy_store, recorded)
