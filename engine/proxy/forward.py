@@ -326,8 +326,7 @@ class Exchange:
         self.keep_alive = (version == b"HTTP/1.1"
                            and b"close" not in head.tokens(b"connection"))
         self.body_copy: list[bytes] = []
-        self.body_given = False
-        self.announced = False  # the recorder has the REQUEST job
+        self.announced = False  # the recorder has the request
         self.upstream: Upstream | None = None
         self.waiting: list[bytes] = []  # request bytes before the upstream is connected
         self.sent: list[bytes] | None = None  # what a reused connection was sent (a retry)
@@ -345,20 +344,13 @@ class Exchange:
         self.waiting.append(self._upstream_head())
         if rest:
             self.request_data(rest)
-            if self.over:  # a broken request body: refused, nothing recorded
+            if self.over:  # a broken request body: refused
                 return
         upstream = self.forwarder.idle(self.origin)
         if upstream is not None:
             self._attach(upstream, reused=True)  # head and body in one write
         else:
             self.forwarder.spawn(self._connect())
-        # The upstream has the request (or is being connected to): now the copy.
-        if self.recorder is not None:
-            self.recorder.put((REQUEST, self.call_id, self.found, self.method, self.path,
-                               safe_query(self.query), safe_headers(self.head.headers)))
-            self.announced = True
-            if self.request_done:
-                self._give_body()
 
     def _upstream_head(self) -> bytes:
         dropped = _HOP | self.head.tokens(b"connection") | {b"host"}
@@ -384,7 +376,6 @@ class Exchange:
         self._to_upstream(data)
         if self.request_framing.done:
             self.request_done = True
-            self._give_body()
 
     def _to_upstream(self, data: bytes) -> None:
         if not data:
@@ -396,11 +387,18 @@ class Exchange:
             self.sent.append(data)
         self.upstream.transport.write(data)
 
-    def _give_body(self) -> None:
-        if self.recorder is not None and self.announced and not self.body_given:
-            self.body_given = True
-            self.recorder.put((BODY, self.call_id, b"".join(self.body_copy)))
-            self.body_copy = []
+    def _hand_over_request(self) -> None:
+        """The recorder's copy of the request, handed over once the answer starts (it
+        records a call from its answer on: nothing waits on it before, and it is not
+        woken while the client waits for the first byte)."""
+        if self.recorder is None or self.announced:
+            return
+        self.announced = True
+        self.recorder.put((REQUEST, self.call_id, self.found, self.method, self.path,
+                           safe_query(self.query), safe_headers(self.head.headers)))
+        # Whole unless the upstream answered before the client sent it all.
+        self.recorder.put((BODY, self.call_id, b"".join(self.body_copy)))
+        self.body_copy = []
 
     async def _connect(self) -> None:
         try:
@@ -429,12 +427,24 @@ class Exchange:
         framing = self.response_framing
         if framing is None:
             self.response_buffer += data
-            data = self._response_head()
+            parsed = self._response_head()
             framing = self.response_framing
-            if framing is None or not data:
+            if parsed is None or framing is None:
                 return
-        # The client's bytes first: the copy and the framing come after.
-        self.client.transport.write(data)
+            head, data = parsed
+            if framing.done:  # no body (HEAD, 204, 304)
+                self.client.transport.write(head)
+                self._head_passed()
+                self._end(None, reusable=not data)
+                return
+            # The head and the body bytes that came with it in one write.
+            self.client.transport.write(head + data)
+            self._head_passed()
+            if not data:
+                return
+        else:
+            # The client's bytes first: the copy and the framing come after.
+            self.client.transport.write(data)
         try:
             payload, used = framing.feed(data)
         except http1.BadMessage as exc:
@@ -449,15 +459,16 @@ class Exchange:
             # connection that sent them is not reused.
             self._end(None, reusable=used == len(data) and framing.reusable)
 
-    def _response_head(self) -> bytes:
-        """Parse and forward the response head once whole; the body bytes after it."""
+    def _response_head(self) -> tuple[bytes, bytes] | None:
+        """Once the response head is whole: (the head for the client, the body bytes
+        after it)."""
         buffer = self.response_buffer
         while True:
             end = http1.head_end(buffer)
             if end < 0:
                 if len(buffer) > http1.MAX_HEAD:
                     self._bad_gateway("the upstream's response head is too large")
-                return b""
+                return None
             raw, rest = bytes(buffer[:end]), bytes(buffer[end:])
             buffer.clear()
             try:
@@ -467,7 +478,7 @@ class Exchange:
                                              status=status)
             except http1.BadMessage as exc:
                 self._bad_gateway(f"the upstream sent no HTTP answer: {exc}")
-                return b""
+                return None
             if 100 <= status < 200 and status != 101:  # 100 Continue: passed on as is
                 self.client.transport.write(raw)
                 buffer += rest
@@ -486,15 +497,16 @@ class Exchange:
                                if name not in dropped)]
         if not self.keep_alive:
             lines.append(b"connection: close")
-        self.client.transport.write(b"\r\n".join(lines) + b"\r\n\r\n")
+        return b"\r\n".join(lines) + b"\r\n\r\n", rest
+
+    def _head_passed(self) -> None:
+        """The client has the response head: the recorder gets the request body (whole
+        once the upstream answered) and the response start."""
         self.answered = True
-        if self.recorder is not None:
-            self._give_body()
-            self.recorder.put((RESPONSE, self.call_id, status, safe_headers(head.headers)))
-        if framing.done:
-            self._end(None, reusable=not rest)
-            return b""
-        return rest
+        if self.recorder is not None and self.response is not None:
+            self._hand_over_request()
+            self.recorder.put((RESPONSE, self.call_id, self.status,
+                               safe_headers(self.response.headers)))
 
     # ------------------------------------------------------------------ the end
 
@@ -503,7 +515,6 @@ class Exchange:
             return
         self.over = True
         if self.recorder is not None and self.announced:
-            self._give_body()
             self.recorder.put((END, self.call_id, error))
         upstream, self.upstream = self.upstream, None
         if upstream is not None:
@@ -565,7 +576,7 @@ class Exchange:
 
     def _bad_gateway(self, message: str) -> None:
         if self.recorder is not None and not self.answered:
-            self._give_body()
+            self._hand_over_request()
             self.recorder.put((RESPONSE, self.call_id, 502, {}))
         self._end(message, reusable=False)
         if not self.answered:
