@@ -82,14 +82,14 @@ class Forwarder:
     """``convlog proxy``'s server: serve it on a bound socket with :meth:`serve` (or
     :meth:`run`, which stops on SIGINT/SIGTERM)."""
 
-    def __init__(self, recorder: Sink | None, upstreams: dict[str, str] | None = None
-                 ) -> None:
+    def __init__(self, recorder: Sink | None, upstreams: dict[str, str] | None = None,
+                 *, tls: ssl.SSLContext | None = None) -> None:
         self.recorder = recorder
         self.origins = {p: Origin(u) for p, u in
                         {**DEFAULT_UPSTREAMS, **(upstreams or {})}.items()}
         self._ids = itertools.count(1)
         self._idle: dict[tuple[str, int, bool], list[Upstream]] = {}
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl = tls  # how https upstreams are checked (default: certifi's roots)
         self._tasks: set[asyncio.Task[None]] = set()
         self.clients: set[Client] = set()
         self.upstream_connections = 0  # opened so far (the reuse is tested)

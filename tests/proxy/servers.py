@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator, MutableMapping, Sequence
@@ -69,13 +70,14 @@ class SettlingRecorder(Recorder):
 
 
 @contextmanager
-def proxying(recorder: Sink | None, origins: dict[str, str]) -> Iterator[str]:
+def proxying(recorder: Sink | None, origins: dict[str, str], *,
+             tls: ssl.SSLContext | None = None) -> Iterator[str]:
     """``convlog proxy``'s forwarder on a free loopback port (its own thread and event
     loop); yield its base URL."""
     sock = bind("127.0.0.1", 0)
     box: dict[str, Any] = {}
     ready = threading.Event()
-    forwarder = Forwarder(recorder, origins)
+    forwarder = Forwarder(recorder, origins, tls=tls)
     if isinstance(recorder, SettlingRecorder):
         recorder.forwarders.append(forwarder)
 

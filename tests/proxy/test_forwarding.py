@@ -5,13 +5,18 @@ connection, chunked request bodies, an unreachable or breaking upstream."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from engine import events as ev
 from engine.proxy.context import full_requests
@@ -54,15 +59,18 @@ def _read_request(conn: socket.socket, buffered: bytes) -> tuple[bytes, bytes, b
 class RawUpstream:
     """Answers each request with ``answer``; counts connections and logs requests."""
 
-    def __init__(self, answer: Answer, per_connection: int = 0) -> None:
+    def __init__(self, answer: Answer, per_connection: int = 0,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.answer = answer
+        self.tls = tls
         # Answer this many requests on a connection, then close it on the next one
         # unanswered (an upstream whose keep-alive timeout ran out just then).
         self.per_connection = per_connection
         self.connections = 0
         self.requests: list[tuple[bytes, bytes]] = []
         self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.sock.getsockname()[1]}"
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -75,6 +83,12 @@ class RawUpstream:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except (ssl.SSLError, OSError):  # the proxy refused the certificate
+                conn.close()
+                return
         buffered, served = b"", 0
         with conn:
             while True:
@@ -105,12 +119,13 @@ BODY = {"model": "m", "max_tokens": 5, "stream": True,
 
 
 @contextmanager
-def _through(tmp_path: Path, upstream: RawUpstream) -> Iterator[tuple[str, SettlingRecorder, str]]:
+def _through(tmp_path: Path, upstream: RawUpstream, tls: ssl.SSLContext | None = None
+             ) -> Iterator[tuple[str, SettlingRecorder, str]]:
     url = f"sqlite:///{tmp_path / 'p.db'}"
     recorder = SettlingRecorder(url)
     recorder.start()
     try:
-        with proxying(recorder, {"anthropic": upstream.url}) as proxy:
+        with proxying(recorder, {"anthropic": upstream.url}, tls=tls) as proxy:
             yield proxy, recorder, url
     finally:
         recorder.sync()
@@ -247,3 +262,36 @@ def test_a_length_framed_answer_and_the_next_request_on_one_connection(
     assert b"content-length" in first
     assert second.startswith(b"HTTP/1.1 200 OK\r\n")
     assert len(upstream.requests) == 2
+
+
+def _certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (made by the openssl command)."""
+    if shutil.which("openssl") is None:
+        if os.environ.get("CI"):
+            pytest.fail("the openssl command is missing in CI")
+        pytest.skip("the openssl command is missing")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True,
+                   capture_output=True, timeout=60)
+    return cert, key
+
+
+def test_an_https_upstream_is_reached_with_its_certificate_checked(tmp_path: Path) -> None:
+    cert, key = _certificate(tmp_path)
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    upstream = RawUpstream(lambda head, body: (_chunked_sse(ANSWER), False), tls=server)
+    trusting = ssl.create_default_context(cafile=str(cert))
+    with _through(tmp_path, upstream, tls=trusting) as (proxy, _rec, _), \
+            httpx.Client() as client:
+        for _ in range(2):
+            assert client.post(f"{proxy}/v1/messages", json=BODY).content == b"".join(ANSWER)
+        assert upstream.connections == 1  # kept alive over TLS too
+    # With the default roots the self-signed upstream is refused: the check is on.
+    other = RawUpstream(lambda head, body: (_chunked_sse(ANSWER), False), tls=server)
+    with _through(tmp_path, other) as (proxy, _, _url):
+        got = httpx.post(f"{proxy}/v1/messages", json=BODY)
+    assert got.status_code == 502
+    assert "CERTIFICATE_VERIFY_FAILED" in got.json()["error"]["message"]
