@@ -295,3 +295,24 @@ def test_an_https_upstream_is_reached_with_its_certificate_checked(tmp_path: Pat
         got = httpx.post(f"{proxy}/v1/messages", json=BODY)
     assert got.status_code == 502
     assert "CERTIFICATE_VERIFY_FAILED" in got.json()["error"]["message"]
+
+
+def test_an_answer_that_ends_when_the_upstream_closes(tmp_path: Path) -> None:
+    """No length and no chunks (an HTTP/1.0-style answer): the body is what comes
+    until the upstream closes, and the client's connection closes after it too."""
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"
+    upstream = RawUpstream(lambda head_, body: ([head, *ANSWER], True))
+    with _through(tmp_path, upstream) as (proxy, recorder, url), httpx.Client() as client:
+        got = client.post(f"{proxy}/v1/messages", json=BODY)
+        assert got.content == b"".join(ANSWER)
+        assert got.headers["connection"] == "close"
+        assert client.post(f"{proxy}/v1/messages", json=BODY).content == b"".join(ANSWER)
+        assert recorder.sync()
+    assert upstream.connections == 2  # not reused: its end was the answer's end
+    store = open_store(url, create=False)
+    try:
+        texts = [e.delta for s in store.sessions() for e in store.read(s.id)
+                 if isinstance(e, ev.TextDelta)]
+    finally:
+        store.close()
+    assert "".join(texts) == "kept alive" * 2
