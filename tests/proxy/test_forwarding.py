@@ -118,6 +118,15 @@ BODY = {"model": "m", "max_tokens": 5, "stream": True,
         "messages": [{"role": "user", "content": "hi"}]}
 
 
+def _recorded_deltas(url: str) -> list[str]:
+    store = open_store(url, create=False)
+    try:
+        return [e.delta for s in store.sessions() for e in store.read(s.id)
+                if isinstance(e, ev.TextDelta)]
+    finally:
+        store.close()
+
+
 @contextmanager
 def _through(tmp_path: Path, upstream: RawUpstream, tls: ssl.SSLContext | None = None
              ) -> Iterator[tuple[str, SettlingRecorder, str]]:
@@ -160,12 +169,7 @@ def test_an_upstream_that_closed_a_kept_alive_connection_is_asked_again(
         assert recorder.sync()
     assert len(upstream.requests) == 3
     assert upstream.connections == 3
-    store = open_store(url, create=False)
-    try:
-        texts = [e.delta for s in store.sessions() for e in store.read(s.id)
-                 if isinstance(e, ev.TextDelta)]
-    finally:
-        store.close()
+    texts = _recorded_deltas(url)
     assert "".join(texts) == "kept alive" * 3
 
 
@@ -309,10 +313,5 @@ def test_an_answer_that_ends_when_the_upstream_closes(tmp_path: Path) -> None:
         assert client.post(f"{proxy}/v1/messages", json=BODY).content == b"".join(ANSWER)
         assert recorder.sync()
     assert upstream.connections == 2  # not reused: its end was the answer's end
-    store = open_store(url, create=False)
-    try:
-        texts = [e.delta for s in store.sessions() for e in store.read(s.id)
-                 if isinstance(e, ev.TextDelta)]
-    finally:
-        store.close()
+    texts = _recorded_deltas(url)
     assert "".join(texts) == "kept alive" * 2

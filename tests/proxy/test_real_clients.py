@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.importers.aider import plan_aider
 from engine.importers.claude_code import plan_claude_code
@@ -29,6 +30,7 @@ from tests.proxy.clients import require
 from tests.proxy.verbs import verb
 
 JSON = dict[str, Any]
+T = TypeVar("T")
 
 
 def _base_env(home: Path) -> dict[str, str]:
@@ -47,6 +49,18 @@ def _check_record(script_db: str, proxy_db: str) -> tuple[Any, str]:
     got = [loop.shape(a) for a in loop.answers(proxy, recorded.id)]
     assert got == want
     return proxy, recorded.id
+
+
+def _direct_and_through(script_db: str, proxy_db: str, api: str,
+                        run: Callable[[str, bool], T]) -> tuple[T, T]:
+    """The CLI run against ``convlog replay`` of the script directly, then through
+    ``convlog proxy`` in front of it (``run(base_url, proxied)``)."""
+    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
+        direct = run(model, False)
+        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
+                  "--upstream", f"{api}={model}") as (proxy, _):
+            through = run(proxy, True)
+    return direct, through
 
 
 def _anthropic_answer(blocks: list[JSON], stop: str, msg_id: str) -> list[JSON]:
@@ -119,11 +133,9 @@ def test_claude_code_closed_loop(tmp_path: Path) -> None:
         assert (work / "hello.txt").read_text() == "hi\n"
         return result, [e["message"]["content"] for e in lines if e["type"] == "assistant"]
 
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
-        _, direct = claude_run(model, tmp_path / "home-direct")
-        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                  "--upstream", f"anthropic={model}") as (proxy, _):
-            _, through = claude_run(proxy, home)
+    direct, through = _direct_and_through(
+        script_db, proxy_db, "anthropic",
+        lambda url, proxied: claude_run(url, home if proxied else tmp_path / "home-direct")[1])
     assert through == direct  # the proxy changes nothing the CLI sees
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
@@ -238,11 +250,10 @@ def test_codex_closed_loop(tmp_path: Path) -> None:
         assert said == ["It says the meeting is at noon."]
         return items
 
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
-        direct = codex_run(model, tmp_path / "codex-direct")
-        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                  "--upstream", f"openai={model}") as (proxy, _):
-            through = codex_run(proxy, codex_home)
+    direct, through = _direct_and_through(
+        script_db, proxy_db, "openai",
+        lambda url, proxied: codex_run(url, codex_home if proxied
+                                       else tmp_path / "codex-direct"))
     assert through == direct  # the proxy changes nothing the CLI sees
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
@@ -320,11 +331,9 @@ def test_gemini_cli_closed_loop(tmp_path: Path) -> None:
                                        "status", "output")}
                 for e in lines if e.get("type") in ("message", "tool_use", "tool_result")]
 
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
-        direct = gemini_run(model, tmp_path / "home-direct")
-        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                  "--upstream", f"gemini={model}") as (proxy, _):
-            through = gemini_run(proxy, home)
+    direct, through = _direct_and_through(
+        script_db, proxy_db, "gemini",
+        lambda url, proxied: gemini_run(url, home if proxied else tmp_path / "home-direct"))
     assert through == direct  # the proxy changes nothing the CLI sees
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
@@ -389,11 +398,10 @@ def test_aider_closed_loop(tmp_path: Path) -> None:
         return [line.replace(base_url, "BASE") for line in history.splitlines()
                 if not line.startswith("# aider chat started at")]
 
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
-        direct = aider_run(model, tmp_path / "work-direct", tmp_path / "home-direct")
-        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                  "--upstream", f"openai={model}") as (proxy, _):
-            through = aider_run(proxy, work, home)
+    direct, through = _direct_and_through(
+        script_db, proxy_db, "openai",
+        lambda url, proxied: aider_run(url, work, home) if proxied else aider_run(
+            url, tmp_path / "work-direct", tmp_path / "home-direct"))
     assert through == direct  # the proxy changes nothing the CLI does
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
@@ -479,11 +487,9 @@ def test_opencode_closed_loop(tmp_path: Path) -> None:
                  (p.get("state") or {}).get("input"), (p.get("state") or {}).get("output"))
                 for p in parts]
 
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
-        direct = opencode_run(model, tmp_path / "home-direct")
-        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                  "--upstream", f"openai={model}") as (proxy, _):
-            through = opencode_run(proxy, home)
+    direct, through = _direct_and_through(
+        script_db, proxy_db, "openai",
+        lambda url, proxied: opencode_run(url, home if proxied else tmp_path / "home-direct"))
     assert through == direct  # the proxy changes nothing the CLI sees
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
