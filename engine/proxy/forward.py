@@ -92,7 +92,7 @@ class Forwarder:
         self._ssl = tls  # how https upstreams are checked (default: certifi's roots)
         self._tasks: set[asyncio.Task[None]] = set()
         self.clients: set[Client] = set()
-        self.upstream_connections = 0  # opened so far (the reuse is tested)
+        self.upstream_connections = 0  # opened so far
 
     # ------------------------------------------------------------------ serving
 
