@@ -48,7 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     'proxy': (
         'engine.proxy.command:PROXY',
-        "record an agent's model calls: a reverse proxy for the model APIs (convlog[proxy])",
+        "record an agent's model calls: a reverse proxy for the model APIs",
     ),
     'repair': (
         'engine.cli.check:RepairCommand',

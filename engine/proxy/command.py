@@ -1,4 +1,4 @@
-"""The ``proxy`` verb (needs ``convlog[proxy]``)."""
+"""The ``proxy`` verb."""
 
 from __future__ import annotations
 
@@ -6,12 +6,9 @@ import argparse
 import sys
 from urllib.parse import urlsplit
 
-from engine.cli import args as cli_args
-from engine.cli.args import STORE_HELP, store_url
+from engine.cli.args import store_url
 from engine.errors import ConvlogError
-from engine.proxy.listen import bind, listen_address, serve, url_of
-
-EXIT_OK, EXIT_USAGE = 0, 2
+from engine.proxy.listen import EXIT_OK, EXIT_USAGE, add_server_arguments, listening
 
 
 def upstreams(values: list[str]) -> dict[str, str]:
@@ -36,32 +33,24 @@ def upstreams(values: list[str]) -> dict[str, str]:
     return out
 
 
+def _upstream_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--upstream", action="append", default=[],
+                        metavar="NAME=ORIGIN,...",
+                        help="where each API goes (anthropic=, openai=, gemini=); the "
+                             "default is the provider's public origin")
+
+
 class ProxyCommand:
     name = "proxy"
-    help = "record an agent's model calls: a reverse proxy for the model APIs (convlog[proxy])"
+    help = "record an agent's model calls: a reverse proxy for the model APIs"
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--store", required=True, help=STORE_HELP)
-        parser.add_argument("--listen", type=listen_address, default="127.0.0.1:8787",
-                            metavar="HOST:PORT", help="where to listen ("
-                            "port 0: any free one)")
-        parser.add_argument("--upstream", action="append", default=[],
-                            metavar="NAME=ORIGIN,...",
-                            help="where each API goes (anthropic=, openai=, gemini=); the "
-                                 "default is the provider's public origin")
-        cli_args.add_key_file(parser)
+        add_server_arguments(parser, "127.0.0.1:8787", _upstream_argument)
 
     def run(self, args: argparse.Namespace) -> int:
-        try:
-            import httpx  # noqa: F401, PLC0415 - the optional extra
-            import uvicorn  # noqa: F401, PLC0415
+        from engine.proxy.forward import Forwarder  # noqa: PLC0415
+        from engine.proxy.process import RecorderProcess  # noqa: PLC0415
 
-            from engine.proxy.forward import ProxyApp  # noqa: PLC0415
-            from engine.proxy.process import RecorderProcess  # noqa: PLC0415
-        except ImportError:
-            print("convlog proxy: install the extra: pip install 'convlog[proxy]'",
-                  file=sys.stderr)
-            return EXIT_USAGE
         try:
             origins = upstreams(args.upstream)
         except argparse.ArgumentTypeError as exc:
@@ -73,16 +62,12 @@ class ProxyCommand:
         except ConvlogError as exc:
             print(f"convlog proxy: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        host, port = args.listen
-        try:
-            sock = bind(host, port)
-        except OSError as exc:
-            print(f"convlog proxy: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        sock = listening("proxy", args.listen)
+        if sock is None:
             recorder.stop()
             return EXIT_USAGE
-        print(f"convlog proxy on {url_of(sock, host)}", flush=True)
         try:
-            serve(ProxyApp(recorder, origins), sock)
+            Forwarder(recorder, origins).run(sock)
         finally:
             sock.close()
             recorder.sync(10)

@@ -9,11 +9,10 @@ from typing import Any
 
 import attrs
 
-from engine.proxy.forward import UPSTREAM_NAMES, ProxyApp
-from engine.proxy.recorder import Recorder
+from engine.proxy.forward import UPSTREAM_NAMES
 from engine.store import Store, open_store
 from projections.withparts import WithPartsProjection
-from tests.proxy.servers import Reply, Upstream, running
+from tests.proxy.servers import Reply, SettlingRecorder, Upstream, proxying, running
 
 
 @attrs.define
@@ -21,7 +20,7 @@ class Rig:
     upstream: Upstream
     upstream_url: str
     proxy_url: str
-    recorder: Recorder
+    recorder: SettlingRecorder
     store_url: str
 
     def store(self) -> Store:
@@ -42,13 +41,13 @@ def rig(tmp_path: Path, replies: Sequence[Reply], *, upstream_app: Any = None,
     """The proxy in front of ``Upstream(replies)`` (or of ``upstream_app``)."""
     upstream = Upstream(replies)
     store_url = f"sqlite:///{tmp_path / name}"
-    recorder = Recorder(store_url)
+    recorder = SettlingRecorder(store_url)
     recorder.start()
     try:
         with running(upstream_app or upstream) as upstream_url:
             origins = {p: upstream_url for name in UPSTREAM_NAMES
                        for p in UPSTREAM_NAMES[name]}
-            with running(ProxyApp(recorder, origins)) as proxy_url:
+            with proxying(recorder, origins) as proxy_url:
                 yield Rig(upstream, upstream_url, proxy_url, recorder, store_url)
     finally:
         recorder.sync()

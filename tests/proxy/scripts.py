@@ -1,57 +1,31 @@
-"""Provider streams for the tests (as the APIs send them)."""
+"""Provider streams for the tests (as the APIs send them); the Anthropic ones are the
+shared ones of :mod:`tests.support.fake_sse`."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from tests.support import fake_sse
+
 JSON = dict[str, Any]
 
 
-def anthropic_text_and_tool(text: str = "Reading the file", call_id: str = "toolu_1",
-                            msg_id: str = "msg_1") -> list[JSON]:
-    return [
-        {"type": "message_start", "message": {
-            "id": msg_id, "type": "message", "role": "assistant", "model": "claude-x",
-            "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 12, "output_tokens": 1}}},
-        {"type": "content_block_start", "index": 0,
-         "content_block": {"type": "text", "text": ""}},
-        {"type": "ping"},
-        {"type": "content_block_delta", "index": 0,
-         "delta": {"type": "text_delta", "text": text[:5]}},
-        {"type": "content_block_delta", "index": 0,
-         "delta": {"type": "text_delta", "text": text[5:]}},
-        {"type": "content_block_stop", "index": 0},
-        {"type": "content_block_start", "index": 1, "content_block": {
-            "type": "tool_use", "id": call_id, "name": "read", "input": {}}},
-        {"type": "content_block_delta", "index": 1,
-         "delta": {"type": "input_json_delta", "partial_json": '{"path": "he'}},
-        {"type": "content_block_delta", "index": 1,
-         "delta": {"type": "input_json_delta", "partial_json": 'llo.py"}'}},
-        {"type": "content_block_stop", "index": 1},
-        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-         "usage": {"output_tokens": 20}},
-        {"type": "message_stop"},
-    ]
+def anthropic_text_and_tool() -> list[JSON]:
+    """The support module's text-and-tool stream with a ``ping`` after the first block
+    opens, as the API sends them (the proxy passes it on; the ingest skips it)."""
+    events = fake_sse.anthropic_text_and_tool()
+    return [*events[:2], {"type": "ping"}, *events[2:]]
 
 
 def anthropic_text(text: str, msg_id: str = "msg_2") -> list[JSON]:
-    return [
-        {"type": "message_start", "message": {
-            "id": msg_id, "type": "message", "role": "assistant", "model": "claude-x",
-            "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 30, "output_tokens": 1}}},
-        {"type": "content_block_start", "index": 0,
-         "content_block": {"type": "text", "text": ""}},
-        *({"type": "content_block_delta", "index": 0,
-           "delta": {"type": "text_delta", "text": word}}
-          for word in re.findall(r"\S+\s*", text)),
-        {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-         "usage": {"output_tokens": 7}},
-        {"type": "message_stop"},
-    ]
+    """The support module's text stream, its text sent a word per delta (a stream long
+    enough to be cut in the middle)."""
+    start, block, _whole, *end = fake_sse.anthropic_text(text, msg_id)
+    words = [{"type": "content_block_delta", "index": 0,
+              "delta": {"type": "text_delta", "text": word}}
+             for word in re.findall(r"\S+\s*", text)]
+    return [start, block, *words, *end]
 
 
 def responses_text_and_call(resp_id: str = "resp_1") -> list[JSON]:

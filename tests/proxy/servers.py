@@ -1,11 +1,12 @@
-"""Test servers on 127.0.0.1: a scripted upstream, and any ASGI app run by uvicorn in
-a thread (the proxy, the replay server)."""
+"""Test servers on 127.0.0.1: a scripted upstream, any ASGI app run by uvicorn in a
+thread (the replay server), and the proxy's forwarder in a thread."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator, MutableMapping, Sequence
@@ -14,6 +15,10 @@ from typing import Any
 
 import attrs
 import uvicorn
+
+from engine.proxy.forward import Forwarder, Sink
+from engine.proxy.listen import bind
+from engine.proxy.recorder import Recorder
 
 JSON = dict[str, Any]
 
@@ -40,6 +45,56 @@ def running(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+        sock.close()
+
+
+class SettlingRecorder(Recorder):
+    """The recorder thread, whose :meth:`sync` first waits until the forwarders it is
+    given have handed over every call in flight: the client has a response's last
+    bytes a moment before the forwarder hands the recorder their copy."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.forwarders: list[Forwarder] = []
+
+    def sync(self, timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if all(c.exchange is None for f in self.forwarders for c in list(f.clients)):
+                    break
+            except RuntimeError:  # the set changed while read: read it again
+                continue
+            time.sleep(0.005)
+        return super().sync(max(0.1, deadline - time.monotonic()))
+
+
+@contextmanager
+def proxying(recorder: Sink | None, origins: dict[str, str], *,
+             tls: ssl.SSLContext | None = None) -> Iterator[str]:
+    """``convlog proxy``'s forwarder on a free loopback port (its own thread and event
+    loop); yield its base URL."""
+    sock = bind("127.0.0.1", 0)
+    box: dict[str, Any] = {}
+    ready = threading.Event()
+    forwarder = Forwarder(recorder, origins, tls=tls)
+    if isinstance(recorder, SettlingRecorder):
+        recorder.forwarders.append(forwarder)
+
+    async def main() -> None:
+        box["loop"], box["stop"] = asyncio.get_running_loop(), asyncio.Event()
+        ready.set()
+        await forwarder.serve(sock, box["stop"])
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    if not ready.wait(10):
+        raise RuntimeError("the proxy did not start")
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        thread.join(20)
         sock.close()
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.importers.aider import plan_aider
 from engine.importers.claude_code import plan_claude_code
@@ -29,6 +30,7 @@ from tests.proxy.clients import require
 from tests.proxy.verbs import verb
 
 JSON = dict[str, Any]
+T = TypeVar("T")
 
 
 def _base_env(home: Path) -> dict[str, str]:
@@ -47,6 +49,18 @@ def _check_record(script_db: str, proxy_db: str) -> tuple[Any, str]:
     got = [loop.shape(a) for a in loop.answers(proxy, recorded.id)]
     assert got == want
     return proxy, recorded.id
+
+
+def _direct_and_through(script_db: str, proxy_db: str, api: str,
+                        run: Callable[[str, bool], T]) -> tuple[T, T]:
+    """The CLI run against ``convlog replay`` of the script directly, then through
+    ``convlog proxy`` in front of it (``run(base_url, proxied)``)."""
+    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
+        direct = run(model, False)
+        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
+                  "--upstream", f"{api}={model}") as (proxy, _):
+            through = run(proxy, True)
+    return direct, through
 
 
 def _anthropic_answer(blocks: list[JSON], stop: str, msg_id: str) -> list[JSON]:
@@ -119,11 +133,9 @@ def test_claude_code_closed_loop(tmp_path: Path) -> None:
         assert (work / "hello.txt").read_text() == "hi\n"
         return result, [e["message"]["content"] for e in lines if e["type"] == "assistant"]
 
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
-        _, direct = claude_run(model, tmp_path / "home-direct")
-        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                  "--upstream", f"anthropic={model}") as (proxy, _):
-            _, through = claude_run(proxy, home)
+    direct, through = _direct_and_through(
+        script_db, proxy_db, "anthropic",
+        lambda url, proxied: claude_run(url, home if proxied else tmp_path / "home-direct")[1])
     assert through == direct  # the proxy changes nothing the CLI sees
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
@@ -238,11 +250,10 @@ def test_codex_closed_loop(tmp_path: Path) -> None:
         assert said == ["It says the meeting is at noon."]
         return items
 
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _):
-        direct = codex_run(model, tmp_path / "codex-direct")
-        with verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                  "--upstream", f"openai={model}") as (proxy, _):
-            through = codex_run(proxy, codex_home)
+    direct, through = _direct_and_through(
+        script_db, proxy_db, "openai",
+        lambda url, proxied: codex_run(url, codex_home if proxied
+                                       else tmp_path / "codex-direct"))
     assert through == direct  # the proxy changes nothing the CLI sees
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
@@ -297,23 +308,33 @@ def test_gemini_cli_closed_loop(tmp_path: Path) -> None:
     scripted.build(store, "gemini", calls,
                    path="/v1beta/models/gemini-2.5-pro:streamGenerateContent")
     store.close()
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _), \
-            verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                 "--upstream", f"gemini={model}") as (proxy, _):
-        env = {**_base_env(home), "GOOGLE_GEMINI_BASE_URL": proxy,
+    def gemini_run(base_url: str, run_home: Path) -> list[JSON]:
+        """What the CLI printed of the turn (ids and times aside)."""
+        (run_home / ".gemini").mkdir(parents=True, exist_ok=True)
+        (run_home / ".gemini" / "settings.json").write_text(json.dumps(
+            {"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+        env = {**_base_env(run_home), "GOOGLE_GEMINI_BASE_URL": base_url,
                "GEMINI_API_KEY": "AIza-never-stored-789", "GEMINI_CLI_TRUST_WORKSPACE": "true"}
         # An explicit model: no router calls (they would need answers of their own).
         run = subprocess.run([str(gemini), "--yolo", "--output-format", "stream-json", "-m",
                               "gemini-2.5-pro", "-p", prompt], cwd=work, env=env,
                              capture_output=True, text=True, timeout=180, check=False,
                              stdin=subprocess.DEVNULL)
-    assert run.returncode == 0, run.stderr[-2000:]
-    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    said = "".join(e["content"] for e in lines
-                   if e.get("type") == "message" and e.get("role") == "assistant")
-    assert said.endswith("It says the meeting is at noon.")
-    assert lines[-1]["type"] == "result"
-    assert lines[-1]["status"] == "success"
+        assert run.returncode == 0, run.stderr[-2000:]
+        lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+        said = "".join(e["content"] for e in lines
+                       if e.get("type") == "message" and e.get("role") == "assistant")
+        assert said.endswith("It says the meeting is at noon.")
+        assert lines[-1]["type"] == "result"
+        assert lines[-1]["status"] == "success"
+        return [{k: e.get(k) for k in ("type", "role", "content", "tool_name", "parameters",
+                                       "status", "output")}
+                for e in lines if e.get("type") in ("message", "tool_use", "tool_result")]
+
+    direct, through = _direct_and_through(
+        script_db, proxy_db, "gemini",
+        lambda url, proxied: gemini_run(url, home if proxied else tmp_path / "home-direct"))
+    assert through == direct  # the proxy changes nothing the CLI sees
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
     proxied = loop.session_items(proxy_store, recorded)
@@ -358,19 +379,30 @@ def test_aider_closed_loop(tmp_path: Path) -> None:
     store = open_store(script_db)
     scripted.build(store, "openai-chat", calls, path="/v1/chat/completions")
     store.close()
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _), \
-            verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                 "--upstream", f"openai={model}") as (proxy, _):
-        env = {**_base_env(home), "OPENAI_API_KEY": "sk-never-stored-aider",
+    def aider_run(base_url: str, run_work: Path, run_home: Path) -> list[str]:
+        """The chat history aider wrote (its start-time lines aside); hello.txt is
+        checked. A home each: aider notes there that it showed its release notes."""
+        run_work.mkdir(exist_ok=True)
+        run_home.mkdir(exist_ok=True)
+        env = {**_base_env(run_home), "OPENAI_API_KEY": "sk-never-stored-aider",
                "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # no fetch of the price list
-        run = subprocess.run([str(aider), "--openai-api-base", f"{proxy}/v1", "--model",
+        run = subprocess.run([str(aider), "--openai-api-base", f"{base_url}/v1", "--model",
                               "openai/fake", "--edit-format", "whole", "--no-git",
                               "--yes-always", "--no-check-update", "--no-show-model-warnings",
                               "--no-analytics", "--stream", "--message", prompt],
-                             cwd=work, env=env, capture_output=True, text=True, timeout=180,
-                             check=False, stdin=subprocess.DEVNULL)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    assert (work / "hello.txt").read_text() == "hi\n"
+                             cwd=run_work, env=env, capture_output=True, text=True,
+                             timeout=180, check=False, stdin=subprocess.DEVNULL)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        assert (run_work / "hello.txt").read_text() == "hi\n"
+        history = (run_work / ".aider.chat.history.md").read_text()
+        return [line.replace(base_url, "BASE") for line in history.splitlines()
+                if not line.startswith("# aider chat started at")]
+
+    direct, through = _direct_and_through(
+        script_db, proxy_db, "openai",
+        lambda url, proxied: aider_run(url, work, home) if proxied else aider_run(
+            url, tmp_path / "work-direct", tmp_path / "home-direct"))
+    assert through == direct  # the proxy changes nothing the CLI does
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
     proxied = loop.session_items(proxy_store, recorded)
@@ -434,23 +466,31 @@ def test_opencode_closed_loop(tmp_path: Path) -> None:
     store = open_store(script_db)
     scripted.build(store, "openai-chat", calls, path="/v1/chat/completions")
     store.close()
-    with verb("replay", "--store", script_db, "--listen", "127.0.0.1:0") as (model, _), \
-            verb("proxy", "--store", proxy_db, "--listen", "127.0.0.1:0",
-                 "--upstream", f"openai={model}") as (proxy, _):
+    def opencode_run(base_url: str, run_home: Path) -> list[tuple[Any, ...]]:
+        """The parts the CLI printed (ids and times aside)."""
+        run_home.mkdir(exist_ok=True)
         (work / "opencode.json").write_text(json.dumps({
             "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
-                                  "options": {"baseURL": f"{proxy}/v1",
+                                  "options": {"baseURL": f"{base_url}/v1",
                                               "apiKey": "sk-oc-never-stored"},
                                   "models": {"fake-model": {"name": "Fake"}}}},
             "model": "fake/fake-model"}))
-        env = _base_env(home)
         run = subprocess.run([str(opencode), "run", "--format", "json", prompt], cwd=work,
-                             env=env, capture_output=True, text=True, timeout=300,
-                             check=False, stdin=subprocess.DEVNULL)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    texts = [e["part"]["text"] for e in lines if e.get("type") == "text"]
-    assert texts == ["It says the meeting is at noon."]
+                             env=_base_env(run_home), capture_output=True, text=True,
+                             timeout=300, check=False, stdin=subprocess.DEVNULL)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+        texts = [e["part"]["text"] for e in lines if e.get("type") == "text"]
+        assert texts == ["It says the meeting is at noon."]
+        parts = [e["part"] for e in lines if isinstance(e.get("part"), dict)]
+        return [(p.get("type"), p.get("text"), p.get("tool"),
+                 (p.get("state") or {}).get("input"), (p.get("state") or {}).get("output"))
+                for p in parts]
+
+    direct, through = _direct_and_through(
+        script_db, proxy_db, "openai",
+        lambda url, proxied: opencode_run(url, home if proxied else tmp_path / "home-direct"))
+    assert through == direct  # the proxy changes nothing the CLI sees
 
     proxy_store, recorded = _check_record(script_db, proxy_db)
     proxied = loop.session_items(proxy_store, recorded)

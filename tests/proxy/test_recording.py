@@ -16,8 +16,6 @@ from starlette.testclient import TestClient
 from engine.errors import StoreError
 from engine.events import Event
 from engine.proxy.errors import message_error
-from engine.proxy.forward import ProxyApp
-from engine.proxy.recorder import Recorder
 from engine.store import MemoryStore, open_store
 from projections import views as v
 from projections.render import anthropic as render_anthropic
@@ -25,7 +23,7 @@ from projections.serve.app import create_app
 from projections.withparts import WithPartsProjection
 from tests.proxy import scripts
 from tests.proxy.harness import rig
-from tests.proxy.servers import Reply, Upstream, running, sse
+from tests.proxy.servers import Reply, SettlingRecorder, Upstream, proxying, running, sse
 from tests.support.browser import LOOPBACK
 
 WHOLE = {"id": "msg_w", "type": "message", "role": "assistant", "model": "claude-x",
@@ -69,11 +67,11 @@ class _FailingStore(MemoryStore):
 def test_a_failing_store_never_breaks_the_client(tmp_path: Path) -> None:
     chunks = sse(scripts.anthropic_text("the client gets every word of this"))
     store = _FailingStore(ok=3)
-    recorder = Recorder("memory://", store=store)
+    recorder = SettlingRecorder("memory://", store=store)
     recorder.start()
     try:
         with running(Upstream([Reply(chunks)])) as origin, \
-                running(ProxyApp(recorder, {"anthropic": origin})) as proxy:
+                proxying(recorder, {"anthropic": origin}) as proxy:
             got = httpx.post(f"{proxy}/v1/messages",
                              json={"model": "m", "max_tokens": 9, "stream": True,
                                    "messages": [{"role": "user", "content": "hi"}]})
