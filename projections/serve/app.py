@@ -41,6 +41,7 @@ class JSONResponse(_StarletteJSON):
 STATIC = {  # name -> media type; nothing else is served
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
+    "md.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
 }
 # The page loads only its own files and talks only to its own origin.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -26,6 +27,7 @@ from projections.titles import TitleFold
 
 EDGE = 400  # events read at each end of a session
 TITLE_CHARS = 120
+GIVE_WAY = 64  # events or runs folded between two offers of the interpreter to others
 
 
 def session_title(events: Iterable[Any], session_id: str) -> str | None:
@@ -53,9 +55,11 @@ def folded_title(store: Store, sid: str, version: int) -> str | None:
     done, fold = known if known is not None and known[0] <= version else (0, TitleFold())
     if done < version:
         fold = copy.deepcopy(fold)  # another thread may be reading the kept one
-        for e in read_bulk(store, sid, done + 1, version, ids=False):
+        for i, e in enumerate(read_bulk(store, sid, done + 1, version, ids=False)):
             if not isinstance(e, Run):
                 fold.apply(e)
+            if i % GIVE_WAY == 0:
+                time.sleep(0)  # the page's other requests (its first state) go first
         with _FOLDS_LOCK:
             folds = _FOLDS.setdefault(store, {})
             kept = folds.get(sid)

@@ -51,7 +51,8 @@ def shown(page: Page) -> dict[str, Any]:
     """What a person sees: parts in order, texts, tool badges, the highlighted part."""
     data: dict[str, Any] = page.evaluate("""() => ({
         parts: [...document.querySelectorAll('#conv [data-part]')].map(n => n.dataset.part),
-        texts: [...document.querySelectorAll('#conv .part.text')].map(n => n.textContent),
+        texts: [...document.querySelectorAll('#conv .part.text')]
+            .map(n => n.dataset.source ?? n.textContent),
         tools: [...document.querySelectorAll('#conv .part.tool .tool-head .st')]
             .map(n => n.textContent),
         hl: [...document.querySelectorAll('#conv .hl')]

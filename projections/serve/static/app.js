@@ -48,7 +48,8 @@
     config: () => getJSON("/api/config"),
     sessions: () => getJSON("/api/sessions"),
     search: (q) => getJSON("/api/search?q=" + enc(q)),
-    state: (sid, seq, start, count, marks) => getJSON(sess(sid) + "/state?seq=" + seq +
+    state: (sid, seq, start, count, marks) => getJSON(sess(sid) + "/state?" +
+      (seq === null ? "" : "seq=" + seq) +
       (start === undefined ? "" : "&start=" + start) + (count ? "&count=" + count : "") +
       (marks === false ? "&marks=0" : "")),
     lines: (sid, seq, mid, pid, field, from, count) => getJSON(sess(sid) + "/lines?seq=" + seq +
@@ -204,7 +205,7 @@
     history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
     return given;
   })();
-  const view = { sid: null, seq: 0, version: 0, marks: [], state: null, sessions: [],
+  const view = { sid: null, seq: 0, version: 0, marks: [], state: null, sessions: [], listed: false,
     verify: null, writes: false, pending: 0, live: null, mailbox: null, anchors: [] };
 
   // The seq moves replace the history entry; opening a session or a mailbox adds one,
@@ -314,6 +315,7 @@
 
   async function loadSessions() {
     view.sessions = await src.sessions();
+    view.listed = true;
     const formats = [...new Set(view.sessions.map((s) => s.imported ? s.imported.format : "recorded"))].sort();
     const pick = $("srcfilter");
     const was = pick.value;
@@ -417,6 +419,17 @@
   }
 
   // ------------------------------------------------------------------ parts
+  // A text part that looks like markdown, rendered by md.js (DOM API only; raw HTML in
+  // it stays text). A long one stays in its line box; data-source keeps the text as
+  // written (the page's tests compare it with the log).
+  function markdown(p) {
+    const md = window.convlogMarkdown;
+    if (!md || (p.clipped && p.clipped.text) || isLong(p.text) || !md.looksLike(p.text)) return null;
+    const n = el("div", "part text md");
+    n.append(md.render(p.text));
+    n.dataset.source = p.text;
+    return n;
+  }
   function json(v) { return typeof v === "string" ? v : JSON.stringify(v, null, 2); }
 
   function details(cls, summary, body, open) {
@@ -431,7 +444,7 @@
     let n;
     switch (p.type) {
       case "text":
-        n = textBlock("div", "part text", p.text, p, "text");
+        n = markdown(p) || textBlock("div", "part text", p.text, p, "text");
         break;
       case "reasoning": {
         const chars = p.clipped ? "long" : p.text.length + " chars";
@@ -788,14 +801,14 @@
   }
 
   // Only the latest request paints: a fast scrub never shows an older answer last.
-  async function show(seq, start) {
+  async function show(seq, start, given) {
     const ticket = ++view.pending;
     view.seq = seq;
     $("slider").value = String(seq);
     setURL(false);
-    let st;
+    let st = given;
     try {
-      st = await src.state(view.sid, seq, start);
+      if (!st) st = await src.state(view.sid, seq, start);
     } catch (err) {
       if (ticket === view.pending) banner("cannot show seq " + seq + ": " + (err.message || err));
       return;
@@ -818,10 +831,7 @@
     if (on) closeMailbox();
   }
 
-  async function openSession(sid, seq, push) {
-    showSessionView(true);
-    view.sid = sid;
-    view.verify = null;
+  function sessionHeader(sid) {
     const info = view.sessions.find((s) => s.id === sid);
     $("title").replaceChildren(...named("span", "", info && info.title ? info.title : sid).childNodes);
     $("title").title = sid;
@@ -829,6 +839,42 @@
     $("source").hidden = !label;
     $("source").replaceChildren(...named("span", "", label).childNodes);
     $("source").title = info && info.imported ? reveal(info.imported.source) : "";
+    return info;
+  }
+
+  // A link to a session opens it before the session list is in (listing folds every
+  // session's title, seconds for a store of long sessions): the state answer says the
+  // version, and the list fills the header in when it comes. A session the server does
+  // not know, or a seq past its end, waits for the list and is handled as below.
+  async function openEarly(sid, seq, listing) {
+    showSessionView(true);
+    view.sid = sid;
+    view.verify = null;
+    sessionHeader(sid);
+    resetList(sid);
+    delete document.body.dataset.shownSeq;
+    const want = seq === null || !Number.isFinite(seq) ? null : Math.max(0, Math.trunc(seq));
+    let st;
+    try { st = await src.state(sid, want); } catch (err) { st = null; }
+    if (!st || sid !== view.sid) { await listing; if (sid === view.sid) await openSession(sid, seq, false); return; }
+    view.version = st.version;
+    $("slider").max = String(st.version);
+    view.seq = st.seq;
+    setURL(false);
+    view.markers = null;
+    $("find").value = "";
+    await show(st.seq, undefined, st);
+    renderVerify();
+    refreshVerify(sid);
+    loadMarkers(sid);
+    follow(sid);
+  }
+
+  async function openSession(sid, seq, push) {
+    showSessionView(true);
+    view.sid = sid;
+    view.verify = null;
+    const info = sessionHeader(sid);
     renderTree();
     $("diff").hidden = true;
     $("diffform").hidden = true;
@@ -1236,9 +1282,17 @@
 
   (async () => {
     let cfg;
+    const q = new URLSearchParams(location.search);
+    const direct = !EXPORT && q.get("session") && !q.get("mailbox");
+    const listing = loadSessions();
+    let opened = null;
+    if (direct) {
+      const raw = q.get("seq");
+      opened = openEarly(q.get("session"), raw === null || raw === "" ? null : Number(raw), listing.catch(() => null));
+    }
     try {
       cfg = await src.config();
-      await loadSessions();
+      await listing;
     } catch (err) {
       banner("cannot reach the viewer's server: " + (err.message || err));
       return;
@@ -1247,8 +1301,15 @@
     $("forkbtn").hidden = !(cfg.writes && token);
     if (cfg.exported) { $("diffbtn").hidden = true; $("search").hidden = true; $("find").hidden = true; }
     const missing = (cfg.anchors || []).filter((a) => !a.present);
-    await loadMailbox();
-    await route(false);
+    if (opened) {
+      if (view.sid && !view.mailbox) sessionHeader(view.sid);
+      renderTree();
+      await loadMailbox();
+      await opened;
+    } else {
+      await loadMailbox();
+      await route(false);
+    }
     if (missing.length) {
       $("anchorwarn").hidden = false;
       $("anchorwarn").textContent = "✗ anchored session(s) missing from the store (removed?): " +
