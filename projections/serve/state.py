@@ -30,6 +30,7 @@ from engine.store.base import Store
 from projections import views as v
 from projections.json import converter
 from projections.mailbox.mailbox import MAILBOX_SESSION
+from projections.serve.forkdiff import by_position, detailed
 from projections.serve.titles import describe, usage
 from projections.serve.verifying import verify_elsewhere
 from projections.timetravel import Timeline, at, diff_states
@@ -273,6 +274,7 @@ class Viewer:
         self._recent: OrderedDict[tuple[str, int],
                                   tuple[WithPartsProjection, list[str]]] = OrderedDict()
         self._verified: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._usage: dict[str, tuple[int, dict[str, Any]]] = {}
         self._diffs: OrderedDict[tuple[str, int, str, int], dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
         self._verify_lock = threading.Lock()
@@ -464,7 +466,12 @@ class Viewer:
             raise ValueError("the two sessions do not share a lineage")
         before = self.messages(a_sid, a)
         after = self.messages(b_sid, b)
-        out = diff_states(before, after, seq_a=a, seq_b=b).as_json()
+        if a_sid != b_sid:  # past the fork point the ids differ: pair by position
+            out = {"a": a, "b": b, "by_position": True,
+                   **by_position(before, after, seq_a=a, seq_b=b)}
+        else:
+            out = diff_states(before, after, seq_a=a, seq_b=b).as_json()
+            out["changes"] = detailed(out["changes"], before, after)
         texts_a, texts_b = _part_texts(before), _part_texts(after)
         for change in out["changes"]:
             if change["kind"] == "text-grown":  # the page highlights what was added
@@ -517,6 +524,53 @@ class Viewer:
                 break
         return {"version": version, "hits": hits}
 
+    def spawner(self, sid: str, child: str) -> dict[str, Any]:
+        """Where in ``sid`` the call that ran ``child`` (a subagent's session) is: the
+        message and part of the tool call naming it (``metadata.child_session``, or
+        OpenCode's ``state.metadata.sessionId`` by the child's original id), and the seq
+        where that message starts once the marks are known; ``found`` false if none."""
+        version = self.store.version(sid)
+        original = None
+        head = next(iter(self.store.read(child, 1, 1)), None)
+        if isinstance(head, SessionImported):
+            original = head.original_id
+        marks = self._cached(sid).marks
+        proj, ids = self._at(sid, version)
+        for i, mid in enumerate(ids):
+            for p in proj.message(mid).parts:
+                if isinstance(p, v.ToolPart) and child_named(p) in {child, original}:
+                    return {"found": True, "message": mid, "part": p.id, "index": i,
+                            "seq": marks[i] if marks is not None and i < len(marks) else None}
+        return {"found": False, "message": None, "part": None, "index": None, "seq": None}
+
+    def usage(self, sid: str) -> dict[str, Any]:
+        """Tokens and cost of each assistant message of the latest state (the rule of
+        ``titles.usage``: the message's own totals, else its steps' sums), with the seq
+        where it starts once the marks are known, and the session's totals."""
+        version = self.store.version(sid)
+        with self._lock:
+            kept = self._usage.get(sid)
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        marks = self._cached(sid).marks
+        proj, ids = self._at(sid, version)
+        rows: list[dict[str, Any]] = []
+        for i, mid in enumerate(ids):
+            m = proj.message(mid)
+            if not isinstance(m.info, v.AssistantInfo):
+                continue
+            got = usage([m])
+            rows.append({"index": i, "message": mid, "tokens": got["tokens"],
+                         "cost": got["cost"],
+                         "seq": marks[i] if marks is not None and i < len(marks) else None})
+        total = usage(proj.messages())
+        answer = {"version": version, "messages": rows, "total": total,
+                  "ready": marks is not None}
+        if marks is not None:  # without the seqs, asked again once they are known
+            with self._lock:
+                self._usage[sid] = (version, answer)
+        return answer
+
     def search(self, query: str) -> list[dict[str, Any]]:
         """Sessions whose latest state mentions ``query`` (case-insensitive)."""
         needle = query.casefold()
@@ -536,6 +590,17 @@ class Viewer:
             if len(hits) >= SEARCH_LIMIT:
                 break
         return hits
+
+
+def child_named(part: v.ToolPart) -> str | None:
+    """The session a tool call ran as a subagent: the importers' ``child_session``
+    (a convlog session id), else OpenCode's task ``sessionId`` (the tool's own id)."""
+    for meta in (part.metadata, getattr(part.state, "metadata", None)):
+        if isinstance(meta, dict):
+            found = meta.get("child_session") or meta.get("sessionId")
+            if isinstance(found, str) and found:
+                return found
+    return None
 
 
 def message_ids(proj: WithPartsProjection) -> list[str]:

@@ -200,16 +200,17 @@ HOSTILE_TEXTS = [  # each as it must read on screen, somewhere in the page
     f"grep{IMG}", f"agent{B}", f"model{IMG}", f"aborted {SCRIPT}", f"stop{B}", f"text/{B}",
     f"yes {SCRIPT}", f"snapshot {IMG}", f"patch {IMG}",
 ]
-NO_MARKUP = """() => ({
+NO_MARKUP = r"""() => ({
     pwned: window.__pwned === undefined ? null : window.__pwned,
-    scripts: document.querySelectorAll('script').length,
+    scripts: [...document.querySelectorAll('script')]
+        .filter(n => !/\/static\/(app|md)\.js$/.test(n.src)).length,
     imgs: document.querySelectorAll('img').length,
     bolds: [...document.querySelectorAll('b')].filter(n => n.parentElement.id !== 'event').length,
 })"""
 
 
 def assert_no_markup(page: Page) -> None:
-    assert page.evaluate(NO_MARKUP) == {"pwned": None, "scripts": 1, "imgs": 0, "bolds": 0}
+    assert page.evaluate(NO_MARKUP) == {"pwned": None, "scripts": 0, "imgs": 0, "bolds": 0}
 
 
 def test_log_strings_render_as_text(browser: Browser,

@@ -3,7 +3,7 @@ HTML and script links stay text, nothing runs, nothing is fetched)."""
 
 from __future__ import annotations
 
-from playwright.sync_api import Browser
+from playwright.sync_api import Browser, Page
 
 from engine.session import Session
 from engine.store import MemoryStore
@@ -24,7 +24,8 @@ def parse(line):  # both separators
 1. run `pytest -k parse`
 2. read [the docs](https://example.org/parse) and [this](javascript:window.__pwned=3)
 
-- raw HTML stays text: <img src=x onerror="window.__pwned = 1"> and <script>window.__pwned = 2</script>
+- raw HTML stays text: <img src=x onerror="window.__pwned = 1">
+  and <script>window.__pwned = 2</script>
 - an image is a link, never loaded: ![chart](https://example.org/chart.png)
 
 > quoted <b>not bold</b>
@@ -47,8 +48,8 @@ def session_with_markdown() -> tuple[MemoryStore, str]:
     return store, s.id
 
 
-def check_rendered(page: object) -> None:
-    got = page.evaluate("""() => {  // type: ignore[attr-defined]
+def check_rendered(page: Page) -> None:
+    got = page.evaluate("""() => {
         const md = [...document.querySelectorAll('#conv .part.text.md')];
         const answer = md[md.length - 1];
         const q = (sel) => [...answer.querySelectorAll(sel)];
@@ -77,7 +78,8 @@ def check_rendered(page: object) -> None:
     assert got["heading"] == ["The fix"]
     assert got["strong"] == ["also"]
     assert got["em"] == ["the tests"]
-    assert "," in got["code"] and "pytest -k parse" in got["code"]
+    assert "," in got["code"]
+    assert "pytest -k parse" in got["code"]
     assert got["pre"] == ["python"]
     assert {"def", "return", "for", "in", "if"} <= set(got["keywords"])
     assert got["strings"] == ['"[,;]"']

@@ -1,7 +1,7 @@
 // convlog viewer: markdown in text parts, rendered safely.
 // The text is parsed here and the page is built with the DOM API (createElement,
 // textContent, setAttribute on a fixed list): no string from the log is ever parsed as
-// HTML, so `<script>`, `<img onerror>` or an HTML block in a model's answer shows as
+// HTML, so a script element, an image with an onerror or an HTML block in an answer shows as
 // the text it is. Links keep only http(s) and mailto targets and open in a new tab with
 // no referrer; images are never loaded (a link to them is shown instead).
 // Code blocks are highlighted by a small tokenizer (comments, strings, numbers,
