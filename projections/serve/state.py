@@ -27,7 +27,9 @@ from engine.events import (
 from engine.mailbox_credentials import redacted
 from engine.store import anchor as anchoring
 from engine.store.base import Store
+from engine.store.runs import Run
 from projections import views as v
+from projections.bulk import read_bulk
 from projections.json import converter
 from projections.mailbox.mailbox import MAILBOX_SESSION
 from projections.serve.forkdiff import by_position, detailed
@@ -51,6 +53,7 @@ MAX_FROZEN = 1024
 # A session up to this many events gets its Timeline on its first request (a fraction of
 # a second); a longer one in a thread, answering from stored snapshots meanwhile.
 BUILD_INLINE = 20_000
+SNAPSHOT_PROBE = 0.25  # s of CPU a probe state from stored snapshots may take (_Built)
 # The timeline's markers: the events that start each kind (a user turn is a user message).
 MARKER_KINDS: dict[type[Any], str] = {
     MessageStarted: "user", ToolFailed: "error", CompactionAdded: "compaction",
@@ -207,15 +210,41 @@ class _Yielding:
             yield e
 
 
-class _Built:
-    """A session's Timeline plus the seqs where messages start (PgUp/PgDn stops)."""
+def snapshots_answer(store: Store, sid: str, version: int) -> bool:
+    """Whether the store's own snapshots give a long session's states fast enough to
+    need no Timeline: a state a quarter, half and three quarters in, with a window of
+    its messages, in ``SNAPSHOT_PROBE`` s of CPU each. A session without stored
+    snapshots, with sparse ones, or with ones written against other views (each
+    message then replays from the start) fails it and gets its Timeline."""
+    for seq in (version // 4, version // 2, version * 3 // 4):
+        t0 = time.process_time()
+        proj = at(store, sid, seq)
+        ids = message_ids(proj)
+        for mid in ids[len(ids) // 2:len(ids) // 2 + 8]:
+            proj.message(mid)
+        if time.process_time() - t0 > SNAPSHOT_PROBE:
+            return False
+    return True
 
-    def __init__(self, store: Store, sid: str, every: int) -> None:
+
+class _Built:
+    """A session's marks (the seqs where messages start: PgUp/PgDn stops) and timeline
+    markers, and its Timeline unless the store's snapshots answer (see
+    :func:`snapshots_answer`): folding a 1M-event session into a Timeline costs a
+    minute of CPU that every other request waits behind, and buys little over
+    stored snapshots every 1,000 events. ``version`` is what the marks cover."""
+
+    def __init__(self, store: Store, sid: str, every: int, *, fold: bool = True) -> None:
         store = cast(Store, _Yielding(store))
         version = store.version(sid)
         marks: list[int] = []
         self.markers: dict[str, list[int]] = {k: [] for k in MARKER_KINDS.values()}
-        for e in store.read(sid, 1, version):
+        # In bulk: a run of deltas (most of a session) is one item, and no mark is one.
+        for i, e in enumerate(read_bulk(store, sid, 1, version, ids=False), 1):
+            if i % (YIELD_EVERY // 8) == 0:  # the page's requests go first (_Yielding)
+                time.sleep(YIELD_SLEEP)
+            if isinstance(e, Run):
+                continue
             if isinstance(e, MessageStarted):
                 marks.append(e.seq)
             kind = MARKER_KINDS.get(type(e))
@@ -223,10 +252,14 @@ class _Built:
                 self.markers[kind].append(e.seq)
         self.markers_upto = version
         self.marks = marks
-        every = max(every, -(-version // MAX_FROZEN))
-        self.timeline = Timeline(store, sid, every=every)
-        self.marks += [e.seq for e in store.read(sid, version + 1, self.timeline.version)
-                       if isinstance(e, MessageStarted)]
+        self.version = version
+        self.timeline: Timeline | None = None
+        if fold or not snapshots_answer(store, sid, version):
+            every = max(every, -(-version // MAX_FROZEN))
+            self.timeline = Timeline(store, sid, every=every)
+            self.marks += [e.seq for e in store.read(sid, version + 1, self.timeline.version)
+                           if isinstance(e, MessageStarted)]
+            self.version = self.timeline.version
 
 
 class _Cached:
@@ -288,12 +321,12 @@ class Viewer:
             if c is None:
                 c = self._cache[sid] = _Cached()
             b = c.built
-            stale = b is not None and version - b.timeline.version > REBUILD_AFTER
+            stale = b is not None and version - b.version > REBUILD_AFTER
             if build and not c.building and ((b is None and c.error is None) or stale):
                 c.building = start = True
-            elif b is not None and version > b.timeline.version:
+            elif b is not None and version > b.version:
                 # Only the marks of new events; the state is folded on demand.
-                first = max(b.timeline.version, b.marks[-1] if b.marks else 0) + 1
+                first = max(b.version, b.marks[-1] if b.marks else 0) + 1
                 for e in self.store.read(sid, first, version):
                     if isinstance(e, MessageStarted) and (not b.marks or e.seq > b.marks[-1]):
                         b.marks.append(e.seq)
@@ -307,7 +340,8 @@ class Viewer:
 
     def _build(self, sid: str, c: _Cached) -> None:
         try:
-            built = _Built(self.store, sid, self.every)
+            built = _Built(self.store, sid, self.every,
+                           fold=self.store.version(sid) <= BUILD_INLINE)
         except Exception as exc:  # the store's snapshots still answer
             with self._lock:
                 c.error, c.building = exc, False

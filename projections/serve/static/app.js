@@ -922,6 +922,8 @@
   // version, and the list fills the header in when it comes. A session the server does
   // not know, or a seq past its end, waits for the list and is handled as below.
   async function openEarly(sid, seq, listing) {
+    // The list is asked for after this state: on a fresh server the two would share
+    // the interpreter, and the list folds every session's title.
     showSessionView(true);
     view.sid = sid;
     view.verify = null;
@@ -931,7 +933,11 @@
     const want = seq === null || !Number.isFinite(seq) ? null : Math.max(0, Math.trunc(seq));
     let st;
     try { st = await src.state(sid, want); } catch (err) { st = null; }
-    if (!st || sid !== view.sid) { await listing; if (sid === view.sid) await openSession(sid, seq, false); return; }
+    if (!st || sid !== view.sid) {
+      await listing().catch(() => null);
+      if (sid === view.sid) await openSession(sid, seq, false);
+      return;
+    }
     view.version = st.version;
     $("slider").max = String(st.version);
     view.seq = st.seq;
@@ -941,6 +947,7 @@
     $("usagerow").hidden = true;
     $("find").value = "";
     await show(st.seq, undefined, st);
+    listing().catch(() => null);
     renderVerify();
     refreshVerify(sid);
     loadMarkers(sid);
@@ -1528,15 +1535,17 @@
     let cfg;
     const q = new URLSearchParams(location.search);
     const direct = !EXPORT && q.get("session") && !q.get("mailbox");
-    const listing = loadSessions();
+    let listed = null;
+    const listing = () => listed || (listed = loadSessions());
     let opened = null;
     if (direct) {
       const raw = q.get("seq");
-      opened = openEarly(q.get("session"), raw === null || raw === "" ? null : Number(raw), listing.catch(() => null));
-    }
+      opened = openEarly(q.get("session"), raw === null || raw === "" ? null : Number(raw), listing);
+    } else listing();
     try {
       cfg = await src.config();
-      await listing;
+      if (opened) await opened;
+      await listing();
     } catch (err) {
       banner("cannot reach the viewer's server: " + (err.message || err));
       return;
@@ -1546,10 +1555,15 @@
     if (cfg.exported) { $("diffbtn").hidden = true; $("search").hidden = true; $("find").hidden = true; }
     const missing = (cfg.anchors || []).filter((a) => !a.present);
     if (opened) {
-      if (view.sid && !view.mailbox) sessionHeader(view.sid);
+      if (view.sid && !view.mailbox) {
+        sessionHeader(view.sid);
+        // Painted before the list was in: links to subagent sessions need the list.
+        vl.rendered = ""; vl.nodes = new Map();
+        if (view.state) renderList();
+      }
       renderTree();
+      paintBranches();
       await loadMailbox();
-      await opened;
     } else {
       await loadMailbox();
       await route(false);
