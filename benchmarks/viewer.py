@@ -14,9 +14,10 @@ has ``--output-lines`` lines (50,000 by default), with stored snapshots
 1M events takes minutes). Reports, never asserts (see docs/viewer.md):
 
 1. the server: the first state at the middle of the session from a fresh viewer
-   (stored snapshots; the marks are built in a thread after it, with a Timeline only
-   if the stored snapshots are slow), the marks' build, then at ``--points`` random seqs the bare ``at(seq)``
-   (``Viewer.projection``) and the whole ``state(seq)`` answer; p50/p95/max;
+   (stored snapshots; the marks are built in a thread after it, with a Timeline
+   only if the stored snapshots are slow), the marks' build, then at ``--points``
+   random seqs the bare ``at(seq)`` (``Viewer.projection``) and the whole
+   ``state(seq)`` answer; p50/p95/max;
 2. the page: time to first paint of the conversation at the middle of the
    session, cold (a fresh server) and warm (a reload), from navigation to the
    state on screen;
