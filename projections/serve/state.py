@@ -35,7 +35,7 @@ from projections.mailbox.mailbox import MAILBOX_SESSION
 from projections.serve.forkdiff import by_position, detailed
 from projections.serve.titles import describe, usage
 from projections.serve.verifying import verify_elsewhere
-from projections.timetravel import Timeline, at, diff_states
+from projections.timetravel import Timeline, at, diff_states, latest_snapshot
 from projections.withparts import WithPartsProjection
 
 # Messages per state answer: the page renders a window (a screenful and some), never the
@@ -308,6 +308,7 @@ class Viewer:
                                   tuple[WithPartsProjection, list[str]]] = OrderedDict()
         self._verified: dict[str, tuple[int, dict[str, Any]]] = {}
         self._usage: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._events: OrderedDict[tuple[str, int], AnyEvent] = OrderedDict()
         self._diffs: OrderedDict[tuple[str, int, str, int], dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
         self._verify_lock = threading.Lock()
@@ -381,12 +382,34 @@ class Viewer:
         if not 0 <= seq <= version:
             raise ValueError(f"seq {seq} is outside 0..{version}")
         tl = c.timeline
-        if tl is None:  # still building: the stored snapshots and the events after them
-            return at(self.store, sid, seq)
+        if tl is None:  # the stored snapshots and the events after them
+            return self._from_snapshots(sid, seq)
         if seq <= tl.version:
             return tl.at(seq)
         proj = tl.at(tl.version)
         return proj.apply_all(self.store.read(sid, tl.version + 1, seq))
+
+    def _from_snapshots(self, sid: str, seq: int) -> WithPartsProjection:
+        """``timetravel.at(seq)``, but its tail read as events, not runs: the event at
+        ``seq`` (the line under the slider) is then kept, and reading it again would
+        decode its whole block a second time (the larger part of a scrub's answer)."""
+        proj = latest_snapshot(self.store, sid, seq) or WithPartsProjection(sid)
+        if proj.seq < seq:
+            tail = list(self.store.read(sid, proj.seq + 1, seq))
+            proj.apply_all(tail)
+            if tail:
+                with self._lock:
+                    self._events[(sid, seq)] = tail[-1]
+                    while len(self._events) > RECENT:
+                        self._events.popitem(last=False)
+        return proj
+
+    def _event(self, sid: str, seq: int) -> AnyEvent | None:
+        with self._lock:
+            kept = self._events.get((sid, seq))
+        if kept is not None:
+            return kept
+        return next(iter(self.store.read(sid, seq, seq)), None) if seq else None
 
     def _at(self, sid: str, seq: int) -> tuple[WithPartsProjection, list[str]]:
         """The state as of ``seq`` and its message ids in order; the last few are kept
@@ -423,7 +446,7 @@ class Viewer:
         if not 0 <= seq <= version:
             raise ValueError(f"seq {seq} is outside 0..{version}")
         proj, ids = self._at(sid, seq)
-        event = next(iter(self.store.read(sid, seq, seq)), None) if seq else None
+        event = self._event(sid, seq)
         focus = len(ids) - 1
         mid = getattr(event, "message_id", None)
         if mid is not None:
