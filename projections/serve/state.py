@@ -607,26 +607,26 @@ class Viewer:
         version = self.store.version(sid)
         with self._lock:
             kept = self._usage.get(sid)
-        if kept is not None and kept[0] == version:
-            return kept[1]
-        marks = self._cached(sid).marks
-        proj, ids = self._at(sid, version)
-        rows: list[dict[str, Any]] = []
-        for i, mid in enumerate(ids):
-            m = proj.message(mid)
-            if not isinstance(m.info, v.AssistantInfo):
-                continue
-            got = usage([m])
-            rows.append({"index": i, "message": mid, "tokens": got["tokens"],
-                         "cost": got["cost"],
-                         "seq": marks[i] if marks is not None and i < len(marks) else None})
-        total = usage(proj.messages())
-        answer = {"version": version, "messages": rows, "total": total,
-                  "ready": marks is not None}
-        if marks is not None:  # without the seqs, asked again once they are known
+        if kept is None or kept[0] != version:
+            # Once per version (every message of the latest state is built); the seqs
+            # are looked up at each answer, as the marks come in.
+            proj, ids = self._at(sid, version)
+            rows: list[dict[str, Any]] = []
+            for i, mid in enumerate(ids):
+                m = proj.message(mid)
+                if isinstance(m.info, v.AssistantInfo):
+                    got = usage([m])
+                    rows.append({"index": i, "message": mid, "tokens": got["tokens"],
+                                 "cost": got["cost"]})
+            kept = (version, {"version": version, "messages": rows,
+                              "total": usage(proj.messages())})
             with self._lock:
-                self._usage[sid] = (version, answer)
-        return answer
+                self._usage[sid] = kept
+        marks = self._cached(sid).marks
+        found = kept[1]
+        return {**found, "ready": marks is not None, "messages": [
+            {**r, "seq": marks[r["index"]] if marks is not None and r["index"] < len(marks)
+             else None} for r in found["messages"]]}
 
     def search(self, query: str) -> list[dict[str, Any]]:
         """Sessions whose latest state mentions ``query`` (case-insensitive)."""

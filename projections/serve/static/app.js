@@ -951,7 +951,6 @@
     renderVerify();
     refreshVerify(sid);
     loadMarkers(sid);
-    loadUsage(sid);
     follow(sid);
   }
 
@@ -989,7 +988,6 @@
     renderVerify();
     refreshVerify(sid);
     loadMarkers(sid);
-    loadUsage(sid);
     follow(sid);
   }
 
@@ -1019,8 +1017,7 @@
       $("seqlabel").textContent = "seq " + view.seq + " / " + v;
       if (atEnd) show(v);
       refreshVerify(sid);
-      loadMarkers(sid);
-      loadUsage(sid);  // the session list follows the store's own feed (watchStore)
+      loadMarkers(sid);  // and the usage; the session list follows the store's feed
     });
   }
 
@@ -1038,6 +1035,9 @@
     if (view.markers && view.markers.hits) m.hits = view.markers.hits;
     view.markers = m;
     if (!m.ready) markerTimer = setTimeout(() => loadMarkers(sid), 2000);  // still building
+    // The usage after the marks: it builds every message of the latest state, which in
+    // a long session is better done once the page's first answers are in.
+    else loadUsage(sid);
     paintTimeline();
   }
 
@@ -1557,9 +1557,13 @@
     if (opened) {
       if (view.sid && !view.mailbox) {
         sessionHeader(view.sid);
-        // Painted before the list was in: links to subagent sessions need the list.
-        vl.rendered = ""; vl.nodes = new Map();
-        if (view.state) renderList();
+        // Painted before the list was in: a message with a call that ran a subagent is
+        // drawn again, with its link (the list names the child); the others stay.
+        let stale = false;
+        for (const [i, [m]] of vl.nodes) {
+          if (m.parts.some((p) => p.type === "tool" && childSession(p))) { vl.nodes.delete(i); stale = true; }
+        }
+        if (stale && view.state) { vl.rendered = ""; renderList(); }
       }
       renderTree();
       paintBranches();
