@@ -82,9 +82,10 @@ def parse(line: str) -> list[str]:
 """
 
 
-def record_markdown(store: Store) -> str:
+def record_markdown(store: Store) -> tuple[str, int]:
     """A session whose answers are markdown (a code block, a list, a table), with the
-    tokens and cost of each step: the markdown and usage pictures."""
+    tokens and cost of each step: the markdown and usage pictures. Also the seq where
+    the first answer is complete."""
     s = Session.create(store, clock=stepping_clock())
     model = ev.ModelRef(provider_id="anthropic", model_id="claude-sonnet-4-5")
     turns = [("Why does parse() return ['a;b'] for the line a;b?", PARSER_ANSWER,
@@ -97,6 +98,7 @@ def record_markdown(store: Store) -> str:
              ("Summarise the change for the PR", "### Parse semicolons\n\n- `parse()` "
               "splits on `,` and `;`\n- empty fields are dropped\n- one new test",
               (7400, 120, 6900, 0.0101))]
+    first = 0
     for prompt, answer, (inp, out, cached, cost) in turns:
         s.user_message(prompt, model=model)
         m = s.start_message("assistant", model=model)
@@ -108,7 +110,8 @@ def record_markdown(store: Store) -> str:
         s.finish_step(m, "stop", cost=cost,
                       tokens=ev.Tokens(input=inp, output=out, cache=ev.CacheTokens(read=cached)))
         s.complete_message(m, finish="stop")
-    return s.id
+        first = first or store.version(s.id)
+    return s.id, first
 
 
 def family(page: Page, base: str, store: Store, out: Path) -> None:
@@ -146,9 +149,9 @@ def main(argv: list[str]) -> int:
         store = open_store(f"sqlite:///{Path(tmp) / 'shots.db'}")
         s = fill(store)
         long_sid, long_seq = record_long(store)
-        md_sid = record_markdown(store)
+        md_sid, md_seq = record_markdown(store)
         import_transcripts(store)
-        app = create_app(store, allow_writes=True, token="docs")
+        app = create_app(store, allow_writes=True, token="docs", public_mailbox=True)
         with serving(app) as base, sync_playwright() as pw, chromium(pw) as browser:
             page = browser.new_page(viewport={"width": 1280, "height": 760})
             page.goto(f"{base}/?session={s.demo}&seq=60#token=docs")
@@ -180,11 +183,13 @@ def main(argv: list[str]) -> int:
             _shown(page, long_seq)
             page.wait_for_selector(".lines-body:not(:empty)")
             page.screenshot(path=str(out / "viewer-long.png"))
-            page.goto(f"{base}/?session={md_sid}&seq={store.version(md_sid) // 4}")
-            _shown(page, store.version(md_sid) // 4)
+            page.set_viewport_size({"width": 1280, "height": 960})
+            page.goto(f"{base}/?session={md_sid}&seq={md_seq}")
+            _shown(page, md_seq)
             page.wait_for_selector("#usage[data-bars]")
             page.wait_for_selector("#conv pre.md-pre")
             page.screenshot(path=str(out / "viewer-markdown.png"))
+            page.set_viewport_size({"width": 1280, "height": 760})
             family(page, base, store, out)
             page.goto(f"{base}/?mailbox=webapp")
             page.wait_for_selector("#mailbox .thread")

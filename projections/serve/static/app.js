@@ -1145,12 +1145,13 @@
     const x = (seq) => Math.round(seq / Math.max(1, view.version) * (width - 3));
     let spent = 0;
     const line = [];
+    const bar = Math.max(2, Math.min(8, Math.floor(width / Math.max(1, rows.length) * 0.5)));
     for (const m of rows) {
       const hIn = m.tokens.input / most * 34, hOut = m.tokens.output / most * 34;
       g.fillStyle = "#81a1c1";
-      g.fillRect(x(m.seq), 36 - hIn, 2, hIn);
+      g.fillRect(x(m.seq), 36 - hIn, bar, hIn);
       g.fillStyle = "#a3be8c";
-      g.fillRect(x(m.seq), 36 - hIn - hOut, 2, hOut);
+      g.fillRect(x(m.seq), 36 - hIn - hOut, bar, hOut);
       spent += m.cost;
       line.push([x(m.seq) + 1, 35 - spent / totalCost * 33]);
     }
@@ -1277,7 +1278,9 @@
     for (const sel of [$("dsa"), $("dsb")]) {
       sel.replaceChildren();
       for (const id of lineage(view.sid)) {
-        const o = el("option", "", id.slice(0, 24));
+        const info = view.sessions.find((x) => x.id === id);
+        const name = info && info.title ? reveal(info.title).slice(0, 32) + " · " : "";
+        const o = el("option", "", name + id.slice(0, 13));
         o.value = id;
         sel.append(o);
       }
