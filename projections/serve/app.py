@@ -218,7 +218,10 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
             last = -1
             yield "retry: 1000\n\n"
             while not await request.is_disconnected():
-                version = await sync(store.version, sid)
+                try:
+                    version = await sync(store.version, sid)
+                except Exception:  # the store closed under a stopping server: end the stream
+                    return
                 if version != last:
                     last = version
                     yield f"data: {json.dumps({'version': version})}\n\n"
@@ -234,7 +237,10 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
             last = -1
             yield "retry: 1000\n\n"
             while not await request.is_disconnected():
-                position = await sync(store.last_position)
+                try:
+                    position = await sync(store.last_position)
+                except Exception:  # the store closed under a stopping server: end the stream
+                    return  # the page shows "offline" and its EventSource retries
                 if position != last:
                     last = position
                     yield f"data: {json.dumps({'position': position})}\n\n"
