@@ -1041,12 +1041,19 @@
     paintTimeline();
   }
 
+  // The ticks are drawn again only when the markers, the length or the width change: a
+  // scrub only moves the "now" line (a long session has hundreds of ticks per kind).
+  let ticksDrawn = { m: null, version: -1, width: -1, hits: null };
   function paintTimeline() {
     const bar = $("timeline");
     const m = view.markers;
     const width = bar.clientWidth || 600;
     const nodes = [];
-    if (m && view.version) {
+    const same = m && view.version && ticksDrawn.m === m && ticksDrawn.version === view.version &&
+      ticksDrawn.width === width && ticksDrawn.hits === m.hits && bar.querySelector(".now");
+    if (same) {
+      bar.querySelector(".now").style.left = Math.round(view.seq / view.version * (width - 2)) + "px";
+    } else if (m && view.version) {
       for (const kind of KINDS) {
         const seen = new Set();
         for (const seq of m[kind] || []) {
@@ -1061,8 +1068,9 @@
       const now = el("div", "now");
       now.style.left = Math.round(view.seq / view.version * (width - 2)) + "px";
       nodes.push(now);
+      ticksDrawn = { m: m, version: view.version, width: width, hits: m.hits };
     }
-    bar.replaceChildren(...nodes);
+    if (!same) bar.replaceChildren(...nodes);
     const list = m && m[$("jumpkind").value];
     const kind = $("jumpkind").value;
     $("jumpcount").textContent = !m ? "" : !m.ready && kind !== "forks" && kind !== "hits" ? "indexing…"
