@@ -14,16 +14,17 @@ has ``--output-lines`` lines (50,000 by default), with stored snapshots
 1M events takes minutes). Reports, never asserts (see docs/viewer.md):
 
 1. the server: the first state at the middle of the session from a fresh viewer
-   (stored snapshots; the Timeline is built in a thread after it), the
-   Timeline's build, then at ``--points`` random seqs the bare ``at(seq)``
-   (``Viewer.projection``) and the whole ``state(seq)`` answer; p50/p95/max;
+   (stored snapshots; the marks are built in a thread after it, with a Timeline
+   only if the stored snapshots are slow), the marks' build, then at ``--points``
+   random seqs the bare ``at(seq)`` (``Viewer.projection``) and the whole
+   ``state(seq)`` answer; p50/p95/max;
 2. the page: time to first paint of the conversation at the middle of the
    session, cold (a fresh server) and warm (a reload), from navigation to the
    state on screen;
 3. scrub latency, timed in the page: from the slider's input event at a random
    seq to the frame after that state is on screen; and one ``→`` key press
    (timed from Playwright); p50/p95 over ``--scrubs`` points, while the
-   Timeline is still being built and once it is;
+   marks are still being built and once they are;
 4. how many messages the page holds in its DOM, and the long output;
 5. ``export --as html``: wall and CPU time, the file's size and the writer's
    peak RSS, in a child process.
@@ -117,7 +118,7 @@ def longest(url: str) -> str:
 
 
 def built(base: str, sid: str, seq: int) -> bool:
-    """Whether the server's Timeline is built: its state answers then carry the marks."""
+    """Whether the server's marks are built: its state answers then carry them."""
     with urllib.request.urlopen(f"{base}/api/sessions/{sid}/state?seq={seq}&count=1") as r:
         return json.load(r)["marks"] is not None
 
@@ -207,11 +208,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{ms(time.perf_counter() - t0)} wall, {ms(time.process_time() - c0)} CPU",
               flush=True)
         t0 = time.perf_counter()
-        viewer.wait_built(sid)
+        viewer.wait_built(sid)  # the marks, and a Timeline if the snapshots are slow
         timeline = viewer._cached(sid).timeline
-        every = timeline.every if timeline is not None else 0
-        print(f"server: the Timeline, built in a thread after that (a frozen state every "
-              f"{every} events): {time.perf_counter() - t0:.1f} s", flush=True)
+        what = ("no Timeline: the stored snapshots answer" if timeline is None else
+                f"a Timeline, a frozen state every {timeline.every} events")
+        print(f"server: the marks, built in a thread after that ({what}): "
+              f"{time.perf_counter() - t0:.1f} s", flush=True)
         seqs = [rng.randint(0, last) for _ in range(args.points)]
         bare, whole = [], []
         for seq in seqs:
@@ -242,10 +244,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"page: first paint at seq {mid:,}, cold (a fresh server): {ms(cold)}; "
                   f"warm (reload): {ms(warm)}", flush=True)
             early = max(2, args.scrubs // 3)
-            report_scrubs("while the Timeline is built", *scrubs(page, rng, last, early))
+            report_scrubs("while the marks are built", *scrubs(page, rng, last, early))
             while not built(base, sid, mid):
                 time.sleep(0.2)
-            report_scrubs("the Timeline built", *scrubs(page, rng, last, args.scrubs))
+            report_scrubs("the marks built", *scrubs(page, rng, last, args.scrubs))
             dom = page.evaluate("document.querySelectorAll('#conv .msg').length")
             print(f"page: {dom} messages in the DOM of {messages:,}", flush=True)
             t0 = time.perf_counter()

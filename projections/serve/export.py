@@ -230,6 +230,7 @@ def export_data(store: Store, session_id: str, *, frame_every: int = FRAME_EVERY
 
 _APP_CSS = '<link rel="stylesheet" href="/static/app.css">'
 _APP_JS = '<script src="/static/app.js"></script>'
+_MD_JS = '<script src="/static/md.js"></script>'
 
 
 def write_html(store: Store, session_id: str, out: TextIO, *,
@@ -239,6 +240,7 @@ def write_html(store: Store, session_id: str, out: TextIO, *,
     page = static_text("index.html")
     css, js = static_text("app.css"), static_text("app.js")
     before, after = page.split(_APP_JS)
+    before = before.replace(_MD_JS, f"<script>\n{static_text('md.js')}</script>")
     out.write(before.replace(_APP_CSS, f"<style>\n{css}</style>"))
     out.write('<script type="application/json" id="convlog-export">'
               f"{script_json(export_head(store, session_id))}</script>\n")

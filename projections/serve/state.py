@@ -27,12 +27,15 @@ from engine.events import (
 from engine.mailbox_credentials import redacted
 from engine.store import anchor as anchoring
 from engine.store.base import Store
+from engine.store.runs import Run
 from projections import views as v
+from projections.bulk import read_bulk
 from projections.json import converter
 from projections.mailbox.mailbox import MAILBOX_SESSION
+from projections.serve.forkdiff import by_position, detailed
 from projections.serve.titles import describe, usage
 from projections.serve.verifying import verify_elsewhere
-from projections.timetravel import Timeline, at, diff_states
+from projections.timetravel import Timeline, at, diff_states, latest_snapshot
 from projections.withparts import WithPartsProjection
 
 # Messages per state answer: the page renders a window (a screenful and some), never the
@@ -50,6 +53,7 @@ MAX_FROZEN = 1024
 # A session up to this many events gets its Timeline on its first request (a fraction of
 # a second); a longer one in a thread, answering from stored snapshots meanwhile.
 BUILD_INLINE = 20_000
+SNAPSHOT_PROBE = 0.25  # s of CPU a probe state from stored snapshots may take (_Built)
 # The timeline's markers: the events that start each kind (a user turn is a user message).
 MARKER_KINDS: dict[type[Any], str] = {
     MessageStarted: "user", ToolFailed: "error", CompactionAdded: "compaction",
@@ -206,15 +210,41 @@ class _Yielding:
             yield e
 
 
-class _Built:
-    """A session's Timeline plus the seqs where messages start (PgUp/PgDn stops)."""
+def snapshots_answer(store: Store, sid: str, version: int) -> bool:
+    """Whether the store's own snapshots give a long session's states fast enough to
+    need no Timeline: a state a quarter, half and three quarters in, with a window of
+    its messages, in ``SNAPSHOT_PROBE`` s of CPU each. A session without stored
+    snapshots, with sparse ones, or with ones written against other views (each
+    message then replays from the start) fails it and gets its Timeline."""
+    for seq in (version // 4, version // 2, version * 3 // 4):
+        t0 = time.process_time()
+        proj = at(store, sid, seq)
+        ids = message_ids(proj)
+        for mid in ids[len(ids) // 2:len(ids) // 2 + 8]:
+            proj.message(mid)
+        if time.process_time() - t0 > SNAPSHOT_PROBE:
+            return False
+    return True
 
-    def __init__(self, store: Store, sid: str, every: int) -> None:
+
+class _Built:
+    """A session's marks (the seqs where messages start: PgUp/PgDn stops) and timeline
+    markers, and its Timeline unless the store's snapshots answer (see
+    :func:`snapshots_answer`): folding a 1M-event session into a Timeline costs a
+    minute of CPU that every other request waits behind, and buys little over
+    stored snapshots every 1,000 events. ``version`` is what the marks cover."""
+
+    def __init__(self, store: Store, sid: str, every: int, *, fold: bool = True) -> None:
         store = cast(Store, _Yielding(store))
         version = store.version(sid)
         marks: list[int] = []
         self.markers: dict[str, list[int]] = {k: [] for k in MARKER_KINDS.values()}
-        for e in store.read(sid, 1, version):
+        # In bulk: a run of deltas (most of a session) is one item, and no mark is one.
+        for i, e in enumerate(read_bulk(store, sid, 1, version, ids=False), 1):
+            if i % (YIELD_EVERY // 8) == 0:  # the page's requests go first (_Yielding)
+                time.sleep(YIELD_SLEEP)
+            if isinstance(e, Run):
+                continue
             if isinstance(e, MessageStarted):
                 marks.append(e.seq)
             kind = MARKER_KINDS.get(type(e))
@@ -222,10 +252,14 @@ class _Built:
                 self.markers[kind].append(e.seq)
         self.markers_upto = version
         self.marks = marks
-        every = max(every, -(-version // MAX_FROZEN))
-        self.timeline = Timeline(store, sid, every=every)
-        self.marks += [e.seq for e in store.read(sid, version + 1, self.timeline.version)
-                       if isinstance(e, MessageStarted)]
+        self.version = version
+        self.timeline: Timeline | None = None
+        if fold or not snapshots_answer(store, sid, version):
+            every = max(every, -(-version // MAX_FROZEN))
+            self.timeline = Timeline(store, sid, every=every)
+            self.marks += [e.seq for e in store.read(sid, version + 1, self.timeline.version)
+                           if isinstance(e, MessageStarted)]
+            self.version = self.timeline.version
 
 
 class _Cached:
@@ -273,6 +307,8 @@ class Viewer:
         self._recent: OrderedDict[tuple[str, int],
                                   tuple[WithPartsProjection, list[str]]] = OrderedDict()
         self._verified: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._usage: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._events: OrderedDict[tuple[str, int], AnyEvent] = OrderedDict()
         self._diffs: OrderedDict[tuple[str, int, str, int], dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
         self._verify_lock = threading.Lock()
@@ -286,12 +322,12 @@ class Viewer:
             if c is None:
                 c = self._cache[sid] = _Cached()
             b = c.built
-            stale = b is not None and version - b.timeline.version > REBUILD_AFTER
+            stale = b is not None and version - b.version > REBUILD_AFTER
             if build and not c.building and ((b is None and c.error is None) or stale):
                 c.building = start = True
-            elif b is not None and version > b.timeline.version:
+            elif b is not None and version > b.version:
                 # Only the marks of new events; the state is folded on demand.
-                first = max(b.timeline.version, b.marks[-1] if b.marks else 0) + 1
+                first = max(b.version, b.marks[-1] if b.marks else 0) + 1
                 for e in self.store.read(sid, first, version):
                     if isinstance(e, MessageStarted) and (not b.marks or e.seq > b.marks[-1]):
                         b.marks.append(e.seq)
@@ -305,7 +341,8 @@ class Viewer:
 
     def _build(self, sid: str, c: _Cached) -> None:
         try:
-            built = _Built(self.store, sid, self.every)
+            built = _Built(self.store, sid, self.every,
+                           fold=self.store.version(sid) <= BUILD_INLINE)
         except Exception as exc:  # the store's snapshots still answer
             with self._lock:
                 c.error, c.building = exc, False
@@ -345,12 +382,34 @@ class Viewer:
         if not 0 <= seq <= version:
             raise ValueError(f"seq {seq} is outside 0..{version}")
         tl = c.timeline
-        if tl is None:  # still building: the stored snapshots and the events after them
-            return at(self.store, sid, seq)
+        if tl is None:  # the stored snapshots and the events after them
+            return self._from_snapshots(sid, seq)
         if seq <= tl.version:
             return tl.at(seq)
         proj = tl.at(tl.version)
         return proj.apply_all(self.store.read(sid, tl.version + 1, seq))
+
+    def _from_snapshots(self, sid: str, seq: int) -> WithPartsProjection:
+        """``timetravel.at(seq)``, but its tail read as events, not runs: the event at
+        ``seq`` (the line under the slider) is then kept, and reading it again would
+        decode its whole block a second time (the larger part of a scrub's answer)."""
+        proj = latest_snapshot(self.store, sid, seq) or WithPartsProjection(sid)
+        if proj.seq < seq:
+            tail = list(self.store.read(sid, proj.seq + 1, seq))
+            proj.apply_all(tail)
+            if tail:
+                with self._lock:
+                    self._events[(sid, seq)] = tail[-1]
+                    while len(self._events) > RECENT:
+                        self._events.popitem(last=False)
+        return proj
+
+    def _event(self, sid: str, seq: int) -> AnyEvent | None:
+        with self._lock:
+            kept = self._events.get((sid, seq))
+        if kept is not None:
+            return kept
+        return next(iter(self.store.read(sid, seq, seq)), None) if seq else None
 
     def _at(self, sid: str, seq: int) -> tuple[WithPartsProjection, list[str]]:
         """The state as of ``seq`` and its message ids in order; the last few are kept
@@ -387,7 +446,7 @@ class Viewer:
         if not 0 <= seq <= version:
             raise ValueError(f"seq {seq} is outside 0..{version}")
         proj, ids = self._at(sid, seq)
-        event = next(iter(self.store.read(sid, seq, seq)), None) if seq else None
+        event = self._event(sid, seq)
         focus = len(ids) - 1
         mid = getattr(event, "message_id", None)
         if mid is not None:
@@ -464,7 +523,12 @@ class Viewer:
             raise ValueError("the two sessions do not share a lineage")
         before = self.messages(a_sid, a)
         after = self.messages(b_sid, b)
-        out = diff_states(before, after, seq_a=a, seq_b=b).as_json()
+        if a_sid != b_sid:  # past the fork point the ids differ: pair by position
+            out = {"a": a, "b": b, "by_position": True,
+                   **by_position(before, after, seq_a=a, seq_b=b)}
+        else:
+            out = diff_states(before, after, seq_a=a, seq_b=b).as_json()
+            out["changes"] = detailed(out["changes"], before, after)
         texts_a, texts_b = _part_texts(before), _part_texts(after)
         for change in out["changes"]:
             if change["kind"] == "text-grown":  # the page highlights what was added
@@ -517,6 +581,56 @@ class Viewer:
                 break
         return {"version": version, "hits": hits}
 
+    def spawner(self, sid: str, child: str) -> dict[str, Any]:
+        """Where in ``sid`` the call that ran ``child`` (a subagent's session) is: the
+        message and part of the tool call naming it (``metadata.child_session``, or
+        OpenCode's ``state.metadata.sessionId`` by the child's original id), and the seq
+        where that message starts once the marks are known; ``found`` false if none."""
+        version = self.store.version(sid)
+        original = None
+        head = next(iter(self.store.read(child, 1, 1)), None)
+        if isinstance(head, SessionImported):
+            original = head.original_id
+        marks = self._cached(sid).marks
+        proj, ids = self._at(sid, version)
+        for i, mid in enumerate(ids):
+            for p in proj.message(mid).parts:
+                if isinstance(p, v.ToolPart) and child_named(p) in {child, original}:
+                    return {"found": True, "message": mid, "part": p.id, "index": i,
+                            "seq": marks[i] if marks is not None and i < len(marks) else None}
+        return {"found": False, "message": None, "part": None, "index": None, "seq": None}
+
+    def usage(self, sid: str) -> dict[str, Any]:
+        """Tokens and cost of each assistant message of the latest state (the rule of
+        ``titles.usage``: the message's own totals, else its steps' sums), with the seq
+        where it starts once the marks are known, and the session's totals."""
+        version = self.store.version(sid)
+        with self._lock:
+            kept = self._usage.get(sid)
+        if kept is None or kept[0] != version:
+            # Once per version (every message of the latest state is built); the seqs
+            # are looked up at each answer, as the marks come in.
+            proj, ids = self._at(sid, version)
+            rows: list[dict[str, Any]] = []
+            built: list[v.WithParts] = []
+            for i, mid in enumerate(ids):
+                if i % 32 == 31:  # every message is built: the page's scrubs go first
+                    time.sleep(YIELD_SLEEP)
+                m = proj.message(mid)
+                built.append(m)
+                if isinstance(m.info, v.AssistantInfo):
+                    got = usage([m])
+                    rows.append({"index": i, "message": mid, "tokens": got["tokens"],
+                                 "cost": got["cost"]})
+            kept = (version, {"version": version, "messages": rows, "total": usage(built)})
+            with self._lock:
+                self._usage[sid] = kept
+        marks = self._cached(sid).marks
+        found = kept[1]
+        return {**found, "ready": marks is not None, "messages": [
+            {**r, "seq": marks[r["index"]] if marks is not None and r["index"] < len(marks)
+             else None} for r in found["messages"]]}
+
     def search(self, query: str) -> list[dict[str, Any]]:
         """Sessions whose latest state mentions ``query`` (case-insensitive)."""
         needle = query.casefold()
@@ -536,6 +650,17 @@ class Viewer:
             if len(hits) >= SEARCH_LIMIT:
                 break
         return hits
+
+
+def child_named(part: v.ToolPart) -> str | None:
+    """The session a tool call ran as a subagent: the importers' ``child_session``
+    (a convlog session id), else OpenCode's task ``sessionId`` (the tool's own id)."""
+    for meta in (part.metadata, getattr(part.state, "metadata", None)):
+        if isinstance(meta, dict):
+            found = meta.get("child_session") or meta.get("sessionId")
+            if isinstance(found, str) and found:
+                return found
+    return None
 
 
 def message_ids(proj: WithPartsProjection) -> list[str]:

@@ -51,7 +51,8 @@ def shown(page: Page) -> dict[str, Any]:
     """What a person sees: parts in order, texts, tool badges, the highlighted part."""
     data: dict[str, Any] = page.evaluate("""() => ({
         parts: [...document.querySelectorAll('#conv [data-part]')].map(n => n.dataset.part),
-        texts: [...document.querySelectorAll('#conv .part.text')].map(n => n.textContent),
+        texts: [...document.querySelectorAll('#conv .part.text')]
+            .map(n => n.dataset.source ?? n.textContent),
         tools: [...document.querySelectorAll('#conv .part.tool .tool-head .st')]
             .map(n => n.textContent),
         hl: [...document.querySelectorAll('#conv .hl')]
@@ -199,16 +200,17 @@ HOSTILE_TEXTS = [  # each as it must read on screen, somewhere in the page
     f"grep{IMG}", f"agent{B}", f"model{IMG}", f"aborted {SCRIPT}", f"stop{B}", f"text/{B}",
     f"yes {SCRIPT}", f"snapshot {IMG}", f"patch {IMG}",
 ]
-NO_MARKUP = """() => ({
+NO_MARKUP = r"""() => ({
     pwned: window.__pwned === undefined ? null : window.__pwned,
-    scripts: document.querySelectorAll('script').length,
+    scripts: [...document.querySelectorAll('script')]
+        .filter(n => !/\/static\/(app|md)\.js$/.test(n.src)).length,
     imgs: document.querySelectorAll('img').length,
     bolds: [...document.querySelectorAll('b')].filter(n => n.parentElement.id !== 'event').length,
 })"""
 
 
 def assert_no_markup(page: Page) -> None:
-    assert page.evaluate(NO_MARKUP) == {"pwned": None, "scripts": 1, "imgs": 0, "bolds": 0}
+    assert page.evaluate(NO_MARKUP) == {"pwned": None, "scripts": 0, "imgs": 0, "bolds": 0}
 
 
 def test_log_strings_render_as_text(browser: Browser,

@@ -47,11 +47,12 @@ def test_any_logged_text_stays_inside_the_data_element(text: str) -> None:
         s = Session.create(store)
         s.user_message(f"</script><script>{text}")
         page = render_html(store, s.id)
-    # The head, the data's pieces and the app: no element opened or closed by the text.
+    # The head, the data's pieces, the markdown renderer and the app: no element opened or
+    # closed by the text.
     pieces = len(re.findall(r'<script type="application/json" class="convlog-piece">', page))
     assert pieces == 1
-    assert len(re.findall(r"<script\b", page)) == 2 + pieces
-    assert len(re.findall(r"</script", page)) == 2 + pieces
+    assert len(re.findall(r"<script\b", page)) == 3 + pieces
+    assert len(re.findall(r"</script", page)) == 3 + pieces
 
 
 def test_export_holds_every_state(browser: Browser,

@@ -73,3 +73,53 @@ def test_a_tools_wrapping_is_no_title(store: Store, session: Session) -> None:
     session.user_message("<environment_context>\n  <cwd>/home/me/app</cwd>\n</environment_context>")
     session.user_message("<command-name>/review</command-name> the parser module")
     assert session_title(events_of(store, session.id), session.id) == "/review the parser module"
+
+
+def test_the_list_and_convlog_sessions_agree_on_a_long_session(store: Store,
+                                                                 session: Session) -> None:
+    """A name given in the middle of a long session (a ``/rename`` after 1,000 events),
+    and a first prompt after 500 events of tool chatter: the list read the first and last
+    400 events and missed both, while ``convlog sessions`` folds the whole log."""
+    from projections.verbs import listing  # noqa: PLC0415
+
+    for _ in range(125):  # 500 events before the first prompt
+        m = session.start_message("assistant")
+        p = session.add_text(m)
+        session.end_part(p)
+        session.complete_message(m)
+    session.user_message("Port the parser to the new tokenizer")
+    for i in range(130):
+        session.user_message(f"step {i}")
+    mid = session.append([ev.SessionTitled(title="Parser port", source="test")])
+    assert store.version(session.id) > 800
+    for i in range(220):
+        session.user_message(f"later step {i}")
+
+    def both() -> tuple[Any, Any]:
+        (row,) = [r for r in sessions_json(store) if r["id"] == session.id]
+        (line,) = [r for r in listing(store) if r["id"] == session.id]
+        return row["title"], line["title"]
+    assert both() == ("Parser port", "Parser port"), mid
+    # Listed again after more events: the kept fold goes on from where it stopped.
+    session.append([ev.SessionTitled(title="Parser port, take two", source="test")])
+    session.user_message("one more")
+    assert both() == ("Parser port, take two", "Parser port, take two")
+
+
+def test_the_first_prompt_after_the_edges_is_the_title(store: Store, session: Session) -> None:
+    from projections.verbs import listing  # noqa: PLC0415
+
+    for _ in range(300):
+        m = session.start_message("assistant")
+        session.complete_message(m)
+    session.user_message("<environment_context>cwd</environment_context>")
+    for _ in range(300):
+        m = session.start_message("assistant")
+        session.complete_message(m)
+    session.user_message("Find the slow query")
+    for _ in range(300):
+        m = session.start_message("assistant")
+        session.complete_message(m)
+    (row,) = [r for r in sessions_json(store) if r["id"] == session.id]
+    (line,) = [r for r in listing(store) if r["id"] == session.id]
+    assert row["title"] == line["title"] == "Find the slow query"

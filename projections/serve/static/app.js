@@ -48,7 +48,8 @@
     config: () => getJSON("/api/config"),
     sessions: () => getJSON("/api/sessions"),
     search: (q) => getJSON("/api/search?q=" + enc(q)),
-    state: (sid, seq, start, count, marks) => getJSON(sess(sid) + "/state?seq=" + seq +
+    state: (sid, seq, start, count, marks) => getJSON(sess(sid) + "/state?" +
+      (seq === null ? "" : "seq=" + seq) +
       (start === undefined ? "" : "&start=" + start) + (count ? "&count=" + count : "") +
       (marks === false ? "&marks=0" : "")),
     lines: (sid, seq, mid, pid, field, from, count) => getJSON(sess(sid) + "/lines?seq=" + seq +
@@ -56,6 +57,8 @@
       "&count=" + count),
     verify: (sid) => getJSON(sess(sid) + "/verify"),
     markers: (sid) => getJSON(sess(sid) + "/markers"),
+    usage: (sid) => getJSON(sess(sid) + "/usage"),
+    spawner: (sid, child) => getJSON(sess(sid) + "/spawner?child=" + enc(child)),
     find: (sid, q) => getJSON(sess(sid) + "/find?q=" + enc(q)),
     diff: (sa, a, sb, b, start, count) => getJSON(sess(sa) + "/diff?a=" + a + "&b=" + b +
       "&b_session=" + enc(sb) + "&start=" + (start || 0) + "&count=" + (count || 200)),
@@ -204,7 +207,7 @@
     history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
     return given;
   })();
-  const view = { sid: null, seq: 0, version: 0, marks: [], state: null, sessions: [],
+  const view = { sid: null, seq: 0, version: 0, marks: [], state: null, sessions: [], listed: false,
     verify: null, writes: false, pending: 0, live: null, mailbox: null, anchors: [] };
 
   // The seq moves replace the history entry; opening a session or a mailbox adds one,
@@ -314,6 +317,7 @@
 
   async function loadSessions() {
     view.sessions = await src.sessions();
+    view.listed = true;
     const formats = [...new Set(view.sessions.map((s) => s.imported ? s.imported.format : "recorded"))].sort();
     const pick = $("srcfilter");
     const was = pick.value;
@@ -322,6 +326,7 @@
     for (const f of formats) { const o = el("option", "", f); o.value = f; pick.append(o); }
     pick.value = formats.includes(was) ? was : "";
     renderTree();
+    paintBranches();
   }
   for (const id of ["filter", "srcfilter", "sort"]) $(id).addEventListener("input", () => renderTree());
 
@@ -417,6 +422,17 @@
   }
 
   // ------------------------------------------------------------------ parts
+  // A text part that looks like markdown, rendered by md.js (DOM API only; raw HTML in
+  // it stays text). A long one stays in its line box; data-source keeps the text as
+  // written (the page's tests compare it with the log).
+  function markdown(p) {
+    const md = window.convlogMarkdown;
+    if (!md || (p.clipped && p.clipped.text) || isLong(p.text) || !md.looksLike(p.text)) return null;
+    const n = el("div", "part text md");
+    n.append(md.render(p.text));
+    n.dataset.source = p.text;
+    return n;
+  }
   function json(v) { return typeof v === "string" ? v : JSON.stringify(v, null, 2); }
 
   function details(cls, summary, body, open) {
@@ -427,11 +443,23 @@
     return d;
   }
 
+  // The session a tool call ran as a subagent (a Task call): the importers name it in
+  // metadata.child_session; OpenCode's task names its own id (state.metadata.sessionId).
+  function childSession(p) {
+    for (const meta of [p.metadata, p.state && p.state.metadata]) {
+      const id = meta && typeof meta === "object" ? meta.child_session || meta.sessionId : null;
+      if (typeof id !== "string" || !id) continue;
+      const s = view.sessions.find((o) => o.id === id || (o.imported && o.imported.original_id === id && o.id !== view.sid));
+      if (s) return s;
+    }
+    return null;
+  }
+
   function renderPart(p) {
     let n;
     switch (p.type) {
       case "text":
-        n = textBlock("div", "part text", p.text, p, "text");
+        n = markdown(p) || textBlock("div", "part text", p.text, p, "text");
         break;
       case "reasoning": {
         const chars = p.clipped ? "long" : p.text.length + " chars";
@@ -445,6 +473,15 @@
         if (p.approval) head.append(el("span", "st " + p.approval.state, "approval " + p.approval.state));
         if (p.state.title) head.append(named("span", "title", p.state.title));
         n.append(head);
+        const child = childSession(p);
+        if (child) {
+          const a = el("a", "childlink");
+          a.href = "?session=" + enc(child.id);
+          a.dataset.child = child.id;
+          a.append("↳ subagent session: ", named("span", "", child.title || child.id));
+          a.addEventListener("click", (e) => { e.preventDefault(); openSession(child.id, null, true); });
+          n.append(a);
+        }
         const input = p.state.status === "pending"
           ? textBlock("pre", "iso", p.state.raw || json(p.state.input), p, "raw", true)
           : named("pre", "", json(p.state.input));
@@ -504,8 +541,20 @@
     head.append(el("span", "", fmtTime(info.time.created)));
     if (info.role === "assistant") {
       head.append(el("span", "", info.time.completed ? "completed" + (info.finish ? " · " + info.finish : "") : "streaming…"));
-      if (info.cost) head.append(el("span", "", "$" + Number(info.cost).toFixed(4)));
-      const t = info.tokens;
+      // The message's own totals when its source gave them, else its steps' sums (the
+      // rule of the session's usage, projections/serve/titles.py).
+      let cost = info.cost, t = info.tokens;
+      const steps = m.parts.filter((p) => p.type === "step-finish");
+      if (!(cost || (t && (t.input || t.output))) && steps.length) {
+        cost = 0;
+        t = { input: 0, output: 0, reasoning: 0, cache: { read: 0, write: 0 } };
+        for (const p of steps) {
+          cost += Number(p.cost) || 0;
+          t.input += p.tokens.input; t.output += p.tokens.output; t.reasoning += p.tokens.reasoning;
+          t.cache.read += p.tokens.cache.read; t.cache.write += p.tokens.cache.write;
+        }
+      }
+      if (cost) head.append(el("span", "", "$" + Number(cost).toFixed(4)));
       if (t && (t.input || t.output)) {
         head.append(el("span", "tokens", "tokens in " + t.input + " · out " + t.output +
           (t.reasoning ? " · reasoning " + t.reasoning : "") +
@@ -524,7 +573,8 @@
   const MAX_NODES = 24;  // messages in the DOM at most, whatever the session's length
   const OVERSCAN = 400;  // px rendered beyond the visible area
   const FETCH = 24;  // messages per request while scrolling
-  const vl = { total: 0, seq: -1, msgs: new Map(), heights: new Map(), sum: 0, first: 0, last: 0,
+  const SHOW_COUNT = 8;  // messages in the answer to a scrub (a bigger one costs its latency)
+  const vl = { total: 0, seq: -1, msgs: new Map(), nodes: new Map(), heights: new Map(), sum: 0, first: 0, last: 0,
     fetching: 0, rendered: "", focus: null, setTop: 0 };
 
   function estimate() { return vl.heights.size ? vl.sum / vl.heights.size : 180; }
@@ -554,14 +604,14 @@
 
   function resetList(sid) {
     vl.total = 0; vl.seq = -1; vl.msgs = new Map(); vl.heights = new Map(); vl.sum = 0;
-    vl.first = 0; vl.last = 0; vl.rendered = ""; vl.sid = sid; vl.focus = null;
+    vl.first = 0; vl.last = 0; vl.rendered = ""; vl.sid = sid; vl.focus = null; vl.nodes = new Map();
     $("vlist").replaceChildren();
     $("vtop").style.height = "0px";
     $("vbot").style.height = "0px";
   }
 
   function takeState(st) {
-    if (st.seq !== vl.seq) vl.msgs = new Map();
+    if (st.seq !== vl.seq) { vl.msgs = new Map(); vl.nodes = new Map(); }
     vl.seq = st.seq;
     vl.total = st.total;
     st.messages.forEach((m, k) => vl.msgs.set(st.start + k, m));
@@ -643,19 +693,38 @@
     if (key !== vl.rendered) {
       vl.rendered = key;
       const nodes = [];
+      const kept = new Map();
       for (let i = first; i < last; i++) {
         const m = vl.msgs.get(i);
-        const n = m ? renderMessage(m) : el("article", "msg placeholder", "loading…");
+        // A message already on the page stays the same node: a line box scrolled in it
+        // keeps its place when the messages around it arrive.
+        const had = vl.nodes.get(i);
+        const n = m && had && had[0] === m ? had[1]
+          : m ? renderMessage(m) : el("article", "msg placeholder", "loading…");
         n.dataset.index = String(i);
         if (!m) n.style.height = heightOf(i) - 12 + "px";
+        else kept.set(i, [m, n]);
         nodes.push(n);
       }
+      vl.nodes = kept;
       vl.first = first; vl.last = last;
       setSpacers();
-      $("vlist").replaceChildren(...nodes);
+      setChildren($("vlist"), nodes);
       highlight();
     }
     measure(anchor, into);
+  }
+
+  // The list's children become ``nodes`` without taking out the ones that stay (a node
+  // taken out and put back loses its scroll position).
+  function setChildren(parent, nodes) {
+    const want = new Set(nodes);
+    for (const c of [...parent.children]) if (!want.has(c)) c.remove();
+    let cur = parent.firstChild;
+    for (const n of nodes) {
+      if (n === cur) { cur = cur.nextSibling; continue; }
+      parent.insertBefore(n, cur);
+    }
   }
 
   // Measured heights replace estimates; then the spacers are sized again and the view is
@@ -684,7 +753,8 @@
       let st;
       try { st = await src.state(sid, seq, start, count, false); } catch (err) { return; }
       if (ticket !== vl.fetching || sid !== view.sid || seq !== vl.seq) return;
-      st.messages.forEach((m, k) => vl.msgs.set(st.start + k, m));
+      // Same seq, same messages: the ones held (and maybe on screen) are kept.
+      st.messages.forEach((m, k) => { if (!vl.msgs.has(st.start + k)) vl.msgs.set(st.start + k, m); });
       vl.rendered = "";
       renderList();
     }, 30);
@@ -788,14 +858,15 @@
   }
 
   // Only the latest request paints: a fast scrub never shows an older answer last.
-  async function show(seq, start) {
+  async function show(seq, start, given) {
     const ticket = ++view.pending;
     view.seq = seq;
     $("slider").value = String(seq);
     setURL(false);
-    let st;
+    let st = given;
     try {
-      st = await src.state(view.sid, seq, start);
+      // A screenful: the messages around the focus; more come as the list needs them.
+      if (!st) st = await src.state(view.sid, seq, start, SHOW_COUNT);
     } catch (err) {
       if (ticket === view.pending) banner("cannot show seq " + seq + ": " + (err.message || err));
       return;
@@ -818,10 +889,7 @@
     if (on) closeMailbox();
   }
 
-  async function openSession(sid, seq, push) {
-    showSessionView(true);
-    view.sid = sid;
-    view.verify = null;
+  function sessionHeader(sid) {
     const info = view.sessions.find((s) => s.id === sid);
     $("title").replaceChildren(...named("span", "", info && info.title ? info.title : sid).childNodes);
     $("title").title = sid;
@@ -829,7 +897,70 @@
     $("source").hidden = !label;
     $("source").replaceChildren(...named("span", "", label).childNodes);
     $("source").title = info && info.imported ? reveal(info.imported.source) : "";
+    // A subagent's session links back to the call in the session that ran it.
+    const up = info && info.child_of ? view.sessions.find((s) => s.id === info.child_of) : null;
+    const back = $("spawnedby");
+    back.hidden = !up;
+    if (up) {
+      back.replaceChildren("↑ spawned by ", named("span", "", up.title || up.id));
+      back.href = "?session=" + enc(up.id);
+      back.dataset.parent = up.id;
+    }
+    return info;
+  }
+  $("spawnedby").addEventListener("click", async (e) => {
+    e.preventDefault();
+    const parent = $("spawnedby").dataset.parent, child = view.sid;
+    if (!parent || !child) return;
+    let at = null;
+    try { at = await src.spawner(parent, child); } catch (err) { at = null; }
+    await openSession(parent, at && at.seq !== null ? at.seq : null, true);
+  });
+
+  // A link to a session opens it before the session list is in (listing folds every
+  // session's title, seconds for a store of long sessions): the state answer says the
+  // version, and the list fills the header in when it comes. A session the server does
+  // not know, or a seq past its end, waits for the list and is handled as below.
+  async function openEarly(sid, seq, listing) {
+    // The list is asked for after this state: on a fresh server the two would share
+    // the interpreter, and the list folds every session's title.
+    showSessionView(true);
+    view.sid = sid;
+    view.verify = null;
+    sessionHeader(sid);
+    resetList(sid);
+    delete document.body.dataset.shownSeq;
+    const want = seq === null || !Number.isFinite(seq) ? null : Math.max(0, Math.trunc(seq));
+    let st;
+    try { st = await src.state(sid, want); } catch (err) { st = null; }
+    if (!st || sid !== view.sid) {
+      await listing().catch(() => null);
+      if (sid === view.sid) await openSession(sid, seq, false);
+      return;
+    }
+    view.version = st.version;
+    $("slider").max = String(st.version);
+    view.seq = st.seq;
+    setURL(false);
+    view.markers = null;
+    view.usage = null;
+    $("usagerow").hidden = true;
+    $("find").value = "";
+    await show(st.seq, undefined, st);
+    listing().catch(() => null);
+    renderVerify();
+    refreshVerify(sid);
+    loadMarkers(sid);
+    follow(sid);
+  }
+
+  async function openSession(sid, seq, push) {
+    showSessionView(true);
+    view.sid = sid;
+    view.verify = null;
+    const info = sessionHeader(sid);
     renderTree();
+    paintBranches();
     $("diff").hidden = true;
     $("diffform").hidden = true;
     resetList(sid);
@@ -850,6 +981,8 @@
     view.seq = want;
     setURL(push);
     view.markers = null;
+    view.usage = null;
+    $("usagerow").hidden = true;
     $("find").value = "";
     await show(want);
     renderVerify();
@@ -884,8 +1017,7 @@
       $("seqlabel").textContent = "seq " + view.seq + " / " + v;
       if (atEnd) show(v);
       refreshVerify(sid);
-      loadMarkers(sid);
-      loadSessions();
+      loadMarkers(sid);  // and the usage; the session list follows the store's feed
     });
   }
 
@@ -903,15 +1035,25 @@
     if (view.markers && view.markers.hits) m.hits = view.markers.hits;
     view.markers = m;
     if (!m.ready) markerTimer = setTimeout(() => loadMarkers(sid), 2000);  // still building
+    // The usage after the marks: it builds every message of the latest state, which in
+    // a long session is better done once the page's first answers are in.
+    else loadUsage(sid);
     paintTimeline();
   }
 
+  // The ticks are drawn again only when the markers, the length or the width change: a
+  // scrub only moves the "now" line (a long session has hundreds of ticks per kind).
+  let ticksDrawn = { m: null, version: -1, width: -1, hits: null };
   function paintTimeline() {
     const bar = $("timeline");
     const m = view.markers;
     const width = bar.clientWidth || 600;
     const nodes = [];
-    if (m && view.version) {
+    const same = m && view.version && ticksDrawn.m === m && ticksDrawn.version === view.version &&
+      ticksDrawn.width === width && ticksDrawn.hits === m.hits && bar.querySelector(".now");
+    if (same) {
+      bar.querySelector(".now").style.left = Math.round(view.seq / view.version * (width - 2)) + "px";
+    } else if (m && view.version) {
       for (const kind of KINDS) {
         const seen = new Set();
         for (const seq of m[kind] || []) {
@@ -926,8 +1068,9 @@
       const now = el("div", "now");
       now.style.left = Math.round(view.seq / view.version * (width - 2)) + "px";
       nodes.push(now);
+      ticksDrawn = { m: m, version: view.version, width: width, hits: m.hits };
     }
-    bar.replaceChildren(...nodes);
+    if (!same) bar.replaceChildren(...nodes);
     const list = m && m[$("jumpkind").value];
     const kind = $("jumpkind").value;
     $("jumpcount").textContent = !m ? "" : !m.ready && kind !== "forks" && kind !== "hits" ? "indexing…"
@@ -966,6 +1109,89 @@
     step(Math.round((e.clientX - r.left) / r.width * view.version));
   });
 
+  // ------------------------------------------------------------------ usage
+  // Tokens per assistant message as bars under the timeline (input below, output on
+  // top, at the seq where the message starts), the cost so far as a line, and the
+  // session's totals beside it; hovering names a message, clicking goes there.
+  let usageTimer = 0;
+  function fmtTok(t) {
+    return "in " + fmtCount(t.input) + " · out " + fmtCount(t.output) +
+      (t.reasoning ? " · reasoning " + fmtCount(t.reasoning) : "") +
+      (t.cache_read || t.cache_write ? " · cache " + fmtCount(t.cache_read) + "/" + fmtCount(t.cache_write) : "");
+  }
+  async function loadUsage(sid) {
+    clearTimeout(usageTimer);
+    if (!src.usage) return;
+    let u;
+    try { u = await src.usage(sid); } catch (err) { return; }
+    if (sid !== view.sid) return;
+    view.usage = u;
+    if (!u.ready) usageTimer = setTimeout(() => loadUsage(sid), 2000);  // seqs still indexing
+    paintUsage();
+  }
+  function usageTotal(u) {
+    const t = u.total.tokens;
+    return "session: " + u.messages.length + " answers · tokens " + fmtTok(t) + " · $" + Number(u.total.cost).toFixed(4);
+  }
+  function paintUsage() {
+    const u = view.usage;
+    const row = $("usagerow");
+    const rows = u ? u.messages.filter((m) => m.seq !== null) : [];
+    row.hidden = !u || !u.messages.length;
+    if (row.hidden) return;
+    const c = $("usage");
+    const width = Math.max(100, $("timeline").clientWidth || 600);
+    const ratio = window.devicePixelRatio || 1;
+    c.style.width = width + "px";
+    c.width = Math.round(width * ratio);
+    c.height = Math.round(36 * ratio);
+    const g = c.getContext("2d");
+    g.setTransform(ratio, 0, 0, ratio, 0, 0);
+    g.clearRect(0, 0, width, 36);
+    const most = Math.max(1, ...rows.map((m) => m.tokens.input + m.tokens.output));
+    const totalCost = Math.max(1e-9, u.total.cost);
+    const x = (seq) => Math.round(seq / Math.max(1, view.version) * (width - 3));
+    let spent = 0;
+    const line = [];
+    const bar = Math.max(2, Math.min(8, Math.floor(width / Math.max(1, rows.length) * 0.5)));
+    for (const m of rows) {
+      const hIn = m.tokens.input / most * 34, hOut = m.tokens.output / most * 34;
+      g.fillStyle = "#81a1c1";
+      g.fillRect(x(m.seq), 36 - hIn, bar, hIn);
+      g.fillStyle = "#a3be8c";
+      g.fillRect(x(m.seq), 36 - hIn - hOut, bar, hOut);
+      spent += m.cost;
+      line.push([x(m.seq) + 1, 35 - spent / totalCost * 33]);
+    }
+    if (u.total.cost > 0) {
+      g.strokeStyle = "#d08770";
+      g.lineWidth = 1.5;
+      g.beginPath();
+      line.forEach(([px, py], k) => (k ? g.lineTo(px, py) : g.moveTo(px, py)));
+      g.stroke();
+    }
+    c.dataset.bars = String(rows.length);
+    $("usagesum").textContent = usageTotal(u);
+  }
+  function usageAt(e) {
+    const u = view.usage;
+    if (!u) return null;
+    const r = $("usage").getBoundingClientRect();
+    const seq = (e.clientX - r.left) / r.width * view.version;
+    let best = null;
+    for (const m of u.messages) {
+      if (m.seq !== null && (best === null || Math.abs(m.seq - seq) < Math.abs(best.seq - seq))) best = m;
+    }
+    return best;
+  }
+  $("usage").addEventListener("mousemove", (e) => {
+    const m = usageAt(e);
+    if (m) $("usagesum").textContent = "message " + (m.index + 1) + " at seq " + m.seq + ": tokens " +
+      fmtTok(m.tokens) + " · $" + Number(m.cost).toFixed(4);
+  });
+  $("usage").addEventListener("mouseleave", () => { if (view.usage) $("usagesum").textContent = usageTotal(view.usage); });
+  $("usage").addEventListener("click", (e) => { const m = usageAt(e); if (m) step(m.seq); });
+
   // ------------------------------------------------------------------ scrubbing
   function step(seq) { seq = Math.max(0, Math.min(view.version, seq)); if (seq !== view.seq) show(seq); }
   function markBefore() { let s = 0; for (const m of view.marks) if (m < view.seq) s = m; return s; }
@@ -987,6 +1213,61 @@
     step(keys[e.key]);
   });
 
+  // ------------------------------------------------------------------ branches
+  // The session's family as a graph: one row per session, on the seq axis of the root
+  // (a fork shares its parent's seqs up to its fork point, so its bar starts there);
+  // subagent sessions (imported children) hang under the session that ran them with
+  // their own length. Clicking a row opens it.
+  function family(sid) {
+    const byId = new Map(view.sessions.map((s) => [s.id, s]));
+    let root = sid;
+    for (let s = byId.get(root); s && (s.parent || s.child_of) && byId.has(s.parent || s.child_of); s = byId.get(root)) {
+      root = s.parent || s.child_of;
+    }
+    const rows = [];
+    const walk = (id, depth, kind) => {
+      rows.push({ s: byId.get(id), depth: depth, kind: kind });
+      for (const o of view.sessions) {
+        if (o.parent === id) walk(o.id, depth + 1, "fork");
+        else if (!o.parent && o.child_of === id) walk(o.id, depth + 1, "child");
+      }
+    };
+    walk(root, 0, "root");
+    return rows;
+  }
+
+  function paintBranches() {
+    const box = $("branches");
+    if (box.hidden || !view.sid) return;
+    const rows = family(view.sid);
+    const most = Math.max(1, ...rows.map((r) => r.s.version));
+    const list = el("div", "branchrows");
+    for (const r of rows) {
+      const row = el("div", "branch " + r.kind + (r.s.id === view.sid ? " current" : ""));
+      row.dataset.sid = r.s.id;
+      const label = named("span", "blabel", r.s.title || r.s.id);
+      label.style.paddingLeft = r.depth * 12 + "px";
+      const track = el("div", "btrack");
+      const bar = el("div", "bbar");
+      const from = r.kind === "fork" ? r.s.fork_seq : 0;
+      bar.style.left = (from / most * 100).toFixed(3) + "%";
+      bar.style.width = (Math.max(0.4, (r.s.version - from) / most * 100)).toFixed(3) + "%";
+      bar.title = r.kind === "fork" ? "fork at seq " + r.s.fork_seq + ", to seq " + r.s.version
+        : r.kind === "child" ? "subagent session, " + r.s.version + " events" : "seq 0 to " + r.s.version;
+      track.append(bar);
+      const what = r.kind === "fork" ? "fork at " + r.s.fork_seq : r.kind === "child" ? "subagent" : "";
+      row.append(label, track, el("span", "small", what));
+      row.addEventListener("click", () => openSession(r.s.id, null, true));
+      list.append(row);
+    }
+    box.replaceChildren(el("div", "small", rows.length + " session" + (rows.length === 1 ? "" : "s") +
+      " in this family: forks start where they left their parent"), list);
+  }
+  $("branchbtn").addEventListener("click", () => {
+    $("branches").hidden = !$("branches").hidden;
+    paintBranches();
+  });
+
   // ------------------------------------------------------------------ diff
   function lineage(sid) {
     const out = [];
@@ -1005,7 +1286,9 @@
     for (const sel of [$("dsa"), $("dsb")]) {
       sel.replaceChildren();
       for (const id of lineage(view.sid)) {
-        const o = el("option", "", id.slice(0, 24));
+        const info = view.sessions.find((x) => x.id === id);
+        const name = info && info.title ? reveal(info.title).slice(0, 32) + " · " : "";
+        const o = el("option", "", name + id.slice(0, 13));
         o.value = id;
         sel.append(o);
       }
@@ -1022,8 +1305,11 @@
 
   function diffRow(c) {
     const row = el("div", "chg " + c.kind);
-    row.append(el("span", "kind", c.kind), el("span", "mono", " " + c.message_id.slice(-8) +
-      (c.part_id ? "/" + c.part_id.slice(-8) : "") + " "));
+    // A fork's diff pairs messages by position after the shared ones (#1, #2…).
+    const where = c.position ? "#" + c.position + (c.part_id ? " part" : "") : c.message_id.slice(-8) +
+      (c.part_id ? "/" + c.part_id.slice(-8) : "");
+    row.append(el("span", "kind", c.kind), el("span", "mono", " " + where + " "));
+    if (c.full) row.title = c.full;
     if (c.before || c.after) row.append(document.createTextNode((c.before || "") + " → " + (c.after || "") + " "));
     if (c.detail) row.append(el("span", "small", c.detail + " "));
     if (c.grown) {
@@ -1041,7 +1327,8 @@
     const total = first.total === undefined ? first.changes.length : first.total;
     const pages = new Map([[0, first.changes]]);
     const head = el("div", "small", "diff " + first.a_session.slice(0, 12) + "@" + first.a + " → " +
-      first.b_session.slice(0, 12) + "@" + first.b + ": " + total.toLocaleString("en") + " change(s)");
+      first.b_session.slice(0, 12) + "@" + first.b + ": " + total.toLocaleString("en") + " change(s)" +
+      (first.by_position ? "; " + first.shared + " shared message(s) diffed as one, the rest paired by position after them" : ""));
     const rows = el("div", "diff-rows");
     const spacer = el("div", "diff-spacer");
     spacer.style.height = total * DROW + "px";
@@ -1234,11 +1521,42 @@
 
   window.addEventListener("popstate", () => { route(false); });
 
+  // The store's own feed: any append anywhere (a session another process is importing
+  // with `import --follow` or recording) lists the sessions again, so a new session
+  // shows up and a growing one's counts move; the open session follows its own feed.
+  let storeTimer = 0;
+  function watchStore() {
+    if (EXPORT || !window.EventSource) return;
+    const es = new EventSource("/api/live");
+    let first = true;
+    es.onmessage = () => {
+      if (first) { first = false; return; }
+      clearTimeout(storeTimer);
+      storeTimer = setTimeout(async () => {
+        try { await loadSessions(); } catch (err) { return; }
+        if (!view.sid && !view.mailbox) {
+          $("note").hidden = false;
+          $("note").textContent = view.sessions.length ? "pick a session on the left" : "this store has no sessions yet";
+        } else if (view.sid && !view.mailbox) sessionHeader(view.sid);
+      }, 300);
+    };
+  }
+
   (async () => {
     let cfg;
+    const q = new URLSearchParams(location.search);
+    const direct = !EXPORT && q.get("session") && !q.get("mailbox");
+    let listed = null;
+    const listing = () => listed || (listed = loadSessions());
+    let opened = null;
+    if (direct) {
+      const raw = q.get("seq");
+      opened = openEarly(q.get("session"), raw === null || raw === "" ? null : Number(raw), listing);
+    } else listing();
     try {
       cfg = await src.config();
-      await loadSessions();
+      if (opened) await opened;
+      await listing();
     } catch (err) {
       banner("cannot reach the viewer's server: " + (err.message || err));
       return;
@@ -1247,8 +1565,25 @@
     $("forkbtn").hidden = !(cfg.writes && token);
     if (cfg.exported) { $("diffbtn").hidden = true; $("search").hidden = true; $("find").hidden = true; }
     const missing = (cfg.anchors || []).filter((a) => !a.present);
-    await loadMailbox();
-    await route(false);
+    if (opened) {
+      if (view.sid && !view.mailbox) {
+        sessionHeader(view.sid);
+        // Painted before the list was in: a message with a call that ran a subagent is
+        // drawn again, with its link (the list names the child); the others stay.
+        let stale = false;
+        for (const [i, [m]] of vl.nodes) {
+          if (m.parts.some((p) => p.type === "tool" && childSession(p))) { vl.nodes.delete(i); stale = true; }
+        }
+        if (stale && view.state) { vl.rendered = ""; renderList(); }
+      }
+      renderTree();
+      paintBranches();
+      await loadMailbox();
+    } else {
+      await loadMailbox();
+      await route(false);
+    }
+    watchStore();
     if (missing.length) {
       $("anchorwarn").hidden = false;
       $("anchorwarn").textContent = "✗ anchored session(s) missing from the store (removed?): " +
