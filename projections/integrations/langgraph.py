@@ -216,6 +216,46 @@ class ConvlogSaver(BaseCheckpointSaver[str]):
 
         self._run(str(thread_id), clear)
 
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Every checkpoint and pending write of one thread, saved again on another
+        (appended to what the target holds); nothing to copy leaves the target as it is."""
+        target = str(target_thread_id)
+
+        def copies(session: Session, fold: ThreadFold) -> builtins.list[ev.Event]:
+            out: builtins.list[ev.Event] = []
+            for saved in fold.checkpoints.values():
+                for cid in sorted(saved):
+                    e = saved[cid]
+                    # Every value a checkpoint needs, named by the version it names.
+                    versions = self._from_json(e.checkpoint).get("channel_versions", {})
+                    values = {ch: {"version": v, "type": typed[0], "data": typed[1]}
+                              for ch, v in versions.items()
+                              if (typed := fold.values.get((e.ns, ch, v))) is not None}
+                    out.append(ev.GraphCheckpointSaved(
+                        checkpoint_id=cid, thread=target, ns=e.ns, parent_id=e.parent_id,
+                        checkpoint=e.checkpoint, metadata=e.metadata, values=values or None))
+            for (ns, cid), writes in fold.writes.items():
+                by_task: dict[tuple[str, str], builtins.list[dict[str, Any]]] = {}
+                for (task, idx), (channel, kind, data, path) in writes.items():
+                    by_task.setdefault((task, path), []).append(
+                        {"idx": idx, "channel": channel, "type": kind, "data": data})
+                out += [ev.GraphWritesSaved(checkpoint_id=cid, task_id=task, thread=target,
+                                            ns=ns, task_path=path, writes=ws)
+                        for (task, path), ws in by_task.items()]
+            return out
+
+        events = self._run(str(source_thread_id), copies) or []
+        if not events:
+            return
+
+        def record(session: Session, fold: ThreadFold) -> None:
+            head: builtins.list[ev.Event] = []
+            if session.lifecycle.conversation.state == "absent":
+                head.append(ev.ConversationCreated(conversation_id=uuid7()))
+            session.record([*head, *events])
+
+        self._run(target, record, create=True)
+
     def get_next_version(self, current: str | None, channel: None) -> str:
         # A counter and a random tail, as LangGraph's own savers do: a fork from an
         # earlier checkpoint counts up from there, and must not reuse the version (and
@@ -327,3 +367,6 @@ class ConvlogSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)

@@ -37,8 +37,9 @@ def test_langgraphs_checkpointer_conformance_suite_passes(tmp_path: Path) -> Non
     assert failures == {}
     assert report.passed_all_base()
     ran = {cap: r.tests_passed for cap, r in report.results.items() if r.detected}
-    assert set(ran) == {"put", "put_writes", "get_tuple", "list", "delete_thread"}
-    assert sum(ran.values()) >= 50
+    assert set(ran) == {"put", "put_writes", "get_tuple", "list", "delete_thread",
+                        "copy_thread"}
+    assert sum(ran.values()) >= 60
 
 
 class State(TypedDict):
