@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.test_utils import (
+    generate_checkpoint,
+    generate_config,
+    generate_metadata,
+)
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
@@ -137,3 +143,36 @@ def test_a_value_is_stored_once_per_version() -> None:
     versions = [(c, v["version"]) for e in saved for c, v in (e.values or {}).items()]
     assert len(versions) == len(set(versions))
     assert len(saved) > sum(1 for e in saved if "log" in (e.values or {}))
+
+
+def test_savers_in_threads_on_one_store_lose_no_checkpoint(tmp_path: Path) -> None:
+    """Three savers (three threads, one SQLite file) write checkpoints and writes to
+    one LangGraph thread at once: a fresh saver sees every one, each with its value."""
+    path = str(tmp_path / "many.db")
+    start = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def writer(k: int) -> None:
+        try:
+            saver = ConvlogSaver(SQLiteStore(path))
+            start.wait()
+            for i in range(8):
+                cp = generate_checkpoint(channel_values={"who": f"{k}-{i}"})
+                cp["channel_versions"] = {"who": saver.get_next_version(None, None)}
+                stored = saver.put(generate_config("shared"), cp, generate_metadata(step=i),
+                                   dict(cp["channel_versions"]))
+                saver.put_writes(stored, [("note", f"{k}-{i}")], task_id=f"t{k}")
+        except BaseException as exc:  # a dying thread must fail the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    listed = list(ConvlogSaver(SQLiteStore(path)).list(generate_config("shared")))
+    got = sorted(t.checkpoint["channel_values"]["who"] for t in listed)
+    assert got == sorted(f"{k}-{i}" for k in range(3) for i in range(8))
+    assert all([w[2] for w in t.pending_writes or []] == [t.checkpoint["channel_values"]["who"]]
+               for t in listed)
