@@ -95,6 +95,25 @@ def _guardrail_tripped(c: ConversationLife, e: ev.GuardrailTripped) -> None:
         raise _fail(e, "guardrail", "a tripped guardrail needs a name")
 
 
+def _run_usage(c: ConversationLife, e: ev.RunUsageRecorded) -> None:
+    if _blank(e.turn):
+        raise _fail(e, "turn", "a run's usage names the event that recorded its turn")
+    t = e.tokens
+    if min(e.requests, e.total, t.input, t.output, t.reasoning, t.cache.read,
+           t.cache.write) < 0:
+        raise _fail(e, "tokens", "usage counts must be >= 0")
+
+
+def _graph_checkpoint(c: ConversationLife, e: ev.GraphCheckpointSaved) -> None:
+    if _blank(e.checkpoint_id):
+        raise _fail(e, "checkpoint_id", "a graph checkpoint needs an id")
+
+
+def _graph_writes(c: ConversationLife, e: ev.GraphWritesSaved) -> None:
+    if _blank(e.checkpoint_id) or _blank(e.task_id):
+        raise _fail(e, "task_id", "graph writes name their checkpoint and their task")
+
+
 def _enter_conversation(j: Journal, c: ConversationLife, e: Event, row: Row) -> None:
     j.set(c, "state", row.target)
     j.set(c, "entered", e)
@@ -121,12 +140,17 @@ CONVERSATION: Final = ConversationEntity(
             Row("active", ev.ItemPopped, "active", note="names the event that recorded it"),
             Row("active", ev.ItemsCleared, "active"),
             Row("active", ev.GuardrailTripped, "active", note="guardrail named"),
+            Row("active", ev.RunUsageRecorded, "active",
+                note="names the turn's event; counts >= 0"),
+            Row("active", ev.GraphCheckpointSaved, "active", note="checkpoint id named"),
+            Row("active", ev.GraphWritesSaved, "active", note="checkpoint and task named"),
         ],
     ),
     rules={ev.ConversationCreated: _created, ev.ModelSelected: _model_selected,
            ev.ToolsChanged: _tools_changed, ev.HistoryCompacted: _history_compacted,
            ev.FileLinesChanged: _file_lines, ev.ItemPopped: _item_popped,
-           ev.GuardrailTripped: _guardrail_tripped},
+           ev.GuardrailTripped: _guardrail_tripped, ev.RunUsageRecorded: _run_usage,
+           ev.GraphCheckpointSaved: _graph_checkpoint, ev.GraphWritesSaved: _graph_writes},
     evolve={ev.ConversationCreated: _enter_conversation},
     locate=lambda c, e: c.conversation_state(),
     refusal=lambda e, state: ("the conversation already exists with another payload"

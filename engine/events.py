@@ -733,6 +733,68 @@ class ItemsCleared(ConversationEvent, frozen=True, tag="session.items_cleared"):
     memory: str = ""
 
 
+class RunUsageRecorded(ConversationEvent, frozen=True, tag="run.usage_recorded"):
+    """A framework reports what one run of its agent used (the Agents SDK's
+    ``RunResult.context_wrapper.usage``, kept by ``store_run_usage``).
+
+    ``turn`` names the event that recorded the user message of the turn the run
+    answered: the usage belongs to that turn while the memory holds it, and a later
+    report for the same turn replaces it. ``details`` keeps the framework's own
+    token details as it gave them (``input_tokens_details``, ...).
+    """
+
+    entity = "conversation"
+    default_actor = "system"
+
+    turn: str
+    requests: int = 0
+    tokens: Tokens = msgspec.field(default_factory=Tokens)
+    total: int = 0
+    details: JSONObject | None = None
+    memory: str = ""  # whose memory: "openai_agents"
+
+
+class GraphCheckpointSaved(ConversationEvent, frozen=True, tag="graph.checkpoint_saved"):
+    """A graph framework saved a checkpoint of its state (LangGraph's checkpointer ``put``).
+
+    ``checkpoint`` is the checkpoint without its channel values (its id, time,
+    channel versions, versions seen); ``values`` holds each channel value whose
+    version is new here, serialized by the framework (``{"version", "type",
+    "data"}``, data in base64), so a value written once is not written again by
+    the checkpoints that keep it. ``ns`` is the subgraph's namespace ("" for the
+    root graph); ``parent_id`` the checkpoint this one follows ("" for none).
+    """
+
+    entity = "conversation"
+    default_actor = "system"
+
+    checkpoint_id: str
+    thread: str = ""  # the framework's thread id (its convlog session is derived from it)
+    ns: str = ""
+    parent_id: str = ""
+    checkpoint: JSONObject = msgspec.field(default_factory=dict)
+    metadata: JSONObject | None = None
+    values: JSONObject | None = None
+
+
+class GraphWritesSaved(ConversationEvent, frozen=True, tag="graph.writes_saved"):
+    """A graph task's pending writes, saved against a checkpoint (LangGraph's
+    ``put_writes``): each ``{"idx", "channel", "type", "data"}``, serialized by the
+    framework. A write at an index already saved for the task is kept, except the
+    framework's special writes (negative indexes: errors, interrupts), which replace.
+    """
+
+    entity = "conversation"
+    default_actor = "system"
+
+    checkpoint_id: str
+    task_id: str
+    thread: str = ""
+    ns: str = ""
+    task_path: str = ""
+    writes: list[JSONObject] = msgspec.field(default_factory=list)
+
+
 class GuardrailTripped(ConversationEvent, frozen=True, tag="guardrail.tripped"):
     """An agent framework's guardrail tripped and stopped the run (an input or output check).
 
@@ -948,6 +1010,9 @@ AnyEvent = (
     | ItemPopped
     | ItemsCleared
     | GuardrailTripped
+    | RunUsageRecorded
+    | GraphCheckpointSaved
+    | GraphWritesSaved
     | ProjectCreated
     | ProjectDirectorySet
     | AgentRegistered

@@ -107,9 +107,12 @@ class Session:
     def open(cls, store: Store, session_id: str, *, clock: Clock | None = None) -> Session:
         info = store.session_info(session_id)
         lc = Lifecycle(session_id)
-        for e in store.read(session_id):
+        # The version first, then the events up to it: another writer appending in
+        # between must not leave the version ahead of what was folded.
+        latest = store.version(session_id)
+        for e in store.read(session_id, 1, latest):
             lc.replay(e)
-        lc.version = store.version(session_id)
+        lc.version = latest
         return cls(store, info, lc, clock)
 
     @classmethod

@@ -264,3 +264,29 @@ class ItemWriter:
         else:
             self._queue.append(ev.MessageCompleted(message_id=mid))
         self._calls, self._others = {}, []
+
+
+def _details(value: Any) -> JSON | None:
+    """A framework's token details object as JSON (its fields), or None."""
+    if value is None:
+        return None
+    fields = value if isinstance(value, Mapping) else getattr(value, "__dict__", None)
+    return dict(fields) if isinstance(fields, Mapping) else None
+
+
+def usage_event(turn: str, usage: Any) -> ev.RunUsageRecorded:
+    """A run's usage (the Agents SDK's ``Usage``) as a ``run.usage_recorded`` event
+    for the turn whose user message ``turn`` recorded."""
+    inputs = _details(getattr(usage, "input_tokens_details", None))
+    outputs = _details(getattr(usage, "output_tokens_details", None))
+    details = {k: v for k, v in (("input_tokens_details", inputs),
+                                 ("output_tokens_details", outputs)) if v is not None}
+    return ev.RunUsageRecorded(
+        turn=turn, requests=int(getattr(usage, "requests", 0) or 0),
+        tokens=ev.Tokens(input=int(getattr(usage, "input_tokens", 0) or 0),
+                         output=int(getattr(usage, "output_tokens", 0) or 0),
+                         reasoning=int((outputs or {}).get("reasoning_tokens", 0) or 0),
+                         cache=ev.CacheTokens(read=int((inputs or {}).get("cached_tokens", 0)
+                                                       or 0))),
+        total=int(getattr(usage, "total_tokens", 0) or 0),
+        details=details or None, memory=ITEM_KEY)

@@ -48,7 +48,10 @@ def catch_up(session: Session) -> list[Event]:
     latest = session.store.version(session.id)
     if latest <= lc.version:
         return []
-    new: list[Event] = list(session.store.read(session.id, lc.version + 1))
+    # Up to ``latest`` only: a writer appending between the two reads must not have
+    # its events folded here while the version says they were not (the next catch-up
+    # would fold them again, and a second message.started fails the table lookup).
+    new: list[Event] = list(session.store.read(session.id, lc.version + 1, latest))
     for e in new:
         lc.replay(e)  # the log accepted them: folded, not judged again
     lc.version = latest

@@ -24,8 +24,10 @@ from typing import Any, Final
 from engine import events as ev
 from engine.errors import UnknownSession
 from engine.ids import uuid7
+from engine.integrations.openai_agents import usage_event
 from engine.session import Session
 from engine.store import Store
+from projections.integrations.agents_usage import UsageFold, tool_rows, total, turn_rows
 from projections.integrations.openai_agents import NAMESPACE, ConvlogSession, ItemsFold
 
 MAIN: Final = "main"
@@ -49,6 +51,14 @@ class BranchingConvlogSession(ConvlogSession):
         self.main_id = self.session.id
         self.branch = MAIN
 
+    def _attach(self, session: Session) -> None:
+        self.usage = UsageFold(_own_from(self.store, session.id))
+        super()._attach(session)
+
+    def _seen(self, e: ev.Event) -> None:
+        super()._seen(e)
+        self.usage(e)
+
     def branch_session_id(self, name: str) -> str:
         if name == MAIN:
             return self.main_id
@@ -67,16 +77,21 @@ class BranchingConvlogSession(ConvlogSession):
         return turns
 
     def _fold_of(self, branch_id: str | None) -> ItemsFold:
+        return self._folds_of(branch_id)[0]
+
+    def _folds_of(self, branch_id: str | None) -> tuple[ItemsFold, UsageFold]:
         if branch_id is None or branch_id == self.branch:
-            return self._run(lambda: self.fold)
+            return self._run(lambda: (self.fold, self.usage))
         sid = self.branch_session_id(branch_id)
         fold = ItemsFold()
         try:
+            usage = UsageFold(_own_from(self.store, sid))
             for e in self.store.read(sid):
                 fold(e)
+                usage(e)
         except UnknownSession:
             raise ValueError(f"no branch {branch_id!r}") from None
-        return fold
+        return fold, usage
 
     async def get_conversation_turns(self, branch_id: str | None = None
                                      ) -> list[dict[str, Any]]:
@@ -146,20 +161,20 @@ class BranchingConvlogSession(ConvlogSession):
 
     async def list_branches(self) -> list[dict[str, Any]]:
         """Every branch of this session (forks of forks included), oldest first."""
-        def branches() -> list[dict[str, Any]]:
-            infos = {s.id: s for s in self.store.sessions()}
-            out: list[dict[str, Any]] = []
-            for sid, info in infos.items():
-                name = MAIN if sid == self.main_id else self._name_of(info, infos)
-                if name is None:
-                    continue
-                fold = self._fold_of(name) if name != self.branch else self.fold
-                out.append({"branch_id": name, "message_count": len(fold.items),
-                            "user_turns": len(self._turns(fold)),
-                            "is_current": name == self.branch, "created_at": _iso(info.created)})
-            return sorted(out, key=lambda b: (b["branch_id"] != MAIN, b["created_at"]))
+        return await asyncio.to_thread(self._branches)
 
-        return await asyncio.to_thread(branches)
+    def _branches(self) -> list[dict[str, Any]]:
+        infos = {s.id: s for s in self.store.sessions()}
+        out: list[dict[str, Any]] = []
+        for sid, info in infos.items():
+            name = MAIN if sid == self.main_id else self._name_of(info, infos)
+            if name is None:
+                continue
+            fold = self._fold_of(name) if name != self.branch else self.fold
+            out.append({"branch_id": name, "message_count": len(fold.items),
+                        "user_turns": len(self._turns(fold)),
+                        "is_current": name == self.branch, "created_at": _iso(info.created)})
+        return sorted(out, key=lambda b: (b["branch_id"] != MAIN, b["created_at"]))
 
     def _name_of(self, info: Any, infos: dict[str, Any]) -> str | None:
         """The branch name of a fork descending from main, read from its own log."""
@@ -173,3 +188,63 @@ class BranchingConvlogSession(ConvlogSession):
                 name = e.tag[len(BRANCH_TAG):]
                 return name if self.branch_session_id(name) == info.id else None
         return None
+
+    # ------------------------------------------------------------------ usage
+
+    async def store_run_usage(self, result: Any) -> None:
+        """Record a run's usage (``result.context_wrapper.usage``) for the current turn
+        of this branch; nothing without a usage or a turn, as in the SDK."""
+        usage = getattr(getattr(result, "context_wrapper", None), "usage", None)
+        if usage is None:
+            return
+
+        def record() -> None:
+            users = [by for item, by in zip(self.fold.items, self.fold.recorded_by,
+                                            strict=True)
+                     if isinstance(item, dict) and item.get("role") == "user"]
+            if not users:
+                return
+            events: list[ev.Event] = []
+            if self.session.lifecycle.conversation.state == "absent":
+                events.append(ev.ConversationCreated(conversation_id=uuid7()))
+            events.append(usage_event(users[-1], usage))
+            self.session.record(events)
+
+        await asyncio.to_thread(self._run, record)
+
+    async def get_turn_usage(self, user_turn_number: int | None = None,
+                             branch_id: str | None = None
+                             ) -> list[dict[str, Any]] | dict[str, Any]:
+        """Each held turn's usage on a branch (the current one by default), or one
+        turn's (``{}`` when it has none)."""
+        def rows() -> list[dict[str, Any]] | dict[str, Any]:
+            found = turn_rows(*self._folds_of(branch_id))
+            if user_turn_number is None:
+                return found
+            row = next((r for r in found if r["user_turn_number"] == user_turn_number), None)
+            if row is None:
+                return {}
+            return {k: v for k, v in row.items() if k != "user_turn_number"}
+
+        return await asyncio.to_thread(rows)
+
+    async def get_session_usage(self, branch_id: str | None = None
+                                ) -> dict[str, int] | None:
+        """Usage summed over a branch's turns, or over every branch; None without any."""
+        def summed() -> dict[str, int] | None:
+            if branch_id:
+                return total(turn_rows(*self._folds_of(branch_id)))
+            names = [b["branch_id"] for b in self._branches()]
+            return total([r for name in names for r in turn_rows(*self._folds_of(name))])
+
+        return await asyncio.to_thread(summed)
+
+    async def get_tool_usage(self, branch_id: str | None = None
+                             ) -> list[tuple[str | None, int, int]]:
+        """(tool name, calls, user turn) for the calls a branch's memory holds."""
+        return await asyncio.to_thread(lambda: tool_rows(self._fold_of(branch_id)))
+
+
+def _own_from(store: Store, session_id: str) -> int:
+    """The first seq a session wrote itself (a fork's events before it are its parent's)."""
+    return (store.session_info(session_id).fork_seq or 0) + 1

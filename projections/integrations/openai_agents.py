@@ -138,7 +138,9 @@ class ConvlogSession:
         self.session = session
         self.fold = ItemsFold()
         self.agents = AgentFold(self._first_agent)
-        for e in self.store.read(session.id):
+        # Exactly the events the session folded: later ones reach the fold through
+        # the catch-up, once.
+        for e in self.store.read(session.id, 1, session.version):
             self._seen(e)
         session.subscribe(self._seen)
         self.writer = ItemWriter(session, agent=self._first_agent, tool_error=self._tool_error)

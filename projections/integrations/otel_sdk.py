@@ -65,7 +65,8 @@ class LiveExporter:
         self.session = session
         self.exporter = exporter
         self.resource = Resource.create({"service.name": service})
-        self.view = WithPartsProjection(session.id).apply_all(session.store.read(session.id))
+        self.view = WithPartsProjection(session.id).apply_all(
+            session.store.read(session.id, 1, session.version))  # what the session folded
         self.sent: set[str] = set()
         self.spans: list[GenAISpan] = []
         for wp in self.view.messages():  # what ended before: not exported again later

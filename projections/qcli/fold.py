@@ -207,6 +207,9 @@ class ConversationFold:
         ev.ItemPopped,
         ev.ItemsCleared,
         ev.GuardrailTripped,
+        ev.RunUsageRecorded,
+        ev.GraphCheckpointSaved,  # a graph framework's state (engine.integrations.langgraph)
+        ev.GraphWritesSaved,
     }) | ev.MAILBOX_EVENT_TYPES  # the mailbox log is not a conversation
 
     def __init__(self, session_id: str, *,

@@ -109,6 +109,10 @@ CONVERSATION_TEMPLATES: list[Template] = [
     ("clear memory items", lambda s: s.append([ev.ItemsCleared(memory="openai_agents")])),
     ("trip guardrail", lambda s: s.append([ev.GuardrailTripped(guardrail="no_math",
                                                                 stage="input")])),
+    ("record run usage", lambda s: s.append([ev.RunUsageRecorded(turn="e-1", requests=1)])),
+    ("save graph checkpoint", lambda s: s.append([ev.GraphCheckpointSaved(checkpoint_id="c")])),
+    ("save graph writes", lambda s: s.append([ev.GraphWritesSaved(checkpoint_id="c",
+                                                                   task_id="t")])),
 ]
 
 TEMPLATES = MESSAGE_TEMPLATES + CONVERSATION_TEMPLATES

@@ -210,6 +210,12 @@ CONVERSATION: dict[type[Event], st.SearchStrategy[Event]] = {
     ev.GuardrailTripped: st.builds(
         ev.GuardrailTripped, guardrail=NONBLANK,
         stage=st.sampled_from(get_args(ev.GuardrailStage)), agent=TEXT, info=METADATA),
+    ev.RunUsageRecorded: st.builds(ev.RunUsageRecorded, turn=NONBLANK, requests=COUNT,
+                                   total=COUNT, details=METADATA, memory=TEXT),
+    ev.GraphCheckpointSaved: st.builds(ev.GraphCheckpointSaved, checkpoint_id=NONBLANK,
+                                       ns=TEXT, parent_id=TEXT, metadata=METADATA),
+    ev.GraphWritesSaved: st.builds(ev.GraphWritesSaved, checkpoint_id=NONBLANK,
+                                   task_id=NONBLANK, ns=TEXT, task_path=TEXT),
 }
 CONVERSATION_EVENTS: tuple[type[Event], ...] = tuple(CONVERSATION)
 
@@ -636,7 +642,8 @@ def send_command(s: Session, e: Event) -> object:
 def command_can_carry(e: Event) -> bool:
     """Commands generate ids for empty ones and turn an aborted completion into an abort."""
     if isinstance(e, ev.TranscriptReplaced | ev.SessionImported | ev.SessionTitled | ev.ItemPopped
-                  | ev.ItemsCleared | ev.GuardrailTripped):
+                  | ev.ItemsCleared | ev.GuardrailTripped | ev.RunUsageRecorded
+                  | ev.GraphCheckpointSaved | ev.GraphWritesSaved):
         return False  # raw only (importers and integrations write them)
     if isinstance(e, ev.MessageStarted):
         return bool(e.message_id)
