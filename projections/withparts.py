@@ -711,7 +711,7 @@ def _part_from_view(msg: _Msg, pv: v.Part, added: int) -> _Part:
         tool.input = dict(s.input)
         if pv.approval is not None:
             tool.approval, tool.approval_reason = pv.approval.state, pv.approval.reason
-        if pv.raw:
+        if pv.raw is not None:  # "" too: the model's argument text was empty, not absent
             tool.raw = [pv.raw]
         if isinstance(s, v.ToolStatePending):
             tool.raw = [s.raw] if s.raw else tool.raw
