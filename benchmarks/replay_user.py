@@ -32,14 +32,12 @@ over the floor's (target <= 1.5x), and the same two for the bare path.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import pstats
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +46,7 @@ import msgspec
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.replay import cpu_best_of
 from benchmarks.workload import record
 from engine.codec import encode_msgpack
 from engine.events import AnyEvent, Event, tag_of
@@ -72,16 +71,6 @@ t3 = time.process_time()
 print(json.dumps({"import": t1 - t0, "open": t2 - t1, "at_messages": t3 - t2,
                   "messages": len(messages), "parts": sum(len(m.parts) for m in messages)}))
 """
-
-
-def cpu_best(n: int, fn: Callable[[], object]) -> float:
-    best = float("inf")
-    for _ in range(n):
-        gc.collect()
-        t0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t0)
-    return best
 
 
 def user_path(path: str, sid: str, repeat: int) -> dict[str, Any]:
@@ -139,7 +128,7 @@ def eventsourcing_replay(rows: list[tuple[str, dict[str, Any]]], tmp: Path,
         app.save(agg)
     got: Any = app.repository.get(agg.id)
     assert got.count == len(rows), got.count
-    return cpu_best(repeat, lambda: app.repository.get(agg.id))
+    return cpu_best_of(repeat, lambda: app.repository.get(agg.id))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -159,13 +148,13 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     blobs = [encode_msgpack(e) for e in events]
     out: dict[str, Any] = {"events": n}
     out["user"] = user_path(path, sid, args.repeat)
-    out["bare"] = cpu_best(args.repeat, lambda: WithPartsProjection.replay(store, sid))
+    out["bare"] = cpu_best_of(args.repeat, lambda: WithPartsProjection.replay(store, sid))
     bare = WithPartsProjection.replay(store, sid).messages()
     # Both paths read the same state (the user's is checked by its counts).
     if (len(bare), sum(len(m.parts) for m in bare)) != (out["user"]["messages"],
                                                         out["user"]["parts"]):
         raise AssertionError("the user path and the bare path read different states")
-    out["floor"] = cpu_best(args.repeat, lambda: floor(blobs))
+    out["floor"] = cpu_best_of(args.repeat, lambda: floor(blobs))
     rows = comparable(events[:args.es_events])
     del events
     es = eventsourcing_replay(rows, tmp, args.repeat)

@@ -11,11 +11,12 @@ issue 31 was refused on a finished text part with "valid next states: none
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.support.doc_example import doc_blocks, insert_after
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## Adding a facet"
@@ -107,22 +108,8 @@ print("pin: ok")
 '''
 
 
-def doc_blocks() -> list[str]:
-    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
-    body = text[start:end if end != -1 else None]
-    return re.findall(r"<!-- no-run -->\n```python\n(.*?)```", body, re.S)
-
-
-def insert_after(path: Path, anchor: str, addition: str) -> None:
-    source = path.read_text(encoding="utf-8")
-    assert source.count(anchor) == 1, f"{anchor!r} is not a unique anchor in {path.name}"
-    path.write_text(source.replace(anchor, anchor + addition), encoding="utf-8")
-
-
 def test_the_worked_example_adds_a_facet(tmp_path: Path) -> None:
-    events, facet = doc_blocks()
+    events, facet = doc_blocks(SECTION)
     assert events.startswith("class PartPinned(")
     copy = tmp_path / "engine"
     shutil.copytree(ROOT / "engine", copy, ignore=shutil.ignore_patterns("__pycache__"))
