@@ -9,7 +9,7 @@ Ctrl-C from its first line on, before the engine's imports begin.
 
 from __future__ import annotations
 
-import importlib
+from engine.lazy import lazy_names
 
 __version__ = "0.1.0"  # the one definition: pyproject.toml reads it at build time
 
@@ -38,7 +38,6 @@ _HOMES = {
     "engine.session": ("PartRef", "Session", "StepClock", "system_clock"),
     "engine.store": ("MemoryStore", "SQLiteStore", "Store", "open_store"),
 }
-_HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "AnyEvent",
@@ -63,10 +62,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'engine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_names(__name__, globals(), _HOMES)

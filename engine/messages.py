@@ -8,6 +8,10 @@ Five entity declarations, each its table, its extra rules and its evolve:
 - ``STEP``: the message's step-start / step-finish alternation;
 - ``PART``: the parts that are complete when added.
 
+and the *facets* (``FACETS``): properties a part of any kind may carry whatever
+its state (a pin, a label, a redaction), each a :class:`FacetEntity` with a table
+of its own.
+
 :class:`Messages` is their composition over one session's messages: it finds the
 entity an event moves, asks its table, runs its rules and folds its evolve. It
 mutates only through the :class:`~engine.decider.Journal` it is given.
@@ -83,6 +87,18 @@ class PartEntity(Entity["Messages"]):
         own = frozenset(self.creates.values())
         return {cls: self.targets.get(cls, own)
                 for cls in self.table.events if cls not in self.creates}
+
+
+@attrs.frozen
+class FacetEntity(Entity["Messages"]):
+    """A facet: a property any part may carry, whatever its kind and its state (pin,
+    label, redact...). One instance per (message, part, facet), located by the event's
+    message and part ids; its table has states of its own, ``absent`` until first set.
+
+    A facet never moves the part: its events are judged by this table alone (a
+    refusal names the facet's states, not the part's), once the part exists, on an
+    open or a completed message alike (a facet annotates; it changes no content).
+    """
 
 
 # --------------------------------------------------------------------------- rules
@@ -295,8 +311,13 @@ PART: Final = PartEntity(
     creates=_COMPLETE_ON_ADD,
 )
 
+# Properties a part of any kind may carry: one FacetEntity each (none yet; see
+# "Adding a facet" in docs/architecture.md).
+FACETS: Final[tuple[FacetEntity, ...]] = (
+)
+
 PART_ENTITIES: Final[tuple[PartEntity, ...]] = (STREAM, TOOL, PART)
-ENTITIES: Final[tuple[Entity[Messages], ...]] = (MESSAGE, STREAM, TOOL, STEP, PART)
+ENTITIES: Final[tuple[Entity[Messages], ...]] = (MESSAGE, STREAM, TOOL, STEP, PART, *FACETS)
 # The events of the message itself (not of one of its parts).
 MESSAGE_EVENTS: Final[frozenset[type[Event]]] = frozenset(r.event for r in MESSAGE.table.rows)
 
@@ -318,6 +339,10 @@ TARGET_KINDS: Final[dict[type[Event], frozenset[str]]] = {
 # The table that names a part kind's states (for error messages).
 KIND_TABLE: Final[dict[str, Table]] = {
     kind: entity.table for entity in PART_ENTITIES for kind in entity.creates.values()
+}
+# Which facet decides each facet event (a part of any kind, any state).
+FACET_OF: Final[dict[type[Event], FacetEntity]] = {
+    cls: facet for facet in FACETS for cls in facet.table.events
 }
 # Part states in which a part is still unsettled (a message cannot complete).
 UNSETTLED: Final[frozenset[str]] = frozenset().union(*(e.unsettled for e in PART_ENTITIES))
@@ -343,13 +368,15 @@ del _entity, _cls, _rule, _step
 class Messages:
     """The composed message-side decider: every message and part of one session."""
 
-    __slots__ = ("call_ids", "journal", "messages", "session_id")
+    __slots__ = ("call_ids", "facets", "journal", "messages", "session_id")
 
     def __init__(self, session_id: str, journal: Journal) -> None:
         self.session_id = session_id
         self.journal = journal
         self.messages: dict[str, MessageLife] = {}
         self.call_ids: dict[tuple[str, str], str] = {}  # (message id, call id) -> part id
+        # (message id, part id, facet) -> (the facet's state, the event that entered it)
+        self.facets: dict[tuple[str, str, str], tuple[str, Event]] = {}
 
     def unsettled(self, message_id: str) -> Iterator[tuple[str, PartLife]]:
         msg = self.messages[message_id]
@@ -366,6 +393,7 @@ class Messages:
         """
         cls = type(e)
         row = (self._message_row(e) if cls in MESSAGE_EVENTS  # type: ignore[arg-type]
+               else self._facet_row(e) if cls in FACET_OF  # type: ignore[arg-type]
                else self._part_row(e))  # type: ignore[arg-type]
         if row is not None:
             rules = RULES.get(cls)
@@ -383,6 +411,31 @@ class Messages:
             if msg is not None and same_payload(msg.entered, e):
                 return None
             raise illegal(self.session_id, MESSAGE.table, e, state)
+        return row
+
+    def _facet_row(self, e: ev.PartEvent) -> Row | None:
+        """A facet's row: judged by the facet's own table once the part exists, whatever
+        the part's kind and state, and whether or not its message is completed."""
+        facet = FACET_OF[type(e)]
+        table = facet.table
+        msg = self.messages.get(e.message_id)
+        if msg is None:
+            raise illegal(self.session_id, MESSAGE.table, e, ABSENT,
+                          f"message {e.message_id} does not exist", entity="message")
+        if e.part_id not in msg.parts:
+            raise illegal(
+                self.session_id, table, e, f"part {ABSENT}",
+                f"part {e.part_id} does not exist in message {e.message_id}; a "
+                f"{facet.name} applies to a part that exists, of any kind",
+                valid_state=ABSENT,
+            )
+        state, entered = self.facets.get((e.message_id, e.part_id, facet.name), (ABSENT, None))
+        row = table.index.get((state, type(e)))
+        if row is None:
+            if entered is not None and same_payload(entered, e):
+                return None  # an identical repeat of the move that entered the state
+            raise illegal(self.session_id, table, e, state,
+                          f"the {facet.name} of part {e.part_id} is {state}")
         return row
 
     def _part_row(self, e: ev.PartEvent) -> Row | None:
@@ -452,6 +505,17 @@ class Messages:
         if cls is ev.MessageStreamEnded:
             return  # the message stays open: nothing the tables judge changes
         assert isinstance(e, ev.PartEvent)
+        facet = FACET_OF.get(cls)
+        if facet is not None:
+            j.put(self.facets, (e.message_id, e.part_id, facet.name), (row.target, e))
+        else:
+            self._move_part(e, row)
+        for step in EVOLVES.get(cls, ()):
+            step(j, self, e, row)
+
+    def _move_part(self, e: ev.PartEvent, row: Row) -> None:
+        j = self.journal
+        cls = type(e)
         msg = self.messages[e.message_id]
         if row.source == ABSENT:
             j.put(msg.parts, e.part_id, PartLife(PART_KIND[cls], row.target, e))
@@ -463,8 +527,6 @@ class Messages:
             j.set(part, "entered", e)
             if row.target not in UNSETTLED:
                 j.pop_ranked(msg.unsettled, e.part_id)
-        for step in EVOLVES.get(cls, ()):
-            step(j, self, e, row)
 
     def row_for(self, e: Event) -> Row:
         """The row of a stored (already accepted) event, for replay without judging."""
@@ -473,11 +535,19 @@ class Messages:
             msg = self.messages.get(e.message_id)  # type: ignore[attr-defined]
             return MESSAGE.table.index[(ABSENT if msg is None else msg.state, cls)]
         assert isinstance(e, ev.PartEvent)
+        facet = FACET_OF.get(cls)
+        if facet is not None:
+            state, _ = self.facets.get((e.message_id, e.part_id, facet.name), (ABSENT, None))
+            return facet.table.index[(state, cls)]
         part = self.messages[e.message_id].parts.get(e.part_id)
         return PART_TABLE[cls].index[(ABSENT if part is None else part.state, cls)]
 
     def entered_seq(self, e: Event) -> int:
         """The seq of the event an idempotent repeat ``e`` repeats."""
+        facet = FACET_OF.get(type(e))
+        if facet is not None:
+            assert isinstance(e, ev.PartEvent)
+            return self.facets[(e.message_id, e.part_id, facet.name)][1].seq
         msg = self.messages[e.message_id]  # type: ignore[attr-defined]
         part_id = getattr(e, "part_id", None)
         return (msg.entered if part_id is None else msg.parts[part_id].entered).seq

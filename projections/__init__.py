@@ -9,26 +9,19 @@ read command (``convlog show``) must not import every projection.
 
 from __future__ import annotations
 
-import importlib
+from engine.lazy import lazy_names
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from projections.timetravel import Diff, Snapshotter, Timeline, at, at_time, diff
     from projections.withparts import WithPartsProjection
 
-_HOME = {
-    **dict.fromkeys(("Diff", "Snapshotter", "Timeline", "at", "at_time", "diff"),
-                    "projections.timetravel"),
-    "WithPartsProjection": "projections.withparts",
+_HOMES = {
+    "projections.timetravel": ("Diff", "Snapshotter", "Timeline", "at", "at_time", "diff"),
+    "projections.withparts": ("WithPartsProjection",),
 }
 
 __all__ = ["Diff", "Snapshotter", "Timeline", "WithPartsProjection", "at", "at_time", "diff"]
 
 
-def __getattr__(name: str) -> object:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'projections' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_names(__name__, globals(), _HOMES)

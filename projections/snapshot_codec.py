@@ -124,17 +124,23 @@ class _Compiler:
         tag = getattr(cls, "TAG", None)
         lead = 0 if tag is None else 1
         enc_items = [] if tag is None else [repr(tag)]
-        dec_args = []
+        dec_args: list[str] = []
+        dec_kw: list[str] = []
         desc = []
         for i, f in enumerate(fields):
-            if not f.init or f.kw_only:
-                raise TypeError(f"{cls.__name__}.{f.name} is not positional")
+            if not f.init:
+                raise TypeError(f"{cls.__name__}.{f.name} is not an argument")
             _, enc, dec, what = self.plan(hints[f.name])
             enc_items.append(enc(f"o.{f.name}"))
             item = f"a[{lead + i}]"
             # A fork reads its parent's chunks: the structural session ids become its own.
-            dec_args.append(f"({item} if sid is None else sid)" if f.name == "session_id"
-                            else dec(item))
+            arg = f"({item} if sid is None else sid)" if f.name == "session_id" else dec(item)
+            # A keyword-only field (one a base class adds to every part) goes by name,
+            # after the positional ones.
+            if f.kw_only:
+                dec_kw.append(f"{f.alias}={arg}")
+            else:
+                dec_args.append(arg)
             desc.append(f"{f.name}:{what}")
         name = self._name(cls, "C")
         size = lead + len(fields)
@@ -145,7 +151,7 @@ class _Compiler:
             f"def D{suffix}(a, sid):",
             f"    if {check}:",
             f"        raise StaleChunk('a {cls.__name__} of another shape')",
-            f"    return {name}({', '.join(dec_args)})",
+            f"    return {name}({', '.join(dec_args + dec_kw)})",
         ]
         self.described.append(f"{cls.__name__}{'' if tag is None else '=' + tag}"
                               f"({','.join(desc)})")

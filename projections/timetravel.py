@@ -28,7 +28,7 @@ from engine.events import Event
 from engine.store import blocks
 from engine.store.base import Store, check_id
 from projections import views as v
-from projections.bulk import read_bulk
+from projections.bulk import collector_paused, read_bulk
 from projections.snapshot_codec import StaleChunk, decode_chunk, encode_chunk, is_chunk
 from projections.withparts import FrozenState, WithPartsProjection, decode_message
 
@@ -209,9 +209,12 @@ class _ChunkLoader:
     """Loads a restored state's message chunks: one by one as each is first used, or
     all of them in one read (:meth:`prefetch`, which ``messages()`` calls first)."""
 
-    def __init__(self, store: Store, owner: str, session_id: str, rename: str | None) -> None:
+    def __init__(self, store: Store, owner: str, session_id: str, rename: str | None,
+                 seq: int) -> None:
         self.store, self.owner, self.session_id, self.rename = store, owner, session_id, rename
+        self.seq = seq  # the restored state's seq
         self.fetched: dict[tuple[str, int], bytes] = {}
+        self.replayed: WithPartsProjection | None = None
 
     def prefetch(self, keys: list[tuple[str, int]]) -> None:
         wanted = [(message_snapshot_name(mid), version) for mid, version in keys]
@@ -239,8 +242,14 @@ class _ChunkLoader:
                 pass
         if not digest:  # a version 1 index cannot tell a stale chunk from a good one
             raise LookupError(f"snapshot chunk {mid}@{version} is missing from {self.owner}")
-        # A missing or damaged chunk: the message as of that version, by replay.
-        return at(self.store, self.session_id, version, use_snapshots=False).message(mid)
+        # A missing, damaged or stale chunk: the message by replay. The index says the
+        # message at the state's seq is the one written at ``version`` (a changed message
+        # is written again), so one replay to that seq serves every such message: after
+        # the views change shape every chunk is stale, and a replay each was quadratic
+        # (2,388 of them at the middle of a 1M-event session: minutes, not a second).
+        if self.replayed is None:
+            self.replayed = at(self.store, self.session_id, self.seq, use_snapshots=False)
+        return self.replayed.message(mid)
 
 
 def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProjection | None:
@@ -263,7 +272,7 @@ def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProject
         return None  # an unreadable index is only a cache miss: replay instead
     rename = None if chain[0].session == session_id else session_id
 
-    load = _ChunkLoader(store, owner, session_id, rename)
+    load = _ChunkLoader(store, owner, session_id, rename, chain[0].seq)
 
     # Oldest record first: a delta's messages replace or follow its base's.
     refs: dict[str, tuple[Any, ...]] = {}
@@ -285,7 +294,10 @@ def at(store: Store, session_id: str, seq: int | None = None, *,
     if proj is None:
         proj = WithPartsProjection(session_id)
     if proj.seq < seq:
-        proj.apply_all(read_bulk(store, session_id, proj.seq + 1, seq))
+        # As WithPartsProjection.replay reads: the fold reads no event id (a store then
+        # makes none: half the read of a replay), and the collector waits for the end.
+        with collector_paused():
+            proj.apply_all(read_bulk(store, session_id, proj.seq + 1, seq, ids=False))
     return proj
 
 

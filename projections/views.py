@@ -90,17 +90,29 @@ MessageInfo = UserInfo | AssistantInfo
 
 
 @attrs.frozen
+class PartBase:
+    """What every part carries first (OpenCode's ``partBase``, spread into each part):
+    its id and the session and message it belongs to.
+
+    A field every part has is declared here, once. attrs puts a base's fields
+    first, so each part's fields, its constructor's positional order and its JSON
+    keep the order they had when each part declared the three itself.
+    """
+
+    id: str
+    session_id: str
+    message_id: str
+
+
+@attrs.frozen
 class PartTime:
     start: int | None = None
     end: int | None = None
 
 
 @attrs.frozen
-class TextPart:
+class TextPart(PartBase):
     TAG: ClassVar[str] = "text"
-    id: str
-    session_id: str
-    message_id: str
     text: str
     synthetic: bool | None = None
     ignored: bool | None = None
@@ -115,24 +127,16 @@ class ReasoningTime:
 
 
 @attrs.frozen
-class ReasoningPart:
+class ReasoningPart(PartBase):
     TAG: ClassVar[str] = "reasoning"
-    id: str
-    session_id: str
-    message_id: str
     text: str
     time: ReasoningTime
     metadata: JSON | None = None
 
 
-
-
 @attrs.frozen
-class FilePart:
+class FilePart(PartBase):
     TAG: ClassVar[str] = "file"
-    id: str
-    session_id: str
-    message_id: str
     mime: str
     url: str
     filename: str | None = None
@@ -211,11 +215,8 @@ class ToolApproval:
 
 
 @attrs.frozen
-class ToolPart:
+class ToolPart(PartBase):
     TAG: ClassVar[str] = "tool"
-    id: str
-    session_id: str
-    message_id: str
     call_id: str
     tool: str
     state: ToolState
@@ -228,20 +229,14 @@ class ToolPart:
 
 
 @attrs.frozen
-class StepStartPart:
+class StepStartPart(PartBase):
     TAG: ClassVar[str] = "step-start"
-    id: str
-    session_id: str
-    message_id: str
     snapshot: str | None = None
 
 
 @attrs.frozen
-class StepFinishPart:
+class StepFinishPart(PartBase):
     TAG: ClassVar[str] = "step-finish"
-    id: str
-    session_id: str
-    message_id: str
     reason: str
     cost: float
     tokens: Tokens
@@ -249,40 +244,28 @@ class StepFinishPart:
 
 
 @attrs.frozen
-class SnapshotPart:
+class SnapshotPart(PartBase):
     TAG: ClassVar[str] = "snapshot"
-    id: str
-    session_id: str
-    message_id: str
     snapshot: str
 
 
 @attrs.frozen
-class PatchPart:
+class PatchPart(PartBase):
     TAG: ClassVar[str] = "patch"
-    id: str
-    session_id: str
-    message_id: str
     hash: str
     files: list[str]
 
 
 @attrs.frozen
-class AgentPart:
+class AgentPart(PartBase):
     TAG: ClassVar[str] = "agent"
-    id: str
-    session_id: str
-    message_id: str
     name: str
     source: SourceText | None = None
 
 
 @attrs.frozen
-class SubtaskPart:
+class SubtaskPart(PartBase):
     TAG: ClassVar[str] = "subtask"
-    id: str
-    session_id: str
-    message_id: str
     prompt: str
     description: str
     agent: str
@@ -296,22 +279,16 @@ class RetryTime:
 
 
 @attrs.frozen
-class RetryPart:
+class RetryPart(PartBase):
     TAG: ClassVar[str] = "retry"
-    id: str
-    session_id: str
-    message_id: str
     attempt: int
     error: MessageError
     time: RetryTime
 
 
 @attrs.frozen
-class CompactionPart:
+class CompactionPart(PartBase):
     TAG: ClassVar[str] = "compaction"
-    id: str
-    session_id: str
-    message_id: str
     auto: bool
     overflow: bool | None = None
 
@@ -354,6 +331,7 @@ __all__ = [
     "MessageTime",
     "ModelRef",
     "Part",
+    "PartBase",
     "PartTime",
     "PatchPart",
     "PathInfo",

@@ -566,9 +566,18 @@ class WithPartsProjection:
     def messages(self) -> list[v.WithParts]:
         msgs = self._msgs
         pending = [m for m in msgs.values() if type(m) is tuple]
+        if not pending:
+            return self._build_all()
         if len(pending) > 1 and hasattr(pending[0][0], "prefetch"):
             # A restored state: its message chunks load in one read, not one each.
             pending[0][0].prefetch([(ref[1], ref[2]) for ref in pending])
+        # Decoding a restored state only adds objects (thousands of views, none of them
+        # garbage yet): a full collection in the middle would walk them all for nothing.
+        with collector_paused():
+            return self._build_all()
+
+    def _build_all(self) -> list[v.WithParts]:
+        msgs = self._msgs
         out: list[v.WithParts] = []
         for mid, m in msgs.items():
             if type(m) is _Msg:

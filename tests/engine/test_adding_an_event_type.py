@@ -8,11 +8,12 @@ under its entity's rules, and that the generated reference pages list it.
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.support.doc_example import doc_blocks, insert_after
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## Adding an event type"
@@ -63,22 +64,8 @@ print("note.added: ok")
 '''
 
 
-def doc_blocks() -> list[str]:
-    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
-    body = text[start:end if end != -1 else None]
-    return re.findall(r"<!-- no-run -->\n```python\n(.*?)```", body, re.S)
-
-
-def insert_after(path: Path, anchor: str, addition: str) -> None:
-    source = path.read_text(encoding="utf-8")
-    assert source.count(anchor) == 1, f"{anchor!r} is not a unique anchor in {path.name}"
-    path.write_text(source.replace(anchor, anchor + addition), encoding="utf-8")
-
-
 def test_the_worked_example_adds_an_event_type(tmp_path: Path) -> None:
-    declaration, row = doc_blocks()
+    declaration, row = doc_blocks(SECTION)
     assert declaration.startswith("class NoteAdded(")
     assert row.strip() == 'ev.NoteAdded: "note",'
     copy = tmp_path / "engine"

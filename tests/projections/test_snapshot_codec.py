@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import attrs
 import msgspec
@@ -109,6 +110,30 @@ def test_stale_chunks_cost_a_replay_never_a_state(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(snapshot_codec, "FINGERPRINT", b"\x00" * 8)
     for seq in range(0, len(history), 7):
         assert at(store, session.id, seq).messages() == history[seq]
+
+
+def test_stale_chunks_cost_one_replay_not_one_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the views change shape every stored chunk is stale: a restored state
+    rebuilds them all from one replay to its seq (a replay per message was quadratic:
+    minutes for ``show --at`` in a 1M-event session)."""
+    store, session, history = states(3, 600)
+    write_snapshots(store, session.id, every=25)
+    monkeypatch.setattr(snapshot_codec, "FINGERPRINT", b"\x00" * 8)
+    replays: list[int | None] = []
+    real_at = timetravel.at
+
+    def counting_at(*args: Any, **kwargs: Any) -> WithPartsProjection:
+        if kwargs.get("use_snapshots") is False:
+            replays.append(args[2] if len(args) > 2 else None)
+        return real_at(*args, **kwargs)
+
+    monkeypatch.setattr(timetravel, "at", counting_at)
+    seq = len(history) - 1
+    restored = timetravel.latest_snapshot(store, session.id, seq)
+    assert restored is not None
+    assert len(restored.messages()) > 2
+    assert restored.messages() == history[restored.seq]
+    assert replays == [restored.seq]
 
 
 def _open_fixture(tmp_path: Path) -> tuple[SQLiteStore, list[str]]:

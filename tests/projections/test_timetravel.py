@@ -319,9 +319,10 @@ class CountingReads:
                 monkeypatch.setattr(store, name, self._counting(getattr(store, name)))
 
     def _counting(self, original: Any) -> Any:
-        def read(session_id: str, first: int = 1, last: int | None = None) -> Iterator[Any]:
+        def read(session_id: str, first: int = 1, last: int | None = None,
+                 **options: Any) -> Iterator[Any]:
             self.calls.append((session_id, first, last))
-            events: Iterator[Any] = original(session_id, first, last)
+            events: Iterator[Any] = original(session_id, first, last, **options)
             return events
         return read
 
