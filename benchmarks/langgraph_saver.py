@@ -35,7 +35,7 @@ from engine.store import open_store
 INSTALLED = True
 try:
     from langchain_core.messages import AIMessage, HumanMessage
-    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.checkpoint.sqlite import SqliteSaver  # type: ignore[import-not-found, unused-ignore]
     from langgraph.graph import START, MessagesState, StateGraph
 
     from projections.integrations.langgraph import ConvlogSaver

@@ -106,12 +106,12 @@ def eventsourcing_replay(rows: list[tuple[str, dict[str, Any]]], tmp: Path,
                          repeat: int) -> float | None:
     """CPU seconds of the peer's best replay of ``rows`` from SQLite, or None."""
     try:
-        from eventsourcing.application import Application  # noqa: PLC0415 - optional peer
-        from eventsourcing.domain import Aggregate, event  # noqa: PLC0415
+        from eventsourcing.application import Application  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415 - optional peer
+        from eventsourcing.domain import Aggregate, event  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
     except ImportError:
         return None
 
-    class Conversation(Aggregate):
+    class Conversation(Aggregate):  # type: ignore[misc, unused-ignore]
         def __init__(self) -> None:
             self.count = 0
 
