@@ -181,13 +181,7 @@ class ConvlogSaver(BaseCheckpointSaver[str]):
             metadata=self._to_json(dict(get_checkpoint_metadata(config, metadata))),
             values=values or None)
 
-        def record(session: Session, fold: ThreadFold) -> None:
-            events: list[ev.Event] = []
-            if session.lifecycle.conversation.state == "absent":
-                events.append(ev.ConversationCreated(conversation_id=uuid7()))
-            session.record([*events, saved])
-
-        self._run(thread_id, record, create=True)
+        self._run(thread_id, _recorder(saved), create=True)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                  "checkpoint_id": checkpoint["id"]}}
 
@@ -201,13 +195,7 @@ class ConvlogSaver(BaseCheckpointSaver[str]):
             writes=[{"idx": WRITES_IDX_MAP.get(channel, i), "channel": channel,
                      **self._typed(value)} for i, (channel, value) in enumerate(writes)])
 
-        def record(session: Session, fold: ThreadFold) -> None:
-            events: list[ev.Event] = []
-            if session.lifecycle.conversation.state == "absent":
-                events.append(ev.ConversationCreated(conversation_id=uuid7()))
-            session.record([*events, saved])
-
-        self._run(thread_id, record, create=True)
+        self._run(thread_id, _recorder(saved), create=True)
 
     def delete_thread(self, thread_id: str) -> None:
         def clear(session: Session, fold: ThreadFold) -> None:
@@ -370,3 +358,15 @@ class ConvlogSaver(BaseCheckpointSaver[str]):
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+
+def _recorder(saved: ev.Event) -> Callable[[Session, ThreadFold], None]:
+    """A write of ``saved``, opening the thread's conversation on its first write."""
+
+    def record(session: Session, fold: ThreadFold) -> None:
+        events: list[ev.Event] = []
+        if session.lifecycle.conversation.state == "absent":
+            events.append(ev.ConversationCreated(conversation_id=uuid7()))
+        session.record([*events, saved])
+
+    return record
