@@ -47,6 +47,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.replay import cpu_best_of
+from benchmarks.stores import eventsourcing_aggregate
 from benchmarks.workload import record
 from engine.codec import encode_msgpack
 from engine.events import AnyEvent, Event, tag_of
@@ -105,20 +106,10 @@ def comparable(events: Sequence[Event]) -> list[tuple[str, dict[str, Any]]]:
 def eventsourcing_replay(rows: list[tuple[str, dict[str, Any]]], tmp: Path,
                          repeat: int) -> float | None:
     """CPU seconds of the peer's best replay of ``rows`` from SQLite, or None."""
-    try:
-        from eventsourcing.application import Application  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415 - optional peer
-        from eventsourcing.domain import Aggregate, event  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
-    except ImportError:
+    peer = eventsourcing_aggregate()
+    if peer is None:
         return None
-
-    class Conversation(Aggregate):  # type: ignore[misc, unused-ignore]
-        def __init__(self) -> None:
-            self.count = 0
-
-        @event("Happened")
-        def happened(self, kind: str, data: dict[str, Any]) -> None:
-            self.count += 1
-
+    Application, Conversation = peer  # noqa: N806 - classes
     app: Any = Application(env={"PERSISTENCE_MODULE": "eventsourcing.sqlite",
                            "SQLITE_DBNAME": str(tmp / "es.db")})
     agg = Conversation()

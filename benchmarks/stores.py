@@ -207,11 +207,13 @@ def bench_pg_floor(url: str, n: int, sync_sample: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- eventsourcing
 
 
-def bench_eventsourcing(events: list[Event], repeat: int, tmp: Path) -> list[dict[str, Any]]:
+def eventsourcing_aggregate() -> tuple[Any, Any] | None:
+    """The peer's ``Application`` class and an aggregate class with one event that
+    takes a convlog event's kind and data, or None without the bench extra."""
     es_app = _optional("eventsourcing.application")
     es_domain = _optional("eventsourcing.domain")
     if es_app is None or es_domain is None:
-        return []
+        return None
     base, event = es_domain.Aggregate, es_domain.event
 
     class Conversation(base):  # type: ignore[misc, valid-type]
@@ -222,12 +224,21 @@ def bench_eventsourcing(events: list[Event], repeat: int, tmp: Path) -> list[dic
         def happened(self, kind: str, data: dict[str, Any]) -> None:
             self.count += 1
 
+    return es_app.Application, Conversation
+
+
+def bench_eventsourcing(events: list[Event], repeat: int, tmp: Path) -> list[dict[str, Any]]:
+    peer = eventsourcing_aggregate()
+    if peer is None:
+        return []
+    application, Conversation = peer  # noqa: N806 - a class
+
     rows = [(tag_of(type(e)), msgspec.to_builtins(e)) for e in events]
     results = []
     for name, env in (("eventsourcing POPO", {"PERSISTENCE_MODULE": "eventsourcing.popo"}),
                       ("eventsourcing SQLite", {"PERSISTENCE_MODULE": "eventsourcing.sqlite",
                                                 "SQLITE_DBNAME": str(tmp / "es.db")})):
-        app = es_app.Application(env=env)
+        app = application(env=env)
         agg = Conversation()
 
         def fill(app: Any = app, agg: Any = agg) -> None:
