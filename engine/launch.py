@@ -10,30 +10,11 @@ lazily), so the handler below is in place before the engine's imports start.
 
 from __future__ import annotations
 
-import signal
 import sys
 
+from engine.interrupts import hold_interrupts, release_interrupts
+
 INTERRUPTED = 130  # engine.cli.exits.INTERRUPTED, which cannot be imported before the try
-
-# msgspec builds a decoder's type information in C, calling back into Python; a
-# KeyboardInterrupt raised inside one of those calls can crash the interpreter
-# (exit -11, seen about once in 60 Ctrl-Cs at start-up under load). So SIGINT is held
-# by the kernel while the commands load and their decoders are built, and delivered
-# (as one line and exit 130) the moment the command starts.
-_CAN_HOLD = hasattr(signal, "pthread_sigmask")
-
-
-def hold_interrupts() -> None:
-    """Keep SIGINT pending (not lost) until :func:`release_interrupts`."""
-    if _CAN_HOLD:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-
-
-def release_interrupts() -> None:
-    """Deliver a held SIGINT now (its handler raises KeyboardInterrupt here)."""
-    if _CAN_HOLD:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
 
 def main() -> int:
     hold_interrupts()

@@ -33,7 +33,7 @@ from engine.errors import (
     StoreUnreadable,
     UnknownSession,
 )
-from engine.launch import release_interrupts
+from engine.interrupts import release_interrupts
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint

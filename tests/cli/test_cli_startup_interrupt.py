@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import launch
+from engine import interrupts, launch
 from engine.cli import EXIT_INTERRUPTED
 from engine.session import Session, StepClock
 from engine.store import open_store
@@ -145,12 +145,12 @@ def test_a_ctrl_c_while_the_commands_load_is_held_then_answered() -> None:
     SIGINT while the commands load and delivers it when the command starts."""
     import os  # noqa: PLC0415
 
-    launch.hold_interrupts()
+    interrupts.hold_interrupts()
     try:
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.01)  # not delivered while held: nothing raised here
     except KeyboardInterrupt:  # pragma: no cover - the failure being tested
-        launch.release_interrupts()
+        interrupts.release_interrupts()
         pytest.fail("SIGINT was delivered while held")
     with pytest.raises(KeyboardInterrupt):  # the handler runs as the mask lifts
-        launch.release_interrupts()
+        interrupts.release_interrupts()
