@@ -10,8 +10,11 @@ every engine import, and the ``convlog`` command must start fast.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing before the handler
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 
 def lazy_names(package: str, namespace: dict[str, Any],

@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -402,7 +403,7 @@ class SQLiteStore(SQLRecorder):
         db = self._db
         if PAGE_SIZE and not db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
             db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file: before its first page
-        db.execute("PRAGMA journal_mode=WAL")
+        _set_wal(db)
         _begin_immediate(self)
         try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -892,6 +893,23 @@ def _create_tables(db: sqlite3.Connection) -> None:
     for statement in _SCHEMA.split(";"):  # executescript would COMMIT first
         if statement.strip():
             db.execute(statement)
+
+
+def _set_wal(db: sqlite3.Connection) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting out a connection that holds the file: the
+    change takes an exclusive lock without SQLite's busy handler, so writers opening a
+    new file at once saw "database is locked" (two processes, two threads each)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
 
 def _migrate_old(url: str, db: sqlite3.Connection, old: int) -> None:

@@ -40,7 +40,7 @@ from tests.support.cli_run import scratch_dir
 
 SCRIPT = Path(sys.executable).parent / "convlog"
 # Frames of convlog's files that run before engine.launch.main's handler does.
-_BEFORE_HANDLER = re.compile(r"/engine/(__init__|launch)\.py\"")
+_BEFORE_HANDLER = re.compile(r"/engine/(__init__|launch|lazy|interrupts)\.py\"")
 _CONVLOG_FRAME = re.compile(r"File \"[^\"]*/(engine|projections)/[^\"]*\"")
 
 
