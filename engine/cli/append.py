@@ -15,7 +15,6 @@ from engine.errors import (
     DuplicateEventId,
     EventDecodeError,
     IllegalTransition,
-    InvalidId,
     PartValidationError,
     StoreBusy,
     StoreNotFound,
@@ -25,7 +24,6 @@ from engine.errors import (
 from engine.events import Event, tag_of
 from engine.session import Session
 from engine.store import MemoryStore, Store, open_store
-from engine.store.base import check_id
 
 
 def _say(text: str) -> None:
@@ -87,9 +85,7 @@ class AppendCommand:
                 # Judge the batch on a scratch session first, so that a rejected first
                 # append does not leave an empty session behind.
                 for index, e in enumerate(events, start=1):
-                    # An id no store can hold (a lone surrogate, a slash) is not looked
-                    # up: the scratch append below refuses it with its reason.
-                    where = store.find_event(e.id) if e.id and _storable_id(e.id) else None
+                    where = store.find_event(e.id) if e.id else None
                     if where is not None:
                         _say(f"rejected {_describe(e, index)}: its id is already "
                              f"used by session {where[0]} seq {where[1]}; nothing appended")
@@ -144,10 +140,3 @@ def _append(session: Session, events: list[Event]) -> list[int] | None:
         _say(f"{what}{' '.join(str(exc).split())}; nothing appended")
     return None
 
-
-def _storable_id(event_id: str) -> bool:
-    try:
-        check_id("event", event_id)
-    except InvalidId:
-        return False
-    return True
