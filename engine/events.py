@@ -845,6 +845,19 @@ class ProjectDirectorySet(MailboxEvent, frozen=True, tag="project.directory_set"
     working_directory: str
 
 
+class ProjectTeamConfigSet(MailboxEvent, frozen=True, tag="project.team_config_set"):
+    """The Claude Code Agent Teams ``config.json`` a project was imported from,
+    verbatim (team name, creation time, lead, members with their panes, models and
+    prompts), so an export writes it back unchanged. Logged again only when the
+    file changed since the last import."""
+
+    entity = "project"
+    default_actor = "system"
+
+    project_id: str
+    config: JSONObject
+
+
 class AgentRegistered(MailboxEvent, frozen=True, tag="agent.registered"):
     """An agent exists (in no project yet). ``passkey_hash``: a salted scrypt verifier
     of the credential ``authenticate`` asks for (``engine.mailbox_credentials``;
@@ -1015,6 +1028,7 @@ AnyEvent = (
     | GraphWritesSaved
     | ProjectCreated
     | ProjectDirectorySet
+    | ProjectTeamConfigSet
     | AgentRegistered
     | AgentCredentialSet
     | AgentAssigned

@@ -118,14 +118,21 @@ def _set_directory(j: Journal, m: MailboxLife, e: ev.ProjectDirectorySet, _: Row
     j.put(m.directories, e.project_id, e.working_directory)
 
 
+def _set_team_config(j: Journal, m: MailboxLife, e: ev.ProjectTeamConfigSet, _: Row) -> None:
+    j.put(m.team_configs, e.project_id, e.config)
+
+
 PROJECT: Final = MailboxEntity(
     Table("project", "A project, one entity per project id. Its working directory may be "
           "empty at creation and set later.", [
               Row(ABSENT, ev.ProjectCreated, "created", note="project id not blank"),
               Row("created", ev.ProjectDirectorySet, "created"),
+              Row("created", ev.ProjectTeamConfigSet, "created",
+                  note="an Agent Teams config.json, kept verbatim"),
           ]),
     rules={ev.ProjectCreated: _project_created},
-    evolve={ev.ProjectCreated: _add_project, ev.ProjectDirectorySet: _set_directory},
+    evolve={ev.ProjectCreated: _add_project, ev.ProjectDirectorySet: _set_directory,
+            ev.ProjectTeamConfigSet: _set_team_config},
     locate=_project,
 )
 
@@ -341,13 +348,14 @@ class MailboxLife(EntityGroup):
     """Every mailbox entity of a log: enough state to judge the next event."""
 
     __slots__ = ("agents", "assignments", "credentials", "deliveries", "directories",
-                 "issued", "members", "messages", "projects", "tokens")
+                 "issued", "members", "messages", "projects", "team_configs", "tokens")
     ENTITY_OF: ClassVar[dict[type[Event], MailboxEntity]] = ENTITY_OF
 
     def __init__(self, session_id: str, journal: Journal) -> None:
         super().__init__(session_id, journal)
         self.projects: dict[str, Event] = {}
         self.directories: dict[str, str] = {}
+        self.team_configs: dict[str, dict[str, Any]] = {}  # project -> its Agent Teams config
         self.members: dict[str, dict[str, None]] = {}  # project -> its assigned agents
         self.agents: dict[str, ev.AgentRegistered] = {}
         self.credentials: dict[str, str | None] = {}  # agent -> its verifier, if any

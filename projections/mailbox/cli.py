@@ -276,6 +276,7 @@ def _import_team(mailbox: Mailbox, args: argparse.Namespace) -> int:
         print(_plan_text(report.plan))
         return EXIT_REJECTED
     print(json.dumps({"imported": report.imported, "already": report.already,
+                      "read": report.read, "config": report.config,
                       "changed": report.changed, "conflicts": report.conflicts},
                      ensure_ascii=False, indent=1))
     return EXIT_REJECTED if report.conflicts else EXIT_OK

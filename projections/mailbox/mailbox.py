@@ -16,7 +16,7 @@ import secrets
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -134,6 +134,16 @@ class Mailbox:
     def create_project(self, working_directory: str = "", name: str = "") -> None:
         self.log.write(lambda: [ev.ProjectCreated(
             project_id=self.project_id, name=name, working_directory=working_directory)])
+
+    def set_team_config(self, config: dict[str, Any]) -> bool:
+        """Log the Agent Teams ``config.json`` this project mirrors, verbatim; nothing
+        when it equals the one logged last. True when it was logged."""
+        def decide() -> list[Event]:
+            if self._state.team_configs.get(self.project_id) == config:
+                return []
+            return [ev.ProjectTeamConfigSet(project_id=self.project_id, config=config)]
+
+        return bool(self.log.write(decide))
 
     def set_working_directory(self, working_directory: str) -> None:
         self.log.write(lambda: [ev.ProjectDirectorySet(

@@ -1,14 +1,21 @@
 """Claude Code Agent Teams inboxes, into the mailbox log and back out.
 
 A team directory (``~/.claude/teams/<team>/``) holds ``config.json`` (the team:
-``name``, ``description``, ``createdAt``, ``members`` with ``name`` and
-``color``) and ``inboxes/<agent>.json``: each a JSON array of the messages *to*
-that agent, ``{from, text, summary?, timestamp, color?, read}``. The recipient
+``name``, ``createdAt``, ``leadAgentId``, ``leadSessionId``, ``members`` with
+``name``, ``color``, ``agentType``, ``model``, ``prompt``, ``cwd``, ``tmuxPaneId``,
+``backendType``...) and ``inboxes/<agent>.json``: each a JSON array of the
+messages *to* that agent, ``{from, text, summary?, timestamp, color?, msgV,
+msg_id, type, read}``, written by Claude Code as ``JSON.stringify(x, null, 2)``
+(no final newline). Claude Code 2.1.197 empties an inbox once its agent has taken
+the messages in, so a finished team's inboxes are ``[]``: import a running
+team's directory (again and again: each import adds only what is new) to keep
+its messages. The recipient
 is the file's name; ``read`` flips to true when the agent has seen it (the read
 receipt); ``color`` is the sender's; protocol messages (idle notices, shutdown
 requests, task assignments) are JSON inside ``text`` and are kept verbatim.
 
-Import logs each message once, with its sender, recipients, time, summary and
+Import logs the config verbatim (``project.team_config_set``, again only when it
+changed) and each message once, with its sender, recipients, time, summary and
 colour, and a ``mail.read`` for every ``read: true``. A broadcast (one send
 written to several inboxes: the same sender, time, text, summary and colour)
 becomes one message with several receivers. Message ids derive from the
@@ -179,6 +186,7 @@ class TeamImportReport:
     imported: int = 0
     already: int = 0
     read: int = 0  # read flags logged
+    config: bool = False  # the team's config.json was logged (new or changed)
     conflicts: list[str] = attrs.field(factory=list)
     plan: dict[str, Any] = attrs.field(factory=dict)
     changed: dict[str, Any] = attrs.field(factory=dict)
@@ -208,6 +216,7 @@ def import_team(mailbox: Mailbox, root: Path, *, assign: bool = False) -> TeamIm
         report.changed["create_project"] = mailbox.project_id
     apply_plan(mailbox, plan)
     report.changed.update(plan)
+    report.config = mailbox.set_team_config(config)
     for msg in messages:
         try:
             new = mailbox.record_imported(msg.id, msg.sender, msg.receivers, msg.text,
@@ -251,11 +260,12 @@ def export_team(mailbox: Mailbox, root: Path) -> list[Path]:
             entry["read"] = view.states[(msg.id, receiver)] == "read"
             inboxes.setdefault(receiver, []).append(entry)
     created = state.projects.get(project)
+    logged = state.team_configs.get(project)
     name = getattr(created, "name", "") or project
-    config = {"name": name, "createdAt": created.time if created is not None else 0,
-              "members": [{"agentId": f"{a}@{name}", "name": a,
-                           **({"color": colors[a]} if a in colors else {})}
-                          for a in dict.fromkeys([*members, *inboxes])]}
+    if isinstance(logged, dict) and isinstance(logged.get("name"), str):
+        name = logged["name"]
+    config = _config(logged, name, created.time if created is not None else 0,
+                     [*members, *inboxes], colors)
     written = [_write(root / "config.json", config)]
     for agent, entries in sorted(inboxes.items()):
         if agent in ("", ".", "..") or "/" in agent or "\\" in agent:
@@ -264,9 +274,27 @@ def export_team(mailbox: Mailbox, root: Path) -> list[Path]:
     return written
 
 
+def _config(logged: dict[str, Any] | None, name: str, created: int, agents: list[str],
+            colors: dict[str, str]) -> dict[str, Any]:
+    """The config an export writes: the one imported last, verbatim, with a member
+    added for each agent of the project it does not list; without one, a config
+    built from the project (its name, creation time, members and their colours)."""
+    config = dict(logged) if logged is not None else {"name": name, "createdAt": created}
+    listed = config.get("members")
+    members = list(listed) if isinstance(listed, list) else []
+    named = {m.get("name") for m in members if isinstance(m, dict)}
+    members += [{"agentId": f"{a}@{name}", "name": a,
+                 **({"color": colors[a]} if a in colors else {})}
+                for a in dict.fromkeys(agents) if a not in named]
+    config["members"] = members
+    return config
+
+
 def _write(path: Path, data: object) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    # Claude Code writes JSON.stringify(x, null, 2): two-space indent, no final
+    # newline; json.dumps with indent=2 and these separators gives the same bytes.
+    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
     os.replace(tmp, path)  # a reader (a running team) never sees half a file
     return path

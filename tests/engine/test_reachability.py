@@ -128,6 +128,8 @@ MAILBOX_TEMPLATES: list[Template] = [
         ev.AgentAssigned(project_id=_P, agent_id=_B)])),
     ("set directory", lambda s: s.append([ev.ProjectDirectorySet(project_id=_P,
                                                                  working_directory="/x")])),
+    ("team config", lambda s: s.append([ev.ProjectTeamConfigSet(project_id=_P,
+                                                                 config={"name": "t"})])),
     ("set credential", lambda s: s.append([ev.AgentCredentialSet(agent_id=_A,
                                                                  passkey_hash=_TOKEN)])),
     ("unassign b", lambda s: s.append([ev.AgentUnassigned(project_id=_P, agent_id=_B)])),

@@ -117,6 +117,27 @@ def _wait(turn: Turn, n: int) -> Call | None:
                 namespace=turn.namespaces.get("wait_agent", ""))
 
 
+def _team(turn: Turn, n: int, marker: str) -> Reply | None:
+    """Claude Code Agent Teams: the lead spawns a named teammate, then messages it;
+    the teammate answers the lead through SendMessage."""
+    if "SendMessage" not in turn.tools:
+        return None
+    if marker == "team" and turn.rounds == 0 and "Agent" in turn.tools:
+        return Reply("team", text=f"Spawning a teammate ({n}).", calls=[Call(
+            f"call_{n}_0", "Agent", {
+                "description": "scripted teammate", "name": "worker",
+                "prompt": "[[mate]] Wait for the lead's message and answer it.",
+                "subagent_type": "general-purpose", "run_in_background": True})])
+    if marker == "team" and turn.rounds == 1:
+        return Reply("team-send", calls=[Call(f"call_{n}_0", "SendMessage", {
+            "to": "worker", "summary": "a question for the worker",
+            "message": "[[answer]] What is two plus two?"})])
+    if marker == "answer" and turn.rounds == 0:
+        return Reply("mate-send", calls=[Call(f"call_{n}_0", "SendMessage", {
+            "to": "team-lead", "summary": "the answer is four", "message": "Four."})])
+    return None
+
+
 def reply(turn: Turn, n: int) -> Reply:
     """The ``n``-th request's answer (``n`` makes every id unique within a run)."""
     out = _choose(turn, n)
@@ -157,6 +178,9 @@ def _choose(turn: Turn, n: int) -> Reply:
         wait = _wait(turn, n)
         if wait is not None:
             return Reply("task-wait", calls=[wait])
+    team = _team(turn, n, marker)
+    if team is not None:
+        return team
     if marker == "error" and first:
         return Reply("error", error="scripted invalid request: the prompt is refused")
     if marker == "bigtool" and first:  # the same, where a CLI checks within a turn

@@ -26,8 +26,10 @@ def _texts(content: Any, kinds: tuple[str, ...] = ("text", "input_text")) -> lis
 
 def _human(texts: list[str]) -> str:
     """The prompt among a user message's texts: the CLIs add their context in
-    ``<tag>`` blocks (system reminders, environment context) beside it."""
-    kept = [t for t in texts if t.strip() and not t.lstrip().startswith("<")]
+    ``<tag>`` blocks (system reminders, environment context) beside it. Another
+    agent's message (Claude Code's ``<teammate-message>``) is a prompt."""
+    kept = [t for t in texts if t.strip() and (not t.lstrip().startswith("<")
+                                               or t.lstrip().startswith("<teammate-message"))]
     marked = [t for t in kept if MARKER.search(t)]
     return (marked or kept or [""])[-1]
 

@@ -25,7 +25,8 @@ PROJECTS: Final = ("p0", "p1")
 AGENTS: Final = ("a0", "a1", "a2")
 
 # Every mailbox event type this machine writes (checked by tests/engine).
-MAILBOX_EVENTS: Final = (ev.ProjectCreated, ev.ProjectDirectorySet, ev.AgentRegistered,
+MAILBOX_EVENTS: Final = (ev.ProjectCreated, ev.ProjectDirectorySet, ev.ProjectTeamConfigSet,
+                         ev.AgentRegistered,
                          ev.AgentCredentialSet, ev.AgentAssigned, ev.AgentUnassigned,
                          ev.TokenIssued, ev.TokenRevoked, ev.MailSent, ev.MailDelivered,
                          ev.MailRead)
@@ -78,6 +79,17 @@ class MailboxMachine(RuleBasedStateMachine):
         else:
             self.boxes[p].create_project(d)
         self.dirs[p] = d
+
+    @rule(p=st.sampled_from(PROJECTS), n=st.integers(0, 2))
+    def team_config(self, p: str, n: int) -> None:
+        """An Agent Teams config: logged when it differs from the last one, else nothing."""
+        if p not in self.dirs:
+            return
+        config = {"name": p, "members": [{"name": a} for a in AGENTS[:n]]}
+        before = self.store.version(MAILBOX_SESSION)
+        logged = self.boxes[p].set_team_config(config)
+        assert self.store.version(MAILBOX_SESSION) == before + logged
+        assert not self.boxes[p].set_team_config(config)  # the same again writes nothing
 
     @rule(a=st.sampled_from(AGENTS))
     def register(self, a: str) -> None:
