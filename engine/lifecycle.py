@@ -19,7 +19,8 @@ import msgspec
 from engine import events as ev
 from engine.conversation import ConversationLife
 from engine.decider import _MISSING, ABSENT, Journal, Row, same_payload
-from engine.events import Event
+from engine.errors import ConvlogError, CorruptLog
+from engine.events import Event, tag_of
 from engine.mailbox import MailboxLife
 from engine.messages import (
     EVOLVES,
@@ -299,12 +300,23 @@ class Lifecycle:
         if cls in _SELF_LOOP:  # a delta moves nothing but the version
             self.version = e.seq
             return
-        if cls in _CONVERSATION:
-            self.evolve(e, self.conversation.row_for(e))
-        elif cls in _MAILBOX:
-            self.evolve(e, self.mailbox.row_for(e))
-        else:
-            self.evolve(e, self.message_decider.row_for(e))
+        decider: ConversationLife | MailboxLife | Messages = (
+            self.conversation if cls in _CONVERSATION
+            else self.mailbox if cls in _MAILBOX else self.message_decider)
+        try:
+            self.evolve(e, decider.row_for(e))
+        except (KeyError, AttributeError):
+            # A log only its door should have written holds an event its tables
+            # refuse here (edited, or written around the door): say which and why,
+            # in the words append would have used, instead of a bare KeyError.
+            try:
+                decider.check(e)
+                why = "what it names is missing"
+            except ConvlogError as refusal:
+                why = str(refusal)
+            raise CorruptLog(e.session_id, e.seq,
+                             f"the log holds {tag_of(cls)}, which its tables refuse here: "
+                             f"{why}") from None
 
 
 _SELF_LOOP: dict[type[Event], tuple[frozenset[str], frozenset[str]]] = _self_loops()
