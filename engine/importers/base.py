@@ -66,13 +66,23 @@ def stable_uuid(time_ms: int, *key: str) -> str:
     Deterministic (the same source ids give the same id on every import) and still
     time-sortable like the ids the engine makes.
     """
-    d = hashlib.blake2b("\x1f".join(key).encode(), digest_size=10).digest()
-    # 48 bits of time, version 7, 12 bits of the digest, variant 0b10, 62 more bits
-    # (the digest's first 80 bits as one number: its top 12 and its low 62), as bytes.
-    h = ((max(time_ms, 0) & _LOW48).to_bytes(6, "big")
-         + bytes((0x70 | d[0] >> 4, (d[0] & 0xF) << 4 | d[1] >> 4, 0x80 | d[2] & 0x3F))
-         + d[3:]).hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    d = _blake2b("\x1f".join(key).encode(), digest_size=10).digest()
+    # 48 bits of time and the version nibble (the same for every event of a line: its
+    # text made once), 12 bits of the digest, the variant 0b10 and 62 more bits (the
+    # digest's first 80 bits as one number: its top 12 and its low 62).
+    head = _TIME_HEADS.get(time_ms)
+    if head is None:
+        t = time_ms & _LOW48 if time_ms > 0 else 0
+        head = f"{t >> 16:08x}-{t & 0xFFFF:04x}-7"
+        if len(_TIME_HEADS) < _TIME_HEADS_KEPT:
+            _TIME_HEADS[time_ms] = head
+    h = d.hex()
+    return f"{head}{h[:3]}-{0x80 | d[2] & 0x3F:02x}{h[6:8]}-{h[8:]}"
+
+
+_blake2b = hashlib.blake2b
+_TIME_HEADS: dict[int, str] = {}  # time_ms -> the id's first 15 characters
+_TIME_HEADS_KEPT: Final = 100_000
 
 
 def stable_part_id(*key: str) -> str:
@@ -401,32 +411,29 @@ def json_document(path: Path, report: ImportReport | None = None) -> Any:
 
 
 _HOURS: dict[str, int | None] = {}  # "YYYY-MM-DDTHH" -> its epoch seconds
+_SECONDS: dict[str, int | None] = {}  # "YYYY-MM-DDTHH:MM:SS" -> its epoch seconds
+_CACHED: Final = 100_000  # entries per cache (a long file's distinct hours, seconds)
 
 
 def ms_of(stamp: Any) -> int:
     """Milliseconds since the epoch of an ISO-8601 string (0 when absent or unreadable)."""
     if not isinstance(stamp, str) or not stamp:
         return 0
-    if (len(stamp) == 24 and stamp[23] == "Z" and stamp[13] == ":" and stamp[16] == ":"
-            and stamp[19] == "." and stamp[14:16].isdigit() and stamp[17:19].isdigit()
-            and stamp[20:23].isdigit() and stamp[14] < "6" and stamp[17] < "6"):
+    if len(stamp) == 24 and stamp[23] == "Z" and stamp[19] == "." and stamp.isascii():
         # The shape every JavaScript and Rust tool writes (2025-08-01T10:00:00.000Z), on
-        # every line of a transcript: the hour parsed once, the rest by arithmetic. The
-        # float steps are datetime.timestamp()'s, so the result (and every id derived
-        # from it) is the one the general path below gives.
-        head = stamp[:13]
-        if head in _HOURS:
-            hour = _HOURS[head]
-        else:
-            try:
-                hour = int(datetime.fromisoformat(head + ":00:00+00:00").timestamp())
-            except ValueError:
-                hour = None
-            if len(_HOURS) < 100_000:
-                _HOURS[head] = hour
-        if hour is not None:
-            seconds = hour + int(stamp[14:16]) * 60 + int(stamp[17:19])
-            return int((seconds * 10**6 + int(stamp[20:23]) * 1000) / 10**6 * 1000)
+        # every line of a transcript (lines of one second share a lookup): the
+        # second's epoch once, the milliseconds by arithmetic. The float steps are
+        # datetime.timestamp()'s, so the result (and every id derived from it) is the
+        # one the general path below gives.
+        head = stamp[:19]
+        seconds = _SECONDS.get(head, -1)
+        if seconds == -1:
+            seconds = _second_of(head)
+            if len(_SECONDS) < _CACHED:
+                _SECONDS[head] = seconds
+        millis = stamp[20:23]
+        if seconds is not None and millis.isdigit():
+            return int((seconds * 10**6 + int(millis) * 1000) / 10**6 * 1000)
     try:
         when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
@@ -434,3 +441,23 @@ def ms_of(stamp: Any) -> int:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return int(when.timestamp() * 1000)
+
+
+def _second_of(head: str) -> int | None:
+    """Epoch seconds of an ASCII ``YYYY-MM-DDTHH:MM:SS`` (None: not that shape, or not a
+    time the general path reads the same way): the hour parsed once, minutes and seconds
+    added."""
+    if not (head[13] == ":" and head[16] == ":" and head[14:16].isdigit()
+            and head[17:19].isdigit() and head[14] < "6" and head[17] < "6"):
+        return None
+    hour_key = head[:13]
+    if hour_key in _HOURS:
+        hour = _HOURS[hour_key]
+    else:
+        try:
+            hour = int(datetime.fromisoformat(hour_key + ":00:00+00:00").timestamp())
+        except ValueError:
+            hour = None
+        if len(_HOURS) < _CACHED:
+            _HOURS[hour_key] = hour
+    return None if hour is None else hour + int(head[14:16]) * 60 + int(head[17:19])

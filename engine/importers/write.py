@@ -24,7 +24,7 @@ from engine.lifecycle import Lifecycle
 from engine.session import Session
 from engine.store import MemoryStore
 from engine.store.base import Store, admitted
-from engine.store.door import admit
+from engine.store.door import admit, admit_all
 
 
 def write_plan(store: Store, plan: Plan) -> None:
@@ -96,7 +96,6 @@ def _checked(plan: Plan) -> dict[str, tuple[list[Event], list[bytes]]]:
     history: dict[str, list[Event]] = {}  # each session's whole lineage, for its forks
     ids: set[str] = set()
     for planned in plan.sessions:
-        lc = Lifecycle(planned.id)
         shared: list[Event] = []
         if planned.kind == "fork":
             parent = history.get(planned.parent or "")
@@ -105,39 +104,90 @@ def _checked(plan: Plan) -> dict[str, tuple[list[Event], list[bytes]]]:
                 raise ImportInputError(plan.report.source, f"fork {planned.id} shares "
                                        f"{at} events of a session the import does not hold")
             shared = parent[:at]
-            for e in shared:
-                lc.replay(e)
-        mine: list[Event] = []
-        canon: list[bytes] = []
-        lc.begin()
         try:
-            for raw in planned.events:
-                if raw.id in ids or not raw.id:
-                    raise ImportInputError(plan.report.source,
-                                           f"event id {raw.id!r} is not unique in the import")
-                ids.add(raw.id)
-                cls = type(raw)
-                if raw.v != SCHEMA_VERSION[cls]:
-                    raise ImportInputError(plan.report.source, f"event {raw.id} has schema "
-                                           f"version {raw.v}, not {SCHEMA_VERSION[cls]}")
-                e = msgspec.structs.replace(
-                    raw, session_id=planned.id, seq=lc.version + 1,
-                    time=raw.time or planned.created,
-                    actor=raw.actor or (cls is ev.MessageStarted and raw.role)  # type: ignore[attr-defined]
-                    or DEFAULT_ACTOR[cls])
-                if lc.apply(e):  # False: an identical repeat, a no-op as in Session.append
-                    # The door's refusal (a value of the wrong type) is written nowhere.
-                    canon.append(admit(e))
-                    mine.append(e)
-        except ImportInputError:
-            raise
-        except (ConvlogError, OverflowError, TypeError, ValueError) as exc:
-            raise ImportInputError(plan.report.source,
-                                   f"the import does not form a valid log ({exc})") from exc
-        lc.commit()
+            mine, canon = _batch(plan, planned, shared, ids)
+        except (ConvlogError, OverflowError, TypeError, ValueError):
+            # A refusal: the event-by-event check names the first event the tables or
+            # the door refuse, in the order they met it (the same error as before).
+            mine, canon = _one_by_one(plan, planned, shared, ids)
         own[planned.id] = (mine, canon)
         history[planned.id] = shared + mine
     return own
+
+
+def _lifecycle(planned: PlannedSession, shared: list[Event]) -> Lifecycle:
+    lc = Lifecycle(planned.id)
+    for e in shared:
+        lc.replay(e)
+    lc.begin()
+    return lc
+
+
+def _batch(plan: Plan, planned: PlannedSession, shared: list[Event],
+           ids: set[str]) -> tuple[list[Event], list[bytes]]:
+    """The session's events through the tables as one batch (``apply_batch`` decides a
+    part's start and end inline), then the door over the accepted ones. Any refusal
+    raises; ``ids`` is only extended when the whole session passes."""
+    lc = _lifecycle(planned, shared)
+    seen: set[str] = set()
+    stamped: list[Event] = []
+    seq = lc.version
+    sid, created = planned.id, planned.created
+    for raw in planned.events:
+        eid = raw.id
+        if not eid or eid in ids or eid in seen:
+            raise ImportInputError(plan.report.source,
+                                   f"event id {eid!r} is not unique in the import")
+        seen.add(eid)
+        cls = type(raw)
+        if raw.v != SCHEMA_VERSION[cls]:
+            raise ImportInputError(plan.report.source, f"event {eid} has schema "
+                                   f"version {raw.v}, not {SCHEMA_VERSION[cls]}")
+        seq += 1
+        stamped.append(msgspec.structs.replace(
+            raw, session_id=sid, seq=seq, time=raw.time or created,
+            actor=raw.actor or (cls is ev.MessageStarted and raw.role)  # type: ignore[attr-defined]
+            or DEFAULT_ACTOR[cls]))
+    mine = lc.apply_batch(stamped)  # a repeat (a no-op) is left out, later seqs moved up
+    canon = admit_all(mine)  # the door's refusal is written nowhere
+    lc.commit()
+    ids |= seen
+    return mine, canon
+
+
+def _one_by_one(plan: Plan, planned: PlannedSession, shared: list[Event],
+                ids: set[str]) -> tuple[list[Event], list[bytes]]:
+    """Each event stamped, judged by the tables and proved by the door in turn: raises
+    the first refusal as ImportInputError."""
+    lc = _lifecycle(planned, shared)
+    mine: list[Event] = []
+    canon: list[bytes] = []
+    try:
+        for raw in planned.events:
+            if raw.id in ids or not raw.id:
+                raise ImportInputError(plan.report.source,
+                                       f"event id {raw.id!r} is not unique in the import")
+            ids.add(raw.id)
+            cls = type(raw)
+            if raw.v != SCHEMA_VERSION[cls]:
+                raise ImportInputError(plan.report.source, f"event {raw.id} has schema "
+                                       f"version {raw.v}, not {SCHEMA_VERSION[cls]}")
+            e = msgspec.structs.replace(
+                raw, session_id=planned.id, seq=lc.version + 1,
+                time=raw.time or planned.created,
+                actor=raw.actor or (cls is ev.MessageStarted and raw.role)  # type: ignore[attr-defined]
+                or DEFAULT_ACTOR[cls])
+            if lc.apply(e):  # False: an identical repeat, a no-op as in Session.append
+                # The door's refusal (a value of the wrong type) is written nowhere.
+                canon.append(admit(e))
+                mine.append(e)
+    except ImportInputError:
+        raise
+    except (ConvlogError, OverflowError, TypeError, ValueError) as exc:
+        raise ImportInputError(plan.report.source,
+                               f"the import does not form a valid log ({exc})") from exc
+    lc.commit()
+    return mine, canon
 
 
 def _mirror(store: Store, scratch: Store, session_id: str) -> None:

@@ -40,6 +40,7 @@ def test_each_event_is_proved_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     store = MemoryStore()
     monkeypatch.setattr(write, "admit", one)
+    monkeypatch.setattr(write, "admit_all", many)  # the importer proves a session at once
     monkeypatch.setattr(store_base, "admit", one)
     monkeypatch.setattr(store_base, "admit_all", many)
     write.write_plan(store, plan)
@@ -82,3 +83,22 @@ def test_the_kept_bytes_are_what_each_store_would_have_made(tmp_path: Path, kind
                 for e, o in zip(s.events, own, strict=True)]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("door_first", [True, False])
+def test_the_first_refusal_in_the_log_s_order_is_the_one_named(door_first: bool) -> None:
+    # A session is judged as one batch, then proved at the door; a refusal anywhere
+    # names the first event the tables or the door refuse, in order, as the
+    # event-by-event check always did.
+    plan = plan_path(FIXTURES / "codex")
+    events = plan.sessions[0].events
+    texts = [i for i, e in enumerate(events) if isinstance(e, ev.TextAdded)]
+    first, second = texts[0], texts[-1]
+    door_at, table_at = (first, second) if door_first else (second, first)
+    events[door_at] = msgspec.structs.replace(events[door_at], metadata={"x": {1, 2}})
+    events[table_at] = ev.PartEnded(id=events[table_at].id, time=events[table_at].time,
+                                    message_id="no-such-message", part_id="no-such-part")
+    with pytest.raises(ImportInputError) as info:
+        write.write_plan(MemoryStore(), plan)
+    said = str(info.value)
+    assert ("$.metadata.x" in said) is door_first, said
