@@ -312,7 +312,11 @@ class _Builder:
 
     def build(self) -> list[PlannedSession]:
         roots = self.children.get(None, [])
+        mates = {r.uuid: mate for r in roots if (mate := _teammate(r.record)) is not None}
         for root in roots:  # child sessions first get their ids, so Task parts can link
+            if root.uuid in mates:  # an Agent Teams teammate: the lead's Agent call names it
+                self.child_of_agent.setdefault(
+                    mates[root.uuid], stable_uuid(root.time, FORMAT, "session", root.uuid))
             if root.sidechain:
                 sid = stable_uuid(root.time, FORMAT, "session", root.uuid)
                 prompt = _user_text(root.record)
@@ -321,8 +325,9 @@ class _Builder:
                 agent = root.record.get("agentId")
                 if isinstance(agent, str):
                     self.child_of_agent.setdefault(agent, sid)
-        mains = [r for r in roots if not r.sidechain]
-        for root in mains + [r for r in roots if r.sidechain]:
+        mains = [r for r in roots if not r.sidechain and r.uuid not in mates]
+        spawned = self._teammates_spawned() if mates else {}
+        for root in mains + [r for r in roots if r.sidechain or r.uuid in mates]:
             sid = stable_uuid(root.time, FORMAT, "session", root.uuid)
             kind = "child" if root.sidechain else "main"
             parent = None
@@ -330,6 +335,16 @@ class _Builder:
                 # A workflow agent's sessionId reads "<session>#agent-<id>".
                 main = str(root.record.get("sessionId")).split("#", 1)[0]
                 parent = self.main_of.get(main) or self.sessions[0].id
+            elif root.uuid in mates:
+                # A teammate's transcript is a session file of its own; the lead's
+                # Agent call that spawned it names it as "<name>@<team>".
+                parent = self.main_of.get(spawned.get(mates[root.uuid], ""))
+                if parent is not None:
+                    kind = "child"
+                else:
+                    self.report.note(f"an Agent Teams teammate ({mates[root.uuid]}) whose "
+                                     "lead's transcript is not in the input: imported as "
+                                     "a session of its own", root.line)
             planned = PlannedSession(sid, kind, created=max(root.time, 1), parent=parent,
                                      **self._origin(root))
             self._walk(planned, root, _Turn(last_time=max(root.time, 1)))
@@ -350,6 +365,19 @@ class _Builder:
                 self.report.note("a line on a parentUuid cycle: not reachable, not imported",
                                  self.reader.nodes[uuid].line)
         return self.sessions
+
+    def _teammates_spawned(self) -> dict[str, str]:
+        """Each teammate (``<name>@<team>``) -> the Claude Code session of the lead whose
+        Agent call spawned it (its result: ``status: teammate_spawned``)."""
+        out: dict[str, str] = {}
+        for uuid in self.reader.order:
+            record = self.reader.nodes[uuid].record
+            typed = record.get("toolUseResult")
+            if isinstance(typed, dict) and typed.get("status") == "teammate_spawned":
+                agent, session = typed.get("agent_id"), record.get("sessionId")
+                if isinstance(agent, str) and isinstance(session, str):
+                    out.setdefault(agent, session)
+        return out
 
     def _origin(self, root: _Node) -> dict[str, Any]:
         """What the session.imported of a session rooted at ``root`` says."""
@@ -606,7 +634,8 @@ class _Builder:
         typed = node.record.get("toolUseResult")
         if first and typed is not None:
             meta["claude_code"]["toolUseResult"] = typed
-            agent = typed.get("agentId") if isinstance(typed, dict) else None
+            agent = (typed.get("agentId") or typed.get("agent_id")) if isinstance(
+                typed, dict) else None
             if isinstance(agent, str) and agent in self.child_of_agent:
                 meta["child_session"] = self.child_of_agent[agent]
         if block.get("is_error"):
@@ -702,6 +731,17 @@ def _in_turn(node: _Node, turn: _Turn) -> bool:
     content = message.get("content")
     return isinstance(content, list) and bool(content) and all(
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+def _teammate(record: dict[str, Any]) -> str | None:
+    """An Agent Teams teammate's id (``<name>@<team>``) when ``record`` is a line of a
+    teammate's own transcript (Claude Code 2.1.x writes ``teamName`` and ``agentName``
+    on each; the lead is ``team-lead``)."""
+    team, name = record.get("teamName"), record.get("agentName")
+    if isinstance(team, str) and isinstance(name, str) and team and name and \
+            name != "team-lead" and not record.get("isSidechain"):
+        return f"{name}@{team}"
+    return None
 
 
 def _elsewhere(node: _Node, last: _Node) -> bool:

@@ -23,7 +23,7 @@ from projections.mailbox.mailbox import MAILBOX_SESSION
 from projections.mailbox.teams import export_team, import_team
 
 CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "agent-teams" / "claude-2.1.197"
-STATES = sorted(d for d in CAPTURE.iterdir() if d.is_dir())
+STATES = sorted(d for d in CAPTURE.iterdir() if d.is_dir() and d.name.isdigit())
 
 
 def _team(state: Path) -> Path:

@@ -8,8 +8,9 @@ interactively inside a private tmux server, types one prompt (``[[team]]``: the
 scripted model spawns a named teammate, messages it, and the teammate answers),
 and watches the team directory every 5 ms. Claude Code empties an inbox once its
 agent has taken the messages in, so every distinct state of the directory is
-kept, in order, under ``tests/fixtures/agent-teams/claude-<version>/NN/``
-(temporary paths scrubbed as the other real-CLI fixtures are).
+kept, in order, under ``tests/fixtures/agent-teams/claude-<version>/NN/``, and
+the lead's and the teammate's transcripts under ``transcripts/`` (temporary
+paths scrubbed as the other real-CLI fixtures are).
 
 Needs ``tmux`` beside the CLI; the fixture is checked in, and the tests read it.
 """
@@ -118,6 +119,11 @@ def capture(binary: Path, out: Path = OUT, timeout: float = 120.0, keep: bool = 
             target = dest / f"{n:02}" / scrub(rel, root)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(scrub(text, root))
+    # The lead's and the teammate's own transcripts, for the importer's tests.
+    for path in sorted((home / ".claude" / "projects").rglob("*.jsonl")):
+        target = dest / "transcripts" / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(scrub(path.read_text(), root))
     if not keep:
         time.sleep(1)  # the killed teammates' last writes
         shutil.rmtree(root, ignore_errors=True)
