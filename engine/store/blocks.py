@@ -37,6 +37,7 @@ from typing import Any, NamedTuple, cast
 import msgspec
 
 from engine.codec import (
+    UNENCODABLE,
     canonical,
     canonical_encoder,
     ext_hook,
@@ -240,7 +241,7 @@ def stored_events(body: bytes, session_id: str
     decoded events (no builtins), any other the builtins (no event)."""
     if body[:1] == _SEALED and sealed_head(body).kind == KIND_PACKED:
         events = _sealed_events(body, session_id) or []
-        return [(canonical(e), None, e) for e in events]
+        return [(c, None, e) for c, e in zip(_canonical_all(events), events, strict=True)]
     out: list[tuple[bytes, dict[str, Any] | None, AnyEvent | None]] = []
     for raw in raw_events(body):
         obj = builtins(raw)
@@ -254,11 +255,20 @@ def canonical_events(body: bytes, session_id: str) -> list[bytes]:
     are encoded in one call and cut apart by one decode (a list's encoding is its
     items' encodings in a row), instead of one encode per event."""
     if body[:1] == _SEALED and sealed_head(body).kind == KIND_PACKED:
-        events = _sealed_events(body, session_id) or []
-        # The Raw slices are buffers, which the chain's ``prev + canon`` and hashlib
-        # take as they are: no copy into bytes per event.
-        return cast("list[bytes]", _raw_list_dec.decode(canonical_encoder.encode(events)))
+        return _canonical_all(_sealed_events(body, session_id) or [])
     return [c for c, _, _ in stored_events(body, session_id)]
+
+
+def _canonical_all(events: list[AnyEvent]) -> list[bytes]:
+    """Each event's :func:`engine.codec.canonical` bytes: the list encoded in one call
+    and cut apart by one decode (a list's encoding is its items' encodings in a row).
+    The Raw slices are buffers, which the chain's ``prev + canon`` and hashlib take as
+    they are: no copy into bytes per event. A value msgpack lacks (escaped by
+    ``canonical``) sends the list event by event."""
+    try:
+        return cast("list[bytes]", _raw_list_dec.decode(canonical_encoder.encode(events)))
+    except UNENCODABLE:
+        return [canonical(e) for e in events]
 
 
 def current(event: AnyEvent) -> AnyEvent:

@@ -37,13 +37,14 @@ which is no evidence of tampering.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import attrs
 
 from engine.codec import canonical, from_stored, upcasting_active
 from engine.errors import ConvlogError, KeyRequired, StoreError
-from engine.events import tag_of
+from engine.events import Event, tag_of
 from engine.lifecycle import Lifecycle
 from engine.store import blocks
 from engine.store.base import Span, Store, Stored
@@ -358,25 +359,28 @@ class _Walk:
                            f"{span.last} holds {len(batch)} event(s)")
         links = self.store.chain.links(self.prev, canons)
         stop = n if limit is None else min(n, limit - span.seq + 1)
-        for i in range(stop):
-            st, seq = batch[i], span.seq + i
-            if i == n - 1 and links[-1] != span.head:
-                break  # reported below, after the events before it (as a walk would)
+        # Up to the block's last event when the hashes do not end at its last hash:
+        # that is reported below, after the events before it (as a walk would).
+        todo = stop if links[-1] == span.head else min(stop, n - 1)
+        decoded: list[Event] = []
+        undecodable: Problem | None = None
+        for i in range(todo):
+            st = batch[i]
             event = st.event
             try:
-                e = (from_stored(dict(st.obj or {})) if event is None
-                     else blocks.current(event) if upcast else event)
+                decoded.append(from_stored(dict(st.obj or {})) if event is None
+                               else blocks.current(event) if upcast else event)
             except ConvlogError as exc:
-                return Problem(where, seq, f"undecodable: {exc}")
-            try:
-                if not lc.apply(e):
-                    return Problem(where, seq, f"{tag_of(type(e))} repeats an earlier "
-                                               "transition (the log never stores no-ops)")
-            except ConvlogError as exc:
-                return Problem(where, seq, f"illegal transition: {exc}")
-            if own:
-                self.own_ids.append((seq, event.id if event is not None
-                                     else str((st.obj or {}).get("id"))))
+                undecodable = Problem(where, span.seq + i, f"undecodable: {exc}")
+                break
+        problem = _replayed(lc, decoded, where)
+        if problem is not None or undecodable is not None:
+            return problem or undecodable
+        if own:
+            for i in range(todo):
+                event = batch[i].event
+                self.own_ids.append((span.seq + i, event.id if event is not None
+                                     else str((batch[i].obj or {}).get("id"))))
         if links[-1] != span.head:
             return Problem(where, span.seq, f"the events of seqs {span.seq}..{span.last} "
                                             "do not chain to their block's last hash")
@@ -421,6 +425,33 @@ class _Walk:
             return Problem(session_id, seq, wrong)
         self.report.heads[session_id] = (seq, prev.hex())
         return None
+
+
+def _replayed(lc: Lifecycle, events: list[Event], where: str) -> Problem | None:
+    """The first illegal or repeated transition among consecutive ``events``, or None.
+    They are replayed as one batch, as an append's batch is (deltas and plain part
+    moves decided inline); when the batch does not accept every event as it is, the
+    batch is rolled back and the events are replayed one by one through
+    :meth:`Lifecycle.apply`, which names the first problem exactly."""
+    if not events:
+        return None
+    lc.begin()
+    try:
+        accepted = lc.apply_batch(events)
+        if len(accepted) == len(events) and all(map(operator.is_, accepted, events)):
+            lc.commit()
+            return None
+    except ConvlogError:
+        pass
+    lc.rollback()
+    for e in events:
+        try:
+            if not lc.apply(e):
+                return Problem(where, e.seq, f"{tag_of(type(e))} repeats an earlier "
+                                             "transition (the log never stores no-ops)")
+        except ConvlogError as exc:
+            return Problem(where, e.seq, f"illegal transition: {exc}")
+    return None  # (unreachable while apply_batch and apply agree)
 
 
 def _out_of_order(where: str, seq: int, expected_seq: int) -> Problem:
