@@ -59,7 +59,7 @@ def _forge(events: list[Event], how: str, at: int) -> list[Event]:
     out = list(events)
     delta = next(i for i in range(at, len(out)) if type(out[i]).__name__ == "TextDelta")
     if how == "illegal":
-        out[delta] = msgspec.structs.replace(out[delta], part_id="prt_nowhere")  # type: ignore[arg-type]
+        out[delta] = msgspec.structs.replace(out[delta], part_id="prt_nowhere")
     elif how == "repeat":
         ended = next(i for i in range(at, len(out)) if type(out[i]).__name__ == "PartEnded")
         out.insert(ended + 1, msgspec.structs.replace(out[ended], id=str(uuid.uuid4())))
@@ -68,7 +68,7 @@ def _forge(events: list[Event], how: str, at: int) -> list[Event]:
         out.insert(ended + 1, msgspec.structs.replace(out[ended], id=str(uuid.uuid4())))
         after = next(i for i in range(ended + 2, len(out))
                      if type(out[i]).__name__ == "TextDelta")
-        out[after] = msgspec.structs.replace(out[after], part_id="prt_nowhere")  # type: ignore[arg-type]
+        out[after] = msgspec.structs.replace(out[after], part_id="prt_nowhere")
     return [msgspec.structs.replace(e, seq=i + 1, session_id=SID) for i, e in enumerate(out)]
 
 
