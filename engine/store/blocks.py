@@ -29,6 +29,7 @@ instead of hundreds. Reading decodes a whole block with one msgspec call.
 
 from __future__ import annotations
 
+import operator
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -482,3 +483,29 @@ def id_key(event_id: str) -> bytes:
                 pass
     key = b"\x01" + event_id.encode("utf-8", "surrogatepass")  # never stored: no hit
     return key if len(key) != 16 else b"\x01" + key
+
+
+_LOW_BITS = struct.Struct(">8xq")  # a 16-byte id key's low 64 bits, SQLite's signed int
+
+
+def low_keys(event_ids: list[str | None]) -> list[int] | None:
+    """The run key (the low 64 bits of :func:`id_key`, signed) of each id, when every
+    one is a canonical lowercase UUID; else None (the caller then looks at them one
+    by one). Checked for the whole list at once: each is 36 characters with its
+    dashes in place, the whole is lowercase, and its hex digits (``bytes.fromhex``
+    refuses anything else, and whitespace would leave fewer) are 16 bytes per id."""
+    n = len(event_ids)
+    if not n or None in event_ids or set(map(len, event_ids)) != {36}:  # type: ignore[arg-type]
+        return None
+    joined = "".join(event_ids)  # type: ignore[arg-type]
+    dashes = "-" * n
+    if (joined[8::36] != dashes or joined[13::36] != dashes or joined[18::36] != dashes
+            or joined[23::36] != dashes or joined != joined.lower()):
+        return None
+    try:
+        raw = bytes.fromhex(joined.replace("-", ""))
+    except ValueError:
+        return None
+    if len(raw) != 16 * n:
+        return None
+    return list(map(operator.itemgetter(0), _LOW_BITS.iter_unpack(raw)))
