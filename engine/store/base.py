@@ -243,6 +243,9 @@ class Span(NamedTuple):
     body: bytes
     row_first: int = 0  # the seqs its row claims (a block moved between rows differs)
     row_last: int = 0
+    # In a deep walk, the block's events as stored when they decode typed (a packed
+    # payload), handed over whole instead of as a Stored per event (verify.py).
+    events: list[AnyEvent] | None = None
 
 
 class Prepared(NamedTuple):

@@ -208,8 +208,17 @@ class BlockReader(Store):
                 except ValueError as exc:
                     yield Stored(first_seq, b"", None, f"unreadable block: {exc}")
                     return
-                yield Span(head.first, head.first + head.n - 1, head.last_hash, body,
-                           row_first=first_seq, row_last=last_seq)
+                span = Span(head.first, head.first + head.n - 1, head.last_hash, body,
+                            row_first=first_seq, row_last=last_seq)
+                if deep:  # a packed block's events whole; else one Stored each, below
+                    try:
+                        typed = blocks.typed_events(body, session_id)
+                    except Exception:
+                        typed = None  # reported below, where every format reports it
+                    if typed is not None:
+                        yield span._replace(events=typed)
+                        continue
+                yield span
                 if deep:
                     try:
                         events = blocks.stored_events(body, session_id)

@@ -242,12 +242,20 @@ def stored_events(body: bytes, session_id: str
     decoded events (no builtins), any other the builtins (no event)."""
     if body[:1] == _SEALED and sealed_head(body).kind == KIND_PACKED:
         events = _sealed_events(body, session_id) or []
-        return [(c, None, e) for c, e in zip(_canonical_all(events), events, strict=True)]
+        return [(c, None, e) for c, e in zip(canonical_all(events), events, strict=True)]
     out: list[tuple[bytes, dict[str, Any] | None, AnyEvent | None]] = []
     for raw in raw_events(body):
         obj = builtins(raw)
         out.append((canonical(obj), obj, None))
     return out
+
+
+def typed_events(body: bytes, session_id: str) -> list[AnyEvent] | None:
+    """The events of a packed sealed block as stored (no upcasting), for a deep
+    verify; None for every other block format. Damage raises."""
+    if body[:1] != _SEALED or sealed_head(body).kind != KIND_PACKED:
+        return None
+    return _sealed_events(body, session_id)
 
 
 def canonical_events(body: bytes, session_id: str) -> list[bytes]:
@@ -256,11 +264,11 @@ def canonical_events(body: bytes, session_id: str) -> list[bytes]:
     are encoded in one call and cut apart by one decode (a list's encoding is its
     items' encodings in a row), instead of one encode per event."""
     if body[:1] == _SEALED and sealed_head(body).kind == KIND_PACKED:
-        return _canonical_all(_sealed_events(body, session_id) or [])
+        return canonical_all(_sealed_events(body, session_id) or [])
     return [c for c, _, _ in stored_events(body, session_id)]
 
 
-def _canonical_all(events: list[AnyEvent]) -> list[bytes]:
+def canonical_all(events: list[AnyEvent]) -> list[bytes]:
     """Each event's :func:`engine.codec.canonical` bytes: the list encoded in one call
     and cut apart by one decode (a list's encoding is its items' encodings in a row).
     The Raw slices are buffers, which the chain's ``prev + canon`` and hashlib take as

@@ -39,12 +39,13 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 import attrs
 
 from engine.codec import canonical, from_stored, upcasting_active
 from engine.errors import ConvlogError, KeyRequired, StoreError
-from engine.events import Event, tag_of
+from engine.events import AnyEvent, Event, tag_of
 from engine.lifecycle import Lifecycle
 from engine.store import blocks
 from engine.store.base import Span, Store, Stored
@@ -331,32 +332,21 @@ class _Walk:
         as one batch: their hashes recomputed in one call and required to end at the
         block's last hash, then each decoded and replayed (up to ``limit``)."""
         n = span.last - span.seq + 1
-        batch: list[Stored] = []
-        for unit in units:
-            if isinstance(unit, Span):
-                break
-            batch.append(unit)
-            if len(batch) == n:
-                break
-        canons: list[bytes] = []
-        for i, st in enumerate(batch):
-            seq = span.seq + i
-            if st.seq != seq:
-                return _out_of_order(where, st.seq, seq)
-            event = st.event
-            if event is not None:
-                named: object = event.session_id
-                canons.append(st.canon if st.canon is not None else canonical(event))
-            elif st.obj is None:
-                return Problem(where, seq, st.error or "unreadable")
-            else:
-                named = st.obj.get("session_id")
-                canons.append(st.canon if st.canon is not None else canonical(st.obj))
-            if named != sid:
-                return Problem(where, seq, f"event names session {named!r}")
-        if len(batch) != n:
-            return Problem(where, span.seq + len(batch), f"the sealed block of seqs {span.seq}.."
-                           f"{span.last} holds {len(batch)} event(s)")
+        if span.events is not None:  # the block's typed events, handed over whole
+            typed: list[AnyEvent | None] = list(span.events)
+            objs: list[dict[str, Any] | None] = [None] * len(typed)
+            if len(typed) != n:
+                return Problem(where, span.seq + min(len(typed), n), f"the sealed block of "
+                               f"seqs {span.seq}..{span.last} holds {len(typed)} event(s)")
+            if set(map(_session_of, span.events)) != {sid}:
+                i = next(i for i, e in enumerate(span.events) if e.session_id != sid)
+                return Problem(where, span.seq + i,
+                               f"event names session {span.events[i].session_id!r}")
+            canons = blocks.canonical_all(span.events)
+        else:
+            problem, canons, typed, objs = self._collect(units, span, sid, where, n)
+            if problem is not None:
+                return problem
         links = self.store.chain.links(self.prev, canons)
         stop = n if limit is None else min(n, limit - span.seq + 1)
         # Up to the block's last event when the hashes do not end at its last hash:
@@ -365,10 +355,9 @@ class _Walk:
         decoded: list[Event] = []
         undecodable: Problem | None = None
         for i in range(todo):
-            st = batch[i]
-            event = st.event
+            event = typed[i]
             try:
-                decoded.append(from_stored(dict(st.obj or {})) if event is None
+                decoded.append(from_stored(dict(objs[i] or {})) if event is None
                                else blocks.current(event) if upcast else event)
             except ConvlogError as exc:
                 undecodable = Problem(where, span.seq + i, f"undecodable: {exc}")
@@ -378,9 +367,9 @@ class _Walk:
             return problem or undecodable
         if own:
             for i in range(todo):
-                event = batch[i].event
+                event = typed[i]
                 self.own_ids.append((span.seq + i, event.id if event is not None
-                                     else str((batch[i].obj or {}).get("id"))))
+                                     else str((objs[i] or {}).get("id"))))
         if links[-1] != span.head:
             return Problem(where, span.seq, f"the events of seqs {span.seq}..{span.last} "
                                             "do not chain to their block's last hash")
@@ -392,6 +381,43 @@ class _Walk:
         self.seq = span.seq + stop - 1
         self._counted(own, stop)
         return None
+
+    @staticmethod
+    def _collect(units: Iterator[Stored | Span], span: Span, sid: str, where: str, n: int
+                 ) -> tuple[Problem | None, list[bytes], list[AnyEvent | None],
+                            list[dict[str, Any] | None]]:
+        """A sealed block's events as they follow its span, one Stored each (builtins,
+        or a format whose events come one by one): the first problem, or their
+        canonical bytes, typed events and builtins."""
+        canons: list[bytes] = []
+        typed: list[AnyEvent | None] = []
+        objs: list[dict[str, Any] | None] = []
+        for unit in units:
+            if isinstance(unit, Span):
+                break
+            seq = span.seq + len(canons)
+            if unit.seq != seq:
+                return _out_of_order(where, unit.seq, seq), [], [], []
+            event = unit.event
+            if event is not None:
+                named: object = event.session_id
+                canons.append(unit.canon if unit.canon is not None else canonical(event))
+            elif unit.obj is None:
+                return Problem(where, seq, unit.error or "unreadable"), [], [], []
+            else:
+                named = unit.obj.get("session_id")
+                canons.append(unit.canon if unit.canon is not None else canonical(unit.obj))
+            if named != sid:
+                return Problem(where, seq, f"event names session {named!r}"), [], [], []
+            typed.append(event)
+            objs.append(unit.obj)
+            if len(canons) == n:
+                break
+        if len(canons) != n:
+            return (Problem(where, span.seq + len(canons), f"the sealed block of seqs "
+                            f"{span.seq}..{span.last} holds {len(canons)} event(s)"),
+                    [], [], [])
+        return None, canons, typed, objs
 
     def _rewritten(self) -> Problem:
         return Problem(self.session_id, self.seq, "the hash differs from the anchor's: the log "
@@ -425,6 +451,10 @@ class _Walk:
             return Problem(session_id, seq, wrong)
         self.report.heads[session_id] = (seq, prev.hex())
         return None
+
+
+def _session_of(e: AnyEvent) -> str:
+    return e.session_id
 
 
 def _replayed(lc: Lifecycle, events: list[Event], where: str) -> Problem | None:
