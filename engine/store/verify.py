@@ -354,7 +354,12 @@ class _Walk:
         todo = stop if links[-1] == span.head else min(stop, n - 1)
         decoded: list[Event] = []
         undecodable: Problem | None = None
-        for i in range(todo):
+        if span.events is not None and not upcast:  # as stored is as read: no decode
+            decoded = list(span.events[:todo])
+            todo_typed = 0
+        else:
+            todo_typed = todo
+        for i in range(todo_typed):
             event = typed[i]
             try:
                 decoded.append(from_stored(dict(objs[i] or {})) if event is None
@@ -365,7 +370,10 @@ class _Walk:
         problem = _replayed(lc, decoded, where)
         if problem is not None or undecodable is not None:
             return problem or undecodable
-        if own:
+        if own and span.events is not None:
+            self.own_ids += zip(range(span.seq, span.seq + todo),
+                                map(_id_of, span.events[:todo]), strict=True)
+        elif own:
             for i in range(todo):
                 event = typed[i]
                 self.own_ids.append((span.seq + i, event.id if event is not None
@@ -455,6 +463,10 @@ class _Walk:
 
 def _session_of(e: AnyEvent) -> str:
     return e.session_id
+
+
+def _id_of(e: AnyEvent) -> str:
+    return e.id
 
 
 def _replayed(lc: Lifecycle, events: list[Event], where: str) -> Problem | None:
