@@ -89,11 +89,11 @@ def _link_only(url: str) -> int:
         store.close()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sid, events = record(args.events)
     blank = [msgspec.structs.replace(e, seq=0, session_id="") for e in events]
     canon = [canonical(e) for e in events]
@@ -158,6 +158,12 @@ def format_study(sid: str, events: list[Event], repeat: int) -> None:
     raw_list = msgspec.msgpack.Decoder(list[msgspec.Raw])
     chain = Chain(None)
     canon = [bytes(c) for g in groups for c in raw_list.decode(canonical_encoder.encode(g))]
+    # Both payloads must give back exactly the bytes the chain covers.
+    from_packed = [canonical(e) for i, z in enumerate(packed_z)
+                   for e in packed._unpack(zlib.decompress(z), sid, i * step + 1)]
+    from_kept = [bytes(c) for z in canon_z for c in raw_list.decode(zlib.decompress(z))]
+    if not from_packed == from_kept == canon == [canonical(e) for e in events]:
+        raise SystemExit("format study: a payload does not give back the canonical bytes")
 
     def per_event(fn: Callable[[], object]) -> float:
         t, _ = _cpu(repeat, lambda: (fn(), n)[1])
