@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from engine.codec import canonical
 from engine.errors import ConvlogError
 from engine.events import Event
 from engine.lifecycle import Lifecycle
@@ -102,3 +103,20 @@ def test_the_first_problem_inside_sealed_blocks_is_the_one_by_one_replays(
     first = report.first
     assert first is not None
     assert (first.seq, "repeats" if "repeats" in first.reason else "illegal") == expected
+
+
+def test_own_stored_still_gives_every_event_of_packed_blocks(tmp_path: Path) -> None:
+    """The deep walk hands a packed block's events over whole (``Span.events``); the
+    per-event view of the same walk (``_own_stored``) still gives each one."""
+    events = _forge(_turns(30), "none", 0)
+    store = open_store(f"sqlite:///{tmp_path}/t.db")
+    try:
+        store.create_session(SID, created=0)
+        store.append(SID, [msgspec.structs.replace(e, seq=0, session_id="") for e in events])
+        assert any(u.events for u in store._own_units(SID, deep=True) if isinstance(u, Span))
+        stored = list(store._own_stored(SID))
+    finally:
+        store.close()
+    assert [st.seq for st in stored] == list(range(1, len(events) + 1))
+    assert [bytes(st.canon or b"") if st.event is not None else canonical(st.obj or {})
+            for st in stored] == [canonical(e) for e in events]
