@@ -10,7 +10,9 @@ For each session (through its fork lineage) every stored event must:
    and must end at the stored last one;
 3. decode (after upcasting) into a catalog event;
 4. be legal: replayed through :meth:`engine.lifecycle.Lifecycle.apply`, the same
-   gate every append passed;
+   gate every append passed (a sealed block's events as one
+   :meth:`~engine.lifecycle.Lifecycle.apply_batch`, an append's own gate, and one
+   by one when that batch does not accept them all, to name the first problem);
 
 and the log must reach the head the store recorded for the session (a cut tail
 shows up there), and global positions must be exactly ``1..last_position``.
