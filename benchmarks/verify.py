@@ -22,6 +22,15 @@ the same run and on one core (CPU time, best of ``--repeat``):
 
 It prints events/s for each and the ratios to the floor, against issue 30's
 targets (a content-proving verify >= 1M events/s, deep >= 0.5M events/s).
+
+Then the *format study* behind the sealed block's design (issue 30 target 2): per
+event, over the same events cut into blocks of ``BLOCK_MAX``, the cost of each step
+a content-proving check takes for today's packed payload and for the alternative
+that keeps each event's canonical bytes (zlib of their msgpack array): inflating,
+unpacking or cutting apart, one encode of the block's events, the chain's own batch
+loop (``Chain.links``) and the bytes per event each payload stores. A check cannot
+be faster than its inflate + cut + hash; a format is worth it only if that sum is
+under a microsecond at no more than the documented storage.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import hashlib
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,10 +51,11 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 import msgspec
 
 from benchmarks.stores import record
-from engine.codec import canonical
-from engine.store import Store, open_store
+from engine.codec import canonical, canonical_encoder
+from engine.events import Event
+from engine.store import Store, blocks, open_store, packed
 from engine.store.base import Span
-from engine.store.chain import HASH_BYTES
+from engine.store.chain import GENESIS, HASH_BYTES, Chain
 from engine.store.verify import verify
 
 TARGET_CONTENT = 1_000_000
@@ -78,11 +89,11 @@ def _link_only(url: str) -> int:
         store.close()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sid, events = record(args.events)
     blank = [msgspec.structs.replace(e, seq=0, session_id="") for e in events]
     canon = [canonical(e) for e in events]
@@ -131,6 +142,57 @@ def main() -> None:
                   f"[target {TARGET_DEEP / 1e6:.1f}M/s: "
                   f"{'met' if rates['deep'] >= TARGET_DEEP else 'NOT met'}]; "
                   f"link-only walk (before, proves no content) {rates['link'] / 1e6:.1f}M/s")
+    format_study(sid, events, args.repeat)
+
+
+def format_study(sid: str, events: list[Event], repeat: int) -> None:
+    """Per-event microseconds of each step of a content-proving check, for today's
+    packed payload and for a payload keeping the canonical bytes (see the module doc)."""
+    step = blocks.BLOCK_MAX
+    groups = [events[i:i + step] for i in range(0, len(events), step)]
+    n = len(events)
+    level = blocks.ZLIB_LEVEL
+    packed_z = [zlib.compress(packed.pack(g, sid, i * step + 1), level)
+                for i, g in enumerate(groups)]
+    canon_z = [zlib.compress(canonical_encoder.encode(g), level) for g in groups]
+    raw_list = msgspec.msgpack.Decoder(list[msgspec.Raw])
+    chain = Chain(None)
+    canon = [bytes(c) for g in groups for c in raw_list.decode(canonical_encoder.encode(g))]
+    # Both payloads must give back exactly the bytes the chain covers.
+    from_packed = [canonical(e) for i, z in enumerate(packed_z)
+                   for e in packed._unpack(zlib.decompress(z), sid, i * step + 1)]
+    from_kept = [bytes(c) for z in canon_z for c in raw_list.decode(zlib.decompress(z))]
+    if not from_packed == from_kept == canon == [canonical(e) for e in events]:
+        raise SystemExit("format study: a payload does not give back the canonical bytes")
+
+    def per_event(fn: Callable[[], object]) -> float:
+        t, _ = _cpu(repeat, lambda: (fn(), n)[1])
+        return t / n * 1e6
+
+    cost = {
+        "inflate packed": per_event(lambda: [zlib.decompress(z) for z in packed_z]),
+        "unpack packed to events": per_event(
+            lambda: [packed._unpack(zlib.decompress(z), sid, i * step + 1)
+                     for i, z in enumerate(packed_z)]),
+        "encode events + cut": per_event(
+            lambda: [raw_list.decode(canonical_encoder.encode(g)) for g in groups]),
+        "inflate canonical": per_event(lambda: [zlib.decompress(z) for z in canon_z]),
+        "cut canonical": per_event(lambda: [raw_list.decode(zlib.decompress(z))
+                                            for z in canon_z]),
+        "chain links (Chain.links)": per_event(lambda: chain.links(GENESIS, canon)),
+    }
+    size_packed = sum(map(len, packed_z)) / n
+    size_canon = sum(map(len, canon_z)) / n
+    print(f"format study, {n} events in blocks of {step} (CPU us per event):")
+    for name, us in cost.items():
+        print(f"  {name}: {us:.3f} us")
+    today = cost["unpack packed to events"] + cost["encode events + cut"] + \
+        cost["chain links (Chain.links)"]
+    keep = cost["cut canonical"] + cost["chain links (Chain.links)"]
+    print(f"  packed (today): {size_packed:.1f} B/event, check >= {today:.2f} us/event "
+          f"(<= {1 / today:.2f}M/s)")
+    print(f"  canonical kept: {size_canon:.1f} B/event ({size_canon / size_packed:.2f}x), "
+          f"check >= {keep:.2f} us/event (<= {1 / keep:.2f}M/s)")
 
 
 

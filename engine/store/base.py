@@ -243,6 +243,9 @@ class Span(NamedTuple):
     body: bytes
     row_first: int = 0  # the seqs its row claims (a block moved between rows differs)
     row_last: int = 0
+    # In a deep walk, the block's events as stored when they decode typed (a packed
+    # payload), handed over whole instead of as a Stored per event (verify.py).
+    events: list[AnyEvent] | None = None
 
 
 class Prepared(NamedTuple):
@@ -390,7 +393,7 @@ class Store(abc.ABC):
     def _own_units(self, session_id: str, *, deep: bool) -> Iterator[Stored | Span]:
         """What verification walks: per event a :class:`Stored`; a block store also
         gives a :class:`Span` per sealed block (followed, when ``deep``, by its events
-        with an empty stored hash)."""
+        with an empty stored hash, or carrying them whole in ``Span.events``)."""
         return self._own_stored(session_id)
 
     def _link_holds(self, session_id: str, prev: bytes, span: Span) -> bool:

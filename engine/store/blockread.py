@@ -195,11 +195,16 @@ class BlockReader(Store):
         for unit in self._own_units(session_id, deep=True):
             if isinstance(unit, Stored):
                 yield unit
+            elif unit.events is not None:  # a packed block's events, handed over whole
+                canon = blocks.canonical_all(unit.events)
+                for i, (c, e) in enumerate(zip(canon, unit.events, strict=True)):
+                    yield Stored(unit.seq + i, b"", None, None, canon=c, event=e)
 
     def _own_units(self, session_id: str, *, deep: bool) -> Iterator[Stored | Span]:
         """Per event a :class:`Stored` from blocks that keep per-event hashes; per
         sealed block a :class:`Span` (then, when ``deep``, its events, without a
-        stored hash: verification recomputes them and compares the span's last)."""
+        stored hash: verification recomputes them and compares the span's last; a
+        packed block's typed events come whole, in the span's ``events``)."""
         sid = self._sid(session_id)
         for first_seq, last_seq, body in self._block_rows(sid, 0, self.SEQ_MAX):
             if blocks.is_sealed(body):
@@ -208,8 +213,17 @@ class BlockReader(Store):
                 except ValueError as exc:
                     yield Stored(first_seq, b"", None, f"unreadable block: {exc}")
                     return
-                yield Span(head.first, head.first + head.n - 1, head.last_hash, body,
-                           row_first=first_seq, row_last=last_seq)
+                span = Span(head.first, head.first + head.n - 1, head.last_hash, body,
+                            row_first=first_seq, row_last=last_seq)
+                if deep:  # a packed block's events whole; else one Stored each, below
+                    try:
+                        typed = blocks.typed_events(body, session_id)
+                    except Exception:
+                        typed = None  # reported below, where every format reports it
+                    if typed is not None:
+                        yield span._replace(events=typed)
+                        continue
+                yield span
                 if deep:
                     try:
                         events = blocks.stored_events(body, session_id)

@@ -29,6 +29,7 @@ instead of hundreds. Reading decodes a whole block with one msgspec call.
 
 from __future__ import annotations
 
+import operator
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +38,7 @@ from typing import Any, NamedTuple, cast
 import msgspec
 
 from engine.codec import (
+    UNENCODABLE,
     canonical,
     canonical_encoder,
     ext_hook,
@@ -240,12 +242,20 @@ def stored_events(body: bytes, session_id: str
     decoded events (no builtins), any other the builtins (no event)."""
     if body[:1] == _SEALED and sealed_head(body).kind == KIND_PACKED:
         events = _sealed_events(body, session_id) or []
-        return [(canonical(e), None, e) for e in events]
+        return [(c, None, e) for c, e in zip(canonical_all(events), events, strict=True)]
     out: list[tuple[bytes, dict[str, Any] | None, AnyEvent | None]] = []
     for raw in raw_events(body):
         obj = builtins(raw)
         out.append((canonical(obj), obj, None))
     return out
+
+
+def typed_events(body: bytes, session_id: str) -> list[AnyEvent] | None:
+    """The events of a packed sealed block as stored (no upcasting), for a deep
+    verify; None for every other block format. Damage raises."""
+    if body[:1] != _SEALED or sealed_head(body).kind != KIND_PACKED:
+        return None
+    return _sealed_events(body, session_id)
 
 
 def canonical_events(body: bytes, session_id: str) -> list[bytes]:
@@ -254,11 +264,20 @@ def canonical_events(body: bytes, session_id: str) -> list[bytes]:
     are encoded in one call and cut apart by one decode (a list's encoding is its
     items' encodings in a row), instead of one encode per event."""
     if body[:1] == _SEALED and sealed_head(body).kind == KIND_PACKED:
-        events = _sealed_events(body, session_id) or []
-        # The Raw slices are buffers, which the chain's ``prev + canon`` and hashlib
-        # take as they are: no copy into bytes per event.
-        return cast("list[bytes]", _raw_list_dec.decode(canonical_encoder.encode(events)))
+        return canonical_all(_sealed_events(body, session_id) or [])
     return [c for c, _, _ in stored_events(body, session_id)]
+
+
+def canonical_all(events: list[AnyEvent]) -> list[bytes]:
+    """Each event's :func:`engine.codec.canonical` bytes: the list encoded in one call
+    and cut apart by one decode (a list's encoding is its items' encodings in a row).
+    The Raw slices are buffers, which the chain's ``prev + canon`` and hashlib take as
+    they are: no copy into bytes per event. A value msgpack lacks (escaped by
+    ``canonical``) sends the list event by event."""
+    try:
+        return cast("list[bytes]", _raw_list_dec.decode(canonical_encoder.encode(events)))
+    except UNENCODABLE:
+        return [canonical(e) for e in events]
 
 
 def current(event: AnyEvent) -> AnyEvent:
@@ -472,3 +491,29 @@ def id_key(event_id: str) -> bytes:
                 pass
     key = b"\x01" + event_id.encode("utf-8", "surrogatepass")  # never stored: no hit
     return key if len(key) != 16 else b"\x01" + key
+
+
+_LOW_BITS = struct.Struct(">8xq")  # a 16-byte id key's low 64 bits, SQLite's signed int
+
+
+def low_keys(event_ids: list[str | None]) -> list[int] | None:
+    """The run key (the low 64 bits of :func:`id_key`, signed) of each id, when every
+    one is a canonical lowercase UUID; else None (the caller then looks at them one
+    by one). Checked for the whole list at once: each is 36 characters with its
+    dashes in place, the whole is lowercase, and its hex digits (``bytes.fromhex``
+    refuses anything else, and whitespace would leave fewer) are 16 bytes per id."""
+    n = len(event_ids)
+    if not n or None in event_ids or set(map(len, event_ids)) != {36}:  # type: ignore[arg-type]
+        return None
+    joined = "".join(event_ids)  # type: ignore[arg-type]
+    dashes = "-" * n
+    if (joined[8::36] != dashes or joined[13::36] != dashes or joined[18::36] != dashes
+            or joined[23::36] != dashes or joined != joined.lower()):
+        return None
+    try:
+        raw = bytes.fromhex(joined.replace("-", ""))
+    except ValueError:
+        return None
+    if len(raw) != 16 * n:
+        return None
+    return list(map(operator.itemgetter(0), _LOW_BITS.iter_unpack(raw)))

@@ -13,6 +13,7 @@ import hashlib
 import hmac
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Protocol
 
 HASH_BYTES = 16
 GENESIS = bytes(HASH_BYTES)
@@ -32,7 +33,7 @@ class Chain:
         self.link: Callable[[bytes, bytes], bytes] = (
             _sha_link if key is None else functools.partial(_hmac_link, key))
         self.links: Callable[[bytes, Iterable[bytes]], list[bytes]] = (
-            _sha_links if key is None else functools.partial(_hmac_links, key))
+            _sha_links if key is None else functools.partial(_links_from, _keyed(key)))
 
     def fingerprint(self) -> str:
         """Names the key without revealing it, so a store can refuse a wrong key early."""
@@ -43,7 +44,11 @@ class Chain:
 
 # The rule: hash_n = H(hash_{n-1} || canon_n), truncated. The batch forms repeat the
 # one-line digest inside their loop on purpose: a Python call per event there costs
-# about a third of a microsecond per stored event (measured).
+# about a third of a microsecond per stored event (measured). They start each event's
+# digest from a copy of a blank (or keyed) state instead of constructing one: a
+# constructor looks the algorithm up every time, and HMAC's re-derives the padded key
+# (measured on 259-byte workload events: about 5% faster plain, 1.7x keyed). Two
+# updates hash the same bytes as one over ``prev + canon``, without the joined copy.
 def _sha_link(prev: bytes, canon: bytes) -> bytes:
     return _sha256(prev + canon).digest()[:HASH_BYTES]
 
@@ -53,19 +58,41 @@ def _hmac_link(key: bytes, prev: bytes, canon: bytes) -> bytes:
 
 
 def _sha_links(prev: bytes, canon: Iterable[bytes]) -> list[bytes]:
-    out = []
+    return _links_from(_BLANK_SHA.copy, prev, canon)
+
+
+class _Digest(Protocol):
+    def update(self, data: bytes, /) -> None: ...
+
+    def digest(self) -> bytes: ...
+
+
+def _links_from(fresh: Callable[[], _Digest], prev: bytes,
+                canon: Iterable[bytes]) -> list[bytes]:
+    out: list[bytes] = []
+    append = out.append
     for data in canon:
-        prev = _sha256(prev + data).digest()[:HASH_BYTES]
-        out.append(prev)
+        h = fresh()
+        h.update(prev)
+        h.update(data)
+        prev = h.digest()[:HASH_BYTES]
+        append(prev)
     return out
 
 
-def _hmac_links(key: bytes, prev: bytes, canon: Iterable[bytes]) -> list[bytes]:
-    out = []
-    for data in canon:
-        prev = _hmac_digest(key, prev + data, "sha256")[:HASH_BYTES]
-        out.append(prev)
-    return out
+_BLANK_SHA = _sha256()
+
+
+def _keyed(key: bytes) -> Callable[[], _Digest]:
+    """Copies of a blank HMAC-SHA256 state under ``key``: OpenSSL's own HMAC object
+    where the interpreter has it (its ``copy`` is one C call; the ``hmac`` module
+    wraps it in a Python object whose ``copy`` builds another)."""
+    try:
+        from _hashlib import hmac_new  # noqa: PLC0415 - CPython with OpenSSL
+    except ImportError:
+        return hmac.new(key, digestmod=_sha256).copy
+    fresh: Callable[[], _Digest] = hmac_new(key, digestmod="sha256").copy
+    return fresh
 
 
 def read_key(path: str | Path) -> bytes:

@@ -40,21 +40,22 @@ def walk(chain: Chain, session_id: str, genesis: str, base: int, data: bytes,  #
     sealed = base
     for ref in refs:
         member = sealed_data[ref.offset:ref.offset + ref.length]
-        if spans and ref.link:
-            yield Span(ref.first_seq, ref.last_seq, ref.head, member,
-                       row_first=ref.first_seq, row_last=ref.last_seq)
+        found: list[AnyEvent] | str | None = None
         if spans and ref.link and deep:
             found = _typed_block(session_id, ref, member)
-            if isinstance(found, str):
-                yield Stored(ref.first_seq, b"", None, found)
-                return False
-            if found is not None:  # the span's last hash is what these must reach
-                for i, e in enumerate(found):
-                    yield Stored(ref.first_seq + i, b"", None, None, canon=canonical(e),
-                                 event=e)
-                prev, sealed = ref.head, ref.last_seq
-                ranges.extend(position_ranges(ref))
-                continue
+        if spans and ref.link:
+            # At depth, typed events go whole with their span: its last hash is what
+            # they must reach.
+            yield Span(ref.first_seq, ref.last_seq, ref.head, member,
+                       row_first=ref.first_seq, row_last=ref.last_seq,
+                       events=found if isinstance(found, list) else None)
+        if isinstance(found, str):
+            yield Stored(ref.first_seq, b"", None, found)
+            return False
+        if found is not None:
+            prev, sealed = ref.head, ref.last_seq
+            ranges.extend(position_ranges(ref))
+            continue
         if not (spans and ref.link) or deep:
             try:
                 objs = packed.unpack_builtins(jsonl_blocks.payload(member), session_id,

@@ -10,7 +10,9 @@ For each session (through its fork lineage) every stored event must:
    and must end at the stored last one;
 3. decode (after upcasting) into a catalog event;
 4. be legal: replayed through :meth:`engine.lifecycle.Lifecycle.apply`, the same
-   gate every append passed;
+   gate every append passed (a sealed block's events as one
+   :meth:`~engine.lifecycle.Lifecycle.apply_batch`, an append's own gate, and one
+   by one when that batch does not accept them all, to name the first problem);
 
 and the log must reach the head the store recorded for the session (a cut tail
 shows up there), and global positions must be exactly ``1..last_position``.
@@ -37,13 +39,15 @@ which is no evidence of tampering.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 import attrs
 
 from engine.codec import canonical, from_stored, upcasting_active
 from engine.errors import ConvlogError, KeyRequired, StoreError
-from engine.events import tag_of
+from engine.events import AnyEvent, Event, tag_of
 from engine.lifecycle import Lifecycle
 from engine.store import blocks
 from engine.store.base import Span, Store, Stored
@@ -330,53 +334,52 @@ class _Walk:
         as one batch: their hashes recomputed in one call and required to end at the
         block's last hash, then each decoded and replayed (up to ``limit``)."""
         n = span.last - span.seq + 1
-        batch: list[Stored] = []
-        for unit in units:
-            if isinstance(unit, Span):
-                break
-            batch.append(unit)
-            if len(batch) == n:
-                break
-        canons: list[bytes] = []
-        for i, st in enumerate(batch):
-            seq = span.seq + i
-            if st.seq != seq:
-                return _out_of_order(where, st.seq, seq)
-            event = st.event
-            if event is not None:
-                named: object = event.session_id
-                canons.append(st.canon if st.canon is not None else canonical(event))
-            elif st.obj is None:
-                return Problem(where, seq, st.error or "unreadable")
-            else:
-                named = st.obj.get("session_id")
-                canons.append(st.canon if st.canon is not None else canonical(st.obj))
-            if named != sid:
-                return Problem(where, seq, f"event names session {named!r}")
-        if len(batch) != n:
-            return Problem(where, span.seq + len(batch), f"the sealed block of seqs {span.seq}.."
-                           f"{span.last} holds {len(batch)} event(s)")
+        if span.events is not None:  # the block's typed events, handed over whole
+            typed: list[AnyEvent | None] = list(span.events)
+            objs: list[dict[str, Any] | None] = [None] * len(typed)
+            if len(typed) != n:
+                return Problem(where, span.seq + min(len(typed), n), f"the sealed block of "
+                               f"seqs {span.seq}..{span.last} holds {len(typed)} event(s)")
+            if set(map(_session_of, span.events)) != {sid}:
+                i = next(i for i, e in enumerate(span.events) if e.session_id != sid)
+                return Problem(where, span.seq + i,
+                               f"event names session {span.events[i].session_id!r}")
+            canons = blocks.canonical_all(span.events)
+        else:
+            problem, canons, typed, objs = self._collect(units, span, sid, where, n)
+            if problem is not None:
+                return problem
         links = self.store.chain.links(self.prev, canons)
         stop = n if limit is None else min(n, limit - span.seq + 1)
-        for i in range(stop):
-            st, seq = batch[i], span.seq + i
-            if i == n - 1 and links[-1] != span.head:
-                break  # reported below, after the events before it (as a walk would)
-            event = st.event
+        # Up to the block's last event when the hashes do not end at its last hash:
+        # that is reported below, after the events before it (as a walk would).
+        todo = stop if links[-1] == span.head else min(stop, n - 1)
+        decoded: list[Event] = []
+        undecodable: Problem | None = None
+        if span.events is not None and not upcast:  # as stored is as read: no decode
+            decoded = list(span.events[:todo])
+            todo_typed = 0
+        else:
+            todo_typed = todo
+        for i in range(todo_typed):
+            event = typed[i]
             try:
-                e = (from_stored(dict(st.obj or {})) if event is None
-                     else blocks.current(event) if upcast else event)
+                decoded.append(from_stored(dict(objs[i] or {})) if event is None
+                               else blocks.current(event) if upcast else event)
             except ConvlogError as exc:
-                return Problem(where, seq, f"undecodable: {exc}")
-            try:
-                if not lc.apply(e):
-                    return Problem(where, seq, f"{tag_of(type(e))} repeats an earlier "
-                                               "transition (the log never stores no-ops)")
-            except ConvlogError as exc:
-                return Problem(where, seq, f"illegal transition: {exc}")
-            if own:
-                self.own_ids.append((seq, event.id if event is not None
-                                     else str((st.obj or {}).get("id"))))
+                undecodable = Problem(where, span.seq + i, f"undecodable: {exc}")
+                break
+        problem = _replayed(lc, decoded, where)
+        if problem is not None or undecodable is not None:
+            return problem or undecodable
+        if own and span.events is not None:
+            self.own_ids += zip(range(span.seq, span.seq + todo),
+                                map(_id_of, span.events[:todo]), strict=True)
+        elif own:
+            for i in range(todo):
+                event = typed[i]
+                self.own_ids.append((span.seq + i, event.id if event is not None
+                                     else str((objs[i] or {}).get("id"))))
         if links[-1] != span.head:
             return Problem(where, span.seq, f"the events of seqs {span.seq}..{span.last} "
                                             "do not chain to their block's last hash")
@@ -388,6 +391,43 @@ class _Walk:
         self.seq = span.seq + stop - 1
         self._counted(own, stop)
         return None
+
+    @staticmethod
+    def _collect(units: Iterator[Stored | Span], span: Span, sid: str, where: str, n: int
+                 ) -> tuple[Problem | None, list[bytes], list[AnyEvent | None],
+                            list[dict[str, Any] | None]]:
+        """A sealed block's events as they follow its span, one Stored each (builtins,
+        or a format whose events come one by one): the first problem, or their
+        canonical bytes, typed events and builtins."""
+        canons: list[bytes] = []
+        typed: list[AnyEvent | None] = []
+        objs: list[dict[str, Any] | None] = []
+        for unit in units:
+            if isinstance(unit, Span):
+                break
+            seq = span.seq + len(canons)
+            if unit.seq != seq:
+                return _out_of_order(where, unit.seq, seq), [], [], []
+            event = unit.event
+            if event is not None:
+                named: object = event.session_id
+                canons.append(unit.canon if unit.canon is not None else canonical(event))
+            elif unit.obj is None:
+                return Problem(where, seq, unit.error or "unreadable"), [], [], []
+            else:
+                named = unit.obj.get("session_id")
+                canons.append(unit.canon if unit.canon is not None else canonical(unit.obj))
+            if named != sid:
+                return Problem(where, seq, f"event names session {named!r}"), [], [], []
+            typed.append(event)
+            objs.append(unit.obj)
+            if len(canons) == n:
+                break
+        if len(canons) != n:
+            return (Problem(where, span.seq + len(canons), f"the sealed block of seqs "
+                            f"{span.seq}..{span.last} holds {len(canons)} event(s)"),
+                    [], [], [])
+        return None, canons, typed, objs
 
     def _rewritten(self) -> Problem:
         return Problem(self.session_id, self.seq, "the hash differs from the anchor's: the log "
@@ -421,6 +461,41 @@ class _Walk:
             return Problem(session_id, seq, wrong)
         self.report.heads[session_id] = (seq, prev.hex())
         return None
+
+
+def _session_of(e: AnyEvent) -> str:
+    return e.session_id
+
+
+def _id_of(e: AnyEvent) -> str:
+    return e.id
+
+
+def _replayed(lc: Lifecycle, events: list[Event], where: str) -> Problem | None:
+    """The first illegal or repeated transition among consecutive ``events``, or None.
+    They are replayed as one batch, as an append's batch is (deltas and plain part
+    moves decided inline); when the batch does not accept every event as it is, the
+    batch is rolled back and the events are replayed one by one through
+    :meth:`Lifecycle.apply`, which names the first problem exactly."""
+    if not events:
+        return None
+    lc.begin()
+    try:
+        accepted = lc.apply_batch(events)
+        if len(accepted) == len(events) and all(map(operator.is_, accepted, events)):
+            lc.commit()
+            return None
+    except ConvlogError:
+        pass
+    lc.rollback()
+    for e in events:
+        try:
+            if not lc.apply(e):
+                return Problem(where, e.seq, f"{tag_of(type(e))} repeats an earlier "
+                                             "transition (the log never stores no-ops)")
+        except ConvlogError as exc:
+            return Problem(where, e.seq, f"illegal transition: {exc}")
+    return None  # (unreachable while apply_batch and apply agree)
 
 
 def _out_of_order(where: str, seq: int, expected_seq: int) -> Problem:

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from benchmarks import conversation, integrations, packed, replay, streaming
+from benchmarks import verify as verify_bench
 
 
 def test_streaming_benchmark_runs_and_agrees_with_the_sdks(
@@ -48,3 +49,11 @@ def test_packed_benchmark_runs_and_round_trips(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert "round trips: exact" in out
     assert re.search(r"unpack \d+\.\d+ us/event", out)
+
+
+def test_verify_benchmark_runs_and_its_format_study_round_trips(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    verify_bench.main(["--events", "1500", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert len(re.findall(r"verify --fast \(content proven\) \d+\.\d+M/s", out)) == 2
+    assert re.search(r"canonical kept: \d+\.\d+ B/event", out)
