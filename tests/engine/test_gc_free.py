@@ -103,3 +103,26 @@ def test_a_streamed_message_leaves_no_cycle_behind(blocks: list[str]) -> None:
     assert session.version > 0
     del session, store
     assert gc.collect() == 0
+
+
+def test_the_memory_store_keeps_its_per_event_index_and_hashes_out_of_the_collector() -> None:
+    """The id index (event id -> position) and the chain hashes hold one entry per
+    stored event: neither is a container the collector tracks, so a full collection
+    never walks them (a str-subclass key once made the index a tracked dict, and a
+    list of bytes per hash was another tracked container of one entry per event)."""
+    store = MemoryStore()
+    session = Session.create(store, clock=StepClock())
+    mid = session.start_message("assistant")
+    ref = session.add_text(mid)
+    for k in range(50):
+        session.text_delta(ref, f"d{k}")
+    gc.collect()
+    assert not gc.is_tracked(store._ids)
+    own = store._own[session.id]
+    assert not gc.is_tracked(own.hashes)
+    assert len(own.hashes) == 16 * len(own.events)
+    # ... and what they hold still answers: each event is found, its hash read back.
+    stored = list(store._own_stored(session.id))
+    assert [s.seq for s in stored] == [e.seq for e in own.events]
+    assert store.find_event(own.events[-1].id) is not None
+    assert store.find_event("\0") is None
