@@ -190,6 +190,10 @@ class Block(msgspec.Struct, gc=False):
     buf: list[str] | None = None
     buf_len: int = 0
     start_input: JSON = {}  # msgspec copies an empty default for each instance
+    # A tool call's parsed input once its arguments are complete (None before). Kept
+    # here, not in ``data``: a dict of flags and strings is one the collector stops
+    # tracking, and a nested dict would make it track ``data`` (one per tool block).
+    input: JSON | None = None
     data: JSON = {}  # provider data for the part's end metadata
 
     @property
@@ -206,7 +210,8 @@ class Block(msgspec.Struct, gc=False):
 def _tool_call(block: Block) -> ToolCall:
     """A client tool block as the agent loop gets it (its input so far: {} until parsed)."""
     data = block.data
-    return ToolCall(block.ref, data["call_id"], data["name"], data.get("input", {}))
+    return ToolCall(block.ref, data["call_id"], data["name"],
+                    block.input if block.input is not None else {})
 
 
 def as_dict(event: Any) -> dict[str, Any]:
@@ -579,20 +584,20 @@ class StreamIngest:
                 self._ready(block, {"input": raw})
                 return
             try:
-                block.data["input"] = parse_tool_input(raw, block.start_input, event=event)
+                block.input = parse_tool_input(raw, block.start_input, event=event)
             except MalformedToolInput:
                 if not is_prefix(raw):
                     raise
                 block.data["cut"] = raw  # cut short? the finish reason will tell (_stop)
                 self._calls.pop(pid, None)
                 return
-            self._ready(block, block.data["input"])
+            self._ready(block, block.input)
         else:
             self._emit(ev.PartEnded(message_id=mid, part_id=pid, metadata=metadata))
 
     def _ready(self, block: Block, input: JSON) -> None:
         """A tool call's arguments are complete: ``input`` is what the call runs with."""
-        block.data["input"] = input
+        block.input = input
         pid = block.part_id
         if pid in self._calls:
             self._calls[pid] = _tool_call(block)

@@ -23,16 +23,13 @@ from engine.store.base import (
     Store,
     Stored,
 )
+from engine.store.chain import HASH_BYTES
 
 _ID = attrgetter("id")
 
 
-class _Key(str):
-    __slots__ = ()
-
-
-# Not an event id (no id holds a NUL); see MemoryStore._ids.
-_HASHES_INLINE = _Key("\0")
+# Not an event id (ids are strs); see MemoryStore._ids.
+_HASHES_INLINE = -1
 
 
 class _Own:
@@ -45,7 +42,9 @@ class _Own:
         self.base = info.fork_seq or 0  # own seqs start after it
         self.genesis = genesis
         self.events: list[AnyEvent] = []
-        self.hashes: list[bytes] = []
+        # The events' chain hashes end to end, HASH_BYTES each: one buffer the garbage
+        # collector never walks, not a bytes object per event in a list it walks.
+        self.hashes = bytearray()
         # Runs of own events at consecutive global positions (a session appended alone
         # is one run): each run's first index in ``events`` and its position.
         self.run_index: list[int] = []
@@ -70,11 +69,14 @@ class MemoryStore(Store):
         self._own: dict[str, _Own] = {}
         # Plain ints and strs only, no tuple per event: the garbage collector never
         # has to look at them (a streamed session holds millions).
-        # Event id -> position. The one key that is a str subclass (at position 0, which
-        # no event has) makes the dict keep each key's hash in its table: a probe that
-        # meets another key then compares hashes without reading that key's string,
-        # which in a large index is a cache miss (a fresh id's lookup probes a few).
-        self._ids: dict[str, int] = {_HASHES_INLINE: 0}
+        # Event id -> position. The one key that is not a str (an int, at position 0,
+        # which no event has) makes the dict keep each key's hash in its table: a probe
+        # that meets another key then compares hashes without reading that key's
+        # string, which in a large index is a cache miss (a fresh id's lookup probes a
+        # few). An int, not a str subclass: that would be an object the collector
+        # tracks, which makes it track the dict and walk all its keys and values in
+        # every full collection.
+        self._ids: dict[str | int, int] = {_HASHES_INLINE: 0}
         self._count = 0  # events stored: the last position
         # The global log as runs, not a record per event: a run is one session's
         # consecutive own events at consecutive positions (batches of one session in a
@@ -110,14 +112,14 @@ class MemoryStore(Store):
         own = self._own[session_id]
         if not own.events:
             return 0, own.genesis
-        return own.events[-1].seq, own.hashes[-1]
+        return own.events[-1].seq, bytes(own.hashes[-HASH_BYTES:])
 
     def _write_head(self, session_id: str) -> tuple[int, bytes]:
         own = self._own.get(session_id)
         if own is None:
             raise UnknownSession(session_id)
         if own.events:
-            return own.events[-1].seq, own.hashes[-1]
+            return own.events[-1].seq, bytes(own.hashes[-HASH_BYTES:])
         return own.base, own.genesis
 
     def _where(self, pos: int) -> tuple[str, int, int]:
@@ -144,7 +146,7 @@ class MemoryStore(Store):
         first_index = len(stored)
         pos0 = self._count + 1
         stored.extend(batch.events)  # type: ignore[arg-type]
-        own.hashes.extend(batch.hashes)
+        own.hashes += b"".join(batch.hashes)
         n = len(batch.events)
         self._count += n
         if n == 1:  # the common case (a command, a streamed delta)
@@ -204,7 +206,10 @@ class MemoryStore(Store):
     def _own_stored(self, session_id: str) -> Iterator[Stored]:
         self.session_info(session_id)
         own = self._own[session_id]
-        for e, h, pos in zip(own.events, own.hashes, own.positions(), strict=True):
+        hashes = own.hashes
+        ends = range(HASH_BYTES, len(hashes) + 1, HASH_BYTES)
+        for e, end, pos in zip(own.events, ends, own.positions(), strict=True):
+            h = bytes(hashes[end - HASH_BYTES:end])
             obj = msgspec.to_builtins(e)
             yield Stored(e.seq, h, obj, None, pos)
 

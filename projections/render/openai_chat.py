@@ -5,6 +5,14 @@ Each assistant turn is one ``assistant`` message (its text joined, its calls in
 reasoning (Chat Completions takes none back), server-executed tools and other
 providers' opaque blocks, error flags on results (the error text is sent as the
 result), files other than images (sent as a note), part metadata.
+
+A freeform tool's call (recorded from a Responses ``custom_tool_call``: Codex's
+``apply_patch``) is a Chat ``custom`` tool call, ``{"id", "type": "custom",
+"custom": {"name", "input"}}`` with the model's text byte for byte, in a request's
+``tool_calls`` and in the response's message, as the SDK's
+``ChatCompletionMessageCustomToolCall`` types it; its result is a ``tool`` message
+like any other. (Sent as a ``function`` call, its text would be taken for JSON
+arguments, which it is not.)
 """
 
 from __future__ import annotations
@@ -16,6 +24,33 @@ from projections import views as v
 from projections.render import common as c
 
 JSON = dict[str, Any]
+
+
+CUSTOM_TOOL_CALL = "custom_tool_call"
+
+
+def freeform(metadata: JSON | None) -> JSON | None:
+    """The provider data of a freeform tool's call (``type`` ``custom_tool_call``), or None."""
+    for data in (metadata or {}).values():
+        if isinstance(data, dict) and data.get("type") == CUSTOM_TOOL_CALL:
+            return data
+    return None
+
+
+def freeform_input(raw: str | None, input: JSON) -> str:
+    """A freeform call's text: as the model wrote it, else the input it was read as."""
+    if raw is not None:
+        return raw
+    text = input.get("input", "")
+    return text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+
+
+def _call(call_id: str, name: str, arguments: str, metadata: JSON | None) -> JSON:
+    """One ``tool_calls`` entry: a ``custom`` call for a freeform tool, else a function."""
+    if freeform(metadata) is not None:
+        return {"id": call_id, "type": "custom", "custom": {"name": name, "input": arguments}}
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": arguments}}
 
 
 def arguments(call: c.ToolCall) -> str:
@@ -49,8 +84,8 @@ def messages(history: list[v.WithParts]) -> list[JSON]:
                 out.append({"role": "tool", "tool_call_id": r.call_id, "content": r.output})
         else:
             text = "".join(i.text for i in turn.items if isinstance(i, c.Text))
-            calls = [{"id": i.call_id, "type": "function",
-                      "function": {"name": i.name, "arguments": arguments(i)}}
+            calls = [_call(i.call_id, i.name, freeform_input(i.raw, i.input)
+                           if freeform(i.metadata) is not None else arguments(i), i.metadata)
                      for i in turn.items if isinstance(i, c.ToolCall) and not i.server]
             if not text and not calls:
                 continue
@@ -111,8 +146,9 @@ def response(wp: v.WithParts) -> JSON:
             else:
                 content.append(p.text)
         elif isinstance(p, v.ToolPart):
-            calls.append({"index": len(calls), "id": p.call_id, "type": "function",
-                          "function": {"name": p.tool, "arguments": tool_arguments(p)}})
+            text = freeform_input(p.raw, dict(p.state.input)) \
+                if freeform(p.metadata) is not None else tool_arguments(p)
+            calls.append({"index": len(calls), **_call(p.call_id, p.tool, text, p.metadata)})
         elif isinstance(p, v.StepFinishPart):
             finish, tokens = p.reason or None, p.tokens
     message: JSON = {"role": "assistant", "content": "".join(content) if content else None,

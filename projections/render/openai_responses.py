@@ -23,28 +23,19 @@ from typing import Any
 
 from projections import views as v
 from projections.render import common as c
-from projections.render.openai_chat import tool_arguments
+from projections.render.openai_chat import (
+    CUSTOM_TOOL_CALL,
+    freeform_input,
+    tool_arguments,
+)
+from projections.render.openai_chat import freeform as _chat_freeform
 
 JSON = dict[str, Any]
 
-
-CUSTOM = "custom_tool_call"
-
-
-def freeform(metadata: JSON | None) -> JSON | None:
-    """The provider data of a freeform tool's call (``type`` ``custom_tool_call``), or None."""
-    for data in (metadata or {}).values():
-        if isinstance(data, dict) and data.get("type") == CUSTOM:
-            return data
-    return None
-
-
-def _freeform_input(raw: str | None, input: JSON) -> str:
-    """A freeform call's text: as the model wrote it, else the input it was read as."""
-    if raw is not None:
-        return raw
-    text = input.get("input", "")
-    return text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+# A freeform call is recognised, and its text read, as the Chat render does.
+CUSTOM = CUSTOM_TOOL_CALL
+freeform = _chat_freeform
+_freeform_input = freeform_input
 
 
 def _custom_call(call_id: str, name: str, text: str, data: JSON) -> JSON:

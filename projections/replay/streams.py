@@ -310,6 +310,20 @@ def responses_events(answer: Answer) -> Iterator[JSON]:
             yield out("response.function_call_arguments.done", item_id=item.get("id"),
                       output_index=idx, arguments=item.get("arguments", ""))
             yield out("response.output_item.done", output_index=idx, item=item)
+        elif kind == render_responses.CUSTOM:
+            # A freeform call streams its text as the API does: the item added empty,
+            # each recorded fragment a custom_tool_call_input.delta, the whole text
+            # in custom_tool_call_input.done, then the item done.
+            added = {**item, "input": ""}
+            if "status" in item:
+                added["status"] = "in_progress"
+            yield out("response.output_item.added", output_index=idx, item=added)
+            for d in deltas.get(parts[0].id, ()):
+                yield out("response.custom_tool_call_input.delta", item_id=item.get("id"),
+                          output_index=idx, delta=d)
+            yield out("response.custom_tool_call_input.done", item_id=item.get("id"),
+                      output_index=idx, input=item.get("input", ""))
+            yield out("response.output_item.done", output_index=idx, item=item)
         else:
             yield out("response.output_item.added", output_index=idx, item=item)
             yield out("response.output_item.done", output_index=idx, item=item)

@@ -75,7 +75,8 @@ def _run(events: list[JSON], batch: int, cancel_at: int | None, *, fast: bool
     # The tool calls of the result (built as each input is parsed) are those of the
     # client tool blocks not cut short, in start order, as the blocks hold them now.
     assert ing.result().tool_calls == tuple(
-        ToolCall(b.ref, b.data["call_id"], b.data["name"], b.data.get("input", {}))
+        ToolCall(b.ref, b.data["call_id"], b.data["name"], b.input if b.input is not None
+                 else {})
         for b in ing._tools if not b.data.get("server") and "cut" not in b.data)
     return _normalized(list(store.read(session.id))), error
 

@@ -103,3 +103,48 @@ def test_a_streamed_message_leaves_no_cycle_behind(blocks: list[str]) -> None:
     assert session.version > 0
     del session, store
     assert gc.collect() == 0
+
+
+def test_the_memory_store_keeps_its_per_event_index_and_hashes_out_of_the_collector() -> None:
+    """The id index (event id -> position) and the chain hashes hold one entry per
+    stored event: neither is a container the collector tracks, so a full collection
+    never walks them (a str-subclass key once made the index a tracked dict, and a
+    list of bytes per hash was another tracked container of one entry per event)."""
+    store = MemoryStore()
+    session = Session.create(store, clock=StepClock())
+    mid = session.start_message("assistant")
+    ref = session.add_text(mid)
+    for k in range(50):
+        session.text_delta(ref, f"d{k}")
+    gc.collect()
+    assert not gc.is_tracked(store._ids)
+    own = store._own[session.id]
+    assert not gc.is_tracked(own.hashes)
+    assert len(own.hashes) == 16 * len(own.events)
+    # ... and what they hold still answers: each event is found, its hash read back.
+    stored = list(store._own_stored(session.id))
+    assert [s.seq for s in stored] == [e.seq for e in own.events]
+    assert store.find_event(own.events[-1].id) is not None
+    assert store.find_event("\0") is None
+
+
+def test_a_client_tool_blocks_provider_data_is_not_tracked_once_parsed() -> None:
+    """A tool block's ``data`` (call id, name, flags) holds no dict: its parsed input
+    lives in ``Block.input``, so the collector stops tracking ``data`` (one dict per
+    tool call of a stream, walked by every full collection while it was tracked)."""
+    session = Session.create(MemoryStore(), clock=StepClock())
+    ing = AnthropicIngest(session, batch=8)
+    stream: list[dict[str, Any]] = [{"type": "message_start", "message": {
+        "id": "msg", "model": "m", "usage": {"input_tokens": 1}}}]
+    for i in range(3):
+        stream += [{"type": "content_block_start", "index": i, "content_block": {
+                       "type": "tool_use", "id": f"t{i}", "name": "read", "input": {}}},
+                   {"type": "content_block_delta", "index": i, "delta": {
+                       "type": "input_json_delta", "partial_json": '{"path": "a.py"}'}},
+                   {"type": "content_block_stop", "index": i}]
+    stream += [{"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+               {"type": "message_stop"}]
+    result = ing.ingest(stream)
+    gc.collect()
+    assert [c.input for c in result.tool_calls] == [{"path": "a.py"}] * 3
+    assert all(not gc.is_tracked(b.data) for b in ing._tools)
