@@ -443,11 +443,21 @@
     return d;
   }
 
+  // The thread a Codex spawn_agent call started: its output is {"agent_id": <thread id>}
+  // (state.py's spawned_thread; the child session's original_id).
+  function spawnedThread(p) {
+    if (p.tool !== "spawn_agent" || !p.state || p.state.status !== "completed") return null;
+    let out = null;
+    try { out = JSON.parse(p.state.output); } catch (err) { return null; }
+    return out && typeof out === "object" && typeof out.agent_id === "string" ? out.agent_id : null;
+  }
+
   // The session a tool call ran as a subagent (a Task call): the importers name it in
-  // metadata.child_session; OpenCode's task names its own id (state.metadata.sessionId).
+  // metadata.child_session; OpenCode's task names its own id (state.metadata.sessionId),
+  // and Codex's spawn_agent the thread it started (state.py's child_named).
   function childSession(p) {
-    for (const meta of [p.metadata, p.state && p.state.metadata]) {
-      const id = meta && typeof meta === "object" ? meta.child_session || meta.sessionId : null;
+    for (const meta of [p.metadata, p.state && p.state.metadata, { thread: spawnedThread(p) }]) {
+      const id = meta && typeof meta === "object" ? meta.child_session || meta.sessionId || meta.thread : null;
       if (typeof id !== "string" || !id) continue;
       const s = view.sessions.find((o) => o.id === id || (o.imported && o.imported.original_id === id && o.id !== view.sid));
       if (s) return s;
