@@ -173,6 +173,18 @@ def export_figures(url: str, sid: str, tmp: str) -> None:
     path.unlink()
 
 
+def long_figures(page: Page, long_seq: int) -> None:
+    t0 = time.perf_counter()
+    page.fill("#slider", str(long_seq))
+    shown(page, long_seq)
+    body = page.wait_for_selector(".lines-body:not(:empty)", timeout=120_000)
+    assert body is not None
+    took = time.perf_counter() - t0
+    lines = len((body.text_content() or "").split("\n"))
+    print(f"page: the long output on screen in {ms(took)}; "
+          f"{lines} of its lines in the DOM", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=100_000)
@@ -195,8 +207,9 @@ def main(argv: list[str] | None = None) -> int:
         last = store.version(sid)
         mid = last // 2
         messages = sum(1 for e in store.read(sid) if type(e).__name__ == "MessageStarted")
-        long_seq = next(e.seq for e in store.read(sid, max(1, last - 10), last)
-                        if type(e).__name__ == "ToolCompleted")
+        # None for a store made elsewhere (/work/big's) without the long output.
+        long_seq = next((e.seq for e in store.read(sid, max(1, last - 10), last)
+                         if type(e).__name__ == "ToolCompleted"), None)
         print(f"session: {last:,} events, {messages:,} messages "
               f"({'reused' if not setup else f'recorded with snapshots in {setup:.1f} s'})",
               flush=True)
@@ -250,15 +263,10 @@ def main(argv: list[str] | None = None) -> int:
             report_scrubs("the marks built", *scrubs(page, rng, last, args.scrubs))
             dom = page.evaluate("document.querySelectorAll('#conv .msg').length")
             print(f"page: {dom} messages in the DOM of {messages:,}", flush=True)
-            t0 = time.perf_counter()
-            page.fill("#slider", str(long_seq))
-            shown(page, long_seq)
-            body = page.wait_for_selector(".lines-body:not(:empty)", timeout=120_000)
-            assert body is not None
-            took = time.perf_counter() - t0
-            lines = len((body.text_content() or "").split("\n"))
-            print(f"page: the long output on screen in {ms(took)}; "
-                  f"{lines} of its lines in the DOM", flush=True)
+            if long_seq is None:
+                print("page: no long output at the end of this session", flush=True)
+            else:
+                long_figures(page, long_seq)
         store.close()
         if not args.no_export:
             export_figures(url, sid, tmp)

@@ -630,10 +630,9 @@ class Viewer:
                     time.sleep(YIELD_SLEEP)
                 m = proj.message(mid)
                 built.append(m)
-                if isinstance(m.info, v.AssistantInfo):
-                    got = usage([m])
-                    rows.append({"index": i, "message": mid, "tokens": got["tokens"],
-                                 "cost": got["cost"]})
+                row = usage_row(i, m)
+                if row is not None:
+                    rows.append(row)
             kept = (version, {"version": version, "messages": rows, "total": usage(built)})
             with self._lock:
                 self._usage[sid] = kept
@@ -662,6 +661,16 @@ class Viewer:
             if len(hits) >= SEARCH_LIMIT:
                 break
         return hits
+
+
+def usage_row(index: int, m: v.WithParts) -> dict[str, Any] | None:
+    """An assistant message's row of the usage chart (``/api/sessions/{id}/usage`` and
+    the exported file): its tokens and cost by ``titles.usage``'s rule; None for
+    another role."""
+    if not isinstance(m.info, v.AssistantInfo):
+        return None
+    got = usage([m])
+    return {"index": index, "message": m.info.id, "tokens": got["tokens"], "cost": got["cost"]}
 
 
 def child_named(part: v.ToolPart) -> str | None:

@@ -153,6 +153,7 @@
         return { ready: true, user: of("message.started", "user"), error: of("tool.failed"),
           compaction: of("compaction.added"), approval: of("tool.approval_requested"), forks: [] };
       },
+      usage: async () => data.usage,  // the last piece's: the final state's answers
       diff: async () => { throw new Error("diff needs the server"); },
       mailbox: async () => ({ present: false, projects: [] }),
       state: async (sid, seq, start, count) => {
@@ -184,6 +185,7 @@
         const into = s[k];
         for (const x of piece[k]) into.push(x);
       }
+      if (piece.usage) data.usage = piece.usage;
       node.textContent = "";  // the parsed copy is enough
     }
     return data;
