@@ -720,8 +720,14 @@
       first = Math.max(0, Math.min(first, mid - MAX_NODES / 2));
       last = Math.min(vl.total, first + MAX_NODES);
     }
+    // The first run of missing messages: after a scrub the answer's 8 sit in the middle
+    // of the window, and one range over both edges would fetch (and the server build)
+    // those 8 again. The next run is fetched when this one is in.
     const missing = [];
-    for (let i = first; i < last; i++) if (!vl.msgs.has(i)) missing.push(i);
+    for (let i = first; i < last; i++) {
+      if (!vl.msgs.has(i)) missing.push(i);
+      else if (missing.length) break;
+    }
     if (missing.length) fetchRange(missing[0], missing[missing.length - 1] + 1);
     const key = vl.seq + ":" + first + ":" + last + ":" + missing.length;
     if (key !== vl.rendered) {
@@ -784,8 +790,10 @@
     fetchTimer = setTimeout(async () => {
       const ticket = ++vl.fetching;
       const sid = view.sid, seq = vl.seq;
+      // While scrolling, a few screenfuls at a time; after a scrub (the view holds on the
+      // focused part), only the run missing and a few beyond.
       const start = Math.max(0, from - 4);
-      const count = Math.min(64, Math.max(FETCH, to - start + 4));
+      const count = Math.min(64, Math.max(vl.focus !== null ? 0 : FETCH, to - start + 4));
       let st;
       try { st = await src.state(sid, seq, start, count, false); } catch (err) { return; }
       if (ticket !== vl.fetching || sid !== view.sid || seq !== vl.seq) return;
@@ -933,6 +941,8 @@
       }
     }
     view.painted = ticket;
+    // For benchmarks/viewer.py: when the answer was in, and (below) when it was on the page.
+    performance.mark("convlog:answer", { detail: st.seq });
     banner("");
     view.state = st;
     view.version = st.version;
@@ -942,6 +952,7 @@
     renderState(st);
     paintTimeline();
     document.body.dataset.shownSeq = String(st.seq);
+    performance.mark("convlog:shown", { detail: st.seq });
   }
 
   function showSessionView(on) {
