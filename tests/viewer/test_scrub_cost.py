@@ -14,6 +14,7 @@ from engine import events as ev
 from engine.session import Session
 from engine.store import MemoryStore
 from projections.demo import stepping_clock
+from projections.serve.state import Viewer
 from tests.viewer.test_browser import expected, opened, shown, wait_seq
 
 TURNS = 6
@@ -127,3 +128,32 @@ def test_a_drag_keeps_one_request_in_flight_and_ends_on_its_last_seq(
         assert parse_qs(urlparse(asked[-1]).query)["seq"] == [str(last)]
         page.wait_for_timeout(300)  # nothing older lands after it
         assert page.get_attribute("body", "data-shown-seq") == str(last)
+
+
+def test_after_a_scrub_the_list_fetches_only_what_it_lacks(browser: Browser) -> None:
+    """The answer to a scrub holds 8 messages around the focus; a window that needs more
+    on both sides fetches them, and not those 8 again."""
+    store = MemoryStore()
+    s = Session.create(store, clock=stepping_clock())
+    for i in range(30):
+        s.user_message(f"short question {i}")
+    last = store.version(s.id)
+    seen: list[str] = []
+    with opened(browser, store, f"/?session={s.id}&seq={last}") as page:
+        page.set_viewport_size({"width": 1280, "height": 2000})  # ~24 short messages
+        wait_seq(page, last)
+        page.on("request", lambda r: state_requests(seen, r))
+        middle = last // 2
+        page.fill("#slider", str(middle))
+        wait_seq(page, middle)
+        page.wait_for_function("() => !document.querySelector('#conv .msg.placeholder')")
+        answer = next(parse_qs(urlparse(u).query) for u in seen if "start=" not in u)
+        assert answer["count"] == ["8"]
+        held = page.evaluate("() => [...document.querySelectorAll('#conv .msg')].length")
+        assert held > 8  # the window needed more than the answer
+        start = Viewer(store).state(s.id, middle, count=8)["start"]
+        window = set(range(start, start + 8))  # what the answer held
+        for url in (u for u in seen if "start=" in u):
+            q = parse_qs(urlparse(url).query)
+            got = set(range(int(q["start"][0]), int(q["start"][0]) + int(q["count"][0])))
+            assert not window <= got, url
