@@ -124,8 +124,11 @@ def built(base: str, sid: str, seq: int) -> bool:
 
 
 # Timed in the page: from the slider's input event to the frame after the state is on
-# screen, without Playwright's own round trips (tens of ms on a loaded machine).
+# screen, without Playwright's own round trips (tens of ms on a loaded machine); and of
+# that, the wait for the server's first byte (the request's Resource Timing) and the page's
+# own part, from the answer in (the page's ``convlog:answer`` mark) to that frame.
 SCRUB_JS = """async (seq) => {
+    performance.clearResourceTimings();
     const slider = document.getElementById('slider');
     const t0 = performance.now();
     const done = new Promise((resolve) => {
@@ -138,26 +141,45 @@ SCRUB_JS = """async (seq) => {
     slider.dispatchEvent(new Event('input'));
     await done;
     await new Promise((r) => requestAnimationFrame(() => r()));
-    return (performance.now() - t0) / 1000;
+    const t1 = performance.now();
+    const req = performance.getEntriesByType('resource')
+        .find((e) => e.name.includes('/state?seq=' + seq + '&'));
+    const answer = performance.getEntriesByName('convlog:answer')
+        .filter((e) => e.detail === seq).pop();
+    return [(t1 - t0) / 1000, req ? (req.responseStart - req.startTime) / 1000 : null,
+            answer ? (t1 - answer.startTime) / 1000 : null];
 }"""
 
 
-def scrubs(page: Page, rng: random.Random, last: int, n: int) -> tuple[list[float], list[float]]:
-    scrub, keys = [], []
+Scrubs = tuple[list[float], list[float], list[float], list[float]]
+
+
+def scrubs(page: Page, rng: random.Random, last: int, n: int) -> Scrubs:
+    scrub, server, inpage, keys = [], [], [], []
     for seq in (rng.randint(1, last - 1) for _ in range(n)):
-        scrub.append(float(page.evaluate(SCRUB_JS, seq)))
+        total, waited, painted = page.evaluate(SCRUB_JS, seq)
+        scrub.append(float(total))
+        if waited is not None:
+            server.append(float(waited))
+        if painted is not None:
+            inpage.append(float(painted))
         t0 = time.perf_counter()
         page.keyboard.press("ArrowRight")
         shown(page, seq + 1)
         keys.append(time.perf_counter() - t0)
-    return scrub, keys
+    return scrub, server, inpage, keys
 
 
-def report_scrubs(when: str, scrub: list[float], keys: list[float]) -> None:
+def report_scrubs(when: str, got: Scrubs) -> None:
+    scrub, server, inpage, keys = got
     print(f"page: scrub to a random seq, in the page ({when}): p50 {ms(pct(scrub, .5))}, "
           f"p95 {ms(pct(scrub, .95))}; one → key: p50 {ms(pct(keys, .5))}, "
           f"p95 {ms(pct(keys, .95))} ({len(scrub)} points; "
           f"mean {statistics.mean(scrub) * 1000:.1f} ms)", flush=True)
+    if server and inpage:
+        print(f"      of a scrub: the server's first byte p50 {ms(pct(server, .5))}, "
+              f"p95 {ms(pct(server, .95))}; the page, from the answer to the frame, "
+              f"p50 {ms(pct(inpage, .5))}, p95 {ms(pct(inpage, .95))}", flush=True)
 
 
 def export_figures(url: str, sid: str, tmp: str) -> None:
@@ -171,6 +193,18 @@ def export_figures(url: str, sid: str, tmp: str) -> None:
           f"{path.stat().st_size / 1e6:.1f} MB file, peak RSS {rss / 1e6:.0f} MB "
           "(the writer's; the badge's verification runs in a child)", flush=True)
     path.unlink()
+
+
+def long_figures(page: Page, long_seq: int) -> None:
+    t0 = time.perf_counter()
+    page.fill("#slider", str(long_seq))
+    shown(page, long_seq)
+    body = page.wait_for_selector(".lines-body:not(:empty)", timeout=120_000)
+    assert body is not None
+    took = time.perf_counter() - t0
+    lines = len((body.text_content() or "").split("\n"))
+    print(f"page: the long output on screen in {ms(took)}; "
+          f"{lines} of its lines in the DOM", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,8 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         last = store.version(sid)
         mid = last // 2
         messages = sum(1 for e in store.read(sid) if type(e).__name__ == "MessageStarted")
-        long_seq = next(e.seq for e in store.read(sid, max(1, last - 10), last)
-                        if type(e).__name__ == "ToolCompleted")
+        # None for a store made elsewhere (/work/big's) without the long output.
+        long_seq = next((e.seq for e in store.read(sid, max(1, last - 10), last)
+                         if type(e).__name__ == "ToolCompleted"), None)
         print(f"session: {last:,} events, {messages:,} messages "
               f"({'reused' if not setup else f'recorded with snapshots in {setup:.1f} s'})",
               flush=True)
@@ -244,21 +279,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"page: first paint at seq {mid:,}, cold (a fresh server): {ms(cold)}; "
                   f"warm (reload): {ms(warm)}", flush=True)
             early = max(2, args.scrubs // 3)
-            report_scrubs("while the marks are built", *scrubs(page, rng, last, early))
+            report_scrubs("while the marks are built", scrubs(page, rng, last, early))
             while not built(base, sid, mid):
                 time.sleep(0.2)
-            report_scrubs("the marks built", *scrubs(page, rng, last, args.scrubs))
+            report_scrubs("the marks built", scrubs(page, rng, last, args.scrubs))
             dom = page.evaluate("document.querySelectorAll('#conv .msg').length")
             print(f"page: {dom} messages in the DOM of {messages:,}", flush=True)
-            t0 = time.perf_counter()
-            page.fill("#slider", str(long_seq))
-            shown(page, long_seq)
-            body = page.wait_for_selector(".lines-body:not(:empty)", timeout=120_000)
-            assert body is not None
-            took = time.perf_counter() - t0
-            lines = len((body.text_content() or "").split("\n"))
-            print(f"page: the long output on screen in {ms(took)}; "
-                  f"{lines} of its lines in the DOM", flush=True)
+            if long_seq is None:
+                print("page: no long output at the end of this session", flush=True)
+            else:
+                long_figures(page, long_seq)
         store.close()
         if not args.no_export:
             export_figures(url, sid, tmp)

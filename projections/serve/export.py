@@ -19,6 +19,7 @@ proportional to that (one part, or one message's info).
   for nothing. A change is a new message, whole (it has a ``parts`` key), or
   ``{"info": i}`` or ``{"at": position, "part": entry}``: the message's info, or its
   part at that position (``at`` equal to its number of parts appends one).
+- ``usage``, in the last piece only: the usage chart's rows (``Viewer.usage``'s answer).
 - ``frames``: ``[seq, [[message id, message], ...]]``, the whole state in message
   order, at seq 0 and whenever as many events as the state has messages and parts (at
   least ``FRAME_EVERY``) have passed: the page rebuilds any seq from the frame before
@@ -42,7 +43,8 @@ from engine.codec import json_text
 from engine.store.base import Store
 from projections import views as v
 from projections.json import converter
-from projections.serve.state import WINDOW, Viewer, event_json, session_json
+from projections.serve.state import WINDOW, Viewer, event_json, session_json, usage_row
+from projections.serve.titles import usage
 from projections.withparts import WithPartsProjection
 
 FRAME_EVERY = 256
@@ -195,19 +197,31 @@ def export_pieces(store: Store, session_id: str, *, frame_every: int = FRAME_EVE
     st = _States()
     events: list[dict[str, Any]] = []
     marks: list[int] = []
+    starts: dict[str, int] = {}  # message id -> the seq it starts at (the usage chart)
     for e in store.read(session_id):
         proj.apply(e)
         events.append(event_json(e))
         seq = e.seq
         if isinstance(e, ev.MessageStarted):
             marks.append(seq)
+            starts.setdefault(e.message_id, seq)
         st.changes.append(st.event(seq, e, proj))
         if seq - st.last_frame >= max(frame_every, st.size):
             st.frame(seq)
         if len(events) >= chunk:
             yield {**st.take(), "events": events, "marks": marks}
             events, marks = [], []
-    yield {**st.take(), "events": events, "marks": marks}
+    yield {**st.take(), "events": events, "marks": marks, "usage": export_usage(proj, starts)}
+
+
+def export_usage(proj: WithPartsProjection, starts: dict[str, int]) -> dict[str, Any]:
+    """The usage chart's data, as ``Viewer.usage`` answers it, for the final state: one
+    row per message (whose view the export has built already), so it costs a few
+    numbers per message, not the log."""
+    messages = proj.messages()
+    rows = [{**row, "seq": starts.get(m.info.id)} for i, m in enumerate(messages)
+            if (row := usage_row(i, m)) is not None]
+    return {"version": proj.seq, "ready": True, "messages": rows, "total": usage(messages)}
 
 
 def export_head(store: Store, session_id: str) -> dict[str, Any]:
@@ -224,6 +238,8 @@ def export_data(store: Store, session_id: str, *, frame_every: int = FRAME_EVERY
     for piece in export_pieces(store, session_id, frame_every=frame_every):
         for k, items in whole.items():
             items.extend(piece[k])
+        if "usage" in piece:  # the last piece's
+            data["usage"] = piece["usage"]
     data["session"].update(whole)
     return data
 

@@ -8,6 +8,7 @@ the same data.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections import OrderedDict
@@ -21,6 +22,7 @@ from engine.events import (
     MessageStarted,
     SessionImported,
     ToolApprovalRequested,
+    ToolCompleted,
     ToolFailed,
     tag_of,
 )
@@ -585,7 +587,9 @@ class Viewer:
         """Where in ``sid`` the call that ran ``child`` (a subagent's session) is: the
         message and part of the tool call naming it (``metadata.child_session``, or
         OpenCode's ``state.metadata.sessionId`` by the child's original id), and the seq
-        where that message starts once the marks are known; ``found`` false if none."""
+        where that message starts once the marks are known; ``found`` false if none.
+        A Codex ``spawn_agent`` call names its agent only in its output, so for it the
+        seq is where the call completed: the link is on screen from there on."""
         version = self.store.version(sid)
         original = None
         head = next(iter(self.store.read(child, 1, 1)), None)
@@ -596,8 +600,16 @@ class Viewer:
         for i, mid in enumerate(ids):
             for p in proj.message(mid).parts:
                 if isinstance(p, v.ToolPart) and child_named(p) in {child, original}:
+                    seq = None
+                    if marks is not None and i < len(marks):
+                        seq = marks[i]
+                        if spawned_thread(p) == child_named(p):  # named once completed
+                            end = marks[i + 1] - 1 if i + 1 < len(marks) else version
+                            seq = next((e.seq for e in self.store.read(sid, seq, end)
+                                        if isinstance(e, ToolCompleted) and e.part_id == p.id),
+                                       seq)
                     return {"found": True, "message": mid, "part": p.id, "index": i,
-                            "seq": marks[i] if marks is not None and i < len(marks) else None}
+                            "seq": seq}
         return {"found": False, "message": None, "part": None, "index": None, "seq": None}
 
     def usage(self, sid: str) -> dict[str, Any]:
@@ -618,10 +630,9 @@ class Viewer:
                     time.sleep(YIELD_SLEEP)
                 m = proj.message(mid)
                 built.append(m)
-                if isinstance(m.info, v.AssistantInfo):
-                    got = usage([m])
-                    rows.append({"index": i, "message": mid, "tokens": got["tokens"],
-                                 "cost": got["cost"]})
+                row = usage_row(i, m)
+                if row is not None:
+                    rows.append(row)
             kept = (version, {"version": version, "messages": rows, "total": usage(built)})
             with self._lock:
                 self._usage[sid] = kept
@@ -652,15 +663,42 @@ class Viewer:
         return hits
 
 
+def usage_row(index: int, m: v.WithParts) -> dict[str, Any] | None:
+    """An assistant message's row of the usage chart (``/api/sessions/{id}/usage`` and
+    the exported file): its tokens and cost by ``titles.usage``'s rule; None for
+    another role."""
+    if not isinstance(m.info, v.AssistantInfo):
+        return None
+    got = usage([m])
+    return {"index": index, "message": m.info.id, "tokens": got["tokens"], "cost": got["cost"]}
+
+
 def child_named(part: v.ToolPart) -> str | None:
     """The session a tool call ran as a subagent: the importers' ``child_session``
-    (a convlog session id), else OpenCode's task ``sessionId`` (the tool's own id)."""
+    (a convlog session id), else OpenCode's task ``sessionId`` or the thread a Codex
+    ``spawn_agent`` call started (the tool's own ids: a child's ``original_id``)."""
     for meta in (part.metadata, getattr(part.state, "metadata", None)):
         if isinstance(meta, dict):
             found = meta.get("child_session") or meta.get("sessionId")
             if isinstance(found, str) and found:
                 return found
-    return None
+    return spawned_thread(part)
+
+
+def spawned_thread(part: v.ToolPart) -> str | None:
+    """The thread a Codex ``spawn_agent`` call started: its output is JSON naming it,
+    ``{"agent_id": <thread id>, "nickname": …}``, and the spawned rollout's
+    ``session_meta.id`` (its session's ``original_id``) is that thread. The importer
+    links the child to its parent session (lineage ``child``), not to the call."""
+    state = part.state
+    if part.tool != "spawn_agent" or not isinstance(state, v.ToolStateCompleted):
+        return None
+    try:
+        out = json.loads(state.output)
+    except ValueError:
+        return None
+    agent = out.get("agent_id") if isinstance(out, dict) else None
+    return agent if isinstance(agent, str) and agent else None
 
 
 def message_ids(proj: WithPartsProjection) -> list[str]:

@@ -92,3 +92,43 @@ def test_the_branch_graph_shows_forks_at_their_fork_point_and_subagents(
         assert page.get_attribute(f'#branches .branch[data-sid="{main}"]', "class") == \
             "branch root current"
         page.close()
+
+
+# Codex 0.171.0 run for real (tests/fixtures/real-cli): a thread that spawned an agent
+# (`spawn_agent`, whose output names the new thread), that agent's rollout, and an exec
+# fork of the thread.
+CODEX = (Path(__file__).resolve().parents[1] / "fixtures" / "real-cli" / "codex-0.171.0"
+         / "transcripts")
+
+
+def test_a_codex_spawn_agent_call_opens_its_agent_and_the_agent_leads_back(
+        browser: Browser) -> None:
+    store = MemoryStore()
+    write_plan(store, plan_path(CODEX))
+    rows = {str(r["id"]): r for r in sessions_json(store)}
+    main = next(k for k, r in rows.items() if not r["parent"] and not r["child_of"])
+    child = next(k for k, r in rows.items() if r["child_of"] == main)
+    where = Viewer(store, background=False).spawner(main, child)
+    assert where["found"]
+    assert where["seq"] is not None
+    with serving(create_app(store)) as base:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{base}/?session={main}&seq={where['seq']}")
+        link = page.wait_for_selector(f'.childlink[data-child="{child}"]', timeout=15_000)
+        assert link is not None
+        assert "Run one shell command" in (link.text_content() or "")
+        # The link sits in the spawn_agent call, and no other call has one.
+        assert page.eval_on_selector_all(
+            ".childlink", "ns => ns.map(n => n.closest('.tool').querySelector('.name')"
+            ".textContent)") == ["spawn_agent"]
+        link.click()
+        page.wait_for_function(f"() => location.search.includes('{child}')")
+        page.wait_for_selector(f'body[data-shown-seq="{rows[child]["version"]}"]')
+        back = page.wait_for_selector("#spawnedby:not([hidden])")
+        assert back is not None
+        assert "Run two shell commands" in (back.text_content() or "")
+        back.click()
+        page.wait_for_selector(f'body[data-shown-seq="{where["seq"]}"]')
+        assert sid_of(page) == main
+        page.wait_for_selector(f'[data-msg="{where["message"]}"] .childlink')
+        page.close()

@@ -3,6 +3,8 @@ in a real browser."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from playwright.sync_api import Browser
 
 from engine import events as ev
@@ -10,6 +12,7 @@ from engine.session import Session
 from engine.store import MemoryStore
 from projections.demo import stepping_clock
 from projections.serve.app import create_app
+from projections.serve.export import export_data, render_html
 from projections.serve.state import Viewer
 from tests.support.browser import serving
 
@@ -81,4 +84,32 @@ def test_the_chart_and_totals_are_on_the_page_and_a_click_goes_there(browser: Br
                                           "ns => ns.map(n => n.parentElement.textContent)")
         for inp, out, cost in TURNS:
             assert any(f"in {inp} · out {out}" in h and f"${cost:.4f}" in h for h in heads), heads
+        page.close()
+
+
+def test_the_exported_file_draws_the_chart_from_its_own_data(
+        browser: Browser, tmp_path: Path) -> None:
+    """The static export (no server) has the chart too: the last of its data pieces
+    holds the served answer's rows, and the page draws them offline."""
+    store, sid, starts = session_with_usage()
+    viewer = Viewer(store, background=False)
+    viewer.wait_built(sid)
+    served = viewer.usage(sid)
+    path = tmp_path / "usage.html"
+    path.write_text(render_html(store, sid, chunk=5), encoding="utf-8")  # several pieces
+    assert export_data(store, sid)["usage"] == served
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_selector('#usage[data-bars="3"]', timeout=15_000)
+        total = page.text_content("#usagesum") or ""
+        assert "3 answers" in total
+        assert "in 7700" in total
+        assert "$0.0630" in total
+        box = page.locator("#usage").bounding_box()
+        assert box is not None
+        x = box["x"] + starts[2] / store.version(sid) * (box["width"] - 3) + 1
+        page.mouse.click(x, box["y"] + box["height"] / 2)
+        page.wait_for_selector(f'body[data-shown-seq="{starts[2]}"]')
+    finally:
         page.close()

@@ -153,6 +153,7 @@
         return { ready: true, user: of("message.started", "user"), error: of("tool.failed"),
           compaction: of("compaction.added"), approval: of("tool.approval_requested"), forks: [] };
       },
+      usage: async () => data.usage,  // the last piece's: the final state's answers
       diff: async () => { throw new Error("diff needs the server"); },
       mailbox: async () => ({ present: false, projects: [] }),
       state: async (sid, seq, start, count) => {
@@ -184,6 +185,7 @@
         const into = s[k];
         for (const x of piece[k]) into.push(x);
       }
+      if (piece.usage) data.usage = piece.usage;
       node.textContent = "";  // the parsed copy is enough
     }
     return data;
@@ -207,7 +209,7 @@
     history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
     return given;
   })();
-  const view = { sid: null, seq: 0, version: 0, marks: [], state: null, sessions: [], listed: false,
+  const view = { sid: null, seq: 0, version: 0, marks: [], marksOf: "", painted: 0, state: null, sessions: [], listed: false,
     verify: null, writes: false, pending: 0, live: null, mailbox: null, anchors: [] };
 
   // The seq moves replace the history entry; opening a session or a mailbox adds one,
@@ -318,6 +320,7 @@
   async function loadSessions() {
     view.sessions = await src.sessions();
     view.listed = true;
+    vl.spare = new Map();  // a kept node may lack a subagent's link or title
     const formats = [...new Set(view.sessions.map((s) => s.imported ? s.imported.format : "recorded"))].sort();
     const pick = $("srcfilter");
     const was = pick.value;
@@ -443,11 +446,21 @@
     return d;
   }
 
+  // The thread a Codex spawn_agent call started: its output is {"agent_id": <thread id>}
+  // (state.py's spawned_thread; the child session's original_id).
+  function spawnedThread(p) {
+    if (p.tool !== "spawn_agent" || !p.state || p.state.status !== "completed") return null;
+    let out = null;
+    try { out = JSON.parse(p.state.output); } catch (err) { return null; }
+    return out && typeof out === "object" && typeof out.agent_id === "string" ? out.agent_id : null;
+  }
+
   // The session a tool call ran as a subagent (a Task call): the importers name it in
-  // metadata.child_session; OpenCode's task names its own id (state.metadata.sessionId).
+  // metadata.child_session; OpenCode's task names its own id (state.metadata.sessionId),
+  // and Codex's spawn_agent the thread it started (state.py's child_named).
   function childSession(p) {
-    for (const meta of [p.metadata, p.state && p.state.metadata]) {
-      const id = meta && typeof meta === "object" ? meta.child_session || meta.sessionId : null;
+    for (const meta of [p.metadata, p.state && p.state.metadata, { thread: spawnedThread(p) }]) {
+      const id = meta && typeof meta === "object" ? meta.child_session || meta.sessionId || meta.thread : null;
       if (typeof id !== "string" || !id) continue;
       const s = view.sessions.find((o) => o.id === id || (o.imported && o.imported.original_id === id && o.id !== view.sid));
       if (s) return s;
@@ -575,7 +588,7 @@
   const FETCH = 24;  // messages per request while scrolling
   const SHOW_COUNT = 8;  // messages in the answer to a scrub (a bigger one costs its latency)
   const vl = { total: 0, seq: -1, msgs: new Map(), nodes: new Map(), heights: new Map(), sum: 0, first: 0, last: 0,
-    fetching: 0, rendered: "", focus: null, setTop: 0 };
+    fetching: 0, rendered: "", focus: null, setTop: 0, spare: new Map() };
 
   function estimate() { return vl.heights.size ? vl.sum / vl.heights.size : 180; }
   function heightOf(i) { const h = vl.heights.get(i); return h === undefined ? estimate() : h; }
@@ -605,13 +618,34 @@
   function resetList(sid) {
     vl.total = 0; vl.seq = -1; vl.msgs = new Map(); vl.heights = new Map(); vl.sum = 0;
     vl.first = 0; vl.last = 0; vl.rendered = ""; vl.sid = sid; vl.focus = null; vl.nodes = new Map();
+    vl.spare = new Map();
     $("vlist").replaceChildren();
     $("vtop").style.height = "0px";
     $("vbot").style.height = "0px";
   }
 
+  // A message's JSON as the page last rendered it: a message that did not change between
+  // two seqs (all but the one the event touched, on a step) keeps its node, so a scrub
+  // renders and lays out only what changed.
+  // A message with a clipped string is never kept: its line box reads the rest of the
+  // string at its own seq, and the rest may differ where the head does not.
+  const shapes = new WeakMap();
+  function shapeOf(m) {
+    let k = shapes.get(m);
+    if (k === undefined) {
+      k = m.parts.some((p) => p.clipped) ? null : JSON.stringify(m);
+      shapes.set(m, k);
+    }
+    return k;
+  }
   function takeState(st) {
-    if (st.seq !== vl.seq) { vl.msgs = new Map(); vl.nodes = new Map(); }
+    if (st.seq !== vl.seq) {
+      const spare = new Map();
+      for (const [, [m, n]] of vl.nodes) if (shapeOf(m) !== null) spare.set(m.info.id, [shapeOf(m), n]);
+      for (const [id, x] of vl.spare) if (spare.size < MAX_NODES * 2 && !spare.has(id)) spare.set(id, x);
+      vl.spare = spare;
+      vl.msgs = new Map(); vl.nodes = new Map();
+    }
     vl.seq = st.seq;
     vl.total = st.total;
     st.messages.forEach((m, k) => vl.msgs.set(st.start + k, m));
@@ -686,8 +720,14 @@
       first = Math.max(0, Math.min(first, mid - MAX_NODES / 2));
       last = Math.min(vl.total, first + MAX_NODES);
     }
+    // The first run of missing messages: after a scrub the answer's 8 sit in the middle
+    // of the window, and one range over both edges would fetch (and the server build)
+    // those 8 again. The next run is fetched when this one is in.
     const missing = [];
-    for (let i = first; i < last; i++) if (!vl.msgs.has(i)) missing.push(i);
+    for (let i = first; i < last; i++) {
+      if (!vl.msgs.has(i)) missing.push(i);
+      else if (missing.length) break;
+    }
     if (missing.length) fetchRange(missing[0], missing[missing.length - 1] + 1);
     const key = vl.seq + ":" + first + ":" + last + ":" + missing.length;
     if (key !== vl.rendered) {
@@ -699,7 +739,9 @@
         // A message already on the page stays the same node: a line box scrolled in it
         // keeps its place when the messages around it arrive.
         const had = vl.nodes.get(i);
+        const spare = m && !(had && had[0] === m) ? vl.spare.get(m.info.id) : undefined;
         const n = m && had && had[0] === m ? had[1]
+          : spare && spare[0] !== null && spare[0] === shapeOf(m) ? spare[1]
           : m ? renderMessage(m) : el("article", "msg placeholder", "loading…");
         n.dataset.index = String(i);
         if (!m) n.style.height = heightOf(i) - 12 + "px";
@@ -748,8 +790,10 @@
     fetchTimer = setTimeout(async () => {
       const ticket = ++vl.fetching;
       const sid = view.sid, seq = vl.seq;
+      // While scrolling, a few screenfuls at a time; after a scrub (the view holds on the
+      // focused part), only the run missing and a few beyond.
       const start = Math.max(0, from - 4);
-      const count = Math.min(64, Math.max(FETCH, to - start + 4));
+      const count = Math.min(64, Math.max(vl.focus !== null ? 0 : FETCH, to - start + 4));
       let st;
       try { st = await src.state(sid, seq, start, count, false); } catch (err) { return; }
       if (ticket !== vl.fetching || sid !== view.sid || seq !== vl.seq) return;
@@ -771,6 +815,7 @@
   function highlight() {
     const ev = view.state && view.state.event;
     let target = null;
+    for (const old of $("vlist").querySelectorAll(".hl")) old.classList.remove("hl");
     if (ev && ev.message_id) {
       const m = $("vlist").querySelector('[data-msg="' + CSS.escape(ev.message_id) + '"]');
       target = m;
@@ -857,29 +902,57 @@
       (err) => { if (sid === view.sid) { view.verify = { ok: null, problem: String(err.message || err) }; renderVerify(); } });
   }
 
-  // Only the latest request paints: a fast scrub never shows an older answer last.
+  // At most one state request is in flight. A drag fires input events faster than the
+  // server answers, and each used to start its own fold, all sharing the server's
+  // interpreter, so the last one (the only one shown) waited behind them all. Now the
+  // seqs asked for meanwhile collapse into the latest, asked for as soon as the answer in
+  // flight is in; that answer is shown while the latest comes (a drag shows where it
+  // passes), and never after a later one: a fast scrub never shows an older state last.
+  let inFlight = null;
   async function show(seq, start, given) {
     const ticket = ++view.pending;
     view.seq = seq;
     $("slider").value = String(seq);
     setURL(false);
     let st = given;
-    try {
-      // A screenful: the messages around the focus; more come as the list needs them.
-      if (!st) st = await src.state(view.sid, seq, start, SHOW_COUNT);
-    } catch (err) {
-      if (ticket === view.pending) banner("cannot show seq " + seq + ": " + (err.message || err));
-      return;
+    if (!st) {
+      while (inFlight) {
+        await inFlight;
+        if (ticket !== view.pending) return;  // a later seq was asked for: it goes next
+      }
+      const sid = view.sid;
+      let landed = null;
+      inFlight = new Promise((resolve) => { landed = resolve; });
+      try {
+        // A screenful: the messages around the focus; more come as the list needs them.
+        // The marks (a seq per message: 4,716 numbers at 1M events, half an answer) only
+        // when those held are not this version's.
+        st = await src.state(sid, seq, start, SHOW_COUNT, view.marksOf !== sid + ":" + view.version);
+      } catch (err) {
+        if (ticket === view.pending) banner("cannot show seq " + seq + ": " + (err.message || err));
+        return;
+      } finally {
+        inFlight = null;
+        landed();
+      }
+      if (ticket !== view.pending) {
+        await null;  // the latest seq's request starts first (its wait ended in landed())
+        if (sid !== view.sid || view.painted > ticket || view.mailbox) return;
+      }
     }
-    if (ticket !== view.pending) return;
+    view.painted = ticket;
+    // For benchmarks/viewer.py: when the answer was in, and (below) when it was on the page.
+    performance.mark("convlog:answer", { detail: st.seq });
     banner("");
     view.state = st;
     view.version = st.version;
-    view.marks = st.marks || view.marks;
+    if (st.marks) { view.marks = st.marks; view.marksOf = st.session + ":" + st.version; }
     $("slider").max = String(st.version);
+    $("slider").value = String(view.seq);  // the latest asked for, which may be on its way
     renderState(st);
     paintTimeline();
     document.body.dataset.shownSeq = String(st.seq);
+    performance.mark("convlog:shown", { detail: st.seq });
   }
 
   function showSessionView(on) {
@@ -1052,7 +1125,8 @@
     const same = m && view.version && ticksDrawn.m === m && ticksDrawn.version === view.version &&
       ticksDrawn.width === width && ticksDrawn.hits === m.hits && bar.querySelector(".now");
     if (same) {
-      bar.querySelector(".now").style.left = Math.round(view.seq / view.version * (width - 2)) + "px";
+      // A transform: the mark's own layer moves, the ticks are not painted again.
+      bar.querySelector(".now").style.transform = "translateX(" + Math.round(view.seq / view.version * (width - 2)) + "px)";
     } else if (m && view.version) {
       for (const kind of KINDS) {
         const seen = new Set();
@@ -1066,7 +1140,7 @@
         }
       }
       const now = el("div", "now");
-      now.style.left = Math.round(view.seq / view.version * (width - 2)) + "px";
+      now.style.transform = "translateX(" + Math.round(view.seq / view.version * (width - 2)) + "px)";
       nodes.push(now);
       ticksDrawn = { m: m, version: view.version, width: width, hits: m.hits };
     }
