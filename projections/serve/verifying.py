@@ -11,7 +11,9 @@ an in-memory SQLite) is verified in place.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -52,6 +54,17 @@ def _in_child(url: str, key: bytes | None, sid: str, token: str | None) -> dict[
         store.close()
 
 
+def _follow_parent(parent: int) -> None:
+    """In the child: end when the viewer's process is gone. A server killed by a
+    signal runs no exit handler, and the child would wait on its queue forever."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="convlog-verify-parent", daemon=True).start()
+
+
 def shareable(store: Store) -> bool:
     url = store.url.lower()
     return url.startswith(_SHAREABLE) and ":memory:" not in url
@@ -64,7 +77,9 @@ def verify_elsewhere(store: Store, sid: str, anchor: anchoring.Anchor | None) ->
         return verify_json(store, sid, anchor)
     with _pool_lock:
         if _pool is None:
-            _pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            _pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_follow_parent,
+                                        initargs=(os.getpid(),))
         pool = _pool
     token = anchor.token() if anchor else None
     try:
