@@ -27,6 +27,7 @@ from engine.errors import (
     StoreNotFound,
     StoreUnreadable,
 )
+from engine.lazy import lazy_names
 from engine.store.base import (
     ANY,
     BATCHED,
@@ -41,10 +42,18 @@ from engine.store.base import (
     StreamState,
 )
 from engine.store.chain import Chain, read_key
-from engine.store.jsonl import JSONLStore
 from engine.store.jsonl_files import FORMAT as JSONL_FORMAT
-from engine.store.memory import MemoryStore
 from engine.store.sqlite import SQLiteStore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from engine.store.jsonl import JSONLStore
+    from engine.store.memory import MemoryStore
+
+# The JSONL and memory stores load when first named or opened: a SQLite store's
+# reader (``convlog show``) never needs their modules (about 30 ms of its start).
+__getattr__ = lazy_names(__name__, globals(), {"engine.store.jsonl": ("JSONLStore",),
+                                               "engine.store.memory": ("MemoryStore",)})
 
 DEFAULT_URL = "sqlite:///convlog-demo.db"
 
@@ -121,6 +130,8 @@ def open_store(url: str, *, key: bytes | None = None, key_file: str | None = Non
         if not create:
             raise StoreNotFound(f"no such store: {url} (a memory:// store lives only inside "
                                 "the process that made it)")
+        from engine.store.memory import MemoryStore  # noqa: PLC0415 - on first use
+
         return MemoryStore(base, key=key, durability=mode, max_event_bytes=limit)
     if base.startswith("sqlite:///"):
         path = base[len("sqlite:///"):]
@@ -151,6 +162,8 @@ def open_store(url: str, *, key: bytes | None = None, key_file: str | None = Non
                      is_store=lambda p: (p / "convlog.json").is_file())
         _check_jsonl_format(url, Path(path) / "convlog.json")
         _check_jsonl_txn(url, Path(path) / "txn")
+        from engine.store.jsonl import JSONLStore  # noqa: PLC0415 - on first use
+
         try:
             return JSONLStore(path, url=url, durability=mode, batch_ms=window_ms,
                               batch_events=window_events, key=key, max_event_bytes=limit)
