@@ -142,9 +142,10 @@ def test_the_collector_pauses_for_a_bulk_replay_and_comes_back_as_it_was(
 
 
 def test_a_state_built_with_the_collector_paused_leaves_in_the_oldest_generation() -> None:
-    """Leaving the pause moves what was built to the oldest generation in one
+    """Leaving the pause moves what was built to the oldest generation without a
     collection, so the collector does not walk the new state twice (once to move it
-    out of the youngest generation, again out of the middle one)."""
+    out of the youngest generation, again out of the middle one); objects the program
+    froze itself stay frozen."""
     was = gc.isenabled()
     gc.enable()
     try:
@@ -153,6 +154,16 @@ def test_a_state_built_with_the_collector_paused_leaves_in_the_oldest_generation
         young = {id(o) for o in gc.get_objects(0)} | {id(o) for o in gc.get_objects(1)}
         assert not any(id(x) in young for x in state)
         assert any(x is state for x in gc.get_objects(2))
+        gc.freeze()  # the program's own frozen objects
+        frozen = gc.get_freeze_count()
+        try:
+            with collector_paused():
+                more = [[1]]
+            assert gc.get_freeze_count() == frozen
+            assert gc.isenabled()
+            assert more
+        finally:
+            gc.unfreeze()
         gc.disable()
         with collector_paused():  # off before: left off, and nothing collected
             kept = [[1]]
