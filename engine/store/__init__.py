@@ -8,6 +8,7 @@ that turns the hash chain into an HMAC), ``max_event_bytes``.
 
 from __future__ import annotations
 
+import importlib
 import math
 import random
 import sqlite3
@@ -27,7 +28,6 @@ from engine.errors import (
     StoreNotFound,
     StoreUnreadable,
 )
-from engine.lazy import lazy_names
 from engine.store.base import (
     ANY,
     BATCHED,
@@ -50,10 +50,18 @@ if TYPE_CHECKING:
     from engine.store.jsonl import JSONLStore
     from engine.store.memory import MemoryStore
 
-# The JSONL and memory stores load when first named or opened: a SQLite store's
-# reader (``convlog show``) never needs their modules (about 30 ms of its start).
-__getattr__ = lazy_names(__name__, globals(), {"engine.store.jsonl": ("JSONLStore",),
-                                               "engine.store.memory": ("MemoryStore",)})
+
+def __getattr__(name: str) -> object:
+    """The JSONL and memory stores load when first named or opened (PEP 562): a SQLite
+    store's reader (``convlog show``) never needs their modules (about 30 ms of its
+    start). Each is then kept in the package, so later reads skip this function."""
+    homes = {"JSONLStore": "engine.store.jsonl", "MemoryStore": "engine.store.memory"}
+    if name not in homes:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    found: object = getattr(importlib.import_module(homes[name]), name)
+    globals()[name] = found
+    return found
+
 
 DEFAULT_URL = "sqlite:///convlog-demo.db"
 
