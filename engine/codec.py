@@ -121,12 +121,28 @@ def json_loads(data: bytes | str) -> Any:
     return json.loads(data, parse_constant=_no_constant)
 
 
+class _OnFirstUse:
+    """A typed decoder built by its first ``decode``: building one over the whole event
+    catalog evaluates every event class's annotations (a tenth of ``convlog``'s start),
+    which a command that decodes no event by itself (``show`` from snapshots) never needs.
+    The first call replaces ``decode`` with the decoder's own, so later calls cost what
+    a plain decoder's do."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+
+    def decode(self, data: Any) -> Any:
+        decode: Callable[[Any], Any] = self._make().decode
+        self.decode = decode  # type: ignore[method-assign,assignment]
+        return decode(data)
+
+
 _json_enc = msgspec.json.Encoder()
-_json_dec = msgspec.json.Decoder(AnyEvent)
-_json_list_dec = msgspec.json.Decoder(list[AnyEvent])
+_json_dec = _OnFirstUse(lambda: msgspec.json.Decoder(AnyEvent))
+_json_list_dec = _OnFirstUse(lambda: msgspec.json.Decoder(list[AnyEvent]))
 _mp_enc = msgspec.msgpack.Encoder()
-_mp_dec = msgspec.msgpack.Decoder(AnyEvent, ext_hook=ext_hook)
-_mp_list_dec = msgspec.msgpack.Decoder(list[AnyEvent], ext_hook=ext_hook)
+_mp_dec = _OnFirstUse(lambda: msgspec.msgpack.Decoder(AnyEvent, ext_hook=ext_hook))
+_mp_list_dec = _OnFirstUse(lambda: msgspec.msgpack.Decoder(list[AnyEvent], ext_hook=ext_hook))
 _any_mp_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)
 
 
@@ -252,10 +268,11 @@ def decode_msgpack(data: bytes) -> AnyEvent:
 
 def decode_msgpack_list(data: bytes) -> list[AnyEvent]:
     try:
-        return _mp_list_dec.decode(data)
+        events: list[AnyEvent] = _mp_list_dec.decode(data)
+        return events
     except msgspec.ValidationError as exc:
         try:
-            events: list[AnyEvent] = typed_fallback(data, list[AnyEvent])
+            events = typed_fallback(data, list[AnyEvent])
         except (msgspec.ValidationError, msgspec.DecodeError):
             raise _wrap(exc) from None
         return events
@@ -267,7 +284,8 @@ def decode_msgpack_list(data: bytes) -> list[AnyEvent]:
 
 def decode_json_list(data: bytes) -> list[AnyEvent]:
     try:
-        return _json_list_dec.decode(data)
+        events: list[AnyEvent] = _json_list_dec.decode(data)
+        return events
     except msgspec.DecodeError as exc:
         obj = _json_fallback(data)
         if not isinstance(obj, list):

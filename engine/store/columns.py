@@ -12,7 +12,6 @@ JSON flavour is the same columns as a named object whose first key is ``format``
 
 from __future__ import annotations
 
-import functools
 from typing import Annotated, Any, Final, Generic, TypeVar
 
 import msgspec
@@ -75,7 +74,13 @@ class JsonBlock(Columns[Any, list[int]], tag_field="format", tag=2, array_like=F
     prose."""
 
 
-@functools.lru_cache(maxsize=256)
 def bare_table(kinds: tuple[KindRow, ...]) -> bytes:
-    """A ``bytes.translate`` table: 1 for the code of a bare kind, else 0."""
-    return bytes(1 if i < len(kinds) and kinds[i][2] else 0 for i in range(256))
+    """A ``bytes.translate`` table: 1 for the code of a bare kind, else 0. Built per
+    block from its few kinds (no cache: the kinds column lists a block's kinds in
+    order of first use, so most blocks of a session have a table of their own, and a
+    cache of them missed on nearly every block of a fresh replay)."""
+    table = bytearray(256)
+    for code, row in enumerate(kinds[:256]):
+        if row[2]:
+            table[code] = 1
+    return bytes(table)

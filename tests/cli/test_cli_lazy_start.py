@@ -77,3 +77,37 @@ def test_an_unknown_command_is_a_usage_error_naming_the_choices() -> None:
     assert done.returncode == 2
     assert "invalid choice" in done.stderr
     assert "verify" in done.stderr
+
+
+def test_show_of_a_sqlite_store_loads_no_other_store_and_no_catalog_decoder(
+        tmp_path: object) -> None:
+    """`show` from a SQLite store's snapshots: the JSONL and memory stores' modules stay
+    unloaded (engine.store names them lazily), and no decoder over the whole event
+    catalog is built (engine.codec builds its on first use)."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from benchmarks.workload import record  # noqa: PLC0415
+    from engine.store import SQLiteStore  # noqa: PLC0415
+    from projections.timetravel import write_snapshots  # noqa: PLC0415
+
+    path = Path(str(tmp_path)) / "s.db"
+    with SQLiteStore(str(path)) as store:
+        session, _ = record(store, 400)
+        write_snapshots(store, session.id, every=100)
+    code = (
+        "import json, sys\n"
+        "import engine.codec as codec\n"
+        "from engine.cli.app import main as run\n"
+        f"rc = run(['show', 'sqlite:///{path}', '--at', '300'])\n"
+        "built = [n for n in ('_mp_dec', '_json_dec', '_mp_list_dec', '_json_list_dec')\n"
+        "         if 'decode' in vars(getattr(codec, n))]\n"
+        "print(json.dumps([rc, sorted(sys.modules), built]), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False, timeout=120)
+    rc, modules, built = json.loads(done.stderr.strip().splitlines()[-1])
+    assert rc == 0, done.stderr
+    assert "session " in done.stdout
+    assert not [m for m in modules if m.startswith(("engine.store.jsonl.", "engine.store.memory"))
+                or m in ("engine.store.jsonl", "engine.store.jsonl_lines")]
+    assert built == []

@@ -139,3 +139,35 @@ def test_the_collector_pauses_for_a_bulk_replay_and_comes_back_as_it_was(
     finally:
         (gc.enable if was else gc.disable)()
     store.close()
+
+
+def test_a_state_built_with_the_collector_paused_leaves_in_the_oldest_generation() -> None:
+    """Leaving the pause moves what was built to the oldest generation without a
+    collection, so the collector does not walk the new state twice (once to move it
+    out of the youngest generation, again out of the middle one); objects the program
+    froze itself stay frozen."""
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        with collector_paused():
+            state = [[i] for i in range(1000)]  # tracked objects, made while paused
+        young = {id(o) for o in gc.get_objects(0)} | {id(o) for o in gc.get_objects(1)}
+        assert not any(id(x) in young for x in state)
+        assert any(x is state for x in gc.get_objects(2))
+        gc.freeze()  # the program's own frozen objects
+        frozen = gc.get_freeze_count()
+        try:
+            with collector_paused():
+                more = [[1]]
+            assert gc.get_freeze_count() == frozen
+            assert gc.isenabled()
+            assert more
+        finally:
+            gc.unfreeze()
+        gc.disable()
+        with collector_paused():  # off before: left off, and nothing collected
+            kept = [[1]]
+        assert not gc.isenabled()
+        assert any(x is kept for x in gc.get_objects(0))
+    finally:
+        (gc.enable if was else gc.disable)()
