@@ -4,14 +4,23 @@ its write hooks, so no backend can drift from the shared id, version and retry r
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
+from pathlib import Path
 
 from engine.store.base import Store
+from engine.store.composed import ComposedStore
 from engine.store.jsonl import JSONLStore
 from engine.store.memory import MemoryStore
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SQLiteStore
 
-RECORDERS = (MemoryStore, JSONLStore, SQLiteStore, PostgresStore)
+RECORDERS: tuple[type[Store], ...] = (MemoryStore, JSONLStore, SQLiteStore, PostgresStore)
+# The backends composed of a recorder (issue 31): the store is the shared ComposedStore
+# and the recorder is a plain object, no Store at all.
+COMPOSED: dict[type[Store], Callable[[Path], ComposedStore]] = {
+    MemoryStore: lambda _: MemoryStore(),
+}
+RECORDER_HOOKS = ("lock", "head", "stored_ids", "insert", "select", "select_all", "find")
 PIPELINE = ("append", "_taken", "_decide", "_classify", "_match", "_prepare",
             "_check_expected", "stored_seqs")
 HOOKS = ("_write_head", "_stored_ids", "_insert")
@@ -27,8 +36,20 @@ def test_no_recorder_keeps_a_copy_of_the_pipeline() -> None:
         assert [n for n in PIPELINE if _defined(cls, n)] == [], cls.__name__
 
 
+def test_a_composed_backend_is_the_shared_store_over_a_plain_recorder(tmp_path: Path) -> None:
+    for cls, make in COMPOSED.items():
+        store = make(tmp_path)
+        assert isinstance(store, cls)
+        assert isinstance(store, ComposedStore)
+        assert not isinstance(store.recorder, Store), cls.__name__
+        assert [n for n in (*PIPELINE, *HOOKS) if hasattr(store.recorder, n)] == []
+        assert [n for n in RECORDER_HOOKS if not callable(getattr(store.recorder, n, None))] == []
+        # Nothing of the store is the backend's own but its constructor.
+        assert [n for n in vars(cls) if callable(vars(cls)[n]) and n != "__init__"] == []
+
+
 def test_every_recorder_implements_the_write_hooks() -> None:
-    for cls in RECORDERS:
+    for cls in [c for c in RECORDERS if c not in COMPOSED]:
         assert [n for n in HOOKS if not _defined(cls, n)] == [], cls.__name__
         assert not getattr(cls, "__abstractmethods__", None), cls.__name__
         assert "self._write_lock = " in inspect.getsource(cls.__init__), cls.__name__
