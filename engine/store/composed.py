@@ -49,13 +49,18 @@ class EventRecorder(Protocol):
 
     def stored_ids(self, session_id: str, events: Sequence[Event]
                    ) -> dict[str, tuple[str, int, int]]:
-        """id -> (session, seq, position) of the batch's events already stored."""
+        """id -> (session, seq, position) of the batch's events already stored. (A
+        recorder may add ``early_ids``, the same lookup inside ``lock()``, when it
+        differs: the pipeline then calls that before deciding.)"""
 
     def insert(self, session_id: str, batch: Prepared) -> int:
         """Write the prepared batch after the session's head, all or nothing; returns
         the global position of its first event (the batch's positions are consecutive)."""
 
     # -- the read side
+    def version(self, session_id: str) -> int:
+        """The session's highest own seq, 0 when it has none."""
+
     def select(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
         """The session's own events with seq ``first..last``, by seq."""
 
@@ -75,7 +80,11 @@ class EventRecorder(Protocol):
     def latest_snapshot(self, session_id: str, name: str,
                         max_seq: int) -> tuple[int, bytes] | None: ...
 
-    # -- for the verification reader
+
+class RowRecorder(EventRecorder, Protocol):
+    """A recorder that keeps one hash and position per event: :class:`EventReader`
+    verifies it."""
+
     def stored(self, session_id: str) -> Iterator[Stored]:
         """The session's own events as stored (undecoded where the format allows), by
         seq, each with its chain hash and global position."""
@@ -85,6 +94,9 @@ class VerifyReader(Protocol):
     """What ``engine.store.verify`` walks, over what a recorder selects."""
 
     head_with_events: bool
+
+    def stored(self, session_id: str) -> Iterator[Stored]:
+        """Every own event with its chain hash, by seq (also for a fork's chain start)."""
 
     def units(self, session_id: str, *, deep: bool) -> Iterator[Stored | Span]: ...
 
@@ -109,8 +121,11 @@ class EventReader:
 
     head_with_events = False
 
-    def __init__(self, recorder: EventRecorder) -> None:
+    def __init__(self, recorder: RowRecorder) -> None:
         self.recorder = recorder
+
+    def stored(self, session_id: str) -> Iterator[Stored]:
+        return self.recorder.stored(session_id)
 
     def units(self, session_id: str, *, deep: bool) -> Iterator[Stored | Span]:
         return iter(self.recorder.stored(session_id))
@@ -128,7 +143,10 @@ class EventReader:
         return None  # each Stored carries its position
 
     def recorded_head(self, session_id: str) -> tuple[int, bytes] | None:
-        return _own_head(self.recorder, session_id)
+        # (own version, hash of the last own event or where the chain starts): the
+        # write head without the fork point (a fork with no own events stands there).
+        version, head = self.recorder.head(session_id)
+        return (version if version > (self.recorder.info(session_id).fork_seq or 0) else 0), head
 
     def recorded_genesis(self, session_id: str) -> bytes | None:
         return None
@@ -137,26 +155,27 @@ class EventReader:
         return None
 
 
-def _own_head(recorder: EventRecorder, session_id: str) -> tuple[int, bytes]:
-    """(own version, hash of the last own event or where the chain starts): the write
-    head without the fork point (a fork with no own events stands at its fork seq)."""
-    version, head = recorder.head(session_id)
-    return (version if version > (recorder.info(session_id).fork_seq or 0) else 0), head
-
-
 class ComposedStore(Store):
     """The store of a recorder: the pipeline and lineage reads of :class:`Store`, the
     storage of ``recorder``, verification by ``reader`` (by default an
     :class:`EventReader` over the recorder)."""
 
-    def __init__(self, recorder: EventRecorder, *, url: str, durability: str = SYNC,
+    recorder: EventRecorder
+    reader: VerifyReader
+
+    def __init__(self, recorder: RowRecorder, *, url: str, durability: str = SYNC,
                  key: bytes | None = None, max_event_bytes: int | None = None,
-                 durabilities: tuple[str, ...] | None = None,
-                 reader: VerifyReader | None = None) -> None:
+                 durabilities: tuple[str, ...] | None = None) -> None:
+        """The store of a recorder verified by an :class:`EventReader`. A backend whose
+        recorder needs the store's chain (to link sealed blocks) calls ``_configure``
+        then :meth:`_compose` instead."""
         self._configure(url, durability=durability, key=key, max_event_bytes=max_event_bytes,
                         **({} if durabilities is None else {"durabilities": durabilities}))
+        self._compose(recorder, EventReader(recorder))
+
+    def _compose(self, recorder: EventRecorder, reader: VerifyReader) -> None:
         self.recorder = recorder
-        self.reader: VerifyReader = EventReader(recorder) if reader is None else reader
+        self.reader = reader
         self._write_lock = recorder.lock()
         # The hooks of the append and read hot paths are the recorder's own bound methods,
         # set on the instance: a delegating method would add a Python frame per append
@@ -164,7 +183,8 @@ class ComposedStore(Store):
         # say the same for readers of the code and for the type checker.
         # (A subclass that overrides one of them keeps its override.)
         hot = {"_write_head": recorder.head, "_stored_ids": recorder.stored_ids,
-               "_early_ids": recorder.stored_ids, "_insert": recorder.insert,
+               "_early_ids": getattr(recorder, "early_ids", recorder.stored_ids),
+               "_insert": recorder.insert,
                "_own_read": recorder.select, "find_event": recorder.find,
                "last_position": recorder.last_position, "session_info": recorder.info}
         vars(self).update({name: bound for name, bound in hot.items()
@@ -185,7 +205,16 @@ class ComposedStore(Store):
         return self.recorder.head(session_id)
 
     def _head(self, session_id: str) -> tuple[int, bytes]:
-        return _own_head(self.recorder, session_id)
+        # (Store reads the head through _own_version and _recorded_head, both below.)
+        head = self.reader.recorded_head(session_id)
+        return head if head is not None else (0, self._genesis_of(session_id))
+
+    def _genesis_of(self, session_id: str) -> bytes:
+        info = self.recorder.info(session_id)
+        return self._genesis(info.parent, info.fork_seq)
+
+    def _own_version(self, session_id: str) -> int:
+        return self.recorder.version(session_id)
 
     def _stored_ids(self, session_id: str, events: Sequence[Event]
                     ) -> dict[str, tuple[str, int, int]]:
@@ -223,7 +252,7 @@ class ComposedStore(Store):
     # -- what verification walks: the reader's (engine.store.verify calls these)
     def _own_stored(self, session_id: str) -> Iterator[Stored]:
         self.recorder.info(session_id)
-        return self.recorder.stored(session_id)
+        return self.reader.stored(session_id)
 
     def _own_units(self, session_id: str, *, deep: bool) -> Iterator[Stored | Span]:
         return self.reader.units(session_id, deep=deep)

@@ -109,6 +109,10 @@ class MemoryRecorder:
     def sessions(self) -> list[SessionInfo]:
         return sorted(self._sessions.values(), key=lambda s: (s.created, s.id))
 
+    def version(self, session_id: str) -> int:
+        own = self._own[session_id].events
+        return own[-1].seq if own else 0
+
     def head(self, session_id: str) -> tuple[int, bytes]:
         own = self._own.get(session_id)
         if own is None:
