@@ -21,6 +21,11 @@ COMPOSED: dict[type[Store], Callable[[Path], ComposedStore]] = {
     MemoryStore: lambda _: MemoryStore(),
     JSONLStore: lambda path: JSONLStore(str(path / "store")),
 }
+# The verify hooks (ten of them sat on every recorder) are the reader's, in either spelling.
+VERIFY_HOOKS = ("_own_units", "_link_holds", "_span_links", "_verify_ids", "_own_positions",
+                "_recorded_head", "_recorded_genesis", "_write_state_problem", "_own_stored",
+                "units", "link_holds", "span_links", "verify_ids", "own_positions",
+                "recorded_head", "recorded_genesis", "write_state_problem")
 RECORDER_HOOKS = ("lock", "head", "stored_ids", "insert", "select", "select_all", "find")
 PIPELINE = ("append", "_taken", "_decide", "_classify", "_match", "_prepare",
             "_check_expected", "stored_seqs")
@@ -44,6 +49,8 @@ def test_a_composed_backend_is_the_shared_store_over_a_plain_recorder(tmp_path: 
         assert isinstance(store, ComposedStore)
         assert not isinstance(store.recorder, Store), cls.__name__
         assert [n for n in (*PIPELINE, *HOOKS) if hasattr(store.recorder, n)] == []
+        assert [n for n in VERIFY_HOOKS if hasattr(store.recorder, n)] == [], cls.__name__
+        assert store.reader is not store.recorder
         assert [n for n in RECORDER_HOOKS if not callable(getattr(store.recorder, n, None))] == []
         # Nothing of the store is the backend's own but its constructor and its public
         # verbs (JSONL's repair, flush, close): no hook, no step of the pipeline.
