@@ -7,7 +7,8 @@ import inspect
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.store.base import Store
+from engine import events as ev
+from engine.store.base import Prepared, Store
 from engine.store.composed import ComposedStore
 from engine.store.jsonl import JSONLStore
 from engine.store.memory import MemoryStore
@@ -68,3 +69,26 @@ def test_every_recorder_implements_the_write_hooks() -> None:
 
 def test_only_postgres_takes_the_coarse_hook_for_its_one_round_trip() -> None:
     assert [c.__name__ for c in RECORDERS if _defined(c, "_record")] == ["PostgresStore"]
+
+
+def test_a_subclass_override_of_a_bound_hook_is_kept() -> None:
+    """ComposedStore binds the hot hooks to the recorder's methods on the instance; a
+    subclass that overrides one (tests wrap stores so) must still be called."""
+    calls: list[str] = []
+
+    class Noting(MemoryStore):
+        def _insert(self, session_id: str, batch: Prepared) -> int:
+            calls.append(session_id)
+            return super()._insert(session_id, batch)
+
+        def find_event(self, event_id: str) -> tuple[str, int] | None:
+            calls.append(event_id)
+            return super().find_event(event_id)
+
+    store = Noting()
+    sid = "0194d1e0-0000-7000-8000-0000000c0001"
+    store.create_session(sid, created=0)
+    store.append(sid, [ev.TextDelta(id="0194d1e0-0000-7000-8000-0000000c0002",
+                                    message_id="m", part_id="p", delta="x")])
+    assert store.find_event("0194d1e0-0000-7000-8000-0000000c0002") == (sid, 1)
+    assert calls == [sid, "0194d1e0-0000-7000-8000-0000000c0002"]
