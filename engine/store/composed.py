@@ -185,7 +185,8 @@ class ComposedStore(Store):
         hot = {"_write_head": recorder.head, "_stored_ids": recorder.stored_ids,
                "_early_ids": getattr(recorder, "early_ids", recorder.stored_ids),
                "_insert": recorder.insert,
-               "_own_read": recorder.select, "find_event": recorder.find,
+               "_own_read": recorder.select, "_own_version": recorder.version,
+               "find_event": recorder.find,
                "last_position": recorder.last_position, "session_info": recorder.info}
         vars(self).update({name: bound for name, bound in hot.items()
                            if getattr(type(self), name) is getattr(_Hooks, name)})
