@@ -35,8 +35,11 @@ of format 1 (members without a block link) or 2 open, read and verify as they ar
 and become format 3 at the first seal this release writes into them (sealed
 members are the only place a packed payload is written; see ``FORMAT_VERSION``).
 
-This module is the store: the writer lock, transactions, appends and reads. Its
-other jobs have their own modules: ``jsonl_files`` (``convlog.json``, ``txn``,
+This module is the store: ``JSONLStore`` is the shared pipeline
+(:class:`~engine.store.composed.ComposedStore`) over :class:`JSONLRecorder` (the
+writer lock, transactions, appends and reads), verified by
+:class:`~engine.store.jsonl_verify.JSONLReader` (the walk over the files the recorder
+hands it). Its other jobs have their own modules: ``jsonl_files`` (``convlog.json``, ``txn``,
 snapshots), ``jsonl_recovery`` (finishing or undoing a crashed write, torn tails),
 ``jsonl_lines`` (the tail's line codec), ``jsonl_tail`` (reading a session's files
 incrementally), ``jsonl_seal`` and ``jsonl_blocks`` (sealing into gzip members),
@@ -57,7 +60,6 @@ from pathlib import Path
 import msgspec
 
 from engine.codec import (
-    canonical,
     from_stored,
     upcasting_active,
     upgrade,
@@ -88,20 +90,19 @@ from engine.store.base import (
     Prepared,
     Record,
     SessionInfo,
-    Span,
-    Store,
-    Stored,
     check_id,
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
-from engine.store.chain import HASH_BYTES
+from engine.store.chain import HASH_BYTES, Chain
+from engine.store.composed import ComposedStore
 from engine.store.jsonl_blocks import SEAL_AT, SEAL_BYTES, BadMember, BlockRef
 from engine.store.jsonl_files import FORMAT, FORMAT_VERSION, SnapshotFiles, Txn
 from engine.store.jsonl_tail import TailState
 
 log = get_logger("convlog.store.jsonl")
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "JSONLStore"]  # (the format: engine.store.jsonl_files)
+# (The format: engine.store.jsonl_files.)
+__all__ = ["FORMAT", "FORMAT_VERSION", "JSONLRecorder", "JSONLStore"]
 
 class _Meta(msgspec.Struct, omit_defaults=True):
     id: str
@@ -115,13 +116,13 @@ _meta_dec = msgspec.json.Decoder(_Meta)
 
 
 class _FileLock:
-    """A :class:`JSONLStore`'s writer lock: its thread lock, then ``flock(2)`` on the
+    """A :class:`JSONLRecorder`'s writer lock: its thread lock, then ``flock(2)`` on the
     lock file (across processes) and recovery of an unfinished write. Re-entrant;
     the file lock stays held while a batched window has lines pending."""
 
     __slots__ = ("owned", "store")
 
-    def __init__(self, store: JSONLStore) -> None:
+    def __init__(self, store: JSONLRecorder) -> None:
         self.store = store
         self.owned: list[bool] = []  # per nested entry: did it take the file lock
 
@@ -159,12 +160,58 @@ class _FileLock:
             fcntl.flock(store._lock_fd, fcntl.LOCK_UN)
 
 
-class JSONLStore(Store):
+class JSONLStore(ComposedStore):
+    """``jsonl:///dir``: the pipeline over a :class:`JSONLRecorder`, verified by a
+    :class:`~engine.store.jsonl_verify.JSONLReader`."""
+
+    recorder: JSONLRecorder
+
     def __init__(self, directory: str, *, url: str | None = None, durability: str = SYNC,
                  batch_ms: float = DEFAULT_BATCH_MS, batch_events: int = DEFAULT_BATCH_EVENTS,
                  key: bytes | None = None, max_event_bytes: int | None = None) -> None:
         self._configure(url or f"jsonl:///{directory}", durability=durability, key=key,
                         max_event_bytes=max_event_bytes)
+        recorder = JSONLRecorder(directory, url=self.url, durability=self.durability,
+                                 chain=self.chain, batch_ms=batch_ms, batch_events=batch_events)
+        self._compose(recorder, jsonl_verify.JSONLReader(recorder))
+        self._refuse = recorder.refuse
+        self.root = recorder.root
+        self.read_only = recorder.read_only
+
+    # The backend's own verbs (the CLI's repair and the torn-tail report), besides the pipeline.
+    def torn_tails(self) -> list[tuple[str, int, int]]:
+        """(session id, bytes kept, bytes cut) of every session file whose last line is
+        cut off or unreadable. Reads nothing but the files and changes nothing."""
+        return self.recorder.torn_tails()
+
+    def repair(self, *, dry_run: bool = False) -> list[tuple[str, int, int]]:
+        """Move every torn last line to ``<file>.corrupt`` (nothing is deleted) and finish
+        seals a crash cut short; returns the torn lines that were (with ``dry_run``:
+        would be) moved, as :meth:`torn_tails` lists them."""
+        return self.recorder.repair(dry_run=dry_run)
+
+    def corrupt_files(self) -> list[Path]:
+        return self.recorder.corrupt_files()
+
+    def migrate(self) -> bool:
+        return self.recorder.migrate()
+
+    def flush(self) -> None:
+        self.recorder.flush()
+
+    def close(self) -> None:
+        self.recorder.close()
+
+
+class JSONLRecorder:
+    """The session files of one store directory: their lock, transactions, appends and
+    reads (see the module doc); nothing of the append pipeline."""
+
+    def __init__(self, directory: str, *, url: str, durability: str, chain: Chain,
+                 batch_ms: float = DEFAULT_BATCH_MS,
+                 batch_events: int = DEFAULT_BATCH_EVENTS) -> None:
+        self.url, self.durability, self.chain = url, durability, chain
+        self.refuse: str | None = None  # why appends are refused (a keyed store, no key)
         self.root = Path(directory)
         if not self.root.parent.is_dir():
             raise StoreError(f"cannot open {self.url}: directory {self.root.parent} does not exist")
@@ -177,8 +224,6 @@ class JSONLStore(Store):
         self._ids: dict[str, tuple[str, int, int]] = {}
         self._flocked = False
         self._format = FORMAT_VERSION  # of the files, from convlog.json
-        # Position ranges the last verification walk of a session saw (_own_units).
-        self._walked_positions: dict[str, list[tuple[int, int, int]]] = {}
         self._write_lock = _FileLock(self)
         self._lock_fd = -1
         self._last = 0  # last global position (valid while the file lock is held)
@@ -194,7 +239,7 @@ class JSONLStore(Store):
                 self._open_read_only()
             else:
                 with self._file_lock():
-                    self._refuse = self._init_format()
+                    self.refuse = self._init_format()
                     self._recover()
         except OSError as exc:
             verb = "open" if (self.root / "convlog.json").is_file() else "create"
@@ -242,7 +287,7 @@ class JSONLStore(Store):
         if self._lock_fd >= 0:
             fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
         try:
-            self._refuse = self._init_format()
+            self.refuse = self._init_format()
             txn = self._read_txn()
         finally:
             if self._lock_fd >= 0:
@@ -252,6 +297,9 @@ class JSONLStore(Store):
                 f"{self.url}: its last write was interrupted; finishing or undoing it "
                 f"needs write access to {self.root}, which this process does not have")
         self._last = 0 if txn is None else txn.new
+
+    def lock(self) -> AbstractContextManager[object]:
+        return self._write_lock
 
     def _refuse_read_only(self) -> None:
         if self.read_only:
@@ -348,7 +396,7 @@ class JSONLStore(Store):
     def _path(self, session_id: str) -> Path:
         return self._sessions_dir / f"{session_id}.jsonl"
 
-    def _create_session(self, info: SessionInfo, genesis: bytes) -> None:
+    def create(self, info: SessionInfo, genesis: bytes) -> None:
         with self._file_lock():
             meta_path = self._sessions_dir / f"{info.id}.meta.json"
             if meta_path.exists():
@@ -357,7 +405,7 @@ class JSONLStore(Store):
             meta = _Meta(info.id, info.created, genesis.hex(), info.parent, info.fork_seq)
             jsonl_files.write_atomic(meta_path, msgspec.json.encode(meta) + b"\n", durable=True)
 
-    def _meta(self, session_id: str) -> _Meta:
+    def meta(self, session_id: str) -> _Meta:
         check_id("session", session_id)
         path = self._sessions_dir / f"{session_id}.meta.json"
         try:
@@ -371,15 +419,15 @@ class JSONLStore(Store):
             raise CorruptLog(session_id, 0, f"unreadable {path.name}: {exc}") from None
         return m
 
-    def session_info(self, session_id: str) -> SessionInfo:
+    def info(self, session_id: str) -> SessionInfo:
         info = self._metas.get(session_id)
         if info is None:
-            m = self._meta(session_id)
+            m = self.meta(session_id)
             info = self._metas[session_id] = SessionInfo(m.id, m.created, m.parent, m.fork_seq)
         return info
 
     def sessions(self) -> list[SessionInfo]:
-        out = [self.session_info(p.name[:-len(".meta.json")])
+        out = [self.info(p.name[:-len(".meta.json")])
                for p in self._sessions_dir.glob("*.meta.json")]
         return sorted(out, key=lambda s: (s.created, s.id))
 
@@ -397,7 +445,7 @@ class JSONLStore(Store):
         """
         st = self._states.get(session_id)
         if st is None:
-            m = self._meta(session_id)
+            m = self.meta(session_id)
             st = self._states[session_id] = TailState(m.fork_seq or 0, bytes.fromhex(m.genesis))
             st.paths = (str(self._path(session_id)), str(self._blocks_path(session_id)))
         elif st.unchanged():
@@ -484,17 +532,9 @@ class JSONLStore(Store):
 
     # ------------------------------------------------------------------ writing
 
-    def _head(self, session_id: str) -> tuple[int, bytes]:
-        with self._lock:
-            pending = self._pending_heads.get(session_id)
-            if pending is not None:
-                return pending[0], pending[1]
-            st = self._state(session_id)
-            return (st.version if st.own() else 0), st.head
-
-    def _write_head(self, session_id: str) -> tuple[int, bytes]:
+    def head(self, session_id: str) -> tuple[int, bytes]:
         self._check_tails()  # first, under the lock: before anything reads the files
-        self.session_info(session_id)
+        self.info(session_id)
         pending = self._pending_heads.get(session_id)
         if pending is not None:
             return pending[0], pending[1]
@@ -504,19 +544,19 @@ class JSONLStore(Store):
             st = self._state(session_id)  # its version starts at the fork point
         return st.version, st.head
 
-    def _stored_ids(self, session_id: str, events: Sequence[Event]
-                    ) -> dict[str, tuple[str, int, int]]:
-        with self._file_lock():
-            return self._early_ids(session_id, events)
-
-    def _early_ids(self, session_id: str, events: Sequence[Event]
+    def stored_ids(self, session_id: str, events: Sequence[Event]
                    ) -> dict[str, tuple[str, int, int]]:
+        with self._file_lock():
+            return self.early_ids(session_id, events)
+
+    def early_ids(self, session_id: str, events: Sequence[Event]
+                  ) -> dict[str, tuple[str, int, int]]:
         """The lookup itself, with the file lock held (``_record`` holds it)."""
         self._refresh_all()  # ids of every session, for duplicate detection
         ids = self._ids
         return {e.id: ids[e.id] for e in events if e.id in ids}
 
-    def _insert(self, session_id: str, batch: Prepared) -> int:
+    def insert(self, session_id: str, batch: Prepared) -> int:
         if not self._pending:
             self._window_old = self._last
         pos0 = self._last + 1
@@ -665,13 +705,13 @@ class JSONLStore(Store):
 
     # ------------------------------------------------------------------ reading
 
-    def _own_version(self, session_id: str) -> int:
+    def version(self, session_id: str) -> int:
         with self._lock:
             self._readable()
             st = self._state(session_id)
             return st.version if st.own() else 0
 
-    def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
+    def select(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
         with self._lock:
             self._readable()
             st = self._state(session_id)
@@ -688,7 +728,7 @@ class JSONLStore(Store):
                 events = self._collect(session_id, tail_from, last)
             yield from events
 
-    def find_event(self, event_id: str) -> tuple[str, int] | None:
+    def find(self, event_id: str) -> tuple[str, int] | None:
         with self._lock:
             self._readable()
             if event_id not in self._ids:
@@ -703,13 +743,13 @@ class JSONLStore(Store):
             txn = self._read_txn()
             return 0 if txn is None else (txn.new if txn.done else txn.old)
 
-    def read_all(self, after: int = 0, *, session_id: str | None = None,
-                 limit: int | None = None) -> Iterator[Record]:
+    def select_all(self, after: int, session_id: str | None,
+                   limit: int | None) -> Iterator[Record]:
         with self._lock:
             self._readable()
             if session_id is not None:
                 names = [session_id]
-                self.session_info(session_id)
+                self.info(session_id)
             else:
                 names = [p.name[:-len(".meta.json")]
                          for p in self._sessions_dir.glob("*.meta.json")]
@@ -730,83 +770,37 @@ class JSONLStore(Store):
             if limit is not None and count >= limit:
                 return
 
-    def _own_stored(self, session_id: str) -> Iterator[Stored]:
-        """Every own event with its chain hash (those inside a sealed block recomputed:
-        only a block's last hash is stored)."""
-        return (u for u in self._walk_files(session_id, spans=False, deep=True)
-                if isinstance(u, Stored))
-
-    def _own_units(self, session_id: str, *, deep: bool) -> Iterator[Stored | Span]:
-        """A :class:`Span` per linked (version 2) sealed member, followed when ``deep``
-        by its events; per event a :class:`Stored` for version 1 members and the tail.
-        The position ranges seen are kept for :meth:`_own_positions`."""
-        return self._walk_files(session_id, spans=True, deep=deep)
-
-    def _own_positions(self, session_id: str) -> list[tuple[int, int, int]] | None:
-        # The ranges of the files the walk read, not of a later state of them.
-        return self._walked_positions.pop(session_id, None)
-
-    def _recorded_genesis(self, session_id: str) -> bytes | None:
-        try:
-            return bytes.fromhex(self._meta(session_id).genesis)
-        except ValueError as exc:
-            raise CorruptLog(session_id, 0, f"unreadable genesis in its meta file: {exc}"
-                             ) from None
-
-    def _link_holds(self, session_id: str, prev: bytes, span: Span) -> bool:
-        return jsonl_blocks.link_holds(self.chain.link, session_id, prev, span.body)
-
-    def _span_links(self, session_id: str, prev: bytes, span: Span) -> list[bytes]:
-        objs = packed.unpack_builtins(jsonl_blocks.payload(span.body), session_id, span.seq,
-                                      json=True)
-        return self.chain.links(prev, [canonical(o) for o in objs])
-
-    def _walk_files(self, session_id: str, *, spans: bool, deep: bool
-                    ) -> Iterator[Stored | Span]:
-        m = self._meta(session_id)
-        base = m.fork_seq or 0
+    def files(self, session_id: str) -> tuple[_Meta, bytes, bytes]:
+        """The session's meta record and the stored bytes of its tail and its sealed
+        blocks, as they are now (what the verification reader walks)."""
+        m = self.meta(session_id)
         path = self._path(session_id)
-        self._walked_positions.pop(session_id, None)
         with self._lock:
             self._readable()
             # The tail first: a seal appends its blocks before it replaces the tail.
             data = path.read_bytes() if path.exists() else b""
             blocks_path = self._blocks_path(session_id)
             sealed_data = blocks_path.read_bytes() if blocks_path.exists() else b""
-        ranges: list[tuple[int, int, int]] = []
-        whole = yield from jsonl_verify.walk(
-            self.chain, session_id, m.genesis, base, data, sealed_data, ranges,
-            spans=spans, deep=deep)
-        if spans and whole:
-            self._walked_positions[session_id] = ranges
+        return m, data, sealed_data
 
-    def _recorded_head(self, session_id: str) -> tuple[int, bytes] | None:
-        """(own version, hash) from the head file, None when there is none yet; a damaged
-        head file is damage (CorruptLog), not a missing head."""
-        path = self._sessions_dir / f"{session_id}.head"
+    def head_file(self, session_id: str) -> bytes | None:
+        """The bytes of the session's head file, None when there is none yet."""
         try:
-            data = path.read_bytes()
+            return (self._sessions_dir / f"{session_id}.head").read_bytes()
         except FileNotFoundError:
             return None
-        try:
-            version, head = data.decode("ascii").split()
-            if not version.isdigit() or len(head) != 2 * HASH_BYTES:
-                raise ValueError("not '<version> <hash>'")
-            return int(version), bytes.fromhex(head)
-        except ValueError as exc:  # UnicodeDecodeError included
-            raise CorruptLog(session_id, 0, f"unreadable {path.name}: {exc}") from None
 
     def corrupt_files(self) -> list[Path]:
         return sorted(self._sessions_dir.glob("*.corrupt"))
 
     # ------------------------------------------------------------------ snapshots
 
-    def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
+    def put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
         self._refuse_read_only()
-        self.session_info(session_id)
+        self.info(session_id)
         self._snapshots.put(session_id, name, seq, data, durable=self.durability == SYNC)
 
-    def _latest_snapshot(self, session_id: str, name: str,
-                         max_seq: int) -> tuple[int, bytes] | None:
-        self.session_info(session_id)
+    def latest_snapshot(self, session_id: str, name: str,
+                        max_seq: int) -> tuple[int, bytes] | None:
+        self.info(session_id)
         return self._snapshots.latest(session_id, name, max_seq)

@@ -5,24 +5,28 @@ Sealed members with a block link are given as :class:`Span` (one digest proves
 the stored bytes) and, at depth, their events (each one's link recomputed); members
 of index version 1 (no link) give their events with the chain recomputed inside
 them; tail lines give their stored hash and event. Nothing here opens a file or
-holds a lock: the store reads both files under its lock and hands them in.
+holds a lock: the recorder reads both files under its lock and hands them in
+(:class:`JSONLReader`, what ``engine.store.verify`` is given for a JSONL store).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from engine.codec import canonical
-from engine.errors import EventDecodeError
+from engine.errors import CorruptLog, EventDecodeError
 from engine.events import AnyEvent
 from engine.store import jsonl_blocks, jsonl_lines, packed
 from engine.store.base import Span, Stored
-from engine.store.chain import Chain
+from engine.store.chain import HASH_BYTES, Chain
 from engine.store.jsonl_blocks import BadMember, BlockRef
 from engine.store.jsonl_tail import position_ranges
+
+if TYPE_CHECKING:
+    from engine.store.jsonl import JSONLRecorder
 
 
 def walk(chain: Chain, session_id: str, genesis: str, base: int, data: bytes,  # noqa: PLR0917
@@ -144,3 +148,78 @@ def _tail_seq(line: bytes, base: int, sealed: int) -> int:
     except (msgspec.DecodeError, ValueError):
         return sealed + 1
     return seq if seq > base else sealed + 1
+
+
+class JSONLReader:
+    """The verification reader of a JSONL store: :func:`walk` over the files the
+    recorder hands it (:meth:`JSONLRecorder.files`), its meta and head records."""
+
+    # The head file is written after the lines (a crash between leaves it behind, and
+    # reads follow the lines anyway): a head behind the log is not damage here.
+    head_with_events = False
+
+    def __init__(self, recorder: JSONLRecorder) -> None:
+        self.recorder = recorder
+        self.chain = recorder.chain
+        # Position ranges the last walk of a session saw (units), for own_positions.
+        self._walked_positions: dict[str, list[tuple[int, int, int]]] = {}
+
+    def stored(self, session_id: str) -> Iterator[Stored]:
+        """Every own event with its chain hash (those inside a sealed block recomputed:
+        only a block's last hash is stored)."""
+        return (u for u in self._walk(session_id, spans=False, deep=True)
+                if isinstance(u, Stored))
+
+    def units(self, session_id: str, *, deep: bool) -> Iterator[Stored | Span]:
+        """A :class:`Span` per linked (version 2) sealed member, followed when ``deep``
+        by its events; per event a :class:`Stored` for version 1 members and the tail.
+        The position ranges seen are kept for :meth:`own_positions`."""
+        return self._walk(session_id, spans=True, deep=deep)
+
+    def own_positions(self, session_id: str) -> list[tuple[int, int, int]] | None:
+        # The ranges of the files the walk read, not of a later state of them.
+        return self._walked_positions.pop(session_id, None)
+
+    def recorded_genesis(self, session_id: str) -> bytes | None:
+        try:
+            return bytes.fromhex(self.recorder.meta(session_id).genesis)
+        except ValueError as exc:
+            raise CorruptLog(session_id, 0, f"unreadable genesis in its meta file: {exc}"
+                             ) from None
+
+    def link_holds(self, session_id: str, prev: bytes, span: Span) -> bool:
+        return jsonl_blocks.link_holds(self.chain.link, session_id, prev, span.body)
+
+    def span_links(self, session_id: str, prev: bytes, span: Span) -> list[bytes]:
+        objs = packed.unpack_builtins(jsonl_blocks.payload(span.body), session_id, span.seq,
+                                      json=True)
+        return self.chain.links(prev, [canonical(o) for o in objs])
+
+    def verify_ids(self, ids: dict[int, str]) -> str | None:
+        return None  # the id index is rebuilt from the files themselves
+
+    def write_state_problem(self, session_id: str) -> str | None:
+        return None
+
+    def _walk(self, session_id: str, *, spans: bool, deep: bool) -> Iterator[Stored | Span]:
+        self._walked_positions.pop(session_id, None)
+        m, data, sealed_data = self.recorder.files(session_id)
+        ranges: list[tuple[int, int, int]] = []
+        whole = yield from walk(self.chain, session_id, m.genesis, m.fork_seq or 0, data,
+                                sealed_data, ranges, spans=spans, deep=deep)
+        if spans and whole:
+            self._walked_positions[session_id] = ranges
+
+    def recorded_head(self, session_id: str) -> tuple[int, bytes] | None:
+        """(own version, hash) from the head file, None when there is none yet; a damaged
+        head file is damage (CorruptLog), not a missing head."""
+        data = self.recorder.head_file(session_id)
+        if data is None:
+            return None
+        try:
+            version, head = data.decode("ascii").split()
+            if not version.isdigit() or len(head) != 2 * HASH_BYTES:
+                raise ValueError("not '<version> <hash>'")
+            return int(version), bytes.fromhex(head)
+        except ValueError as exc:  # UnicodeDecodeError included
+            raise CorruptLog(session_id, 0, f"unreadable {session_id}.head: {exc}") from None

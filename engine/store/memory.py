@@ -1,8 +1,9 @@
 """``memory://``: a process-local store, for tests, benchmarks and embedding.
 
-It keeps the decoded events themselves, so reads cost nothing; it still assigns
-positions and chains hashes, so it passes the same contract as the durable stores.
-Durability options are accepted and mean nothing here.
+``MemoryStore`` is the shared pipeline (:class:`~engine.store.composed.ComposedStore`)
+over :class:`MemoryRecorder`, which keeps the decoded events themselves, so reads cost
+nothing; the pipeline still assigns positions and chains hashes, so it passes the same
+contract as the durable stores. Durability options are accepted and mean nothing here.
 """
 
 from __future__ import annotations
@@ -16,19 +17,14 @@ import msgspec
 
 from engine.errors import SessionExists, UnknownSession
 from engine.events import AnyEvent, Event
-from engine.store.base import (
-    Prepared,
-    Record,
-    SessionInfo,
-    Store,
-    Stored,
-)
+from engine.store.base import Prepared, Record, SessionInfo, Stored
 from engine.store.chain import HASH_BYTES
+from engine.store.composed import ComposedStore
 
 _ID = attrgetter("id")
 
 
-# Not an event id (ids are strs); see MemoryStore._ids.
+# Not an event id (ids are strs); see MemoryRecorder._ids.
 _HASHES_INLINE = -1
 
 
@@ -57,14 +53,23 @@ class _Own:
             yield from range(pos, pos + end - first)
 
 
-class MemoryStore(Store):
+class MemoryStore(ComposedStore):
+    """``memory://``: the pipeline over a :class:`MemoryRecorder`."""
+
+    recorder: MemoryRecorder
+
     def __init__(self, url: str = "memory://", *, key: bytes | None = None,
                  durability: str = "sync", max_event_bytes: int | None = None) -> None:
         # Any durability is accepted: it means nothing in memory.
-        self._configure(url, durability=durability, key=key, max_event_bytes=max_event_bytes,
-                        durabilities=(durability,))
+        super().__init__(MemoryRecorder(), url=url, durability=durability, key=key,
+                         max_event_bytes=max_event_bytes, durabilities=(durability,))
+
+
+class MemoryRecorder:
+    """Sessions, events, positions and snapshots in dicts and lists."""
+
+    def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._write_lock = self._lock
         self._sessions: dict[str, SessionInfo] = {}
         self._own: dict[str, _Own] = {}
         # Plain ints and strs only, no tuple per event: the garbage collector never
@@ -87,14 +92,17 @@ class MemoryStore(Store):
         self._run_index: list[int] = []
         self._snapshots: dict[tuple[str, str], list[tuple[int, bytes]]] = {}
 
-    def _create_session(self, info: SessionInfo, genesis: bytes) -> None:
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    def create(self, info: SessionInfo, genesis: bytes) -> None:
         with self._lock:
             if info.id in self._sessions:
                 raise SessionExists(info.id)
             self._sessions[info.id] = info
             self._own[info.id] = _Own(info, genesis)
 
-    def session_info(self, session_id: str) -> SessionInfo:
+    def info(self, session_id: str) -> SessionInfo:
         try:
             return self._sessions[session_id]
         except KeyError:
@@ -103,18 +111,11 @@ class MemoryStore(Store):
     def sessions(self) -> list[SessionInfo]:
         return sorted(self._sessions.values(), key=lambda s: (s.created, s.id))
 
-    def _own_version(self, session_id: str) -> int:
+    def version(self, session_id: str) -> int:
         own = self._own[session_id].events
         return own[-1].seq if own else 0
 
-    def _head(self, session_id: str) -> tuple[int, bytes]:
-        self.session_info(session_id)
-        own = self._own[session_id]
-        if not own.events:
-            return 0, own.genesis
-        return own.events[-1].seq, bytes(own.hashes[-HASH_BYTES:])
-
-    def _write_head(self, session_id: str) -> tuple[int, bytes]:
+    def head(self, session_id: str) -> tuple[int, bytes]:
         own = self._own.get(session_id)
         if own is None:
             raise UnknownSession(session_id)
@@ -128,8 +129,8 @@ class MemoryStore(Store):
         sid = self._run_sid[r]
         return sid, self._own[sid].events[self._run_index[r] + pos - self._run_pos[r]].seq, pos
 
-    def _stored_ids(self, session_id: str, events: Sequence[Event]
-                    ) -> dict[str, tuple[str, int, int]]:
+    def stored_ids(self, session_id: str, events: Sequence[Event]
+                   ) -> dict[str, tuple[str, int, int]]:
         ids = self._ids
         if len(events) == 1:  # the common case: one dict lookup, no comprehension
             hit = ids.get(events[0].id)
@@ -138,9 +139,7 @@ class MemoryStore(Store):
             return {}
         return {e.id: self._where(ids[e.id]) for e in events if ids.get(e.id)}
 
-    _early_ids = _stored_ids  # the same lookup, one call less on the hot path
-
-    def _insert(self, session_id: str, batch: Prepared) -> int:
+    def insert(self, session_id: str, batch: Prepared) -> int:
         own = self._own[session_id]
         stored, ids = own.events, self._ids
         first_index = len(stored)
@@ -165,7 +164,7 @@ class MemoryStore(Store):
             own.run_index.append(first_index)
         return pos0
 
-    def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
+    def select(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
         own = self._own[session_id].events
         if not own:
             return iter(())
@@ -174,14 +173,12 @@ class MemoryStore(Store):
         hi = max(last - base + 1, 0)
         return iter(own[lo:hi])
 
-    def find_event(self, event_id: str) -> tuple[str, int] | None:
+    def find(self, event_id: str) -> tuple[str, int] | None:
         found = self._ids.get(event_id)
         return self._where(found)[:2] if found else None
 
-    def read_all(self, after: int = 0, *, session_id: str | None = None,
-                 limit: int | None = None) -> Iterator[Record]:
-        if session_id is not None:
-            self.session_info(session_id)
+    def select_all(self, after: int, session_id: str | None,
+                   limit: int | None) -> Iterator[Record]:
         end = self._count  # what is stored now; later appends are not read
         count = 0
         pos = max(after + 1, 1)
@@ -203,8 +200,7 @@ class MemoryStore(Store):
     def last_position(self) -> int:
         return self._count
 
-    def _own_stored(self, session_id: str) -> Iterator[Stored]:
-        self.session_info(session_id)
+    def stored(self, session_id: str) -> Iterator[Stored]:
         own = self._own[session_id]
         hashes = own.hashes
         ends = range(HASH_BYTES, len(hashes) + 1, HASH_BYTES)
@@ -213,8 +209,7 @@ class MemoryStore(Store):
             obj = msgspec.to_builtins(e)
             yield Stored(e.seq, h, obj, None, pos)
 
-    def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
-        self.session_info(session_id)
+    def put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
         snaps = self._snapshots.setdefault((session_id, name), [])
         i = bisect.bisect_left(snaps, seq, key=lambda s: s[0])
         if i < len(snaps) and snaps[i][0] == seq:
@@ -222,9 +217,8 @@ class MemoryStore(Store):
         else:
             snaps.insert(i, (seq, data))
 
-    def _latest_snapshot(self, session_id: str, name: str,
-                         max_seq: int) -> tuple[int, bytes] | None:
-        self.session_info(session_id)
+    def latest_snapshot(self, session_id: str, name: str,
+                        max_seq: int) -> tuple[int, bytes] | None:
         snaps = self._snapshots.get((session_id, name), [])
         i = bisect.bisect_right(snaps, max_seq, key=lambda s: s[0])
         return snaps[i - 1] if i else None

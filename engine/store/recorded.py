@@ -1,14 +1,15 @@
 """A store composed over a narrow recorder: the way to add a backend.
 
 :class:`Store` is the append pipeline (ids, the duplicate rule, the expected
-version, the door, canonical bytes, the hash chain) and the reads over lineage; the
-built-in backends implement its hooks directly, each over its own file or table
-layout. A new backend need not learn those hooks: it implements
-:class:`Recorder`, nine small methods over rows of bytes it never has to
-understand, and :class:`RecordedStore` is the store (``RecordedStore(recorder)``,
-as eventsourcing composes ``EventStore(mapper, recorder)``). Verification is the
-same reader it is for every store (:func:`engine.store.verify.verify` over what
-the recorder selects).
+version, the door, canonical bytes, the hash chain) and the reads over lineage;
+:class:`~engine.store.composed.ComposedStore` wraps it around a backend's recorder.
+The built-in recorders keep events in their own formats (blocks, packed payloads).
+A new backend need not: it implements :class:`Recorder`, nine small methods over
+rows of bytes it never has to understand, and :class:`RecordedStore` is the store
+(``RecordedStore(recorder)``, as eventsourcing composes ``EventStore(mapper,
+recorder)``): the same ComposedStore over :class:`Rows`, which turns rows into the
+events a store reads. Verification is the same reader it is for every store
+(:func:`engine.store.verify.verify` over what the recorder selects).
 
 A recorder keeps, per event, a :class:`Row` (the session, seq, id, the event's
 canonical bytes and its chain hash) at a global position it assigns, and a few
@@ -27,8 +28,9 @@ import msgspec
 from engine.codec import from_stored
 from engine.errors import SessionExists, UnknownSession
 from engine.events import AnyEvent, Event
-from engine.store.base import SYNC, Prepared, Record, SessionInfo, Store, Stored
+from engine.store.base import Prepared, Record, SessionInfo, Stored
 from engine.store.blocks import builtins
+from engine.store.composed import ComposedStore
 
 
 class Row(NamedTuple):
@@ -90,76 +92,85 @@ def _decode(row: Row) -> AnyEvent:
     return from_stored(builtins(row.canon))  # (upcast when the catalog has moved on)
 
 
-class RecordedStore(Store):
+class RecordedStore(ComposedStore):
     """The store of a :class:`Recorder`: ``RecordedStore(MyRecorder(), url="my://")``."""
+
+    recorder: Rows
 
     def __init__(self, recorder: Recorder, *, url: str = "recorded://",
                  key: bytes | None = None, max_event_bytes: int | None = None) -> None:
-        self._configure(url, durability=SYNC, key=key, max_event_bytes=max_event_bytes)
-        self.recorder = recorder
-        self._write_lock = recorder.lock()
+        super().__init__(Rows(recorder), url=url, key=key, max_event_bytes=max_event_bytes)
+
+
+class Rows:
+    """A :class:`Recorder`'s rows as the recorder a :class:`ComposedStore` wraps:
+    session records and snapshots as named values, events decoded from their bytes."""
+
+    def __init__(self, rows: Recorder) -> None:
+        self.rows = rows
+        self._lock = rows.lock()
+
+    def lock(self) -> AbstractContextManager[object]:
+        return self._lock
 
     # -- sessions
-    def _create_session(self, info: SessionInfo, genesis: bytes) -> None:
-        with self._write_lock:
-            if self.recorder.get(_SESSION + info.id) is not None:
+    def create(self, info: SessionInfo, genesis: bytes) -> None:
+        with self._lock:
+            if self.rows.get(_SESSION + info.id) is not None:
                 raise SessionExists(info.id)
-            self.recorder.put(_SESSION + info.id, _enc.encode(
+            self.rows.put(_SESSION + info.id, _enc.encode(
                 _Session(info.created, info.parent, info.fork_seq, genesis)))
 
     def _session(self, session_id: str) -> _Session:
-        found = self.recorder.get(_SESSION + session_id)
+        found = self.rows.get(_SESSION + session_id)
         if found is None:
             raise UnknownSession(session_id)
         return _session_dec.decode(found)
 
-    def session_info(self, session_id: str) -> SessionInfo:
+    def info(self, session_id: str) -> SessionInfo:
         s = self._session(session_id)
         return SessionInfo(session_id, s.created, s.parent, s.fork_seq)
 
     def sessions(self) -> list[SessionInfo]:
-        found = [self.session_info(k[len(_SESSION):]) for k in self.recorder.keys(_SESSION)]
+        found = [self.info(k[len(_SESSION):]) for k in self.rows.keys(_SESSION)]
         return sorted(found, key=lambda s: (s.created, s.id))
 
-    # -- the write hooks of the pipeline
-    def _head(self, session_id: str) -> tuple[int, bytes]:
-        genesis = self._session(session_id).genesis
-        last = self.recorder.head(session_id)
-        return (0, genesis) if last is None else (last.seq, last.hash)
-
-    def _write_head(self, session_id: str) -> tuple[int, bytes]:
+    # -- the write side
+    def head(self, session_id: str) -> tuple[int, bytes]:
         s = self._session(session_id)
-        last = self.recorder.head(session_id)
+        last = self.rows.head(session_id)
         return (s.fork_seq or 0, s.genesis) if last is None else (last.seq, last.hash)
 
-    def _stored_ids(self, session_id: str, events: Sequence[Event]
-                    ) -> dict[str, tuple[str, int, int]]:
+    def stored_ids(self, session_id: str, events: Sequence[Event]
+                   ) -> dict[str, tuple[str, int, int]]:
         found = {}
         for e in events:
-            row = self.recorder.find(e.id)
+            row = self.rows.find(e.id)
             if row is not None:
                 found[e.id] = (row.session_id, row.seq, row.position)
         return found
 
-    def _insert(self, session_id: str, batch: Prepared) -> int:
-        return self.recorder.insert([
+    def insert(self, session_id: str, batch: Prepared) -> int:
+        return self.rows.insert([
             Row(0, session_id, e.seq, e.id, c, h)
             for e, c, h in zip(batch.events, batch.canon, batch.hashes, strict=True)])
 
     # -- reads
-    def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
-        return map(_decode, self.recorder.select(session_id, first, last))
+    def version(self, session_id: str) -> int:
+        last = self.rows.head(session_id)
+        return 0 if last is None else last.seq
 
-    def find_event(self, event_id: str) -> tuple[str, int] | None:
-        row = self.recorder.find(event_id)
+    def select(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
+        return map(_decode, self.rows.select(session_id, first, last))
+
+    def find(self, event_id: str) -> tuple[str, int] | None:
+        row = self.rows.find(event_id)
         return None if row is None else (row.session_id, row.seq)
 
-    def read_all(self, after: int = 0, *, session_id: str | None = None,
-                 limit: int | None = None) -> Iterator[Record]:
-        if session_id is not None:
-            self.session_info(session_id)
+    def select_all(self, after: int, session_id: str | None,
+                   limit: int | None) -> Iterator[Record]:
         count = 0
-        for row in self.recorder.select_after(after):
+        for row in self.rows.select_after(after):
             if limit is not None and count >= limit:
                 return
             if session_id is None or row.session_id == session_id:
@@ -167,12 +178,12 @@ class RecordedStore(Store):
                 yield Record(row.position, _decode(row))
 
     def last_position(self) -> int:
-        rows = list(self.recorder.select_after(0))
+        rows = list(self.rows.select_after(0))
         return rows[-1].position if rows else 0
 
     # -- verification reads the rows as stored (engine.store.verify)
-    def _own_stored(self, session_id: str) -> Iterator[Stored]:
-        for row in self.recorder.select(session_id, 0, 1 << 62):
+    def stored(self, session_id: str) -> Iterator[Stored]:
+        for row in self.rows.select(session_id, 0, 1 << 62):
             try:
                 obj = builtins(row.canon)
             except (msgspec.DecodeError, ValueError) as exc:
@@ -181,21 +192,19 @@ class RecordedStore(Store):
             yield Stored(row.seq, row.hash, obj, None, row.position, row.canon)
 
     # -- snapshots: named values
-    def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
-        self.session_info(session_id)
-        with self._write_lock:
-            self.recorder.put(f"{_SNAPSHOT}{session_id}/{seq:020d}/{name}", data)
+    def put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
+        with self._lock:
+            self.rows.put(f"{_SNAPSHOT}{session_id}/{seq:020d}/{name}", data)
 
-    def _latest_snapshot(self, session_id: str, name: str,
-                         max_seq: int) -> tuple[int, bytes] | None:
-        self.session_info(session_id)
+    def latest_snapshot(self, session_id: str, name: str,
+                        max_seq: int) -> tuple[int, bytes] | None:
         prefix = f"{_SNAPSHOT}{session_id}/"
         best: tuple[int, bytes] | None = None
-        for key in self.recorder.keys(prefix):
+        for key in self.rows.keys(prefix):
             seq_text, _, key_name = key[len(prefix):].partition("/")
             seq = int(seq_text)
             if key_name == name and seq <= max_seq and (best is None or seq > best[0]):
-                value = self.recorder.get(key)
+                value = self.rows.get(key)
                 if value is not None:
                     best = (seq, value)
         return best

@@ -117,8 +117,9 @@ def test_the_memory_store_keeps_its_per_event_index_and_hashes_out_of_the_collec
     for k in range(50):
         session.text_delta(ref, f"d{k}")
     gc.collect()
-    assert not gc.is_tracked(store._ids)
-    own = store._own[session.id]
+    recorder = store.recorder
+    assert not gc.is_tracked(recorder._ids)
+    own = recorder._own[session.id]
     assert not gc.is_tracked(own.hashes)
     assert len(own.hashes) == 16 * len(own.events)
     # ... and what they hold still answers: each event is found, its hash read back.

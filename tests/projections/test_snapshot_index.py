@@ -174,7 +174,7 @@ def test_damaged_or_missing_snapshots_never_change_a_state(
     sid = session.id
     want = replays(store, sid)
     write_snapshots(store, sid, every=every)
-    records = store._snapshots  # behind the store's back, as a disk fault would be
+    records = store.recorder._snapshots  # behind the store's back, as a disk fault would be
     keys = _in_message_order(list(records), want)
     everything = [data for key in keys for _, data in records[key]]
     for d in damages:
@@ -223,14 +223,14 @@ def test_deltas_keep_the_index_small() -> None:
     sid = session.id
     write_snapshots(store, sid, every=50)
     sizes = {True: 0, False: 0}
-    for seq, data in store._snapshots[(sid, INDEX_NAME)]:
+    for seq, data in store.recorder._snapshots[(sid, INDEX_NAME)]:
         index = decode_index(data)
         assert index is not None
         assert index.seq == seq
         sizes[index.base is None] += 1
     assert sizes[False] > 3 * sizes[True]  # most snapshots write a delta
     # The previous release reads a record as a map and misses on any "v" but 1.
-    seen_by_old = msgspec.msgpack.decode(store._snapshots[(sid, INDEX_NAME)][-1][1])
+    seen_by_old = msgspec.msgpack.decode(store.recorder._snapshots[(sid, INDEX_NAME)][-1][1])
     assert isinstance(seen_by_old, dict)
     assert seen_by_old["v"] == 2
     with pytest.raises(ValueError, match="outside"):

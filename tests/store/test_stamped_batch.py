@@ -140,7 +140,7 @@ def test_a_stamped_batch_stores_what_the_checked_path_stores(
                 verdicts.append((type(exc).__name__, getattr(exc, "path", None)))
             except (TypeError, ValueError, OverflowError) as exc:  # a clock the ids refuse
                 verdicts.append(type(exc).__name__)
-        own = store._own[SID]
+        own = store.recorder._own[SID]
         logs.append((verdicts, [canonical(e) for e in own.events], own.hashes))
         if isinstance(store, _Seen) and clock == 0:  # the fast path taken where it could be
             own_stamp = [all(not value for name, value in fields if name in ("id", "time",

@@ -4,14 +4,30 @@ its write hooks, so no backend can drift from the shared id, version and retry r
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
+from pathlib import Path
 
-from engine.store.base import Store
+from engine import events as ev
+from engine.store.base import Prepared, Store
+from engine.store.composed import ComposedStore
 from engine.store.jsonl import JSONLStore
 from engine.store.memory import MemoryStore
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SQLiteStore
 
-RECORDERS = (MemoryStore, JSONLStore, SQLiteStore, PostgresStore)
+RECORDERS: tuple[type[Store], ...] = (MemoryStore, JSONLStore, SQLiteStore, PostgresStore)
+# The backends composed of a recorder (issue 31): the store is the shared ComposedStore
+# and the recorder is a plain object, no Store at all.
+COMPOSED: dict[type[Store], Callable[[Path], ComposedStore]] = {
+    MemoryStore: lambda _: MemoryStore(),
+    JSONLStore: lambda path: JSONLStore(str(path / "store")),
+}
+# The verify hooks (ten of them sat on every recorder) are the reader's, in either spelling.
+VERIFY_HOOKS = ("_own_units", "_link_holds", "_span_links", "_verify_ids", "_own_positions",
+                "_recorded_head", "_recorded_genesis", "_write_state_problem", "_own_stored",
+                "units", "link_holds", "span_links", "verify_ids", "own_positions",
+                "recorded_head", "recorded_genesis", "write_state_problem")
+RECORDER_HOOKS = ("lock", "head", "stored_ids", "insert", "select", "select_all", "find")
 PIPELINE = ("append", "_taken", "_decide", "_classify", "_match", "_prepare",
             "_check_expected", "stored_seqs")
 HOOKS = ("_write_head", "_stored_ids", "_insert")
@@ -27,8 +43,25 @@ def test_no_recorder_keeps_a_copy_of_the_pipeline() -> None:
         assert [n for n in PIPELINE if _defined(cls, n)] == [], cls.__name__
 
 
+def test_a_composed_backend_is_the_shared_store_over_a_plain_recorder(tmp_path: Path) -> None:
+    for cls, make in COMPOSED.items():
+        store = make(tmp_path)
+        assert isinstance(store, cls)
+        assert isinstance(store, ComposedStore)
+        assert not isinstance(store.recorder, Store), cls.__name__
+        assert [n for n in (*PIPELINE, *HOOKS) if hasattr(store.recorder, n)] == []
+        assert [n for n in VERIFY_HOOKS if hasattr(store.recorder, n)] == [], cls.__name__
+        assert id(store.reader) != id(store.recorder)
+        assert [n for n in RECORDER_HOOKS if not callable(getattr(store.recorder, n, None))] == []
+        # Nothing of the store is the backend's own but its constructor and its public
+        # verbs (JSONL's repair, flush, close): no hook, no step of the pipeline.
+        assert [n for n in vars(cls) if callable(vars(cls)[n]) and n.startswith("_")
+                and n != "__init__"] == []
+        store.close()
+
+
 def test_every_recorder_implements_the_write_hooks() -> None:
-    for cls in RECORDERS:
+    for cls in [c for c in RECORDERS if c not in COMPOSED]:
         assert [n for n in HOOKS if not _defined(cls, n)] == [], cls.__name__
         assert not getattr(cls, "__abstractmethods__", None), cls.__name__
         assert "self._write_lock = " in inspect.getsource(cls.__init__), cls.__name__
@@ -36,3 +69,26 @@ def test_every_recorder_implements_the_write_hooks() -> None:
 
 def test_only_postgres_takes_the_coarse_hook_for_its_one_round_trip() -> None:
     assert [c.__name__ for c in RECORDERS if _defined(c, "_record")] == ["PostgresStore"]
+
+
+def test_a_subclass_override_of_a_bound_hook_is_kept() -> None:
+    """ComposedStore binds the hot hooks to the recorder's methods on the instance; a
+    subclass that overrides one (tests wrap stores so) must still be called."""
+    calls: list[str] = []
+
+    class Noting(MemoryStore):
+        def _insert(self, session_id: str, batch: Prepared) -> int:
+            calls.append(session_id)
+            return super()._insert(session_id, batch)
+
+        def find_event(self, event_id: str) -> tuple[str, int] | None:
+            calls.append(event_id)
+            return super().find_event(event_id)
+
+    store = Noting()
+    sid = "0194d1e0-0000-7000-8000-0000000c0001"
+    store.create_session(sid, created=0)
+    store.append(sid, [ev.TextDelta(id="0194d1e0-0000-7000-8000-0000000c0002",
+                                    message_id="m", part_id="p", delta="x")])
+    assert store.find_event("0194d1e0-0000-7000-8000-0000000c0002") == (sid, 1)
+    assert calls == [sid, "0194d1e0-0000-7000-8000-0000000c0002"]

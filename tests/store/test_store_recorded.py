@@ -61,7 +61,7 @@ def test_the_contract_is_really_run() -> None:
 
 
 def test_verify_reads_what_the_recorder_selects(store: Store) -> None:
-    recorder = store.recorder  # type: ignore[attr-defined]
+    recorder = store.recorder.rows  # type: ignore[attr-defined]
     sid = "0194d1e0-0000-7000-8000-0000000e0001"
     store.create_session(sid, created=0)
     from engine import events as ev  # noqa: PLC0415
