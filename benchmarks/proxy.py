@@ -23,6 +23,9 @@ Made for a noisy shared machine:
   D P P D D P P D ... (so that whatever load comes hits both alike, and the
   recorder's work after a proxied call falls as often on a proxied call as on a
   direct one);
+- the upstream and the client keep the garbage collector out of the way as the
+  forwarder does (``engine.proxy.quiet``), so that their pauses do not blur
+  the comparison;
 - the first ``--warmup`` calls each way (the connections opened, the code paths
   warmed) are excluded from the figures and reported apart;
 - each repetition prints p50, p95 and p99 of each side and the added latency
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import multiprocessing
 import os
@@ -98,8 +102,17 @@ async def _serve(port_out: multiprocessing.Queue[int], chunks: int, interval: fl
             await writer.drain()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    _settle()
     port_out.put(server.sockets[0].getsockname()[1])
     await server.serve_forever()
+
+
+def _settle() -> None:
+    """The benchmark's own processes (upstream, client) kept from collector pauses as
+    the forwarder is: noise they would add to both sides alike."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
 
 
 def _upstream(port_out: multiprocessing.Queue[int], chunks: int, interval: float) -> None:
@@ -217,6 +230,7 @@ def main() -> None:
     parser.add_argument("--new-connections", action="store_true",
                         help="a new connection per call (default: one kept alive per side)")
     args = parser.parse_args()
+    _settle()
     ports: multiprocessing.Queue[int] = multiprocessing.Queue()
     upstream = multiprocessing.Process(target=_upstream, daemon=True,
                                        args=(ports, args.chunks, args.interval / 1000))
