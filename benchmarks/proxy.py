@@ -2,34 +2,48 @@
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/proxy.py                 # 20 calls x 200 chunks each way
-    .venv/bin/python benchmarks/proxy.py --calls 5 --chunks 100
+    .venv/bin/python benchmarks/proxy.py             # 3 x 240 calls each way, 20 deltas each
+    .venv/bin/python benchmarks/proxy.py --repeats 5 --calls 400 --chunks 10
     .venv/bin/python benchmarks/proxy.py --new-connections   # a connection per call
 
 One run, four processes: a local upstream that streams an Anthropic Messages
 answer (one text delta every ``--interval`` ms, each stamped with the monotonic
 clock at the moment the upstream writes it), ``convlog proxy`` (its forwarder,
 and its recorder child writing into a SQLite store) in front of it, and this
-client. Calls alternate between the upstream directly and through the proxy, so
-both see the same machine load; by default each side keeps one connection
-alive across its calls, as the agent CLIs do (``--new-connections``: one per
-call). For each call the client measures:
+client. For each call the client measures:
 
 - **time to first byte**: from sending the request to the first byte of the
   answer;
 - **per-chunk delay**: for each delta, the time it arrived minus the time the
   upstream wrote it (CLOCK_MONOTONIC is shared by the processes of a machine).
 
-It prints p50 and p99 of each, direct and proxied, and the difference (what the
-proxy adds; the target is at most 1 ms at p99), the CPU time of the forwarder
-and of the recorder, and the load average before and after the run (on a
-shared machine the tail is the scheduler's: read the figures with the load).
+Made for a noisy shared machine:
+
+- direct and proxied calls are interleaved call by call, in the order
+  D P P D D P P D ... (so that whatever load comes hits both alike, and the
+  recorder's work after a proxied call falls as often on a proxied call as on a
+  direct one);
+- the upstream and the client keep the garbage collector out of the way as the
+  forwarder does (``engine.proxy.quiet``), so that their pauses do not blur
+  the comparison;
+- the first ``--warmup`` calls each way (the connections opened, the code paths
+  warmed) are excluded from the figures and reported apart;
+- each repetition prints p50, p95 and p99 of each side and the added latency
+  (proxied minus direct, quantile by quantile), the direct p99 beside it, and
+  the load average around it; the last lines give the spread of the added
+  figures over the repetitions (min, median, max). The target is at most 1 ms
+  added at p99, to the first byte and per chunk.
+
+By default each side keeps one connection alive across its calls, as the agent
+CLIs do (``--new-connections``: one per call). The CPU time of the forwarder and
+of the recorder per proxied chunk is printed too.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import multiprocessing
 import os
@@ -88,8 +102,17 @@ async def _serve(port_out: multiprocessing.Queue[int], chunks: int, interval: fl
             await writer.drain()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    _settle()
     port_out.put(server.sockets[0].getsockname()[1])
     await server.serve_forever()
+
+
+def _settle() -> None:
+    """The benchmark's own processes (upstream, client) kept from collector pauses as
+    the forwarder is: noise they would add to both sides alike."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
 
 
 def _upstream(port_out: multiprocessing.Queue[int], chunks: int, interval: float) -> None:
@@ -158,20 +181,65 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+QUANTILES = (0.5, 0.95, 0.99)
+FIRST_BYTE, PER_CHUNK = 0, 1
+Samples = dict[str, tuple[list[float], list[float]]]  # side -> (first bytes, chunks)
+
+
+def _order(calls: int) -> list[str]:
+    """D P P D D P P D ...: each side first as often, and after each side as often."""
+    pattern = ("direct", "proxied", "proxied", "direct")
+    return [pattern[i % 4] for i in range(2 * calls)]
+
+
+def _measure(callers: dict[str, Caller], body: bytes, calls: int) -> Samples:
+    out: Samples = {"direct": ([], []), "proxied": ([], [])}
+    for name in _order(calls):
+        ttfb, delays = callers[name].call(body)
+        out[name][FIRST_BYTE].append(ttfb)
+        out[name][PER_CHUNK].extend(delays)
+    return out
+
+
+def _added(samples: Samples, index: int, q: float) -> float:
+    return (_percentile(samples["proxied"][index], q)
+            - _percentile(samples["direct"][index], q))
+
+
+def _table(samples: Samples) -> None:
+    print(f"{'ms':22}{'direct p50':>11}{'p95':>8}{'p99':>8}{'proxied p50':>13}{'p95':>8}"
+          f"{'p99':>8}{'added p50':>11}{'p95':>8}{'p99':>8}")
+    for label, index in (("time to first byte", FIRST_BYTE), ("per-chunk delay", PER_CHUNK)):
+        direct = [_percentile(samples["direct"][index], q) for q in QUANTILES]
+        proxied = [_percentile(samples["proxied"][index], q) for q in QUANTILES]
+        added = [_added(samples, index, q) for q in QUANTILES]
+        print(f"{label:22}{direct[0]:11.3f}{direct[1]:8.3f}{direct[2]:8.3f}"
+              f"{proxied[0]:13.3f}{proxied[1]:8.3f}{proxied[2]:8.3f}"
+              f"{added[0]:11.3f}{added[1]:8.3f}{added[2]:8.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=20, help="calls each way")
-    parser.add_argument("--chunks", type=int, default=200, help="deltas per call")
+    parser.add_argument("--calls", type=int, default=240, help="measured calls each way, "
+                        "per repetition")
+    parser.add_argument("--chunks", type=int, default=20, help="deltas per call")
     parser.add_argument("--interval", type=float, default=2.0, help="ms between deltas")
+    parser.add_argument("--repeats", type=int, default=3, help="repetitions")
+    parser.add_argument("--warmup", type=int, default=5,
+                        help="calls each way before the first repetition, not counted")
     parser.add_argument("--new-connections", action="store_true",
                         help="a new connection per call (default: one kept alive per side)")
     args = parser.parse_args()
-    load_before = os.getloadavg()
+    _settle()
     ports: multiprocessing.Queue[int] = multiprocessing.Queue()
     upstream = multiprocessing.Process(target=_upstream, daemon=True,
                                        args=(ports, args.chunks, args.interval / 1000))
     upstream.start()
     port = ports.get(timeout=30)
+    mode = "a new connection per call" if args.new_connections else "kept-alive connections"
+    print(f"{args.repeats} x {args.calls} calls each way ({mode}), {args.chunks} deltas per "
+          f"call, {args.interval} ms apart; {os.cpu_count()} cores")
+    repeats: list[Samples] = []
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "engine", "proxy", "--store",
                f"sqlite:///{Path(tmp) / 'bench.db'}", "--listen", "127.0.0.1:0",
@@ -185,17 +253,22 @@ def main() -> None:
                            "messages": [{"role": "user", "content": "go"}]}).encode()
         callers = {"direct": Caller(port, fresh=args.new_connections),
                    "proxied": Caller(proxy_port, fresh=args.new_connections)}
-        results: dict[str, tuple[list[float], list[float]]] = {"direct": ([], []),
-                                                               "proxied": ([], [])}
-        for caller in callers.values():  # warm up both paths
-            caller.call(body)
+        warm = _measure(callers, body, args.warmup)
+        print(f"warm-up, not counted ({args.warmup} calls each way; the first opens "
+              f"the connections): first byte direct "
+              f"{' '.join(f'{v:.2f}' for v in warm['direct'][FIRST_BYTE])} ms, proxied "
+              f"{' '.join(f'{v:.2f}' for v in warm['proxied'][FIRST_BYTE])} ms")
         cpu_before = {p: _cpu_seconds(p) for p in [proxy.pid, *recorder_pids]}
         wall = time.monotonic()
-        for _ in range(args.calls):
-            for name, caller in callers.items():
-                ttfb, delays = caller.call(body)
-                results[name][0].append(ttfb)
-                results[name][1].extend(delays)
+        for rep in range(args.repeats):
+            load = os.getloadavg()
+            samples = _measure(callers, body, args.calls)
+            after = os.getloadavg()
+            repeats.append(samples)
+            print(f"\nrepetition {rep + 1}: load average {load[0]:.2f} -> {after[0]:.2f} "
+                  f"(1 min), {len(samples['proxied'][FIRST_BYTE])} first bytes and "
+                  f"{len(samples['proxied'][PER_CHUNK])} chunks each way")
+            _table(samples)
         wall = time.monotonic() - wall
         cpu = {p: _cpu_seconds(p) - cpu_before[p] for p in cpu_before}
         for caller in callers.values():
@@ -204,25 +277,23 @@ def main() -> None:
         proxy.terminate()
         proxy.wait(60)
     upstream.terminate()
-    load_after = os.getloadavg()
-    mode = "a new connection per call" if args.new_connections else "kept-alive connections"
-    print(f"{args.calls} calls each way ({mode}), {args.chunks} deltas per call, "
-          f"{args.interval} ms apart; {os.cpu_count()} cores")
-    print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f}, "
-          f"after {load_after[0]:.2f} {load_after[1]:.2f} (1, 5 min)")
-    print(f"{'':24}{'direct':>10}{'proxied':>10}{'added':>10}")
-    for label, index in (("time to first byte", 0), ("per-chunk delay", 1)):
-        for q in (0.5, 0.99):
-            direct = _percentile(results["direct"][index], q)
-            proxied = _percentile(results["proxied"][index], q)
-            print(f"{label + f' p{int(q * 100)}':24}{direct:10.3f}{proxied:10.3f}"
-                  f"{proxied - direct:10.3f}  ms")
-    chunks = len(results["proxied"][1])
+    print(f"\nadded over {args.repeats} repetitions, ms: min / median / max "
+          f"(direct p99 beside)")
+    for label, index in (("time to first byte", FIRST_BYTE), ("per-chunk delay", PER_CHUNK)):
+        for q in QUANTILES:
+            values = sorted(_added(s, index, q) for s in repeats)
+            direct = sorted(_percentile(s["direct"][index], 0.99) for s in repeats)
+            print(f"{label + f' p{round(q * 100)}':26}{values[0]:8.3f}"
+                  f"{values[len(values) // 2]:8.3f}{values[-1]:8.3f}"
+                  + (f"    direct p99 {direct[0]:.3f} / {direct[len(direct) // 2]:.3f} / "
+                     f"{direct[-1]:.3f}" if q == 0.99 else ""))
+    chunks = sum(len(s["proxied"][PER_CHUNK]) for s in repeats)
     forwarder = cpu[proxy.pid]
     recorder = sum(cpu[p] for p in recorder_pids)
     print(f"CPU over {wall:.1f} s: forwarder {forwarder:.2f} s "
-          f"({forwarder / chunks * 1e6:.0f} us a chunk), recorder {recorder:.2f} s "
-          f"({recorder / chunks * 1e6:.0f} us a chunk), {chunks} proxied chunks")
+          f"({forwarder / chunks * 1e6:.0f} us a chunk), recorder and helpers "
+          f"{recorder:.2f} s ({recorder / chunks * 1e6:.0f} us a chunk), {chunks} proxied "
+          f"chunks")
 
 
 if __name__ == "__main__":

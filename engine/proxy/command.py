@@ -67,7 +67,7 @@ class ProxyCommand:
             recorder.stop()
             return EXIT_USAGE
         try:
-            Forwarder(recorder, origins).run(sock)
+            Forwarder(recorder, origins, preconnect=True).run(sock)
         finally:
             sock.close()
             recorder.sync(10)

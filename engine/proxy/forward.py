@@ -15,6 +15,7 @@ connections are kept alive and reused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import signal
@@ -26,6 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 from engine.logging import get_logger
 from engine.proxy import http1
+from engine.proxy.quiet import settle_heap
 from engine.proxy.recorder import BODY, CHUNK, END, REQUEST, RESPONSE
 from engine.proxy.routes import ANTHROPIC, CHAT, GEMINI, RESPONSES, Route, route
 from engine.proxy.secrets import safe_headers, safe_query
@@ -83,10 +85,16 @@ class Forwarder:
     :meth:`run`, which stops on SIGINT/SIGTERM)."""
 
     def __init__(self, recorder: Sink | None, upstreams: dict[str, str] | None = None,
-                 *, tls: ssl.SSLContext | None = None) -> None:
+                 *, tls: ssl.SSLContext | None = None, preconnect: bool = False) -> None:
         self.recorder = recorder
         self.origins = {p: Origin(u) for p, u in
                         {**DEFAULT_UPSTREAMS, **(upstreams or {})}.items()}
+        # The upstreams named on the command line get a connection as the proxy
+        # starts, so that the first call does not wait for a connect (or a TLS
+        # handshake). The public defaults are not dialled unasked.
+        named = {p: self.origins[p] for p in upstreams or {}} if preconnect else {}
+        self._preconnect = list({(o.host, o.port, o.tls): o for o in named.values()}
+                                .values())
         self._ids = itertools.count(1)
         self._idle: dict[tuple[str, int, bool], list[Upstream]] = {}
         self._ssl = tls  # how https upstreams are checked (default: certifi's roots)
@@ -99,6 +107,8 @@ class Forwarder:
     async def serve(self, sock: socket.socket, stop: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(lambda: Client(self), sock=sock)
+        for origin in self._preconnect:
+            self.spawn(self._warm(origin))
         try:
             await stop.wait()
         finally:
@@ -135,6 +145,7 @@ class Forwarder:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
+            settle_heap()  # the start-up heap out of the collector's way
             await self.serve(sock, stop)
 
         asyncio.run(main())
@@ -161,6 +172,16 @@ class Forwarder:
             server_hostname=origin.host if tls else None), _CONNECT_TIMEOUT)
         self.upstream_connections += 1
         return upstream
+
+    async def _warm(self, origin: Origin) -> None:
+        """One idle connection to ``origin`` (a failure is the first call's to report)."""
+        try:
+            upstream = await self.connect(origin)
+        except (TimeoutError, OSError, ssl.SSLError) as exc:
+            log.info("proxy.preconnect_failed", upstream=f"{origin.host}:{origin.port}",
+                     error=str(exc) or type(exc).__name__)
+            return
+        self.release(upstream)
 
     def release(self, upstream: Upstream) -> None:
         """A connection whose exchange ended cleanly waits for the next request."""
@@ -200,6 +221,7 @@ class Client(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.forwarder.clients.add(self)
+        no_delay(transport)
 
     def data_received(self, data: bytes) -> None:
         exchange = self.exchange
@@ -274,6 +296,7 @@ class Upstream(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        no_delay(transport)
 
     def data_received(self, data: bytes) -> None:
         if self.exchange is None:  # bytes nobody asked for: the connection is not sane
@@ -583,6 +606,16 @@ class Exchange:
             self.answered = True
             write_error(self.client.transport, 502, f"convlog proxy: {message}")
         self.client.close()
+
+
+def no_delay(transport: asyncio.BaseTransport) -> None:
+    """Nagle's algorithm off on a TCP connection: each chunk leaves as it is written.
+    asyncio does it only where the socket's protocol number says TCP, which a
+    socket made with protocol 0 (and every connection it accepts) does not."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def write_error(transport: asyncio.Transport, status: int, message: str) -> None:

@@ -50,9 +50,12 @@ def has_extra(verb: str, *modules: str) -> bool:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket (bound first so that port 0 can be printed)."""
+    """A listening socket (bound first so that port 0 can be printed). Its protocol is
+    named: asyncio turns Nagle's algorithm off only on sockets whose protocol says
+    TCP, and an accepted connection inherits the listener's (with protocol 0, each
+    small write waited for the client's delayed ACK: up to 40 ms a chunk)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(128)

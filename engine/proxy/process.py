@@ -32,6 +32,7 @@ from typing import Any
 
 from engine.errors import StoreError
 from engine.logging import get_logger
+from engine.proxy.quiet import background_priority
 from engine.proxy.recorder import CHUNK, END, STOP, SYNC, Recorder
 
 _READY = "ready"
@@ -205,6 +206,7 @@ def _child(store_url: str, key_file: str | None, jobs: Any, acks: Any) -> None:
     except Exception as exc:  # reported by start() in the proxy
         acks.send(f"{type(exc).__name__}: {exc}")
         return
+    background_priority()  # its wake-ups never preempt the traffic's processes
     acks.send(_READY)
     fd = jobs.fileno()
     buffer = bytearray()

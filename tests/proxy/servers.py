@@ -71,13 +71,13 @@ class SettlingRecorder(Recorder):
 
 @contextmanager
 def proxying(recorder: Sink | None, origins: dict[str, str], *,
-             tls: ssl.SSLContext | None = None) -> Iterator[str]:
+             tls: ssl.SSLContext | None = None, preconnect: bool = False) -> Iterator[str]:
     """``convlog proxy``'s forwarder on a free loopback port (its own thread and event
     loop); yield its base URL."""
     sock = bind("127.0.0.1", 0)
     box: dict[str, Any] = {}
     ready = threading.Event()
-    forwarder = Forwarder(recorder, origins, tls=tls)
+    forwarder = Forwarder(recorder, origins, tls=tls, preconnect=preconnect)
     if isinstance(recorder, SettlingRecorder):
         recorder.forwarders.append(forwarder)
 

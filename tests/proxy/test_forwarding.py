@@ -128,13 +128,14 @@ def _recorded_deltas(url: str) -> list[str]:
 
 
 @contextmanager
-def _through(tmp_path: Path, upstream: RawUpstream, tls: ssl.SSLContext | None = None
-             ) -> Iterator[tuple[str, SettlingRecorder, str]]:
+def _through(tmp_path: Path, upstream: RawUpstream, tls: ssl.SSLContext | None = None,
+             *, preconnect: bool = False) -> Iterator[tuple[str, SettlingRecorder, str]]:
     url = f"sqlite:///{tmp_path / 'p.db'}"
     recorder = SettlingRecorder(url)
     recorder.start()
     try:
-        with proxying(recorder, {"anthropic": upstream.url}, tls=tls) as proxy:
+        with proxying(recorder, {"anthropic": upstream.url}, tls=tls,
+                      preconnect=preconnect) as proxy:
             yield proxy, recorder, url
     finally:
         recorder.sync()
