@@ -66,7 +66,13 @@ def stable_uuid(time_ms: int, *key: str) -> str:
     Deterministic (the same source ids give the same id on every import) and still
     time-sortable like the ids the engine makes.
     """
-    d = _blake2b("\x1f".join(key).encode(), digest_size=10).digest()
+    return stable_uuid_joined(time_ms, "\x1f".join(key))
+
+
+def stable_uuid_joined(time_ms: int, joined: str) -> str:
+    """:func:`stable_uuid` of a key already joined with ``"\\x1f"`` (an importer that
+    derives many ids from one prefix joins it once)."""
+    d = _blake2b(joined.encode(), digest_size=10).digest()
     # 48 bits of time and the version nibble (the same for every event of a line: its
     # text made once), 12 bits of the digest, the variant 0b10 and 62 more bits (the
     # digest's first 80 bits as one number: its top 12 and its low 62).
@@ -77,12 +83,14 @@ def stable_uuid(time_ms: int, *key: str) -> str:
         if len(_TIME_HEADS) < _TIME_HEADS_KEPT:
             _TIME_HEADS[time_ms] = head
     h = d.hex()
-    return f"{head}{h[:3]}-{0x80 | d[2] & 0x3F:02x}{h[6:8]}-{h[8:]}"
+    return f"{head}{h[:3]}-{_VARIANT[d[2]]}{h[6:8]}-{h[8:]}"
 
 
 _blake2b = hashlib.blake2b
 _TIME_HEADS: dict[int, str] = {}  # time_ms -> the id's first 15 characters
 _TIME_HEADS_KEPT: Final = 100_000
+# The variant bits over a digest byte's low six, as text (formatted once, not per id).
+_VARIANT: Final = tuple(f"{0x80 | b & 0x3F:02x}" for b in range(256))
 
 
 def stable_part_id(*key: str) -> str:
@@ -295,7 +303,7 @@ def json_lines(path: Path, report: ImportReport, *, lenient: bool = False,
                         break
                 _bad(report, name, number, f"a line over {max_line} bytes", lenient)
                 continue
-            if not raw.strip():
+            if raw[0] in _BLANK and not raw.strip():  # (strip copies: only when it may be blank)
                 continue
             try:
                 value = _decode(raw)
@@ -314,6 +322,8 @@ def json_lines(path: Path, report: ImportReport, *, lenient: bool = False,
                 continue
             yield number, value
 
+
+_BLANK: Final = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.strip() strips
 
 # What a record of an unexpected shape raises while it is mapped (parsed JSON can be anything).
 SHAPE_ERRORS: Final = (TypeError, ValueError, KeyError, AttributeError, IndexError)
@@ -355,7 +365,12 @@ def _loads(data: str | bytes) -> tuple[Any, bool]:
         value = json.loads(data)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if isinstance(data, str):
+        if "\\u" not in data:  # no escape at all (most values): nothing to mend
+            return value, False
+        raw = data.encode("utf-8", "surrogatepass")
+    else:
+        raw = data
     if not _SURROGATE_ESCAPE.search(raw):
         return value, False
     mended = mend(value)

@@ -41,6 +41,7 @@ from engine.importers.base import (
     shape_error,
     stable_part_id,
     stable_uuid,
+    stable_uuid_joined,
 )
 
 FORMAT: Final = "codex"
@@ -88,6 +89,7 @@ class _Rollout:
         self.lenient = lenient
         self.max_line = max_line
         self.seen: set[bytes] = set()
+        self.key = ""  # FORMAT, sid and line joined: the line's event ids' key prefix
         self.recognised = 0  # lines shaped like a rollout's
         self.events: list[Event] = []  # the own events of the session being written
         self.s = _State()
@@ -111,13 +113,24 @@ class _Rollout:
         for text in _visible_texts(self.path, self.max_line):
             self.seen.add(_digest(text))
         first_time = 0
+        # Lines written together share their timestamp: the last one's time is reused.
+        last_stamp, last_ms = None, 0
+        s = self.s
         for number, record in json_lines(self.path, self.report, lenient=self.lenient,
                                          max_line=self.max_line):
-            s = self.s
             s.line, s.count = number, 0
-            s.time = max(ms_of(record.get("timestamp")), s.time)
+            self.key = ""  # the line's id key prefix, made by the first event's add()
+            stamp = record.get("timestamp")
+            if stamp.__class__ is not str or stamp != last_stamp:
+                last_ms = ms_of(stamp)
+                last_stamp = stamp if stamp.__class__ is str else None
+            s.time = last_ms if last_ms > s.time else s.time
             first_time = first_time or s.time
-            kind, payload = _envelope(record)
+            kind = record.get("type")
+            if "payload" in record and kind.__class__ is str:  # the envelope every rollout has
+                payload = record["payload"]
+            else:
+                kind, payload = _envelope(record)
             if not s.sid:
                 s.sid = stable_uuid(s.time, FORMAT, "session", self._session_key(kind, payload))
             if kind == _STATE_MARKER:
@@ -130,10 +143,10 @@ class _Rollout:
                 self.report.note(f"a {record.get('type')!r} line without an object payload",
                                  number)
                 continue
-            if self.current is None:
+            if self.current is None:  # (the seq before the line: len(self.events))
                 ordinal = record.get("ordinal")
                 self.ordinals.append((ordinal if type(ordinal) is int else number - 1,
-                                      self._seq()))
+                                      len(self.events)))
             try:
                 self._line(kind, payload)
             except SHAPE_ERRORS as exc:
@@ -182,14 +195,14 @@ class _Rollout:
         s.assistant, s.tools, s.last_user, s.tokens = None, {}, before, None
 
     def _line(self, kind: Any, payload: dict[str, Any]) -> None:
-        if kind == "session_meta":
-            self._session_meta(payload)
-        elif kind == "turn_context":
-            self._turn_context(payload)
-        elif kind == "response_item":
+        if kind == "response_item":  # (the kinds are exclusive: the commonest first)
             self._item(payload)
         elif kind == "event_msg":
             self._event(payload)
+        elif kind == "session_meta":
+            self._session_meta(payload)
+        elif kind == "turn_context":
+            self._turn_context(payload)
         elif kind == "inter_agent_communication":
             self._inter_agent(payload)
         elif kind in _NOT_CONVERSATION:
@@ -212,7 +225,10 @@ class _Rollout:
     def add(self, e: Event) -> None:
         s = self.s
         s.count += 1
-        eid = stable_uuid(s.time, FORMAT, s.sid, str(s.line), str(s.count))
+        key = self.key
+        if not key:  # stable_uuid(time, FORMAT, sid, line, count), the prefix joined once
+            key = self.key = f"{FORMAT}\x1f{s.sid}\x1f{s.line}\x1f"
+        eid = stable_uuid_joined(s.time, key + str(s.count))
         self.events.append(msgspec.structs.replace(e, id=eid, time=s.time))
 
     def _ids(self, what: str) -> tuple[str, str]:
@@ -808,14 +824,15 @@ def _output_text(output: Any) -> tuple[str, dict[str, Any] | None]:
     return output, None
 
 
-def _tokens(usage: dict[str, Any]) -> ev.Tokens:
-    def n(key: str) -> int:
-        value = usage.get(key)
-        return value if type(value) is int and value >= 0 else 0  # not a bool
+def _count(value: Any) -> int:
+    return value if type(value) is int and value >= 0 else 0  # not a bool
 
-    return ev.Tokens(input=n("input_tokens"), output=n("output_tokens"),
-                     reasoning=n("reasoning_output_tokens"),
-                     cache=ev.CacheTokens(read=n("cached_input_tokens")))
+
+def _tokens(usage: dict[str, Any]) -> ev.Tokens:
+    get = usage.get
+    return ev.Tokens(input=_count(get("input_tokens")), output=_count(get("output_tokens")),
+                     reasoning=_count(get("reasoning_output_tokens")),
+                     cache=ev.CacheTokens(read=_count(get("cached_input_tokens"))))
 
 
 def _plain(value: Any) -> bool:

@@ -5,12 +5,14 @@ re-import would write a second copy of a session."""
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.importers.base import ms_of, stable_uuid
+from engine.importers.base import loads, mend, ms_of, stable_uuid, stable_uuid_joined
 
 
 def _general_ms(stamp: str) -> int:
@@ -61,3 +63,29 @@ def test_the_edges_of_the_fast_path() -> None:
 @given(st.integers(-(1 << 50), 1 << 50), st.lists(st.text(), min_size=1, max_size=4))
 def test_stable_uuid_is_the_id_it_always_was(time_ms: int, key: list[str]) -> None:
     assert stable_uuid(time_ms, *key) == _general_uuid(time_ms, *key)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-(1 << 50), 1 << 50), st.lists(st.text(), min_size=1, max_size=4))
+def test_an_id_of_a_joined_key_is_the_id_of_its_parts(time_ms: int, key: list[str]) -> None:
+    # The Codex importer joins a line's key prefix once and adds each event's count.
+    assert stable_uuid_joined(time_ms, "\x1f".join(key)) == _general_uuid(time_ms, *key)
+
+
+def _general_loads(data: str) -> object:
+    value = json.loads(data)
+    if re.search(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}", data.encode("utf-8", "surrogatepass")):
+        return mend(value)
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(), inner, max_size=3), max_leaves=8),
+       st.booleans())
+def test_loads_mends_what_it_always_mended(value: object, ascii_only: bool) -> None:
+    # A string with no escape skips the surrogate scan: the value must not change.
+    data = json.dumps(value, ensure_ascii=ascii_only)
+    assert loads(data) == _general_loads(data)
+    assert loads(data.encode("utf-8", "surrogatepass")) == _general_loads(data)
