@@ -805,8 +805,10 @@ def _function_parts(records: list[dict[str, Any]], report: ImportReport
     pending: dict[str, dict[str, Any]] = {}  # call id -> the call made for it
     settled: set[str] = set()  # calls a record's toolCalls holds with their results
     for record in records:
-        settled.update(str(c.get("id")) for c in record.get("toolCalls") or []
-                       if isinstance(c, dict) and "result" in c)
+        calls = record.get("toolCalls")
+        if isinstance(calls, list):  # any other shape is refused where it is read
+            settled.update(str(c.get("id")) for c in calls
+                           if isinstance(c, dict) and "result" in c)
         parts = _parts(record.get("content"))
         if not any(isinstance(p, dict) and ("functionCall" in p or "functionResponse" in p
                                              or p.get("thought") is True) for p in parts):

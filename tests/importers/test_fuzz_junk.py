@@ -255,3 +255,31 @@ def test_junk_lines_in_an_aider_history(tmp_path: Path, data: st.DataObject,
     path = tmp_path / source.name
     path.write_text("".join(lines))
     import_or_refuse(path)
+
+
+def _with_tool_calls(doc: Any, junk: Any) -> Any:
+    """``doc`` with every ``toolCalls`` (and a model message without one) set to junk."""
+    if isinstance(doc, list):
+        return [_with_tool_calls(x, junk) for x in doc]
+    if not isinstance(doc, dict):
+        return doc
+    out = {k: _with_tool_calls(v, junk) for k, v in doc.items()}
+    if "toolCalls" in out or out.get("type") == "gemini":
+        out["toolCalls"] = junk
+    return out
+
+
+@pytest.mark.parametrize("junk", [True, 1, "calls", {"id": "c"}], ids=repr)
+@pytest.mark.parametrize("source", [d for d in DOCUMENTS + LINE_FILES if "gemini" in str(d)],
+                         ids=lambda p: f"{p.parent.name}/{p.name[:16]}")
+def test_gemini_tool_calls_of_any_shape_import_or_refuse(tmp_path: Path, source: Path,
+                                                         junk: Any) -> None:
+    """Found by the fuzz above: ``toolCalls: true`` crashed the reader of newer
+    records' function parts with a bare TypeError instead of a refusal."""
+    path = tmp_path / source.name
+    if source.suffix == ".jsonl":
+        lines = [_with_tool_calls(json.loads(x), junk) for x in source.read_text().splitlines()]
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    else:
+        path.write_text(json.dumps(_with_tool_calls(json.loads(source.read_text()), junk)))
+    import_or_refuse(path)
