@@ -269,12 +269,9 @@ class _Walk:
                              else blocks.current(stored_event) if upcast else stored_event)
                     except ConvlogError as exc:
                         return Problem(where, st.seq, f"undecodable: {exc}")
-                    try:
-                        if not lc.apply(e):
-                            return Problem(where, st.seq, f"{tag_of(type(e))} repeats an "
-                                           "earlier transition (the log never stores no-ops)")
-                    except ConvlogError as exc:
-                        return Problem(where, st.seq, f"illegal transition: {exc}")
+                    problem = _judge(lc, e, where, st.seq)
+                    if problem is not None:
+                        return problem
                 self.prev = h
                 self.seq = expected_seq
                 expected_seq += 1
@@ -489,13 +486,21 @@ def _replayed(lc: Lifecycle, events: list[Event], where: str) -> Problem | None:
         pass
     lc.rollback()
     for e in events:
-        try:
-            if not lc.apply(e):
-                return Problem(where, e.seq, f"{tag_of(type(e))} repeats an earlier "
-                                             "transition (the log never stores no-ops)")
-        except ConvlogError as exc:
-            return Problem(where, e.seq, f"illegal transition: {exc}")
+        problem = _judge(lc, e, where, e.seq)
+        if problem is not None:
+            return problem
     return None  # (unreachable while apply_batch and apply agree)
+
+
+def _judge(lc: Lifecycle, e: Event, where: str, seq: int) -> Problem | None:
+    """The problem of folding ``e`` (judged as append judges it), or None."""
+    try:
+        if not lc.apply(e):
+            return Problem(where, seq, f"{tag_of(type(e))} repeats an earlier "
+                                       "transition (the log never stores no-ops)")
+    except ConvlogError as exc:
+        return Problem(where, seq, f"illegal transition: {exc}")
+    return None
 
 
 def _out_of_order(where: str, seq: int, expected_seq: int) -> Problem:
