@@ -12,7 +12,7 @@ holds a lock: the recorder reads both files under its lock and hands them in
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -25,8 +25,25 @@ from engine.store.chain import HASH_BYTES, Chain
 from engine.store.jsonl_blocks import BadMember, BlockRef
 from engine.store.jsonl_tail import position_ranges
 
-if TYPE_CHECKING:
-    from engine.store.jsonl import JSONLRecorder
+
+class SessionMeta(Protocol):
+    """What the walk reads of a session's meta record."""
+
+    @property
+    def genesis(self) -> str: ...
+    @property
+    def fork_seq(self) -> int | None: ...
+
+
+class JSONLFiles(Protocol):
+    """What the reader needs of a JSONL recorder (``engine.store.jsonl.JSONLRecorder``
+    provides it; named by shape so the two modules do not import each other)."""
+
+    @property
+    def chain(self) -> Chain: ...
+    def meta(self, session_id: str) -> SessionMeta: ...
+    def files(self, session_id: str) -> tuple[SessionMeta, bytes, bytes]: ...
+    def head_file(self, session_id: str) -> bytes | None: ...
 
 
 def walk(chain: Chain, session_id: str, genesis: str, base: int, data: bytes,  # noqa: PLR0917
@@ -152,13 +169,13 @@ def _tail_seq(line: bytes, base: int, sealed: int) -> int:
 
 class JSONLReader:
     """The verification reader of a JSONL store: :func:`walk` over the files the
-    recorder hands it (:meth:`JSONLRecorder.files`), its meta and head records."""
+    recorder hands it (:meth:`JSONLFiles.files`), its meta and head records."""
 
     # The head file is written after the lines (a crash between leaves it behind, and
     # reads follow the lines anyway): a head behind the log is not damage here.
     head_with_events = False
 
-    def __init__(self, recorder: JSONLRecorder) -> None:
+    def __init__(self, recorder: JSONLFiles) -> None:
         self.recorder = recorder
         self.chain = recorder.chain
         # Position ranges the last walk of a session saw (units), for own_positions.
