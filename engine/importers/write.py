@@ -132,22 +132,14 @@ def _batch(plan: Plan, planned: PlannedSession, shared: list[Event],
     seen: set[str] = set()
     stamped: list[Event] = []
     seq = lc.version
-    sid, created = planned.id, planned.created
     for raw in planned.events:
         eid = raw.id
         if not eid or eid in ids or eid in seen:
             raise ImportInputError(plan.report.source,
                                    f"event id {eid!r} is not unique in the import")
         seen.add(eid)
-        cls = type(raw)
-        if raw.v != SCHEMA_VERSION[cls]:
-            raise ImportInputError(plan.report.source, f"event {eid} has schema "
-                                   f"version {raw.v}, not {SCHEMA_VERSION[cls]}")
         seq += 1
-        stamped.append(msgspec.structs.replace(
-            raw, session_id=sid, seq=seq, time=raw.time or created,
-            actor=raw.actor or (cls is ev.MessageStarted and raw.role)  # type: ignore[attr-defined]
-            or DEFAULT_ACTOR[cls]))
+        stamped.append(_stamp(plan, planned, raw, seq))
     mine = lc.apply_batch(stamped)  # a repeat (a no-op) is left out, later seqs moved up
     canon = admit_all(mine)  # the door's refusal is written nowhere
     lc.commit()
@@ -168,15 +160,7 @@ def _one_by_one(plan: Plan, planned: PlannedSession, shared: list[Event],
                 raise ImportInputError(plan.report.source,
                                        f"event id {raw.id!r} is not unique in the import")
             ids.add(raw.id)
-            cls = type(raw)
-            if raw.v != SCHEMA_VERSION[cls]:
-                raise ImportInputError(plan.report.source, f"event {raw.id} has schema "
-                                       f"version {raw.v}, not {SCHEMA_VERSION[cls]}")
-            e = msgspec.structs.replace(
-                raw, session_id=planned.id, seq=lc.version + 1,
-                time=raw.time or planned.created,
-                actor=raw.actor or (cls is ev.MessageStarted and raw.role)  # type: ignore[attr-defined]
-                or DEFAULT_ACTOR[cls])
+            e = _stamp(plan, planned, raw, lc.version + 1)
             if lc.apply(e):  # False: an identical repeat, a no-op as in Session.append
                 # The door's refusal (a value of the wrong type) is written nowhere.
                 canon.append(admit(e))
@@ -188,6 +172,19 @@ def _one_by_one(plan: Plan, planned: PlannedSession, shared: list[Event],
                                f"the import does not form a valid log ({exc})") from exc
     lc.commit()
     return mine, canon
+
+
+def _stamp(plan: Plan, planned: PlannedSession, raw: Event, seq: int) -> Event:
+    """``raw`` placed in its session at ``seq``, with its time and actor defaulted; an
+    event of another schema version is refused."""
+    cls = type(raw)
+    if raw.v != SCHEMA_VERSION[cls]:
+        raise ImportInputError(plan.report.source, f"event {raw.id} has schema "
+                               f"version {raw.v}, not {SCHEMA_VERSION[cls]}")
+    return msgspec.structs.replace(
+        raw, session_id=planned.id, seq=seq, time=raw.time or planned.created,
+        actor=raw.actor or (cls is ev.MessageStarted and raw.role)  # type: ignore[attr-defined]
+        or DEFAULT_ACTOR[cls])
 
 
 def _mirror(store: Store, scratch: Store, session_id: str) -> None:
