@@ -11,7 +11,7 @@ responses).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from engine import events as ev
@@ -302,28 +302,17 @@ def responses_events(answer: Answer) -> Iterator[JSON]:
                 yield out("response.content_part.done", **ref, part=content)
             yield out("response.output_item.done", output_index=idx, item=item)
         elif kind == "function_call":
-            yield out("response.output_item.added", output_index=idx,
-                      item={**item, "arguments": "", "status": "in_progress"})
-            for d in deltas.get(parts[0].id, ()):
-                yield out("response.function_call_arguments.delta", item_id=item.get("id"),
-                          output_index=idx, delta=d)
-            yield out("response.function_call_arguments.done", item_id=item.get("id"),
-                      output_index=idx, arguments=item.get("arguments", ""))
-            yield out("response.output_item.done", output_index=idx, item=item)
+            yield from _call_input(out, idx, {**item, "arguments": "", "status": "in_progress"},
+                                   item, deltas.get(parts[0].id, ()),
+                                   name="response.function_call_arguments", field="arguments")
         elif kind == render_responses.CUSTOM:
-            # A freeform call streams its text as the API does: the item added empty,
-            # each recorded fragment a custom_tool_call_input.delta, the whole text
-            # in custom_tool_call_input.done, then the item done.
+            # A freeform call streams its text as a function call streams its
+            # arguments, under its own event names (custom_tool_call_input).
             added = {**item, "input": ""}
             if "status" in item:
                 added["status"] = "in_progress"
-            yield out("response.output_item.added", output_index=idx, item=added)
-            for d in deltas.get(parts[0].id, ()):
-                yield out("response.custom_tool_call_input.delta", item_id=item.get("id"),
-                          output_index=idx, delta=d)
-            yield out("response.custom_tool_call_input.done", item_id=item.get("id"),
-                      output_index=idx, input=item.get("input", ""))
-            yield out("response.output_item.done", output_index=idx, item=item)
+            yield from _call_input(out, idx, added, item, deltas.get(parts[0].id, ()),
+                                   name="response.custom_tool_call_input", field="input")
         else:
             yield out("response.output_item.added", output_index=idx, item=item)
             yield out("response.output_item.done", output_index=idx, item=item)
@@ -338,6 +327,19 @@ def responses_events(answer: Answer) -> Iterator[JSON]:
         step = _step(answer)
         final = {**final, "usage": _responses_usage(step.tokens if step else ev.Tokens())}
     yield out(kind, response=final)
+
+
+def _call_input(out: Callable[..., JSON], idx: int, added: JSON, item: JSON,
+                fragments: Iterable[str], *, name: str, field: str) -> Iterator[JSON]:
+    """A call item streamed as the API streams it: added with its input empty, each
+    recorded fragment a ``<name>.delta``, the whole input (``item[field]``) in
+    ``<name>.done``, then the item done."""
+    yield out("response.output_item.added", output_index=idx, item=added)
+    for d in fragments:
+        yield out(f"{name}.delta", item_id=item.get("id"), output_index=idx, delta=d)
+    yield out(f"{name}.done", item_id=item.get("id"), output_index=idx,
+              **{field: item.get(field, "")})
+    yield out("response.output_item.done", output_index=idx, item=item)
 
 
 def _responses_usage(tokens: ev.Tokens) -> JSON:
