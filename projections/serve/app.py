@@ -116,7 +116,14 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
         return await sync(answer)
 
     async def sessions(request: Request) -> Any:
-        return await sync(sessions_json, store)
+        def answer() -> Response:
+            # The log position is read before the list: a page compares it with the
+            # store feed's positions (/api/live), so an append that lands between its
+            # list and its feed's first message still lists the sessions again.
+            position = store.last_position()
+            return JSONResponse(sessions_json(store),
+                                headers={"X-Convlog-Position": str(position)})
+        return await sync(answer)
 
     async def search(request: Request) -> Any:
         return await sync(viewer.search, request.query_params.get("q", ""))

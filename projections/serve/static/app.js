@@ -46,7 +46,15 @@
   const sess = (sid) => "/api/sessions/" + enc(sid);
   const api = {
     config: () => getJSON("/api/config"),
-    sessions: () => getJSON("/api/sessions"),
+    // The list and the log position it was read at (see watchStore).
+    sessions: async () => {
+      const r = await fetch("/api/sessions");
+      const body = await r.json().catch(() => ({ error: r.statusText || "bad answer" }));
+      if (!r.ok) throw new Error((body && body.error) || r.statusText);
+      const at = r.headers.get("X-Convlog-Position");
+      view.listedAt = at === null ? null : Number(at);
+      return body;
+    },
     search: (q) => getJSON("/api/search?q=" + enc(q)),
     state: (sid, seq, start, count, marks) => getJSON(sess(sid) + "/state?" +
       (seq === null ? "" : "seq=" + seq) +
@@ -209,7 +217,7 @@
     history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
     return given;
   })();
-  const view = { sid: null, seq: 0, version: 0, marks: [], marksOf: "", painted: 0, state: null, sessions: [], listed: false,
+  const view = { sid: null, seq: 0, version: 0, marks: [], marksOf: "", painted: 0, state: null, sessions: [], listed: false, listedAt: null,
     verify: null, writes: false, pending: 0, live: null, mailbox: null, anchors: [] };
 
   // The seq moves replace the history entry; opening a session or a mailbox adds one,
@@ -1602,9 +1610,14 @@
   function watchStore() {
     if (EXPORT || !window.EventSource) return;
     const es = new EventSource("/api/live");
-    let first = true;
-    es.onmessage = () => {
-      if (first) { first = false; return; }
+    // The feed's first message is the position now, not a change. The list is read
+    // again when the position differs from the one the list was read at: an append
+    // that landed between the list and this feed's start (a follower that wrote
+    // while the page was loading) is not missed.
+    es.onmessage = (e) => {
+      let position = null;
+      try { position = JSON.parse(e.data).position; } catch (err) { position = null; }
+      if (position !== null && position === view.listedAt) return;
       clearTimeout(storeTimer);
       storeTimer = setTimeout(async () => {
         try { await loadSessions(); } catch (err) { return; }
