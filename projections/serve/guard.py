@@ -7,13 +7,19 @@ that name in the ``Host`` header, so the viewer answers only the names it is bou
 the loopback names and the ``--host`` given. A request whose ``Origin`` names another
 host is refused too (a cross-site write).
 
-Bodies are read up to ``max_body`` bytes and no further: a bigger declared length is
-refused before anything is read, and a chunked body is cut off when it passes the limit.
+Bodies are kept up to ``max_body`` bytes and no further: a bigger declared length is
+refused without keeping any of it, and a chunked body is cut off when it passes the
+limit. A refused body of at most ``DRAIN_LIMIT`` bytes is read and thrown away before
+the answer, for a reason of TCP's: closing a connection whose peer is still sending
+resets it, and the reset discards the 413 the client has not read yet, so a browser
+would report a network failure instead of the refusal. Bigger bodies are not read.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +32,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_BODY = 64 * 1024  # the fork request is a few bytes; nothing the viewer takes is large
+DRAIN_LIMIT = 1024 * 1024  # a refused body this small is read (and dropped) before the 413
+DRAIN_SECONDS = 2.0  # ... unless its sender is slower than this
 
 
 def host_name(value: str) -> str:
@@ -73,6 +81,8 @@ class Guard:
             return
         declared = headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
+            if declared.isdigit() and int(declared) <= DRAIN_LIMIT:
+                await _drain(receive, DRAIN_LIMIT)
             await _refuse(send, 413, f"request bodies are limited to {self.max_body} bytes")
             return
         await self._limited(scope, receive, send)
@@ -100,7 +110,28 @@ class Guard:
             await self.app(scope, counting_receive, tracking_send)
         except TooLarge:
             if not started:
+                await _drain(receive, DRAIN_LIMIT - seen)
                 await _refuse(send, 413, f"request bodies are limited to {self.max_body} bytes")
+
+
+async def _drain(receive: Receive, budget: int) -> None:
+    """Read and drop the rest of a refused body: at most ``budget`` bytes and
+    ``DRAIN_SECONDS``, so the 413 reaches a client that is still sending (see the
+    module's docstring). Nothing read is kept."""
+    deadline = time.monotonic() + DRAIN_SECONDS
+    while budget > 0:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        try:
+            message = await asyncio.wait_for(receive(), left)
+        except TimeoutError:
+            return
+        if message["type"] != "http.request":
+            return  # the client went away
+        budget -= len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 async def _refuse(send: Send, status: int, error: str) -> None:
