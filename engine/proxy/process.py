@@ -56,6 +56,7 @@ _PIPE_SIZE = 1 << 20  # the most an unprivileged process may ask for
 # How long the child gathers jobs before it commits them (seconds): the most a
 # streamed answer's events wait, in memory, to be committed.
 COMMIT_WINDOW = 0.02
+_DRAIN_READS = 8
 
 log = get_logger("convlog.proxy")
 
@@ -253,9 +254,12 @@ def _child(store_url: str, key_file: str | None, jobs: Any, acks: Any) -> None:
 
 
 def _drain(fd: int) -> tuple[bytes, bool]:
-    """What the pipe holds now, without waiting; and whether it has ended."""
+    """What the pipe holds now, without waiting (at most a few pipefuls: a writer
+    that keeps it full cannot hold the commit off); and whether it has ended."""
     got = bytearray()
-    while select.select([fd], [], [], 0)[0]:
+    for _ in range(_DRAIN_READS):
+        if not select.select([fd], [], [], 0)[0]:
+            break
         data = os.read(fd, _PIPE_SIZE)
         if not data:
             return bytes(got), True
