@@ -32,7 +32,12 @@ Made for a noisy shared machine:
   (proxied minus direct, quantile by quantile), the direct p99 beside it, and
   the load average around it; the last lines give the spread of the added
   figures over the repetitions (min, median, max). The target is at most 1 ms
-  added at p99, to the first byte and per chunk.
+  added at p99, to the first byte and per chunk;
+- each repetition also prints the quantiles of *paired* differences: each
+  proxied call minus the direct call next to it (P-D), and, as the method's own
+  floor, each direct call minus the direct call next to it (D-D: no proxy in
+  it, so its p99 is what neighbouring calls differ by on this machine at that
+  load).
 
 By default each side keeps one connection alive across its calls, as the agent
 CLIs do (``--new-connections``: one per call). The CPU time of the forwarder and
@@ -192,13 +197,49 @@ def _order(calls: int) -> list[str]:
     return [pattern[i % 4] for i in range(2 * calls)]
 
 
-def _measure(callers: dict[str, Caller], body: bytes, calls: int) -> Samples:
+Call = tuple[str, float, list[float]]  # side, time to first byte, each delta's delay
+
+
+def _measure(callers: dict[str, Caller], body: bytes, calls: int,
+             log: list[Call] | None = None) -> Samples:
     out: Samples = {"direct": ([], []), "proxied": ([], [])}
     for name in _order(calls):
         ttfb, delays = callers[name].call(body)
         out[name][FIRST_BYTE].append(ttfb)
         out[name][PER_CHUNK].extend(delays)
+        if log is not None:
+            log.append((name, ttfb, delays))
     return out
+
+
+Pairs = tuple[list[float], list[float]]  # differences: first bytes, chunks
+
+
+def _pairs(log: list[Call]) -> tuple[Pairs, Pairs]:
+    """Differences between neighbouring calls, in the order D P P D D P P D ...:
+
+    - proxied minus direct: each proxied call against the direct call next to it
+      (the first P of a group against the D before it, the second against the D
+      after it), first byte against first byte and chunk i against chunk i;
+    - direct minus direct: the two neighbouring direct calls of consecutive
+      groups (the last D of one, the first of the next), the same way. No proxy is
+      involved: its quantiles are what the method itself scatters by on this
+      machine at that load, the floor under the proxied pairs' figures.
+    """
+    added: Pairs = ([], [])
+    floor: Pairs = ([], [])
+
+    def pair(into: Pairs, later: Call, earlier: Call) -> None:
+        into[FIRST_BYTE].append(later[1] - earlier[1])
+        into[PER_CHUNK].extend(a - b for a, b in zip(later[2], earlier[2], strict=False))
+
+    for at in range(0, len(log) - 3, 4):
+        d0, p1, p2, d3 = log[at:at + 4]
+        pair(added, p1, d0)
+        pair(added, p2, d3)
+        if at + 4 < len(log):
+            pair(floor, log[at + 4], d3)
+    return added, floor
 
 
 def _added(samples: Samples, index: int, q: float) -> float:
@@ -216,6 +257,23 @@ def _table(samples: Samples) -> None:
         print(f"{label:22}{direct[0]:11.3f}{direct[1]:8.3f}{direct[2]:8.3f}"
               f"{proxied[0]:13.3f}{proxied[1]:8.3f}{proxied[2]:8.3f}"
               f"{added[0]:11.3f}{added[1]:8.3f}{added[2]:8.3f}")
+
+
+def _paired_table(log: list[Call]) -> tuple[list[float], list[float]]:
+    """Print the paired differences' quantiles; return their p99s (first byte, chunk)
+    for proxied - direct and direct - direct."""
+    added, floor = _pairs(log)
+    print(f"{'paired, ms':22}{'P-D p50':>11}{'p95':>8}{'p99':>8}{'D-D p50':>13}{'p95':>8}"
+          f"{'p99':>8}")
+    p99s: tuple[list[float], list[float]] = ([], [])
+    for label, index in (("time to first byte", FIRST_BYTE), ("per-chunk delay", PER_CHUNK)):
+        a = [_percentile(added[index], q) for q in QUANTILES]
+        f = [_percentile(floor[index], q) for q in QUANTILES]
+        p99s[0].append(a[2])
+        p99s[1].append(f[2])
+        print(f"{label:22}{a[0]:11.3f}{a[1]:8.3f}{a[2]:8.3f}{f[0]:13.3f}{f[1]:8.3f}"
+              f"{f[2]:8.3f}")
+    return p99s
 
 
 def main() -> None:
@@ -240,6 +298,7 @@ def main() -> None:
     print(f"{args.repeats} x {args.calls} calls each way ({mode}), {args.chunks} deltas per "
           f"call, {args.interval} ms apart; {os.cpu_count()} cores")
     repeats: list[Samples] = []
+    paired: list[tuple[list[float], list[float]]] = []
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "engine", "proxy", "--store",
                f"sqlite:///{Path(tmp) / 'bench.db'}", "--listen", "127.0.0.1:0",
@@ -262,13 +321,15 @@ def main() -> None:
         wall = time.monotonic()
         for rep in range(args.repeats):
             load = os.getloadavg()
-            samples = _measure(callers, body, args.calls)
+            log: list[Call] = []
+            samples = _measure(callers, body, args.calls, log)
             after = os.getloadavg()
             repeats.append(samples)
             print(f"\nrepetition {rep + 1}: load average {load[0]:.2f} -> {after[0]:.2f} "
                   f"(1 min), {len(samples['proxied'][FIRST_BYTE])} first bytes and "
                   f"{len(samples['proxied'][PER_CHUNK])} chunks each way")
             _table(samples)
+            paired.append(_paired_table(log))
         wall = time.monotonic() - wall
         cpu = {p: _cpu_seconds(p) - cpu_before[p] for p in cpu_before}
         for caller in callers.values():
@@ -287,6 +348,12 @@ def main() -> None:
                   f"{values[len(values) // 2]:8.3f}{values[-1]:8.3f}"
                   + (f"    direct p99 {direct[0]:.3f} / {direct[len(direct) // 2]:.3f} / "
                      f"{direct[-1]:.3f}" if q == 0.99 else ""))
+    for label, index in (("time to first byte", FIRST_BYTE), ("per-chunk delay", PER_CHUNK)):
+        pd = sorted(p[0][index] for p in paired)
+        dd = sorted(p[1][index] for p in paired)
+        print(f"{label + ' paired P-D p99':34}{pd[0]:8.3f}{pd[len(pd) // 2]:8.3f}"
+              f"{pd[-1]:8.3f}    D-D p99 {dd[0]:.3f} / {dd[len(dd) // 2]:.3f} / "
+              f"{dd[-1]:.3f}")
     chunks = sum(len(s["proxied"][PER_CHUNK]) for s in repeats)
     forwarder = cpu[proxy.pid]
     recorder = sum(cpu[p] for p in recorder_pids)

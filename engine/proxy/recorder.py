@@ -3,8 +3,20 @@
 The forwarder never waits for it: it queues a copy of each request, response
 start, body chunk and end (:meth:`Recorder.put` is a non-blocking queue put)
 and goes on forwarding. The thread owns the store and every session object.
-Each provider event is committed as it is parsed (the ingests' ``batch=1``),
-so what the store acknowledged survives a kill of the proxy.
+
+**Commits are grouped.** Each provider event is parsed, checked and recorded as
+it arrives, but a streamed answer's events are committed together: the events
+of the chunks that arrive in one burst (whatever the queue holds when the
+recorder looks; in :mod:`engine.proxy.process`, what one commit window brought)
+make one store append, by :meth:`Recorder.commit`. One store transaction per
+chunk cost more CPU than everything else the recorder does with the chunk, on
+the cores the traffic runs on. The order is the order of arrival: at most one
+call holds uncommitted events at a time (any job of another call, and every
+job that is not a chunk, commits them first), and :meth:`Recorder.commit` runs
+before a sync is answered, before stopping and when the store closes. What a
+``kill -9`` of the recorder can lose is the uncommitted group (at most one
+window) and what it had not yet read; everything committed stays, the log
+verifies, and the client's traffic never waits on any of it.
 
 Nothing here can break the client's traffic: any failure while recording a
 call is logged (structlog, ``proxy.record_failed``), kept in
@@ -49,6 +61,9 @@ INGESTS: dict[str, Callable[..., StreamIngest]] = {
     GEMINI: GeminiIngest,
 }
 PROVIDER_IDS = {ANTHROPIC: "anthropic", RESPONSES: "openai", CHAT: "openai", GEMINI: "google"}
+# The most events one streamed answer keeps uncommitted (memory, not latency:
+# a group is normally committed long before, at the end of its burst).
+GROUP_LIMIT = 4096
 
 # Queue operations (tuples: (op, call id, ...)).
 REQUEST, BODY, RESPONSE, CHUNK, END, SYNC, STOP = range(7)
@@ -151,6 +166,7 @@ class Recorder:
         self._thread = threading.Thread(target=self._run, name="convlog-proxy-recorder",
                                         daemon=True)
         self._live: dict[int, Live] = {}
+        self._uncommitted: Live | None = None  # the one call whose events wait for commit()
         self._groups: dict[str, list[Branch]] = {}
         self._started = threading.Event()
         self._open_error: BaseException | None = None
@@ -184,6 +200,8 @@ class Recorder:
         self.store = self._given_store or open_store(self.store_url, key_file=self.key_file)
 
     def close(self) -> None:
+        if self.store is not None:
+            self.commit()
         if self._given_store is None and self.store is not None:
             self.store.close()
             self.store = None
@@ -192,8 +210,25 @@ class Recorder:
         return list(self._live)
 
     def handle(self, job: tuple[Any, ...]) -> None:
-        """Record one job (never raises: a failure is logged and recorded as such)."""
+        """Record one job (never raises: a failure is logged and recorded as such).
+        A chunk's events may wait for :meth:`commit`."""
         self._handle(job)
+
+    @property
+    def uncommitted(self) -> bool:
+        """Whether recorded events wait for :meth:`commit`."""
+        return self._uncommitted is not None
+
+    def commit(self) -> None:
+        """Commit the events recorded but not yet committed, as one append (never
+        raises: a failure is recorded as the call's, as any other)."""
+        live, self._uncommitted = self._uncommitted, None
+        if live is None or live.broken or live.ingest is None:
+            return
+        try:
+            live.ingest.flush()
+        except Exception as exc:
+            self._failed(live, exc)
 
     def _run(self) -> None:
         try:
@@ -203,14 +238,19 @@ class Recorder:
             self._started.set()
             return
         self._started.set()
-        get = self._queue.get
+        get, get_now = self._queue.get, self._queue.get_nowait
         try:
             while True:
-                job = get()
+                try:
+                    job = get_now()
+                except queue.Empty:  # the burst is over: commit it, then wait
+                    self.commit()
+                    job = get()
                 op = job[0]
                 if op == STOP:
                     break
                 if op == SYNC:
+                    self.commit()
                     job[2].set()
                     continue
                 self._handle(job)
@@ -219,6 +259,9 @@ class Recorder:
 
     def _handle(self, job: tuple[Any, ...]) -> None:
         op, call_id = job[0], job[1]
+        waiting = self._uncommitted
+        if waiting is not None and (op != CHUNK or waiting.id != call_id):
+            self.commit()  # what came first is committed first
         if op == REQUEST:
             self._live[call_id] = Live(call_id, *job[2:])
             return
@@ -292,7 +335,7 @@ class Recorder:
         if status < 400 and streaming:
             live.sse = SSEParser()
             live.ingest = INGESTS[provider](branch.session, parent_id=live.record.context_id,
-                                            batch=1)
+                                            batch=GROUP_LIMIT)
 
     def _chunk(self, live: Live, data: bytes) -> None:
         if live.decode is not None:
@@ -303,6 +346,7 @@ class Recorder:
         assert live.ingest is not None
         for _name, payload in live.sse.feed(data):
             self._event(live.ingest, payload)
+        self._uncommitted = live
 
     @staticmethod
     def _event(ingest: StreamIngest, payload: str) -> None:
@@ -330,7 +374,7 @@ class Recorder:
             answer = json.loads(bytes(live.buffer)) if live.buffer else {}
             ingest = INGESTS[live.route.provider](live.branch.session,  # type: ignore[union-attr]
                                                   parent_id=live.record.context_id,  # type: ignore[union-attr]
-                                                  batch=1)
+                                                  batch=GROUP_LIMIT)
             live.ingest = ingest
             for event in stream_events(live.route.provider, answer):
                 ingest.feed(event)

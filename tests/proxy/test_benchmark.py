@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections import Counter
 
-from benchmarks.proxy import _order
+from benchmarks.proxy import FIRST_BYTE, PER_CHUNK, Call, _order, _pairs
 from tests.proxy.clients import ROOT
 
 
@@ -32,3 +32,17 @@ def test_the_benchmark_runs_and_counts_every_call() -> None:
     for line in ("time to first byte p99", "per-chunk delay p99"):
         assert line in out
     assert "24 proxied chunks" in out
+    assert "time to first byte paired P-D p99" in out
+    assert "D-D p99" in out
+
+
+def test_pairs_set_each_proxied_call_against_its_direct_neighbour() -> None:
+    # D P P D D P P D: first bytes 1, 10, 20, 2, 3, 30, 40, 4 (ms); one chunk each.
+    values = [1.0, 10.0, 20.0, 2.0, 3.0, 30.0, 40.0, 4.0]
+    log: list[Call] = [(side, v, [v / 10]) for side, v in zip(_order(4), values,
+                                                                strict=True)]
+    added, floor = _pairs(log)
+    assert added[FIRST_BYTE] == [10 - 1, 20 - 2, 30 - 3, 40 - 4]
+    assert added[PER_CHUNK] == [0.9, 1.8, 2.7, 3.6]
+    assert floor[FIRST_BYTE] == [3 - 2]  # the direct calls side by side, no proxy
+    assert floor[PER_CHUNK] == [0.3 - 0.2]

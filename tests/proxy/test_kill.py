@@ -69,3 +69,65 @@ def test_kill_9_mid_stream_loses_no_acknowledged_event(tmp_path: Path) -> None:
     assert report.ok, report.first
     recorded = "".join(e.delta for e in after if isinstance(e, ev.TextDelta))
     assert text.startswith(recorded)
+
+
+def _recorder_pid(proxy_pid: int) -> int:
+    children = [int(c) for task in Path(f"/proc/{proxy_pid}/task").iterdir()
+                for c in (task / "children").read_text().split()]
+    # Beside it, multiprocessing's resource tracker (spawn's helper process).
+    found = [c for c in children
+             if b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
+    assert len(found) == 1, children
+    return found[0]
+
+
+def test_kill_9_of_the_recorder_mid_burst(tmp_path: Path) -> None:
+    """What docs/proxy.md promises when the recorder child dies while a stream's
+    events wait for their grouped commit: the client still gets every byte of this
+    call and of the next, the events committed before the kill stay (in order, the
+    log verifies), what is recorded of the answer is a prefix of what streamed, and
+    the proxy logs that it records no more."""
+    text = " ".join(f"w{i}" for i in range(120))
+    chunks = sse(scripts.anthropic_text(text))
+    second = sse(scripts.anthropic_text("after the recorder died"))
+    upstream = Upstream([Reply(chunks, delay=0.005), Reply(second)])
+    url = f"sqlite:///{tmp_path / 'proxy.db'}"
+    body = {"model": "m", "max_tokens": 5, "stream": True,
+            "messages": [{"role": "user", "content": "count"}]}
+    with running(upstream) as origin, \
+            verb("proxy", "--store", url, "--listen", "127.0.0.1:0",
+                 "--upstream", f"anthropic={origin}") as (proxy, proc):
+        recorder = _recorder_pid(proc.pid)
+        received = b""
+        acknowledged: list[ev.Event] = []
+        with httpx.stream("POST", f"{proxy}/v1/messages", json=body, timeout=30) as got:
+            for chunk in got.iter_raw():
+                received += chunk
+                if received.count(b"text_delta") >= 30 and not acknowledged:
+                    deadline = time.monotonic() + 10
+                    while time.monotonic() < deadline:
+                        acknowledged = _deltas(url)
+                        if sum(isinstance(e, ev.TextDelta) for e in acknowledged) >= 20:
+                            break
+                        time.sleep(0.002)
+                    os.kill(recorder, signal.SIGKILL)  # mid-burst: chunks keep coming
+        # The next call goes through as if nothing happened.
+        again = httpx.post(f"{proxy}/v1/messages", json=body, timeout=30)
+        assert again.status_code == 200
+        assert again.content == b"".join(second)
+        assert proc.poll() is None  # the proxy lives on
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert received == b"".join(chunks)  # every byte, unchanged, in order
+    assert "proxy.recorder_lost" in err, (err, out)
+    after = _deltas(url)
+    assert sum(isinstance(e, ev.TextDelta) for e in acknowledged) >= 20
+    assert after[:len(acknowledged)] == acknowledged  # nothing committed was lost
+    recorded = "".join(e.delta for e in after if isinstance(e, ev.TextDelta))
+    assert text.startswith(recorded)  # no event reordered, none dropped in between
+    assert len(recorded) < len(text)  # the kill did cost the rest of the answer
+    assert not any(isinstance(e, ev.TextDelta) and "recorder" in e.delta for e in after)
+    store = open_store(url, create=False)
+    report = verify(store)
+    store.close()
+    assert report.ok, report.first

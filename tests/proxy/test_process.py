@@ -75,3 +75,42 @@ def test_an_answer_larger_than_the_pipe_is_recorded_whole(tmp_path: Path) -> Non
         store.close()
     texts = [e.text for e in recorded if isinstance(e, ev.TextAdded)]
     assert texts[-1] == text  # the answer's text part (after the question's)
+
+
+def test_a_streamed_burst_larger_than_the_pipe_is_recorded_whole_in_order(
+        tmp_path: Path) -> None:
+    """The child commits in windows: a burst that overfills the pipe (the child
+    drains a few pipefuls a window) still reaches the log whole and in order."""
+    from tests.proxy import scripts  # noqa: PLC0415
+    from tests.proxy.servers import sse  # noqa: PLC0415
+
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    words = [f"w{i:05d}-{'y' * 600} " for i in range(3_000)]  # about 2 MB of SSE
+    stream = b"".join(sse(scripts.anthropic_text("".join(words))))
+    request = json.dumps({"model": "m", "max_tokens": 5, "stream": True,
+                          "messages": [{"role": "user", "content": "much"}]}).encode()
+    recorder = RecorderProcess(url)
+    recorder.start()
+
+    async def forward() -> None:
+        recorder.put((REQUEST, 1, Route(ANTHROPIC), "POST", "/v1/messages", "", {}))
+        recorder.put((BODY, 1, request))
+        recorder.put((RESPONSE, 1, 200, {"content-type": "text/event-stream"}))
+        for i in range(0, len(stream), 997):  # cut anywhere, as the network does
+            recorder.put((CHUNK, 1, stream[i:i + 997]))
+        recorder.put((END, 1, None))
+        while recorder._backlog:
+            await asyncio.sleep(0.01)
+
+    try:
+        asyncio.run(asyncio.wait_for(forward(), 120))
+        assert recorder.sync(120)
+    finally:
+        recorder.stop()
+    store = open_store(url, create=False)
+    try:
+        recorded = [e for s in store.sessions() for e in store.read(s.id)]
+    finally:
+        store.close()
+    assert [e.delta for e in recorded if isinstance(e, ev.TextDelta)] == words
+    assert isinstance(recorded[-1], ev.MessageCompleted)

@@ -66,7 +66,9 @@ class _FailingStore(MemoryStore):
 
 def test_a_failing_store_never_breaks_the_client(tmp_path: Path) -> None:
     chunks = sse(scripts.anthropic_text("the client gets every word of this"))
-    store = _FailingStore(ok=3)
+    # The call's context is written; the answer's events (committed in groups, so
+    # perhaps in one append) are refused.
+    store = _FailingStore(ok=1)
     recorder = SettlingRecorder("memory://", store=store)
     recorder.start()
     try:
