@@ -29,6 +29,7 @@ from engine.store import blocks
 from engine.store.base import Store, check_id
 from projections import views as v
 from projections.bulk import collector_paused, read_bulk
+from projections.restore_cache import RestoreCache
 from projections.snapshot_codec import StaleChunk, decode_chunk, encode_chunk, is_chunk
 from projections.withparts import FrozenState, WithPartsProjection, decode_message
 
@@ -186,43 +187,41 @@ def _lacks_raw(message: dict[str, Any]) -> bool:
                for p in message.get("parts", ()))
 
 
-def _chain(store: Store, owner: str, found: tuple[int, bytes]) -> list[_Index] | None:
-    """The index record at ``found`` and the bases its delta needs, newest first.
-    None when a record is damaged, missing or inconsistent."""
-    chain: list[_Index] = []
-    while True:
-        index = decode_index(found[1])
-        if index is None or index.seq != found[0]:
-            return None
-        chain.append(index)
-        if index.base is None:
-            return chain
-        if len(chain) > _MAX_CHAIN or index.base >= index.seq:
-            return None
-        hit = store.latest_snapshot(owner, INDEX_NAME, index.base)
-        if hit is None or hit[0] != index.base:
-            return None
-        found = hit
-
-
 class _ChunkLoader:
     """Loads a restored state's message chunks: one by one as each is first used, or
-    all of them in one read (:meth:`prefetch`, which ``messages()`` calls first)."""
+    all of them in one read (:meth:`prefetch`, which ``messages()`` calls first).
 
-    def __init__(self, store: Store, owner: str, session_id: str, rename: str | None,
-                 seq: int) -> None:
+    One per restored state, or (with a :class:`RestoreCache`) one per index record: a
+    delta's messages that its base lists then load through the base's loader (the
+    message at the base's seq is the one at the delta's: a changed message is listed
+    again), and the loaders of one chain share what :meth:`prefetch` fetched."""
+
+    def __init__(self, store: Store, owner: str, session_id: str,  # noqa: PLR0917
+                 rename: str | None, seq: int, cache: RestoreCache | None = None) -> None:
         self.store, self.owner, self.session_id, self.rename = store, owner, session_id, rename
-        self.seq = seq  # the restored state's seq
+        self.seq = seq  # the seq of the index record that lists the loader's messages
         self.fetched: dict[tuple[str, int], bytes] = {}
         self.replayed: WithPartsProjection | None = None
+        self.cache = cache
 
-    def prefetch(self, keys: list[tuple[str, int]]) -> None:
-        wanted = [(message_snapshot_name(mid), version) for mid, version in keys]
-        found = self.store.snapshots_at(self.owner, wanted)
-        self.fetched.update({key: found[name] for key, name in zip(keys, wanted, strict=True)
+    def prefetch(self, keys: list[tuple[str, int, bytes]]) -> None:
+        """Fetch the chunks of ``(message id, version, digest)`` in one read; those the
+        cache holds are not fetched."""
+        cache = self.cache
+        wanted = [(mid, ver) for mid, ver, dig in keys if cache is None or cache.view(
+            (self.owner, mid, ver, dig, self.rename)) is None]
+        names = [(message_snapshot_name(mid), version) for mid, version in wanted]
+        found = self.store.snapshots_at(self.owner, names)
+        self.fetched.update({key: found[name] for key, name in zip(wanted, names, strict=True)
                              if name in found})
 
     def __call__(self, mid: str, version: int, digest: bytes) -> Any:
+        key = (self.owner, mid, version, digest, self.rename)
+        cache = self.cache
+        if cache is not None:
+            kept = cache.view(key)
+            if kept is not None:
+                return kept
         body = self.fetched.pop((mid, version), None)
         if body is None:
             found = self.store.latest_snapshot(self.owner, message_snapshot_name(mid), version)
@@ -233,6 +232,8 @@ class _ChunkLoader:
                 if is_chunk(data):  # format 3: the view itself
                     view = decode_chunk(data, self.rename)
                     if view.info.id == mid:
+                        if cache is not None:
+                            cache.keep_view(key, view)
                         return view
                 else:  # format 2 (the previous release): the JSON view as a map
                     raw = decode_message(data, self.rename)
@@ -243,20 +244,28 @@ class _ChunkLoader:
         if not digest:  # a version 1 index cannot tell a stale chunk from a good one
             raise LookupError(f"snapshot chunk {mid}@{version} is missing from {self.owner}")
         # A missing, damaged or stale chunk: the message by replay. The index says the
-        # message at the state's seq is the one written at ``version`` (a changed message
+        # message at the record's seq is the one written at ``version`` (a changed message
         # is written again), so one replay to that seq serves every such message: after
         # the views change shape every chunk is stale, and a replay each was quadratic
         # (2,388 of them at the middle of a 1M-event session: minutes, not a second).
-        if self.replayed is None:
-            self.replayed = at(self.store, self.session_id, self.seq, use_snapshots=False)
-        return self.replayed.message(mid)
+        # A cache keeps only its last replay (a whole state; the loader may live on in it).
+        replayed = self.replayed if cache is None else cache.replayed(self.session_id, self.seq)
+        if replayed is None:
+            replayed = at(self.store, self.session_id, self.seq, use_snapshots=False)
+            if cache is None:
+                self.replayed = replayed
+            else:
+                cache.keep_replayed(self.session_id, self.seq, replayed)
+        return replayed.message(mid)
 
 
-def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProjection | None:
+def latest_snapshot(store: Store, session_id: str, seq: int, *,
+                    cache: RestoreCache | None = None) -> WithPartsProjection | None:
     """The stored snapshot nearest below ``seq``, searching the fork lineage too.
 
     Messages load lazily from the store, so keep it open while reading them. None
     when there is none, or when the nearest one is damaged (then replay instead).
+    ``cache`` keeps decoded indexes and message views between calls (a server's).
     """
     best: tuple[str, int, bytes] | None = None
     for sid, limit in store.lineage(session_id):
@@ -266,31 +275,74 @@ def latest_snapshot(store: Store, session_id: str, seq: int) -> WithPartsProject
             best = (sid, found[0], found[1])
     if best is None:
         return None
-    owner = best[0]
-    chain = _chain(store, owner, best[1:])
-    if chain is None:
+    owner, found_seq, record = best
+    got = _refs(store, session_id, owner, (found_seq, record), cache)
+    if got is None:
         return None  # an unreadable index is only a cache miss: replay instead
-    rename = None if chain[0].session == session_id else session_id
+    index, refs = got
+    return WithPartsProjection.from_refs(
+        session_id, index.seq, dict(refs) if cache is not None else refs,  # (a cache's own)
+        {(m, p): t for m, p, t in index.tool_added})
 
-    load = _ChunkLoader(store, owner, session_id, rename, chain[0].seq)
 
-    # Oldest record first: a delta's messages replace or follow its base's.
-    refs: dict[str, tuple[Any, ...]] = {}
-    for index in reversed(chain):
-        refs.update({mid: (load, mid, ver, dig) for mid, ver, dig in index.messages})
-        if len(refs) != index.count:
+Refs = dict[str, tuple[Any, ...]]
+
+
+def _refs(store: Store, session_id: str, owner: str, found: tuple[int, bytes],  # noqa: PLR0917
+          cache: RestoreCache | None, depth: int = 0, load: _ChunkLoader | None = None
+          ) -> tuple[_Index, Refs] | None:
+    """The index record at ``found`` and its messages in order, each as the tuple
+    ``WithPartsProjection.from_refs`` takes, with the bases of its delta applied
+    (oldest first: a delta's messages replace or follow its base's). None when a
+    record is damaged, missing or inconsistent.
+
+    Without ``cache`` one loader serves the whole chain (``load``, made for its newest
+    record: stale chunks then cost one replay, to the state's seq). With ``cache``
+    each record gets its own loader and its result is kept by the record's bytes: the
+    deltas of a session share one full base (a new state copies the base's dict, and
+    makes tuples only for its delta's messages), and a scrub comes back to the same
+    records."""
+    seq, record = found
+    kept = cache.refs(session_id, owner, seq, record) if cache is not None else None
+    if kept is not None:
+        return kept
+    index = decode_index(record)
+    if index is None or index.seq != seq:
+        return None
+    rename = None if index.session == session_id else session_id
+    if cache is not None or load is None:
+        load = _ChunkLoader(store, owner, session_id, rename, index.seq, cache)
+    if index.base is None:
+        refs = {mid: (load, mid, ver, dig) for mid, ver, dig in index.messages}
+    else:
+        if depth >= _MAX_CHAIN or index.base >= index.seq:
+            return None  # deltas written by other writers may chain; never follow a loop
+        hit = store.latest_snapshot(owner, INDEX_NAME, index.base)
+        if hit is None or hit[0] != index.base:
             return None
-    return WithPartsProjection.from_refs(session_id, chain[0].seq, refs,
-                                         {(m, p): t for m, p, t in chain[0].tool_added})
+        base = _refs(store, session_id, owner, hit, cache, depth + 1,
+                     None if cache is not None else load)
+        if base is None:
+            return None
+        if cache is not None and base[1]:  # the chain's loaders share what is prefetched
+            load.fetched = next(iter(base[1].values()))[0].fetched
+        refs = dict(base[1])
+        refs.update({mid: (load, mid, ver, dig) for mid, ver, dig in index.messages})
+    if len(refs) != index.count:
+        return None
+    if cache is not None:
+        cache.keep_refs(session_id, owner, seq, record, (index, refs))
+    return index, refs
 
 
 def at(store: Store, session_id: str, seq: int | None = None, *,
-       use_snapshots: bool = True) -> WithPartsProjection:
-    """The WithParts projection as of event ``seq`` (the latest when None)."""
+       use_snapshots: bool = True, cache: RestoreCache | None = None) -> WithPartsProjection:
+    """The WithParts projection as of event ``seq`` (the latest when None); ``cache``
+    keeps decoded snapshot indexes and message views for the next calls."""
     check_id("session", session_id)  # a typed refusal of a wrong type, before any lookup
     seq = store.version(session_id) if seq is None else seq
     _check_seq(store, session_id, seq)
-    proj = latest_snapshot(store, session_id, seq) if use_snapshots else None
+    proj = latest_snapshot(store, session_id, seq, cache=cache) if use_snapshots else None
     if proj is None:
         proj = WithPartsProjection(session_id)
     if proj.seq < seq:

@@ -570,7 +570,7 @@ class WithPartsProjection:
             return self._build_all()
         if len(pending) > 1 and hasattr(pending[0][0], "prefetch"):
             # A restored state: its message chunks load in one read, not one each.
-            pending[0][0].prefetch([(ref[1], ref[2]) for ref in pending])
+            pending[0][0].prefetch([ref[1:] for ref in pending])
         # Decoding a restored state only adds objects (thousands of views, none of them
         # garbage yet): a full collection in the middle would walk them all for nothing.
         with collector_paused():

@@ -118,6 +118,20 @@ class BlockReader(Store):
         with ``id == ""`` (no id is predicted or formatted)."""
         return chain.from_iterable(self._lineage_runs(session_id, first, last, ids))
 
+    def read_exact(self, session_id: str, first: int = 1, last: int | None = None
+                   ) -> Iterator[AnyEvent]:
+        """:meth:`read`, for a short stretch inside a block: of a packed block cut by
+        ``first`` or ``last`` only those events are decoded, where :meth:`read` decodes
+        it whole and keeps it for the next read (the cheaper way to walk a block)."""
+        start, end = first, last if last is not None else 1 << 62
+        for sid, limit in self.lineage(session_id):
+            stop = end if limit is None else min(limit, end)
+            if start <= stop:
+                yield from chain.from_iterable(self._own_blocks(
+                    sid, start, stop, blocks.decode, blocks.decode_events_range))
+            if limit is not None:
+                start = max(start, limit + 1)
+
     def _lineage_runs(self, session_id: str, first: int, last: int | None, ids: bool
                       ) -> Iterator[Sequence[AnyEvent | Run]]:
         start = first

@@ -118,3 +118,69 @@ def test_a_stores_range_in_runs_is_its_range_of_events(
             hi = min(n, lo + length)
             assert_runs_join(list(store.read_runs(session.id, lo, hi)), events[lo - 1:hi])
         store.close()
+
+
+def _check_event_ranges(run: tuple[str, int, list[Event]], data: st.DataObject) -> None:
+    session_id, first, events = run
+    blob = packed.pack(events, session_id, first)
+    if data.draw(st.booleans()):  # format 1 (read whole, its prefix walked)
+        blob = as_format_1(blob)
+    last = first + len(events) - 1
+    for _ in range(3):
+        lo = data.draw(st.integers(first - 2, last + 1))
+        hi = data.draw(st.integers(lo - 1, last + 2))
+        got = packed_range.unpack_events_range(blob, session_id, first, lo, hi)
+        assert got == packed.unpack(blob, session_id, first)[
+            max(lo - first, 0):max(hi - first + 1, 0)]
+
+
+@SETTINGS
+@given(run=streams(), data=st.data())
+def test_events_of_a_range_of_a_stream_are_the_wholes_events_there(
+        run: tuple[str, int, list[Event]], data: st.DataObject) -> None:
+    """unpack_events_range decodes only lo..hi's bodies, and gives exactly the events
+    (ids included, no runs) that the whole payload's decode gives there."""
+    _check_event_ranges(run, data)
+
+
+@SETTINGS
+@given(run=runs(), data=st.data())
+def test_events_of_a_range_of_any_events_are_the_wholes_events_there(
+        run: tuple[str, int, list[Event]], data: st.DataObject) -> None:
+    _check_event_ranges(run, data)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1100, 2600),
+       fork_at=st.integers(0, 10**9), more=st.integers(0, 1500),
+       cuts=st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 40)),
+                     min_size=5, max_size=12))
+def test_read_exact_is_read_through_sealed_blocks_and_forks(
+        seed: int, size: int, fork_at: int, more: int, cuts: list[tuple[int, int]]) -> None:
+    """``BlockReader.read_exact`` (only the bodies of the events asked for) gives what
+    ``read`` gives, for stretches inside, across and at the edges of sealed blocks, of
+    a session and of a fork of it (its parent's events up to the fork, then its own)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteStore(str(Path(tmp) / "a.db"))
+        parent = Session.create(store, clock=StepClock(START_MS))
+        Workload(parent, seed=seed).run(size)
+        child = parent.fork(at=fork_at % (parent.version + 1))
+        work = Workload(child, seed=seed + 1)
+        work._call = 10**6  # provider call ids name one call per session
+        work.run(more)
+        assert store.sealed_ends(parent.id)
+        for sid in (parent.id, child.id):
+            n = store.version(sid)
+            if not n:
+                continue
+            for start, length in cuts:
+                lo = start % n + 1
+                hi = min(n, lo + length)
+                assert list(store.read_exact(sid, lo, hi)) == list(store.read(sid, lo, hi))
+            ends = store.sealed_ends(sid)
+            for end in ends[:3]:  # the edges of the sealed blocks
+                for lo, hi in ((end, end), (end, end + 1), (end + 1, end + 1), (end - 1, end)):
+                    if 1 <= lo <= hi <= n:
+                        assert list(store.read_exact(sid, lo, hi)) == list(
+                            store.read(sid, lo, hi))
+        store.close()
