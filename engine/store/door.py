@@ -246,28 +246,70 @@ def _plain(t: msgspec.inspect.Type) -> bool:
                                                    t.pattern) == (None, None, None)
 
 
-def _term(t: msgspec.inspect.Type, value: str, name: str) -> str | None:
+def _term(t: msgspec.inspect.Type, value: str, name: str, depth: int = 2) -> str | None:
     """A boolean expression true when ``value`` holds exactly what field type ``t``
-    takes, in what every store holds; None for a type the short proof does not cover."""
+    takes, in what every store holds; None for a type the short proof does not cover.
+    ``name`` is the event's own field name (``time`` is never negative), empty inside
+    a nested struct; ``depth`` is where ``value`` sits (the event is at 1), for the
+    depth bound of free-form JSON."""
+    mi = msgspec.inspect
+    unbounded = (None,) * 5
     if _plain(t):
         return f"{value}.__class__ is str"
-    if type(t) is msgspec.inspect.IntType and (t.gt, t.ge, t.lt, t.le,
-                                               t.multiple_of) == (None,) * 5:
+    if type(t) is mi.IntType and (t.gt, t.ge, t.lt, t.le, t.multiple_of) == unbounded:
         low = "0" if name == "time" else "INT_MIN"
         return f"({value}.__class__ is int and {low} <= {value} <= INT_MAX)"
-    if type(t) is msgspec.inspect.BoolType:
+    if type(t) is mi.BoolType:
         return f"{value}.__class__ is bool"
-    if (type(t) is msgspec.inspect.DictType and _plain(t.key_type)
-            and type(t.value_type) is msgspec.inspect.AnyType
+    if type(t) is mi.FloatType and (t.gt, t.ge, t.lt, t.le, t.multiple_of) == unbounded:
+        # A finite float reads back as itself (an int here takes the full proof).
+        return f"({value}.__class__ is float and isfinite({value}))"
+    if type(t) is mi.LiteralType and all(v.__class__ is str for v in t.values):
+        return f"({value}.__class__ is str and {value} in {tuple(t.values)!r})"
+    if (type(t) is mi.DictType and _plain(t.key_type) and type(t.value_type) is mi.AnyType
             and (t.min_length, t.max_length) == (None, None)):
-        # A JSON object of strings only (a tool's input, often): no number, no nesting.
-        return f"({value}.__class__ is dict and strings_only({value}))"
-    if type(t) is msgspec.inspect.UnionType and len(t.types) == 2:
-        rest = [u for u in t.types if type(u) is not msgspec.inspect.NoneType]
-        if len(rest) == 1:
-            inner = _term(rest[0], value, name)
-            return None if inner is None else f"({value} is None or {inner})"
+        # A JSON object: of strings only (a tool's input, often), or of exact JSON values
+        # within the depth bound (what first_problem finds nothing in: json_only).
+        return (f"({value}.__class__ is dict and (strings_only({value}) "
+                f"or json_only([{value}], {depth})))")
+    if (type(t) is mi.DictType and _plain(t.key_type)
+            and (t.min_length, t.max_length) == (None, None)):
+        key, item = f"k{depth}", f"x{depth}"
+        inner = _term(t.value_type, item, "", depth + 1)
+        return None if inner is None else (
+            f"({value}.__class__ is dict and all({key}.__class__ is str and {inner} "
+            f"for {key}, {item} in {value}.items()))")
+    if type(t) is mi.ListType and (t.min_length, t.max_length) == (None, None):
+        item = f"x{depth}"
+        inner = _term(t.item_type, item, "", depth + 1)
+        return None if inner is None else (
+            f"({value}.__class__ is list and all({inner} for {item} in {value}))")
+    if type(t) is mi.StructType:
+        # A nested struct of exactly its class, each field by its own term.
+        terms = []
+        for field in t.fields:
+            inner = _term(field.type, f"{value}.{field.name}", "", depth + 1)
+            if inner is None:
+                return None
+            terms.append(inner)
+        alias = f"_{t.cls.__module__.replace('.', '_')}_{t.cls.__qualname__}"
+        _NESTED[alias] = t.cls
+        return f"({value}.__class__ is {alias} and {' and '.join(terms) or 'True'})"
+    if type(t) is mi.UnionType:
+        # None, or one of the members (tagged structs decode back to their own class).
+        options = [None if type(u) is mi.NoneType else _term(u, value, name, depth)
+                 for u in t.types]
+        if any(u is None for u, m in zip(options, t.types, strict=True)
+               if type(m) is not mi.NoneType):
+            return None
+        members = [u for u in options if u is not None]
+        nullable = [f"{value} is None"] if len(members) < len(options) else []
+        return f"({' or '.join(nullable + members)})"
     return None
+
+
+# The nested struct classes the short proofs compare with (by name in the compiled code).
+_NESTED: dict[str, type] = {}
 
 
 def strings_only(d: dict[Any, Any]) -> bool:
@@ -303,7 +345,8 @@ def _fast_check(cls: type[Event], skip: frozenset[str] = frozenset()
     # no tuple per event (this runs for every delta).
     code = f"lambda e: {' and '.join(terms) or 'True'}"
     check: Callable[[Event], bool] = eval(
-        code, {"INT_MIN": INT_MIN, "INT_MAX": INT_MAX, "strings_only": strings_only})
+        code, {"INT_MIN": INT_MIN, "INT_MAX": INT_MAX, "strings_only": strings_only,
+               "json_only": json_only, "isfinite": math.isfinite, **_NESTED})
     return check
 
 
