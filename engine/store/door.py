@@ -23,15 +23,17 @@ event is read with. What decoding cannot see is checked around it:
 - nesting deeper than ``MAX_DEPTH``: a count of the container bytes rules it out
   for nearly every event, a walk settles the rest.
 
-The streamed deltas, most of a log, and the simple events around them (a part
-added or ended, a tool's input ready) take a shorter proof of the same verdict:
-their fields are all unconstrained ``str``, ``int`` or ``bool``, optional ones
-of those, or JSON objects (read off the declarations), so once the encode
-succeeded (no lone surrogate, no integer past 64 bits), each field being exactly
-its type (an ``int`` within the signed 64-bit range, a JSON object of strings
-only, or None where the field is optional) is what the decode would find;
-anything else takes the full path, which decides (a property test holds the two
-paths to the same verdict).
+Every event type also has a shorter proof of the same verdict, compiled from its
+declaration: once the encode succeeded (no lone surrogate, no integer past 64
+bits), each field holding exactly its declared type (an ``int`` within the signed
+64-bit range, a finite ``float``, one of a string ``Literal``'s values, a nested
+struct of exactly its class field by field, a list or dict of such values, None
+where the field is optional, a JSON object of exact JSON values within the depth
+bound) is what the decode would find. The streamed deltas, most of a log, and an
+import's messages, tool parts and results take it; anything else (a subclass, a
+tuple where a list is declared, a number out of range, NaN...) takes the full path, which decides (a
+property test and an edge-value sweep over every field path hold the two paths to
+the same verdict).
 
 Every refusal is :class:`~engine.errors.InvalidEvent` naming the event type, the
 field path and the reason.
@@ -327,11 +329,10 @@ STAMPED_FIELDS = frozenset({"id", "session_id", "seq", "time", "actor"})
 
 def _fast_check(cls: type[Event], skip: frozenset[str] = frozenset()
                 ) -> Callable[[Event], bool] | None:
-    """For an event type whose fields are all unconstrained ``str``, ``int`` or
-    ``bool``, optional ones of those, or JSON objects: a function true when every
-    field holds exactly that type, in the range every store holds, and every JSON
-    object holds only strings (after a successful encode, what decoding would find).
-    None for other types. Fields named in ``skip`` are left out (still required to
+    """For an event type whose fields are all of the types :func:`_term` covers: a
+    function true when every field holds exactly its type, in the range every store
+    holds (after a successful encode, what decoding would find). None for other
+    types. Fields named in ``skip`` are left out (still required to
     be of a covered type, so both forms cover the same event types)."""
     terms = []
     for field in msgspec.inspect.type_info(cls).fields:  # type: ignore[attr-defined]
