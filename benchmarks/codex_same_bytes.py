@@ -12,8 +12,9 @@ What it imports: every Codex fixture (each file, and each fixture directory as a
 whole, so subagent and fork links are exercised), any extra files or directories
 given with ``--also`` (a corpus captured from the tests), and the benchmark's
 generated ``codex`` and ``codex-tools`` rollouts. For each: every stored event's
-encoded bytes, in order, per session, and the import report's JSON (or the error
-an import raised, strict and then lenient).
+canonical bytes (what every store keeps and chains: a JSON object's keys sorted), in
+order, per session, and the import report's JSON (or the error an import raised,
+strict and then lenient).
 """
 
 from __future__ import annotations
@@ -25,10 +26,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 import engine
 from benchmarks.importers import codex_lines, codex_tool_lines, generate
+from engine.codec import canonical
 from engine.errors import ConvlogError
 from engine.importers.codex import plan_codex
 from engine.importers.write import write_plan
@@ -61,7 +61,7 @@ def _dump(path: Path, lenient: bool) -> dict[str, Any]:
         digest = hashlib.sha256()
         count = 0
         for e in store.read(info.id):
-            digest.update(msgspec.json.encode(e) + b"\n")
+            digest.update(canonical(e) + b"\n")
             count += 1
         sessions[info.id] = {"events": count, "sha256": digest.hexdigest(),
                              "info": repr(info)}

@@ -41,7 +41,6 @@ def decode(raw: bytes) -> Any:
         raise msgspec.DecodeError("JSON nested too deeply") from None
 
 
-_decode = decode
 _PROGRESS_EVERY: Final = 1 << 14  # lines between two progress reports
 
 # Set by the CLI to show progress on large files: called with (path, bytes read, size).
@@ -275,12 +274,16 @@ def check_text(path: Path, head: bytes) -> None:
 
 
 def json_lines(path: Path, report: ImportReport, *, lenient: bool = False,
-               max_line: int = MAX_LINE) -> Iterator[tuple[int, Any]]:
+               max_line: int = MAX_LINE,
+               decoder: Callable[[bytes], Any] = decode) -> Iterator[tuple[int, Any]]:
     """Each non-blank line of a JSONL file, parsed, with its number; one line in memory.
 
     Invalid JSON, a truncated last line or a line over ``max_line`` bytes is an
     :class:`ImportInputError` naming the line, or with ``lenient`` a skipped line
-    listed in ``report.skipped``.
+    listed in ``report.skipped``. ``decoder`` (an importer's line Struct decoder,
+    falling back to :func:`decode` for other shapes) gives a dict or a
+    ``msgspec.Struct`` per object line; a line it cannot decode is read as
+    :func:`decode` reads it (a lone surrogate mended into a dict).
     """
     name = str(path)
     progress = PROGRESS.get()
@@ -306,7 +309,7 @@ def json_lines(path: Path, report: ImportReport, *, lenient: bool = False,
             if raw[0] in _BLANK and not raw.strip():  # (strip copies: only when it may be blank)
                 continue
             try:
-                value = _decode(raw)
+                value = decoder(raw)
             except msgspec.DecodeError as exc:
                 # msgspec's message varies ("truncated" when the lone half ends a string)
                 if (value := mended_line(raw)) is not None:
@@ -317,7 +320,7 @@ def json_lines(path: Path, report: ImportReport, *, lenient: bool = False,
                 why = ("a truncated final line" if last else f"invalid JSON ({exc})")
                 _bad(report, name, number, why, lenient)
                 continue
-            if not isinstance(value, dict):
+            if not isinstance(value, dict | msgspec.Struct):
                 _bad(report, name, number, "a line that is not a JSON object", lenient)
                 continue
             yield number, value

@@ -59,6 +59,94 @@ def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode(), digest_size=12).digest()
 
 
+_UNSET: Final = msgspec.UNSET
+
+
+class _Payload(msgspec.Struct):
+    """A line's ``payload`` (a response item, an event_msg, a compacted or
+    inter-agent line), decoded once: the fields read of every kind, as codex-rs
+    writes them. Lenient as the reader always was across Codex versions: unknown
+    fields are ignored, a missing one is None (or UNSET where only its presence is
+    kept), and a value of another JSON type than Codex writes comes in as it is for
+    the reader to judge (a shape error still names the line)."""
+
+    type: Any = None
+    # response items
+    role: Any = None
+    content: Any = None
+    summary: Any = None
+    encrypted_content: Any = None
+    id: Any = _UNSET
+    name: Any = None
+    arguments: Any = None
+    input: Any = None
+    call_id: Any = None
+    action: Any = None
+    status: Any = _UNSET
+    namespace: Any = _UNSET
+    execution: Any = _UNSET
+    output: Any = None
+    ghost_commit: Any = None
+    revised_prompt: Any = None
+    result: Any = None
+    tools: Any = None
+    phase: Any = _UNSET
+    end_turn: Any = _UNSET
+    # messages between agents
+    author: Any = _UNSET
+    recipient: Any = _UNSET
+    other_recipients: Any = _UNSET
+    trigger_turn: Any = _UNSET
+    # event_msg
+    message: Any = None
+    text: Any = None
+    info: Any = None
+    rate_limits: Any = None
+    reason: Any = None
+    error: Any = None
+    status_code: Any = None
+    http_status_code: Any = None
+    thread_name: Any = None
+    item: Any = None
+    num_turns: Any = None
+    # compacted
+    replacement_history: Any = None
+
+
+class _Line(msgspec.Struct):
+    """A rollout line in the ``{timestamp, type, payload}`` envelope."""
+
+    timestamp: Any = None
+    type: Any = None
+    payload: _Payload | msgspec.UnsetType | None = _UNSET
+    ordinal: Any = None
+
+
+_LINE: Final = msgspec.json.Decoder(_Line)
+# Kinds whose payload is kept whole (metadata) or listed field by field: a dict.
+_WHOLE: Final = frozenset({"session_meta", "turn_context"})
+
+
+def _decode_line(raw: bytes) -> Any:
+    """A line as a :class:`_Line` with its payload decoded once; any other shape (no
+    envelope, a payload that is not an object, a kind kept whole) as a dict."""
+    try:
+        line = _LINE.decode(raw)
+    except (msgspec.ValidationError, RecursionError):
+        return decode(raw)  # another shape: read as any JSON (or its DecodeError)
+    if line.payload.__class__ is not _Payload or line.type.__class__ is not str or (
+            line.type in _WHOLE):
+        return decode(raw)
+    return line
+
+
+def _present(p: _Payload, names: tuple[str, ...]) -> dict[str, Any]:
+    """The fields of ``names`` the payload had (its UNSET ones left out). ``names`` in
+    sorted order: the order every store reads a JSON object back in (canonical bytes
+    sort the keys), whatever order the file wrote them in."""
+    return {k: v for k in names if (v := getattr(p, k)) is not _UNSET}
+
+
 @attrs.define
 class _State:
     sid: str = ""
@@ -117,20 +205,22 @@ class _Rollout:
         last_stamp, last_ms = None, 0
         s = self.s
         for number, record in json_lines(self.path, self.report, lenient=self.lenient,
-                                         max_line=self.max_line):
+                                         max_line=self.max_line, decoder=_decode_line):
             s.line, s.count = number, 0
             self.key = ""  # the line's id key prefix, made by the first event's add()
-            stamp = record.get("timestamp")
+            if record.__class__ is _Line:  # the envelope every rollout has
+                stamp, kind, payload, ordinal = (record.timestamp, record.type, record.payload,
+                                                 record.ordinal)
+            else:
+                stamp, ordinal = record.get("timestamp"), record.get("ordinal")
+                kind, payload = _envelope(record)
+                if kind not in _WHOLE and isinstance(payload, dict):
+                    payload = msgspec.convert(payload, _Payload)
             if stamp.__class__ is not str or stamp != last_stamp:
                 last_ms = ms_of(stamp)
                 last_stamp = stamp if stamp.__class__ is str else None
             s.time = last_ms if last_ms > s.time else s.time
             first_time = first_time or s.time
-            kind = record.get("type")
-            if "payload" in record and kind.__class__ is str:  # the envelope every rollout has
-                payload = record["payload"]
-            else:
-                kind, payload = _envelope(record)
             if not s.sid:
                 s.sid = stable_uuid(s.time, FORMAT, "session", self._session_key(kind, payload))
             if kind == _STATE_MARKER:
@@ -139,12 +229,11 @@ class _Rollout:
                 continue
             if kind is not None:
                 self.recognised += 1
-            if not isinstance(payload, dict):
-                self.report.note(f"a {record.get('type')!r} line without an object payload",
-                                 number)
+            if payload.__class__ is not _Payload and not isinstance(payload, dict):
+                named = record.type if record.__class__ is _Line else record.get("type")
+                self.report.note(f"a {named!r} line without an object payload", number)
                 continue
             if self.current is None:  # (the seq before the line: len(self.events))
-                ordinal = record.get("ordinal")
                 self.ordinals.append((ordinal if type(ordinal) is int else number - 1,
                                       len(self.events)))
             try:
@@ -170,12 +259,12 @@ class _Rollout:
             main.title, main.title_source = self.s.title, f"{FORMAT} thread_name"
         return [main, *self.forks[1:], *([self.current] if self.current else [])]
 
-    def _rollback(self, p: dict[str, Any]) -> None:
+    def _rollback(self, p: _Payload) -> None:
         """``thread_rolled_back {num_turns}``: Codex drops the last turns from the thread
         and goes on from there. The log keeps them: what follows becomes a fork at the
         start of the first dropped turn, as a rewind does elsewhere."""
         s = self.s
-        n = p.get("num_turns")
+        n = p.num_turns
         if type(n) is not int or not 0 < n <= len(self.turns):
             self.report.note(f"thread_rolled_back of {n!r} turns ({len(self.turns)} recorded): "
                              "not applied", s.line)
@@ -194,7 +283,8 @@ class _Rollout:
         self.events = []
         s.assistant, s.tools, s.last_user, s.tokens = None, {}, before, None
 
-    def _line(self, kind: Any, payload: dict[str, Any]) -> None:
+    def _line(self, kind: Any, payload: Any) -> None:
+        """One line's payload: a :class:`_Payload`, or a dict for the kinds kept whole."""
         if kind == "response_item":  # (the kinds are exclusive: the commonest first)
             self._item(payload)
         elif kind == "event_msg":
@@ -208,10 +298,10 @@ class _Rollout:
         elif kind in _NOT_CONVERSATION:
             self.report.note(f"{kind} line: not mapped ({_NOT_CONVERSATION[kind]})", self.s.line)
         elif kind == "compacted":
-            if payload.get("replacement_history") is not None:
+            if payload.replacement_history is not None:
                 self.report.note("compacted replacement_history: not mapped (the items it "
                                  "replaced stay in the log)", self.s.line)
-            self._compaction(str(payload.get("message") or ""), payload)
+            self._compaction(str(payload.message or ""), payload)
         else:
             self.report.note(f"unknown line type {kind!r}: not mapped", self.s.line)
 
@@ -321,12 +411,12 @@ class _Rollout:
         if isinstance(payload.get("model"), str) and payload["model"]:
             s.model = ev.ModelRef(provider_id=s.provider, model_id=payload["model"])
 
-    def _item(self, p: dict[str, Any]) -> None:
-        kind = p.get("type")
+    def _item(self, p: _Payload) -> None:
+        kind = p.type
         s = self.s
         if kind == "message":
-            role = p.get("role")
-            blocks = _blocks(p.get("content"))
+            role = p.role
+            blocks = _blocks(p.content)
             if role == "assistant":
                 mid = self._assistant()
                 for i, (k, text) in enumerate(blocks):
@@ -334,8 +424,8 @@ class _Rollout:
                         self.report.note(f"assistant content {text!r}: not mapped", s.line)
                         continue
                     pid = stable_part_id(s.sid, str(s.line), "text", str(i))
-                    extra = {"openai": {"item_id": p["id"]}} if p.get("id") else {}
-                    phase: dict[str, Any] = {k: p[k] for k in ("phase", "end_turn") if k in p}
+                    extra = {"openai": {"item_id": p.id}} if p.id else {}
+                    phase = _present(p, ("end_turn", "phase"))
                     self.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(text),
                                           metadata={**extra, **(self._part_meta(phase) or {})}
                                           or None))
@@ -358,7 +448,7 @@ class _Rollout:
                       "local_shell_call_output"):
             self._output(p)
         elif kind == "ghost_snapshot":
-            commit = p.get("ghost_commit")
+            commit = p.ghost_commit
             snap = commit.get("id") if isinstance(commit, dict) else None
             if isinstance(snap, str) and snap:
                 mid = self._assistant()
@@ -376,26 +466,24 @@ class _Rollout:
             self._search_output(p)
         elif kind == "agent_message":
             texts = [str(c.get("text") or "") if c.get("type") == "input_text"
-                     else str(c.get("encrypted_content")) for c in p.get("content") or []
+                     else str(c.get("encrypted_content")) for c in p.content or []
                      if isinstance(c, dict) and (c.get("type") == "input_text"
                                                  or _plain(c.get("encrypted_content")))]
-            if len(texts) != len(p.get("content") or []):
+            if len(texts) != len(p.content or []):
                 self.report.note("an agent_message's encrypted_content: not kept", s.line)
-            self._inter_agent({k: p[k] for k in ("id", "author", "recipient") if k in p}
-                              | {"content": "\n".join(texts)})
+            self._inter_agent(_Payload(id=p.id, author=p.author, recipient=p.recipient,
+                                       content="\n".join(texts)))
         else:
             self.report.note(f"response_item type {kind!r}: not mapped", s.line)
 
-    def _reasoning(self, p: dict[str, Any]) -> None:
+    def _reasoning(self, p: _Payload) -> None:
         s = self.s
-        summary = [str(x.get("text", "")) for x in p.get("summary") or []
-                   if isinstance(x, dict)]
-        content = [str(x.get("text", "")) for x in p.get("content") or []
-                   if isinstance(x, dict)]
-        openai: dict[str, Any] = {"item_id": p.get("id") or "rs_" + stable_part_id(
+        summary = [str(x.get("text", "")) for x in p.summary or [] if isinstance(x, dict)]
+        content = [str(x.get("text", "")) for x in p.content or [] if isinstance(x, dict)]
+        openai: dict[str, Any] = {"item_id": p.id or "rs_" + stable_part_id(
             s.sid, str(s.line))[4:], "summary": summary}
-        if p.get("encrypted_content"):
-            openai["encrypted_content"] = p["encrypted_content"]
+        if p.encrypted_content:
+            openai["encrypted_content"] = p.encrypted_content
         if content:
             openai["content"] = content
         mid = self._assistant()
@@ -404,16 +492,16 @@ class _Rollout:
                                    metadata={"openai": openai, **(self._part_meta() or {})}))
         self.add(ev.PartEnded(message_id=mid, part_id=pid))
 
-    def _call(self, kind: str, p: dict[str, Any]) -> None:
+    def _call(self, kind: str, p: _Payload) -> None:
         s = self.s
-        call = p.get("call_id") or p.get("id")
+        call = p.call_id or p.id
         if not isinstance(call, str) or not call:
             call = f"{kind}_{s.line}"
         raw = ""
         if kind == "function_call":
-            name, raw = str(p.get("name") or ""), str(p.get("arguments") or "")
+            name, raw = str(p.name or ""), str(p.arguments or "")
             try:
-                parsed = loads(raw) if raw else {}
+                parsed = json_text(raw) if raw else {}
             except ValueError:
                 parsed = None
             if not isinstance(parsed, dict):
@@ -422,17 +510,17 @@ class _Rollout:
                 parsed = {}
             args: dict[str, Any] = parsed
         elif kind == "custom_tool_call":
-            name, raw = str(p.get("name") or ""), str(p.get("input") or "")
+            name, raw = str(p.name or ""), str(p.input or "")
             args = {"input": raw}
         elif kind == "tool_search_call":  # arguments: a JSON value, not a string
-            name, value = "tool_search", p.get("arguments")
+            name, value = "tool_search", p.arguments
             args = value if isinstance(value, dict) else {"arguments": value}
             s.search = call
         elif kind == "local_shell_call":
-            name, action = "local_shell", p.get("action")
+            name, action = "local_shell", p.action
             args = action if isinstance(action, dict) else {}
         else:
-            name, action = "web_search", p.get("action")
+            name, action = "web_search", p.action
             args = action if isinstance(action, dict) else {}
         if not name:
             self.report.note(f"a {kind} without a name: not mapped", s.line)
@@ -442,8 +530,7 @@ class _Rollout:
             return
         mid = self._assistant()
         pid = stable_part_id(s.sid, str(s.line), "call")
-        extra = {k: v for k, v in p.items()
-                 if k in ("status", "id", "type", "namespace", "execution")}
+        extra = _present(p, ("execution", "id", "namespace", "status", "type"))
         self.add(ev.ToolAdded(message_id=mid, part_id=pid, call_id=call, tool=name, input=args,
                               raw=raw, metadata=self._part_meta(extra)))
         self.add(ev.ToolStarted(message_id=mid, part_id=pid))
@@ -451,27 +538,27 @@ class _Rollout:
         if kind == "web_search_call":  # a hosted tool: the rollout keeps no result text
             self.report.note("web_search_call has no output in a rollout: the tool reads "
                              "its status", s.line)
-            self._settle(call, f"web search {p.get('status') or 'completed'}", None)
+            self._settle(call, f"web search {p.status or 'completed'}", None)
 
-    def _search_output(self, p: dict[str, Any]) -> None:
+    def _search_output(self, p: _Payload) -> None:
         """``tool_search_output {call_id?, status, execution, tools}``: the tools found,
         as JSON; a missing ``call_id`` answers the last search."""
-        call = p.get("call_id") or self.s.search
+        call = p.call_id or self.s.search
         if not isinstance(call, str) or call not in self.s.tools:
             self.report.note("a tool_search_output for an unknown call: not mapped", self.s.line)
             return
-        tools = p.get("tools")
-        meta: dict[str, Any] = {k: p[k] for k in ("status", "execution") if k in p}
+        tools = p.tools
+        meta = _present(p, ("execution", "status"))
         self._settle(call, json.dumps(tools if isinstance(tools, list) else []), meta or None)
 
-    def _image(self, p: dict[str, Any]) -> None:
+    def _image(self, p: _Payload) -> None:
         """``image_generation_call {id, status, revised_prompt?, result}``: a hosted tool
         whose result is the image (base64 PNG): a completed tool part with the image as
         its attachment, or failed, or still running while ``generating``."""
         s = self.s
-        call = str(p.get("id") or f"image_generation_call_{s.line}")
-        prompt = p.get("revised_prompt")
-        status = p.get("status")
+        call = str(p.id or f"image_generation_call_{s.line}")
+        prompt = p.revised_prompt
+        status = None if p.status is _UNSET else p.status
         if call in s.tools:
             self.report.note(f"call id {call!r} repeats: the repeat is not mapped", s.line)
             return
@@ -482,7 +569,7 @@ class _Rollout:
                               metadata=self._part_meta({"type": "image_generation_call",
                                                         "status": status})))
         self.add(ev.ToolStarted(message_id=mid, part_id=pid))
-        result = p.get("result")
+        result = p.result
         if status == "failed":
             self.add(ev.ToolFailed(message_id=mid, part_id=pid, error="image generation failed"))
         elif status == "completed" and isinstance(result, str) and result:
@@ -497,12 +584,12 @@ class _Rollout:
             self.report.note(f"image_generation_call with status {status!r} and no image: "
                              "left running", s.line)
 
-    def _inter_agent(self, p: dict[str, Any]) -> None:
+    def _inter_agent(self, p: _Payload) -> None:
         """A message between agents (``inter_agent_communication`` line, or an
         ``agent_message`` item): it reaches this thread as input, so a user message whose
         text is synthetic (no person typed it), author and recipient in its metadata."""
-        text = str(p.get("content") or "")
-        hidden = p.get("encrypted_content")
+        text = str(p.content or "")
+        hidden = p.encrypted_content
         if not text and _plain(hidden):
             # A spawned agent's task arrives in plain text in this field: it is the
             # child's prompt (dropping it left the child session without its task).
@@ -511,16 +598,16 @@ class _Rollout:
                              "text): read as its text", self.s.line)
         elif hidden:
             self.report.note("an inter-agent message's encrypted_content: not kept", self.s.line)
-        who = {k: p[k] for k in ("id", "author", "recipient", "other_recipients",
-                                 "trigger_turn") if k in p}
+        who = _present(p, ("author", "id", "other_recipients", "recipient",
+                                 "trigger_turn"))
         self._user([("text", text)], synthetic=True, raw={"inter_agent": who})
 
-    def _output(self, p: dict[str, Any]) -> None:
-        call = p.get("call_id")
+    def _output(self, p: _Payload) -> None:
+        call = p.call_id
         if not isinstance(call, str) or call not in self.s.tools:
             self.report.note("an output for an unknown call id: not mapped", self.s.line)
             return
-        output = p.get("output")
+        output = p.output
         text, meta = _output_text(output)
         # An image a tool returned (view_image, an MCP tool): input_image content items.
         images = [i["image_url"] for i in output if isinstance(i, dict) and i.get(
@@ -540,7 +627,7 @@ class _Rollout:
                                   metadata={"codex": meta} if meta else None,
                                   attachments=attachments or []))
 
-    def _compaction(self, summary: str, payload: dict[str, Any]) -> None:
+    def _compaction(self, summary: str, payload: _Payload) -> None:
         self._close()
         s = self.s
         mid, pid = self._ids("compaction")
@@ -550,16 +637,16 @@ class _Rollout:
             tid = stable_part_id(s.sid, str(s.line), "summary")
             self.add(ev.TextAdded(message_id=mid, part_id=tid, text=summary, synthetic=True))
             self.add(ev.PartEnded(message_id=mid, part_id=tid))
-        if payload.get("encrypted_content"):
+        if payload.encrypted_content:
             self.report.note("a compaction's encrypted_content is not kept", s.line)
         self.add(ev.MessageCompleted(message_id=mid))
         s.last_user = mid
 
-    def _event(self, p: dict[str, Any]) -> None:
+    def _event(self, p: _Payload) -> None:
         s = self.s
-        kind = p.get("type")
+        kind = p.type
         if kind in _DUPLICATED:
-            text = p.get("text") if kind.startswith("agent_reasoning") else p.get("message")
+            text = p.text if kind.startswith("agent_reasoning") else p.message
             if isinstance(text, str) and _digest(text) in self.seen:
                 return  # the response_item already carries it
             if not isinstance(text, str):
@@ -567,13 +654,13 @@ class _Rollout:
             elif kind == "user_message":
                 self._user([("text", text)])
             elif kind == "agent_message":
-                self._item({"type": "message", "role": "assistant",
-                            "content": [{"type": "output_text", "text": text}]})
+                self._item(_Payload(type="message", role="assistant",
+                                    content=[{"type": "output_text", "text": text}]))
             else:
-                self._reasoning({"summary": [{"type": "summary_text", "text": text}]})
+                self._reasoning(_Payload(summary=[{"type": "summary_text", "text": text}]))
         elif kind == "token_count":
-            info = p.get("info")
-            if p.get("rate_limits") is not None:
+            info = p.info
+            if p.rate_limits is not None:
                 self.report.note("token_count rate_limits: not mapped", s.line)
             if not isinstance(info, dict):
                 return  # Codex writes null info before the first response: nothing to map
@@ -586,29 +673,30 @@ class _Rollout:
                 s.tokens = _tokens(last) if s.tokens is None else _sum(s.tokens, _tokens(last))
         elif kind == "turn_aborted":
             self._close(error=ev.MessageError(kind="aborted",
-                                              message=str(p.get("reason") or "aborted")))
+                                              message=str(p.reason or "aborted")))
         elif kind in _TURN_STARTED:
             s.tasks = True
         elif kind in _TURN_COMPLETE:
             s.tasks = True
-            failed = _error_of(p.get("error")) or s.error
+            failed = _error_of(p.error) or s.error
             if failed is not None:
                 self._assistant()  # a request that failed before any output: its message
             self._close(error=failed)
         elif kind == "error":
-            failed = _error_of(p)
+            failed = _error_of({"message": p.message, "error": p.error, "status_code":
+                                p.status_code, "http_status_code": p.http_status_code})
             if failed is not None:
                 s.error = failed  # the turn's message ends with it when the turn ends
             else:
                 self.report.note("event_msg 'error' without a message: not mapped", s.line)
         elif kind == "thread_name_updated":
-            name = p.get("thread_name")
+            name = p.thread_name
             if isinstance(name, str) and name.strip():
                 s.title = name
         elif kind == "context_compacted":
             pass  # the compacted line or compaction item carries it
         elif kind == "item_completed":
-            self._turn_item(p.get("item"))
+            self._turn_item(p.item)
         elif kind == "thread_rolled_back":
             self._rollback(p)
         else:
@@ -630,7 +718,7 @@ class _Rollout:
         if kind == "UserMessage":
             self._user([("text", text)])
         elif kind == "Reasoning":
-            self._reasoning({"summary": [{"type": "summary_text", "text": text}]})
+            self._reasoning(_Payload(summary=[{"type": "summary_text", "text": text}]))
         else:  # AgentMessage, Plan
             mid = self._assistant()
             pid = stable_part_id(s.sid, str(s.line), "turn_item")
@@ -813,7 +901,7 @@ def _output_text(output: Any) -> tuple[str, dict[str, Any] | None]:
         return "", None
     if output.startswith("{"):
         try:
-            parsed = loads(output)
+            parsed = json_text(output)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict) and "output" in parsed:
@@ -822,6 +910,17 @@ def _output_text(output: Any) -> tuple[str, dict[str, Any] | None]:
             return (text if isinstance(text, str) else json.dumps(text),
                     {"metadata": meta} if meta is not None else None)
     return output, None
+
+
+def json_text(text: str) -> Any:
+    """:func:`loads` of a JSON text a rollout holds in a string (a call's arguments, a
+    0.4x output), by msgspec's decoder where it reads the text as ``json.loads`` does:
+    it refuses what the two read differently (a lone surrogate, NaN, a number out of
+    the double range, nesting too deep), and :func:`loads` reads those."""
+    try:
+        return msgspec.json.decode(text)
+    except (msgspec.DecodeError, UnicodeEncodeError, RecursionError):
+        return loads(text)
 
 
 def _count(value: Any) -> int:

@@ -23,15 +23,17 @@ event is read with. What decoding cannot see is checked around it:
 - nesting deeper than ``MAX_DEPTH``: a count of the container bytes rules it out
   for nearly every event, a walk settles the rest.
 
-The streamed deltas, most of a log, and the simple events around them (a part
-added or ended, a tool's input ready) take a shorter proof of the same verdict:
-their fields are all unconstrained ``str``, ``int`` or ``bool``, optional ones
-of those, or JSON objects (read off the declarations), so once the encode
-succeeded (no lone surrogate, no integer past 64 bits), each field being exactly
-its type (an ``int`` within the signed 64-bit range, a JSON object of strings
-only, or None where the field is optional) is what the decode would find;
-anything else takes the full path, which decides (a property test holds the two
-paths to the same verdict).
+Every event type also has a shorter proof of the same verdict, compiled from its
+declaration: once the encode succeeded (no lone surrogate, no integer past 64
+bits), each field holding exactly its declared type (an ``int`` within the signed
+64-bit range, a finite ``float``, one of a string ``Literal``'s values, a nested
+struct of exactly its class field by field, a list or dict of such values, None
+where the field is optional, a JSON object of exact JSON values within the depth
+bound) is what the decode would find. The streamed deltas, most of a log, and an
+import's messages, tool parts and results take it; anything else (a subclass, a
+tuple where a list is declared, a number out of range, NaN...) takes the full path, which decides (a
+property test and an edge-value sweep over every field path hold the two paths to
+the same verdict).
 
 Every refusal is :class:`~engine.errors.InvalidEvent` naming the event type, the
 field path and the reason.
@@ -246,28 +248,70 @@ def _plain(t: msgspec.inspect.Type) -> bool:
                                                    t.pattern) == (None, None, None)
 
 
-def _term(t: msgspec.inspect.Type, value: str, name: str) -> str | None:
+def _term(t: msgspec.inspect.Type, value: str, name: str, depth: int = 2) -> str | None:
     """A boolean expression true when ``value`` holds exactly what field type ``t``
-    takes, in what every store holds; None for a type the short proof does not cover."""
+    takes, in what every store holds; None for a type the short proof does not cover.
+    ``name`` is the event's own field name (``time`` is never negative), empty inside
+    a nested struct; ``depth`` is where ``value`` sits (the event is at 1), for the
+    depth bound of free-form JSON."""
+    mi = msgspec.inspect
+    unbounded = (None,) * 5
     if _plain(t):
         return f"{value}.__class__ is str"
-    if type(t) is msgspec.inspect.IntType and (t.gt, t.ge, t.lt, t.le,
-                                               t.multiple_of) == (None,) * 5:
+    if type(t) is mi.IntType and (t.gt, t.ge, t.lt, t.le, t.multiple_of) == unbounded:
         low = "0" if name == "time" else "INT_MIN"
         return f"({value}.__class__ is int and {low} <= {value} <= INT_MAX)"
-    if type(t) is msgspec.inspect.BoolType:
+    if type(t) is mi.BoolType:
         return f"{value}.__class__ is bool"
-    if (type(t) is msgspec.inspect.DictType and _plain(t.key_type)
-            and type(t.value_type) is msgspec.inspect.AnyType
+    if type(t) is mi.FloatType and (t.gt, t.ge, t.lt, t.le, t.multiple_of) == unbounded:
+        # A finite float reads back as itself (an int here takes the full proof).
+        return f"({value}.__class__ is float and isfinite({value}))"
+    if type(t) is mi.LiteralType and all(v.__class__ is str for v in t.values):
+        return f"({value}.__class__ is str and {value} in {tuple(t.values)!r})"
+    if (type(t) is mi.DictType and _plain(t.key_type) and type(t.value_type) is mi.AnyType
             and (t.min_length, t.max_length) == (None, None)):
-        # A JSON object of strings only (a tool's input, often): no number, no nesting.
-        return f"({value}.__class__ is dict and strings_only({value}))"
-    if type(t) is msgspec.inspect.UnionType and len(t.types) == 2:
-        rest = [u for u in t.types if type(u) is not msgspec.inspect.NoneType]
-        if len(rest) == 1:
-            inner = _term(rest[0], value, name)
-            return None if inner is None else f"({value} is None or {inner})"
+        # A JSON object: of strings only (a tool's input, often), or of exact JSON values
+        # within the depth bound (what first_problem finds nothing in: json_only).
+        return (f"({value}.__class__ is dict and (strings_only({value}) "
+                f"or json_only([{value}], {depth})))")
+    if (type(t) is mi.DictType and _plain(t.key_type)
+            and (t.min_length, t.max_length) == (None, None)):
+        key, item = f"k{depth}", f"x{depth}"
+        inner = _term(t.value_type, item, "", depth + 1)
+        return None if inner is None else (
+            f"({value}.__class__ is dict and all({key}.__class__ is str and {inner} "
+            f"for {key}, {item} in {value}.items()))")
+    if type(t) is mi.ListType and (t.min_length, t.max_length) == (None, None):
+        item = f"x{depth}"
+        inner = _term(t.item_type, item, "", depth + 1)
+        return None if inner is None else (
+            f"({value}.__class__ is list and all({inner} for {item} in {value}))")
+    if type(t) is mi.StructType:
+        # A nested struct of exactly its class, each field by its own term.
+        terms = []
+        for field in t.fields:
+            inner = _term(field.type, f"{value}.{field.name}", "", depth + 1)
+            if inner is None:
+                return None
+            terms.append(inner)
+        alias = f"_{t.cls.__module__.replace('.', '_')}_{t.cls.__qualname__}"
+        _NESTED[alias] = t.cls
+        return f"({value}.__class__ is {alias} and {' and '.join(terms) or 'True'})"
+    if type(t) is mi.UnionType:
+        # None, or one of the members (tagged structs decode back to their own class).
+        options = [None if type(u) is mi.NoneType else _term(u, value, name, depth)
+                 for u in t.types]
+        if any(u is None for u, m in zip(options, t.types, strict=True)
+               if type(m) is not mi.NoneType):
+            return None
+        members = [u for u in options if u is not None]
+        nullable = [f"{value} is None"] if len(members) < len(options) else []
+        return f"({' or '.join(nullable + members)})"
     return None
+
+
+# The nested struct classes the short proofs compare with (by name in the compiled code).
+_NESTED: dict[str, type] = {}
 
 
 def strings_only(d: dict[Any, Any]) -> bool:
@@ -285,12 +329,17 @@ STAMPED_FIELDS = frozenset({"id", "session_id", "seq", "time", "actor"})
 
 def _fast_check(cls: type[Event], skip: frozenset[str] = frozenset()
                 ) -> Callable[[Event], bool] | None:
-    """For an event type whose fields are all unconstrained ``str``, ``int`` or
-    ``bool``, optional ones of those, or JSON objects: a function true when every
-    field holds exactly that type, in the range every store holds, and every JSON
-    object holds only strings (after a successful encode, what decoding would find).
-    None for other types. Fields named in ``skip`` are left out (still required to
-    be of a covered type, so both forms cover the same event types)."""
+    """For an event type whose fields are all of the types :func:`_term` covers: a
+    function true when every field holds exactly its type, in the range every store
+    holds (after a successful encode, what decoding would find). None for other
+    types. Fields named in ``skip`` are left out (still required to be of a covered
+    type, so both forms cover the same event types)."""
+    code = _fast_code(cls, skip)
+    return None if code is None else _compile(code)
+
+
+def _fast_code(cls: type[Event], skip: frozenset[str]) -> str | None:
+    """The source of :func:`_fast_check`'s function (None: a type it does not cover)."""
     terms = []
     for field in msgspec.inspect.type_info(cls).fields:  # type: ignore[attr-defined]
         term = _term(field.type, f"e.{field.name}", field.name)
@@ -301,18 +350,39 @@ def _fast_check(cls: type[Event], skip: frozenset[str] = frozenset()
         terms.append(term)
     # One boolean expression per type, compiled once from the declaration: no loop,
     # no tuple per event (this runs for every delta).
-    code = f"lambda e: {' and '.join(terms) or 'True'}"
+    return f"lambda e: {' and '.join(terms) or 'True'}"
+
+
+def _compile(code: str) -> Callable[[Event], bool]:
     check: Callable[[Event], bool] = eval(
-        code, {"INT_MIN": INT_MIN, "INT_MAX": INT_MAX, "strings_only": strings_only})
+        code, {"INT_MIN": INT_MIN, "INT_MAX": INT_MAX, "strings_only": strings_only,
+               "json_only": json_only, "isfinite": math.isfinite, **_NESTED})
     return check
 
 
-_FAST: dict[type, Callable[[Event], bool]] = {
-    cls: check for cls in EVENT_TYPES if (check := _fast_check(cls)) is not None}
+def _deferred(table: dict[type, Callable[[Event], bool]], cls: type[Event],
+              code: str) -> Callable[[Event], bool]:
+    """A stand-in that compiles ``cls``'s proof when an event of it first comes, puts
+    it in ``table`` in its own place and answers with it: compiling all 64 at import
+    cost every process (a CLI start) about 20 ms, and most meet a few types."""
+    def first(e: Event) -> bool:
+        check = table[cls] = _compile(code)
+        return check(e)
+    return first
+
+
+def _proofs(skip: frozenset[str]) -> dict[type, Callable[[Event], bool]]:
+    table: dict[type, Callable[[Event], bool]] = {}
+    for cls in EVENT_TYPES:
+        code = _fast_code(cls, skip)
+        if code is not None:
+            table[cls] = _deferred(table, cls, code)
+    return table
+
+
+_FAST = _proofs(frozenset())
 # The same proofs without the stamped envelope fields, for a session's stamped batch.
-_FAST_PAYLOAD: dict[type, Callable[[Event], bool]] = {
-    cls: check for cls in EVENT_TYPES
-    if (check := _fast_check(cls, STAMPED_FIELDS)) is not None}
+_FAST_PAYLOAD = _proofs(STAMPED_FIELDS)
 
 
 def _refuse(event: Event, path: str, reason: str) -> InvalidEvent:

@@ -28,7 +28,14 @@ from engine.session import Session
 from engine.store import Store, door, open_store
 from engine.store.door import MAX_DEPTH, admit
 from engine.store.verify import verify
-from tests.support.catalog import full, literal_fields, minimal, typed_fields, with_value
+from tests.support.catalog import (
+    field_paths,
+    full,
+    literal_fields,
+    minimal,
+    typed_fields,
+    with_value,
+)
 
 SID = "0190a000-0000-7000-8000-0000000d0001"
 FUZZ = settings(max_examples=60, deadline=None,
@@ -386,19 +393,45 @@ ANY_OBJECT = st.one_of(
     st.builds(dict), st.none())
 
 
+def _nested(depth: int) -> Any:
+    value: Any = "leaf"
+    for i in range(depth):
+        value = {"k": value} if i % 2 else [value]
+    return value
+
+
+# Free-form JSON around the depth bound, and the number shapes it may hold.
+DEEP_JSON = st.builds(lambda d, top: {"a": _nested(d)} if top else _nested(d),
+                      st.integers(MAX_DEPTH - 4, MAX_DEPTH + 2), st.booleans())
+JSON_NUMBERS = st.dictionaries(st.text(max_size=2), st.one_of(
+    st.floats(), st.integers(-(1 << 64), 1 << 64), st.tuples(st.integers(-3, 3)),
+    st.lists(st.floats(allow_nan=False), max_size=2)), max_size=3)
+
+
 @settings(max_examples=1000, deadline=None)
 @given(cls=st.sampled_from(sorted(door._FAST, key=lambda c: c.__name__)), data=st.data())
 def test_the_short_proof_accepts_only_what_the_full_proof_accepts(
         cls: type[Event], data: st.DataObject) -> None:
-    """Event types with only str, int, bool (optional or not) and JSON object fields
-    skip the decode when every field has exactly its type in range (objects of
-    strings only): whenever that says yes, the full proof says yes, with
+    """The short proof (every field exactly its declared type, in range, nested structs
+    of exactly their class, free-form objects of exact JSON values within the depth
+    bound) skips the decode: whenever it says yes, the full proof says yes, with
     the same bytes; and an event the short proof turns down still gets the full
-    verdict (the door never refuses on the short proof alone)."""
-    event = minimal(cls)
-    for name in data.draw(st.lists(st.sampled_from(cls.__struct_fields__), max_size=3)):
-        value = data.draw(st.one_of(ANY_VALUE, ANY_OBJECT))
-        event = msgspec.structs.replace(event, **{name: value})
+    verdict (the door never refuses on the short proof alone). Values are put at
+    any field path, nested structs' fields included."""
+    event = data.draw(st.sampled_from([minimal, full]))(cls)
+    paths = [path for path, _ in field_paths(cls)] + [(name,) for name in ("seq", "v", "id")]
+    for path in data.draw(st.lists(st.sampled_from(paths), max_size=3)):
+        value = data.draw(st.one_of(ANY_VALUE, ANY_OBJECT, DEEP_JSON, JSON_NUMBERS))
+        try:
+            event = with_value(event, path, value)
+        except (AttributeError, TypeError):
+            continue  # a field of a struct an earlier draw replaced
+    _same_verdict(cls, event)
+
+
+def _same_verdict(cls: type[Event], event: Event) -> None:
+    """Whenever the short proof says yes, the full proof admits the same bytes; the
+    door's verdict is the full proof's."""
     try:
         data_bytes = canonical(event)
     except (OverflowError, UnicodeEncodeError, TypeError, ValueError):
@@ -424,20 +457,49 @@ def test_the_short_proof_accepts_only_what_the_full_proof_accepts(
     assert verdict == full_verdict
 
 
-def test_the_short_proof_covers_the_streamed_deltas() -> None:
-    assert {ev.TextDelta, ev.ReasoningDelta, ev.ToolInputDelta} <= set(door._FAST)
-    # The events around a streamed block take it too (when their objects hold strings).
-    assert {ev.TextAdded, ev.ToolAdded, ev.ToolInputReady, ev.PartEnded} <= set(door._FAST)
-    # Only types whose every field is an unconstrained str, int or bool, an optional
-    # one of those, or a JSON object.
-    scalars = (mi.StrType, mi.IntType, mi.BoolType)
+# Values at the edge of each proof: non-finite and big numbers, a negative time, a
+# subclass, a tuple, a Literal's near miss, free-form JSON at the depth bound and past it.
+EDGE_VALUES: list[Any] = [
+    float("nan"), float("inf"), 1.5, 0, -1, (1 << 63) - 1, 1 << 63, -(1 << 63) - 1, True,
+    _Str("s"), _Int(1), "s", "aborted", None, (1, 2), [1.5], {"k": float("inf")},
+    {"k": (1, [2.5, None])}, {"k": 1 << 64}, _nested(MAX_DEPTH - 2), _nested(MAX_DEPTH - 1),
+    _nested(MAX_DEPTH), {"k": _nested(MAX_DEPTH - 3)}, {"k": _nested(MAX_DEPTH - 2)}, [{}],
+    {1: "x"}, {"k": True}]
+
+
+@pytest.mark.parametrize("cls", EVENT_TYPES, ids=ev.tag_of)
+def test_the_short_proof_and_the_full_proof_agree_at_every_field_on_edge_values(
+        cls: type[Event]) -> None:
+    """Each edge value at each field path of each event type (nested structs' fields
+    included, the envelope's too): the two proofs give the same verdict."""
+    paths = [path for path, _ in field_paths(cls)] + [(name,) for name in ("seq", "v", "id")]
+    for path in paths:
+        for value in EDGE_VALUES:
+            _same_verdict(cls, with_value(full(cls), path, value))
+
+
+def test_the_short_proof_covers_every_event_type() -> None:
+    """Every catalog type takes the short proof when its values are exactly their
+    declared types (the deltas most of all; an import's tool results, messages with a
+    model and tokens, files): its vocabulary is unconstrained str, int, finite
+    float, bool, string Literals, JSON objects, dicts and lists of those, nested
+    structs and unions of those with None. A type outside it would take the full
+    proof for every event."""
+    assert set(door._FAST) == set(EVENT_TYPES)
+    scalars = (mi.StrType, mi.IntType, mi.BoolType, mi.FloatType)
 
     def covered(t: mi.Type) -> bool:
         if isinstance(t, mi.UnionType):
-            rest = [u for u in t.types if not isinstance(u, mi.NoneType)]
-            return len(t.types) == 2 and len(rest) == 1 and covered(rest[0])
+            return all(isinstance(u, mi.NoneType) or covered(u) for u in t.types)
         if isinstance(t, mi.DictType):
-            return isinstance(t.key_type, mi.StrType) and isinstance(t.value_type, mi.AnyType)
+            return isinstance(t.key_type, mi.StrType) and (
+                isinstance(t.value_type, mi.AnyType) or covered(t.value_type))
+        if isinstance(t, mi.ListType):
+            return covered(t.item_type)
+        if isinstance(t, mi.StructType):
+            return all(covered(f.type) for f in t.fields)
+        if isinstance(t, mi.LiteralType):
+            return all(isinstance(v, str) for v in t.values)
         return type(t) in scalars
 
     for cls in door._FAST:
