@@ -267,7 +267,7 @@ class _Tool(_Part):
 
 _SNAPSHOT_VERSION = 1
 # From how many views to build messages() pauses the collector.
-_MANY_VIEWS = 64
+_MANY_VIEWS = 16
 
 
 @event_fold
