@@ -361,7 +361,8 @@ def _current(cls: type[Event]) -> int:
 def upcasting_active() -> bool:
     """False while every type is at version 1 and no upcaster exists: stored events
     then decode straight into the catalog types (the fast path)."""
-    return bool(_UPCASTERS) or any(v != 1 for v in _events.SCHEMA_VERSION.values())
+    # (asked once per block a read decodes: a C-level scan of the catalog's versions)
+    return bool(_UPCASTERS) or any(map((1).__ne__, _events.SCHEMA_VERSION.values()))
 
 
 def upcast(obj: dict[str, Any]) -> dict[str, Any]:

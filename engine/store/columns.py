@@ -64,6 +64,20 @@ class Block(Columns[Any, bytes]):
     """A payload's columns, bodies decoded."""
 
 
+# Time steps a bulk read may sum without a check: with each step within this bound,
+# no sum of fewer than 2**20 of them leaves a signed 64-bit int (the steps as stored
+# are absolute times near 1.8e12 at most once a block, deltas after that).
+NEAR: Final = (1 << 63) >> 20
+
+
+class NearBlock(Block):
+    """A payload's columns as :class:`Block`, with every time step within ``NEAR``
+    (checked by msgspec as it decodes: a bulk read then needs no pass of its own over
+    the times to know that its running sums stay in 64 bits)."""
+
+    times: list[Annotated[int, msgspec.Meta(ge=-NEAR, le=NEAR)]]
+
+
 class LazyBlock(Columns[msgspec.Raw, bytes]):
     """A payload's columns, each body left as its msgpack bytes."""
 

@@ -56,6 +56,7 @@ from engine.store.columns import (
     ACTOR_STORED,
     ID_STORED,
     MSG_NEW,
+    NEAR,
     NO_BODY,
     PART_NEW,
     TIME_ABS,
@@ -63,6 +64,7 @@ from engine.store.columns import (
     Block,
     JsonBlock,
     KindRow,
+    NearBlock,
     bare_table,
 )
 from engine.store.freeform import keys_are_strings
@@ -97,6 +99,7 @@ assert JsonBlock.__struct_config__.tag == FORMAT
 _enc = msgspec.msgpack.Encoder()
 # ext_hook: integers past 64 bits and lone surrogates (engine.codec.escaped).
 _block_dec = msgspec.msgpack.Decoder(_Block, ext_hook=ext_hook)
+_near_block_dec = msgspec.msgpack.Decoder(NearBlock, ext_hook=ext_hook)
 _json_enc = msgspec.json.Encoder()
 _json_block_dec = msgspec.json.Decoder(_JsonBlock)
 _any_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)
@@ -456,7 +459,8 @@ def unpack_runs(data: bytes | bytearray | memoryview, session_id: str,
     raw = bytes(data)
     try:
         if not ids:
-            return _bulk(_open(raw, sums=False), session_id, first_seq)
+            block, near = _open_near(raw)
+            return _bulk(block, session_id, first_seq, near=near)
         return _decoded(_open(raw), session_id, first_seq, runs=True)
     except _NotRuns:  # time steps whose sums may leave int64: event by event
         return _decoded(_open(raw), session_id, first_seq, runs=False)
@@ -510,6 +514,21 @@ def _open(raw: bytes, *, sums: bool = True) -> _Block:
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
         raise EventDecodeError(f"packed block: {exc}") from None
     return _checked(block, sums=sums)
+
+
+def _open_near(raw: bytes) -> tuple[_Block, bool]:
+    """:func:`_open` with ``sums=False``, and whether every time step is within
+    ``NEAR`` (checked by msgspec as it decodes: no pass over the times). Anything the
+    bounded decode refuses (a far step, a lone surrogate, damage) is read, or refused,
+    by :func:`_open` itself."""
+    if raw and raw[0] == FORMAT:
+        try:
+            block: _Block = _near_block_dec.decode(memoryview(raw)[1:])
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):
+            pass
+        else:
+            return _checked(block, sums=False), True
+    return _open(raw, sums=False), False
 
 
 def _open_json(raw: bytes) -> _Block:
@@ -978,13 +997,18 @@ def _rows(block: _Block, table: list[_Entry], session_id: str,  # noqa: PLR0917
     return out
 
 
+# Fewer events than this, each time step within NEAR: no sum of steps leaves 64 bits.
+_NEAR_EVENTS: Final = (1 << 63) // NEAR - 1
+
+
 def _far(times: list[int]) -> bool:
     """Whether some sum of the time steps may leave a signed 64-bit int."""
     hi, lo = max(times), min(times)
     return (len(times) + 1) * max(hi, -lo) >= 1 << 63
 
 
-def _bulk(block: _Block, session_id: str, first_seq: int) -> list[Any]:
+def _bulk(block: _Block, session_id: str, first_seq: int, *, near: bool = False
+          ) -> list[Any]:
     """:func:`_rows` over :func:`_run_spans` for a reader that needs no event ids: the
     same items and the same refusals, but a loop per stretch (:func:`_stretches`)
     instead of per event, and no id generator at all. The columns are indexed, not
@@ -997,7 +1021,8 @@ def _bulk(block: _Block, session_id: str, first_seq: int) -> list[Any]:
             if block.text:  # (opened with sums=False)
                 _cut_wrong()
             return []
-        if _far(times):
+        # ``near``: every step within NEAR, so fewer than 2**20 of them sum in 64 bits.
+        if (not near or len(times) >= _NEAR_EVENTS) and _far(times):
             raise _NotRuns  # a run keeps only its last time: check each event's
         return _bulk_rows(block, table, joins, _stretches(codes, flags, run_codes),
                           session_id, first_seq)

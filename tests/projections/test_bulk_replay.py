@@ -171,3 +171,52 @@ def test_a_state_built_with_the_collector_paused_leaves_in_the_oldest_generation
         assert any(x is kept for x in gc.get_objects(0))
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_messages_builds_many_views_with_the_collector_paused(tmp_path: Path) -> None:
+    """After a replay, messages() builds a view for every message and part (all new,
+    none garbage): no collection walks them meanwhile, and the collector is back on
+    after. A live reader's messages(), with only the one message an event touched to
+    rebuild, leaves the collector running (its young garbage is collected as ever)."""
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    session = Session.create(store, clock=StepClock(START_MS))
+    live = WithPartsProjection(session.id)
+    session.subscribe(live)
+    Workload(session, seed=3).run(6000)
+    was = gc.isenabled()
+    starts: list[int] = []
+    enabled_inside: list[bool] = []
+
+    def counted(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            starts.append(info["generation"])
+
+    def watched_build(proj: WithPartsProjection) -> None:
+        build = proj._build_all
+
+        def noting() -> Any:
+            enabled_inside.append(gc.isenabled())
+            return build()
+        proj._build_all = noting  # type: ignore[method-assign]
+
+    gc.enable()
+    gc.callbacks.append(counted)
+    try:
+        replayed = WithPartsProjection.replay(store, session.id)
+        assert len(replayed._msgs) >= 16  # enough views for the pause (_MANY_VIEWS)
+        watched_build(replayed)
+        starts.clear()
+        views = replayed.messages()
+        assert enabled_inside == [False]
+        assert not starts  # several gen-0 collections without the pause
+        assert gc.isenabled()
+        live.messages()
+        session.user_message("one more")  # touches one message
+        watched_build(live)
+        live.messages()
+        assert enabled_inside == [False, True]
+        assert len(views) == len(replayed._msgs)
+    finally:
+        gc.callbacks.remove(counted)
+        (gc.enable if was else gc.disable)()
+    store.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import zlib
 from collections.abc import Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from engine.events import Event, tag_of
 from engine.ids import EventIds
 from engine.session import Session, StepClock
 from engine.store import MemoryStore, packed
+from engine.store.columns import NEAR
 from engine.store.runs import Run
 from tests.support.event_strategies import ANY_BODY, body_strategy, drawn_damage, runs
 from tests.support.packed_format_1 import as_format_1, as_json_format_1, columns_1
@@ -455,3 +457,27 @@ def test_a_map_key_that_is_no_string_is_refused_as_damage() -> None:
     with pytest.raises(EventDecodeError, match="not a string"):
         packed.unpack(bad, "s", 1)
     _decodes_or_refuses(bad)
+
+
+@pytest.mark.parametrize("steps", [
+    [NEAR, 1, 1, -NEAR, 0],  # every step at the bound: summed without a check
+    [NEAR + 1, 1, 1, 2],  # one past it: the bulk read checks the sums itself
+    [-NEAR - 1, 1, 1, 2],
+    [2**62, 2**62 - 1, 1, -(2**62), 3],  # sums near the top of int64
+], ids=["at-the-bound", "past-it", "past-it-below", "near-int64"])
+def test_a_bulk_read_reads_time_steps_at_and_past_the_near_bound_alike(
+        steps: list[int]) -> None:
+    """A bulk read skips its own pass over the time steps only when msgspec found
+    each within ``columns.NEAR`` as it decoded (``packed._open_near``); past it, the
+    block is opened as before and its sums checked. Either way the same events."""
+    times = list(accumulate(steps))
+    events: list[Event] = [
+        ev.TextDelta(message_id="m", part_id="p", delta=f"d{i}", session_id="s", seq=i + 1,
+                     time=t, actor="assistant")
+        for i, t in enumerate(times)]
+    data = packed.pack(events, "s", 1)
+    packed._last.clear()
+    _same(packed.unpack(data, "s", 1), events)
+    assert_runs_join(packed.unpack_runs(data, "s", 1, ids=False), events, ids=False)
+    block, near = packed._open_near(data)
+    assert near == all(-NEAR <= s <= NEAR for s in block.times)
