@@ -113,7 +113,7 @@ class _Redacted(_Block, tag="redacted_thinking"):
 class _ToolUse(_Block, tag="tool_use"):
     id: str | None = None
     name: str | None = None
-    input: dict[str, Any] | None = None
+    input: Any = None  # an object or null (checked by _blocks_of: not copied)
 
 
 class _ToolResult(_Block, tag="tool_result"):
@@ -170,8 +170,11 @@ class _Message(msgspec.Struct, gc=False):
     id: str | None = None
     model: str | None = None
     stop_reason: str | None = None
-    usage: dict[str, Any] | None = None
-    content: str | list[Any] | None = None
+    # Checked by _blocks_of, not declared: a declared container is converted into a copy,
+    # and a transcript's copies stay alive beside the line (twice the objects for the
+    # collector to walk: the read took twice as long).
+    usage: Any = None  # an object or null
+    content: Any = None  # a string, a list of blocks or null
 
 
 _EMPTY: Final = _Message()
@@ -236,37 +239,61 @@ class _Spawned(msgspec.Struct, gc=False):
     agentId: Any = None  # noqa: N815
 
 
-_Pair = tuple[_Block | _Other, Any]  # a block read, and as written (what is kept whole)
+_Read = _Block | _Other  # a block read (as written, it is the same index of the content)
+_JSON_TYPES: Final = {str: "str", int: "int", float: "float", bool: "bool", list: "array",
+                      dict: "object", type(None): "null"}
+
+
+def _expect(value: Any, kinds: tuple[type, ...], expected: str, at: str) -> None:
+    """What msgspec says of a declared field, for the containers read uncopied."""
+    if not isinstance(value, kinds):
+        raise msgspec.ValidationError(
+            f"Expected `{expected}`, got `{_JSON_TYPES.get(type(value), 'value')}` - at `{at}`")
 _AT: Final = "at `$"
 
 
-def _blocks_of(message: _Message) -> list[_Pair]:
+def _blocks_of(message: _Message) -> list[_Read]:
     """A message's blocks, each read as its kind (a block of a kind convlog does not map
-    only by its type) and as written; a shape error names its path from the line
+    only by its type); a shape error names its path from the line
     (``$.message.content[2].input``)."""
+    # (the checks inline, a call only to refuse: this runs for most lines)
+    if message.usage is not None and not isinstance(message.usage, dict):
+        _expect(message.usage, (dict,), "object | null", "$.message.usage")
     content = message.content
     if isinstance(content, str):
-        return [(_Text(text=content), None)]
+        return [_Text(text=content)]
     if not content:
+        if content is not None and not isinstance(content, list):
+            _expect(content, (list,), "str | array | null", "$.message.content")
         return []
+    if not isinstance(content, list):
+        _expect(content, (list,), "str | array | null", "$.message.content")
     try:  # the common case: every block of a kind convlog maps, read in one call
-        known = msgspec.convert((content,), _Known).blocks
-        return list(zip(known, content, strict=True))
+        blocks: list[_Read] = list(msgspec.convert((content,), _Known).blocks)
     except msgspec.ValidationError:
-        pass  # a block of another kind (or of a wrong shape: named below)
-    pairs: list[_Pair] = []
-    for i, block in enumerate(content):
-        kind = block.get("type") if isinstance(block, dict) else None
-        read = _KINDS.get(kind) if isinstance(kind, str) else None
-        if read is None:
-            pairs.append((_Other(type=kind if isinstance(kind, str) else None), block))
-            continue
-        try:
-            pairs.append((msgspec.convert(block, read), block))
-        except msgspec.ValidationError as exc:
-            raise msgspec.ValidationError(
-                str(exc).replace(_AT, f"{_AT}.message.content[{i}]", 1)) from None
-    return pairs
+        blocks = []  # a block of another kind (or of a wrong shape: named below)
+    if not blocks:
+        for i, block in enumerate(content):
+            kind = block.get("type") if isinstance(block, dict) else None
+            read = _KINDS.get(kind) if isinstance(kind, str) else None
+            if read is None:
+                blocks.append(_Other(type=kind if isinstance(kind, str) else None))
+                continue
+            try:
+                blocks.append(msgspec.convert(block, read))
+            except msgspec.ValidationError as exc:
+                raise msgspec.ValidationError(
+                    str(exc).replace(_AT, f"{_AT}.message.content[{i}]", 1)) from None
+    for i, b in enumerate(blocks):
+        if type(b) is _ToolUse and b.input is not None and not isinstance(b.input, dict):
+            _expect(b.input, (dict,), "object | null", f"$.message.content[{i}].input")
+    return blocks
+
+
+def _raws(node: _Node) -> list[Any]:
+    """The message's blocks as written (what is kept whole), index for index."""
+    content = node.head.message.content
+    return content if isinstance(content, list) else [None] if isinstance(content, str) else []
 
 
 @attrs.define
@@ -281,8 +308,7 @@ class _Node:
     time: int
     record: dict[str, Any]  # the line as written: what is kept whole comes from here
     head: _Line  # the same line, read
-    message: _Message  # its message, read (empty on a compaction boundary)
-    blocks: list[_Pair]  # its content blocks, read and as written
+    blocks: list[_Read]  # its message's content blocks, read
     sidechain: bool
     queued: bool = False  # a queued_command attachment read as the user's prompt
     file: int = 0  # which file of the import it was read from
@@ -380,7 +406,8 @@ class _Reader:
         if kind in _MESSAGE_TYPES and isinstance(record.get("message"), dict):
             # Most lines: the envelope and the message read in one pass.
             head = msgspec.convert(record, _Line)
-            if not self._placed(head.uuid, kind, line):
+            if not head.uuid or head.uuid in self.links:
+                self._placed(head.uuid, kind, line)  # reports it
                 return
             message_kind = kind
         else:
@@ -424,7 +451,7 @@ class _Reader:
         sidechain = bool(head.isSidechain) or agent is not None
         key = (self.files, own or "", sidechain)
         self.nodes[uuid] = _Node(uuid, None, parent, message_kind, line, ms_of(head.timestamp),
-                                 record, head, head.message, blocks, sidechain,
+                                 record, head, blocks, sidechain,
                                  queued=queued is not None,
                                  file=self.files, agent=agent, previous=self.last_of.get(key),
                                  index=len(self.order))
@@ -701,7 +728,7 @@ class _Builder:
             self._user(out, node, turn)
 
     def _assistant(self, out: _Out, node: _Node, turn: _Turn) -> None:
-        message = node.message
+        message = node.head.message
         source = message.id
         if turn.assistant is None or source is None or source != turn.source_id:
             self._close(out, turn)
@@ -729,11 +756,11 @@ class _Builder:
             turn.tokens = _tokens(usage)
             for key in sorted(set(usage) - _USAGE):
                 self.report.note(f"message.usage field {key!r}: not mapped", node.line)
-        for index, pair in enumerate(node.blocks):
-            self._assistant_block(out, node, turn, (mid, index), pair)
+        for index, (block, raw) in enumerate(zip(node.blocks, _raws(node), strict=True)):
+            self._assistant_block(out, node, turn, (mid, index), (block, raw))
 
     def _assistant_block(self, out: _Out, node: _Node, turn: _Turn, where: tuple[str, int],
-                         pair: _Pair) -> None:
+                         pair: tuple[_Read, Any]) -> None:
         mid, index = where
         block, raw = pair
         pid = stable_part_id(node.uuid, str(index))
@@ -785,11 +812,11 @@ class _Builder:
             self.report.note(f"assistant block type {_kind(raw)!r}: not mapped", node.line)
 
     def _user(self, out: _Out, node: _Node, turn: _Turn) -> None:
-        if node.message.content is None:
+        if node.head.message.content is None:
             self.report.note("user message content that is neither text nor blocks", node.line)
             return
-        pairs = node.blocks
-        results = [p[0] for p in pairs if isinstance(p[0], _ToolResult)]
+        pairs = list(zip(node.blocks, _raws(node), strict=True))
+        results = [b for b in node.blocks if isinstance(b, _ToolResult)]
         rest = [p for p in pairs if not isinstance(p[0], _ToolResult)]
         for i, result in enumerate(results):
             self._result(out, node, turn, result, first=i == 0)
@@ -946,14 +973,14 @@ class _Out:
 def _in_turn(node: _Node, turn: _Turn) -> bool:
     """``node`` continues the open turn rather than starting something new: a line of
     the open assistant message, or a user line that only carries tool results."""
-    message = node.message
+    message = node.head.message
     if node.kind == "assistant":
         return turn.assistant is not None and message.id is not None and \
             message.id == turn.source_id
     if node.kind != "user" or node.queued:
         return False
     return isinstance(message.content, list) and bool(node.blocks) and all(
-        isinstance(b, _ToolResult) for b, _ in node.blocks)
+        isinstance(b, _ToolResult) for b in node.blocks)
 
 
 def _teammate(head: _Line) -> str | None:
@@ -1045,9 +1072,9 @@ def _api_error(node: _Node) -> ev.MessageError | None:
 _TRANSCRIPT_AT: Final = re.compile(r"read the full transcript at: \S*?([0-9a-f-]{36})\.jsonl")
 
 
-def _text_of(blocks: list[_Pair]) -> str:
+def _text_of(blocks: list[_Read]) -> str:
     """A message's text: its string content, or its text blocks' texts."""
-    return "\n".join(b.text or "" for b, _ in blocks if isinstance(b, _Text))
+    return "\n".join(b.text or "" for b in blocks if isinstance(b, _Text))
 
 
 def files_of(path: Path) -> list[Path]:
