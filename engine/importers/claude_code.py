@@ -69,6 +69,233 @@ _TASK_TOOLS: Final = frozenset({"Task", "Agent"})
 _EMPTY_OUTPUT: Final = "(no output)"
 
 
+# The shapes read, declared once (an Anthropic Messages object inside Claude Code's line
+# envelope). Lenient as Claude Code's own reader: unknown fields are ignored (every
+# envelope field not read rides whole in part metadata, from the line's dict), missing
+# ones default, ``content`` is a string or a list of blocks. A field of another type
+# than Claude Code writes is a shape error naming its path (msgspec's ValidationError:
+# ``at `$.message.content[2].input```). What is given back whole (a block convlog does
+# not model, a tool_result's content, ``toolUseResult``) is read from the line's dict.
+# ``gc=False``: what JSON decodes holds no cycles, and a transcript's nodes stay alive
+# through the whole import (tracked, every collection would walk them again).
+
+
+class _Block(msgspec.Struct, tag_field="type", gc=False):
+    """A content block of a kind convlog maps, each kind reading its own fields (a list
+    of such blocks is read in one call, the kind from ``type``)."""
+
+    @property
+    def type(self) -> str:
+        return str(self.__struct_config__.tag)
+
+
+class _Other(msgspec.Struct, gc=False):
+    """A block of a kind convlog does not map (kept whole: its fields of any shape), or
+    of no type (reported)."""
+
+    type: str | None = None
+
+
+class _Text(_Block, tag="text"):
+    text: str | None = None
+    citations: Any = None
+
+
+class _Thinking(_Block, tag="thinking"):
+    thinking: str | None = None
+    signature: str | None = None
+
+
+class _Redacted(_Block, tag="redacted_thinking"):
+    data: str | None = None
+
+
+class _ToolUse(_Block, tag="tool_use"):
+    id: str | None = None
+    name: str | None = None
+    input: Any = None  # an object or null (checked by _blocks_of: not copied)
+
+
+class _ToolResult(_Block, tag="tool_result"):
+    tool_use_id: str | None = None
+    content: Any = None  # a string or blocks of any tool's making: kept whole, read leniently
+    is_error: bool | None = None
+
+
+class _File(_Block):
+    """An image or document block (its source read as the old Messages API shapes)."""
+
+    source: Any = None
+    title: Any = None
+
+
+class _Image(_File, tag="image"):
+    pass
+
+
+class _Document(_File, tag="document"):
+    pass
+
+
+class _Source(msgspec.Struct, gc=False):
+    type: Any = None
+    media_type: Any = None
+    data: Any = ""
+    url: Any = None
+
+
+class _Inner(msgspec.Struct, gc=False):
+    """A block inside a tool_result (any tool's making, MCP servers too): read leniently."""
+
+    type: Any = None
+    text: Any = ""
+    tool_name: Any = None
+    source: Any = None
+
+
+# The kinds of block convlog maps; a block of another kind is kept whole (its fields of
+# any shape), one that is no object is reported.
+_KNOWN: Final = (_Text, _Thinking, _Redacted, _ToolUse, _ToolResult, _Image, _Document)
+_KINDS: Final[dict[str, type[_Block]]] = {str(k.__struct_config__.tag): k for k in _KNOWN}
+
+
+class _Known(msgspec.Struct, array_like=True, gc=False):
+    """A content list of only known kinds (a Struct: msgspec keeps its type's reader
+    built, where a bare ``list[Union]`` would be rebuilt on every call)."""
+
+    blocks: list[_Text | _Thinking | _Redacted | _ToolUse | _ToolResult | _Image | _Document]
+
+
+class _Message(msgspec.Struct, gc=False):
+    id: str | None = None
+    model: str | None = None
+    stop_reason: str | None = None
+    # Checked by _blocks_of, not declared: a declared container is converted into a copy,
+    # and a transcript's copies stay alive beside the line (twice the objects for the
+    # collector to walk: the read took twice as long).
+    usage: Any = None  # an object or null
+    content: Any = None  # a string, a list of blocks or null
+
+
+_EMPTY: Final = _Message()
+
+
+class _Compact(msgspec.Struct, gc=False):
+    trigger: str | None = None
+
+
+class _Any(msgspec.Struct, gc=False):
+    """What is read of every line, before its kind is known. Any shape: a record type
+    convlog does not map (a newer version's metadata record) may hold anything."""
+
+    type: Any = None
+    uuid: Any = None
+    parentUuid: Any = None  # noqa: N815 - Claude Code's spelling
+    subtype: Any = None
+    sessionId: Any = None  # noqa: N815
+    message: Any = None
+    attachment: Any = None  # many kinds; a queued_command is read as _Queued
+    # summary, custom-title and ai-title records
+    leafUuid: Any = None  # noqa: N815
+    summary: Any = None
+    customTitle: Any = None  # noqa: N815
+    aiTitle: Any = None  # noqa: N815
+
+
+class _Line(msgspec.Struct, gc=False):
+    """The envelope of a line that carries a message (or a compaction boundary)."""
+
+    type: str | None = None
+    uuid: str | None = None
+    parentUuid: str | None = None  # noqa: N815 - Claude Code's spelling
+    logicalParentUuid: str | None = None  # noqa: N815
+    isSidechain: bool | None = None  # noqa: N815
+    subtype: str | None = None
+    sessionId: str | None = None  # noqa: N815
+    timestamp: str | None = None
+    cwd: str | None = None
+    version: str | None = None
+    agentId: str | None = None  # noqa: N815
+    teamName: str | None = None  # noqa: N815
+    agentName: str | None = None  # noqa: N815
+    isMeta: bool | None = None  # noqa: N815
+    isCompactSummary: bool | None = None  # noqa: N815
+    isApiErrorMessage: bool | None = None  # noqa: N815
+    compactMetadata: _Compact | None = None  # noqa: N815
+    toolUseResult: Any = None  # noqa: N815 - a string or any tool's object, kept whole
+    message: _Message = msgspec.field(default_factory=lambda: _EMPTY)
+
+
+class _Queued(msgspec.Struct, gc=False):
+    type: Any = None
+    prompt: Any = None  # text, or text and image blocks
+
+
+class _Spawned(msgspec.Struct, gc=False):
+    """What a tool's typed result says of the agent it spawned."""
+
+    status: Any = None
+    agent_id: Any = None
+    agentId: Any = None  # noqa: N815
+
+
+_Read = _Block | _Other  # a block read (as written, it is the same index of the content)
+_JSON_TYPES: Final = {str: "str", int: "int", float: "float", bool: "bool", list: "array",
+                      dict: "object", type(None): "null"}
+
+
+def _expect(value: Any, kinds: tuple[type, ...], expected: str, at: str) -> None:
+    """What msgspec says of a declared field, for the containers read uncopied."""
+    if not isinstance(value, kinds):
+        raise msgspec.ValidationError(
+            f"Expected `{expected}`, got `{_JSON_TYPES.get(type(value), 'value')}` - at `{at}`")
+_AT: Final = "at `$"
+
+
+def _blocks_of(message: _Message) -> list[_Read]:
+    """A message's blocks, each read as its kind (a block of a kind convlog does not map
+    only by its type); a shape error names its path from the line
+    (``$.message.content[2].input``)."""
+    # (the checks inline, a call only to refuse: this runs for most lines)
+    if message.usage is not None and not isinstance(message.usage, dict):
+        _expect(message.usage, (dict,), "object | null", "$.message.usage")
+    content = message.content
+    if isinstance(content, str):
+        return [_Text(text=content)]
+    if not content:
+        if content is not None and not isinstance(content, list):
+            _expect(content, (list,), "str | array | null", "$.message.content")
+        return []
+    if not isinstance(content, list):
+        _expect(content, (list,), "str | array | null", "$.message.content")
+    try:  # the common case: every block of a kind convlog maps, read in one call
+        blocks: list[_Read] = list(msgspec.convert((content,), _Known).blocks)
+    except msgspec.ValidationError:
+        blocks = []  # a block of another kind (or of a wrong shape: named below)
+    if not blocks:
+        for i, block in enumerate(content):
+            kind = block.get("type") if isinstance(block, dict) else None
+            read = _KINDS.get(kind) if isinstance(kind, str) else None
+            if read is None:
+                blocks.append(_Other(type=kind if isinstance(kind, str) else None))
+                continue
+            try:
+                blocks.append(msgspec.convert(block, read))
+            except msgspec.ValidationError as exc:
+                raise msgspec.ValidationError(
+                    str(exc).replace(_AT, f"{_AT}.message.content[{i}]", 1)) from None
+    for i, b in enumerate(blocks):
+        if type(b) is _ToolUse and b.input is not None and not isinstance(b.input, dict):
+            _expect(b.input, (dict,), "object | null", f"$.message.content[{i}].input")
+    return blocks
+
+
+def _raws(node: _Node) -> list[Any]:
+    """The message's blocks as written (what is kept whole), index for index."""
+    content = node.head.message.content
+    return content if isinstance(content, list) else [None] if isinstance(content, str) else []
+
+
 @attrs.define
 class _Node:
     """One message-bearing line (user, assistant, or a compaction boundary)."""
@@ -79,8 +306,11 @@ class _Node:
     kind: str  # "user", "assistant" or "compact"
     line: int | str  # "file:line" when the import reads several files
     time: int
-    record: dict[str, Any]
+    record: dict[str, Any]  # the line as written: what is kept whole comes from here
+    head: _Line  # the same line, read
+    blocks: list[_Read]  # its message's content blocks, read
     sidechain: bool
+    queued: bool = False  # a queued_command attachment read as the user's prompt
     file: int = 0  # which file of the import it was read from
     agent: str | None = None  # the subagent file's id (agent-<id>.jsonl), None in a session file
     previous: str | None = None  # the message line before it in its file (same sessionId)
@@ -107,7 +337,7 @@ class _Turn:
     tools: dict[str, _Tool] = attrs.field(factory=dict)  # unsettled tools by call id
     open_tools: dict[str, set[str]] = attrs.field(factory=dict)  # message id -> call ids
     waiting: list[str] = attrs.field(factory=list)  # open messages with unsettled tools
-    early: dict[str, tuple[dict[str, Any], _Node]] = attrs.field(factory=dict)
+    early: dict[str, tuple[_ToolResult, _Node]] = attrs.field(factory=dict)
     last_user: str | None = None
     started: set[str] = attrs.field(factory=set)  # assistant message ids begun on this branch
 
@@ -172,69 +402,95 @@ class _Reader:
 
     def _record(self, record: dict[str, Any], line: int | str, agent: str | None) -> None:
         kind = record.get("type")
-        uuid = record.get("uuid")
-        if kind == "summary":
-            leaf = record.get("leafUuid")
-            if isinstance(leaf, str) and isinstance(record.get("summary"), str):
-                self.titles[leaf] = record["summary"]
-            self.report.note("summary record: kept as the session title only", line)
-            return
-        if kind in _TITLE_TYPES:  # /rename and the generated title: {type, <field>, sessionId}
-            title = record.get(_TITLE_TYPES[kind])
-            if isinstance(title, str) and title:
-                self.named.setdefault(str(record.get("sessionId") or ""), {})[kind] = title
-                self.report.note(f"{kind} record: kept as the session title", line)
-            else:
-                self.report.note(f"{kind} record without a title: not mapped", line)
-            return
-        if kind == "agent-name":
-            self.report.note("agent-name record (the agent's display name): not mapped", line)
-            return
-        if not isinstance(uuid, str) or not uuid:
-            self.report.note(f"record type {kind!r} without a uuid: not placed", line)
-            return
-        if uuid in self.links:
-            self.report.note("a uuid seen before (a resumed session's replayed prefix): "
-                             "deduplicated", line)
-            return
-        parent = record.get("parentUuid")
-        if kind == "system" and record.get("subtype") == "compact_boundary":
-            parent = parent or record.get("logicalParentUuid")
-            message_kind = "compact"
-        elif kind in _MESSAGE_TYPES and isinstance(record.get("message"), dict):
-            message_kind = str(kind)
-        elif kind == "attachment" and _queued(record) is not None:
-            # A prompt typed while the agent worked (2.1.2xx) is recorded only as this
-            # attachment: it is the person's message, images and all.
-            record = {**record, "message": {"role": "user", "content": _queued(record)},
-                      "queued": True}
-            message_kind = "user"
-            self.report.note("queued_command attachment: read as the user's prompt", line)
+        queued = None
+        if kind in _MESSAGE_TYPES and isinstance(record.get("message"), dict):
+            # Most lines: the envelope and the message read in one pass.
+            head = msgspec.convert(record, _Line)
+            if not head.uuid or head.uuid in self.links:
+                self._placed(head.uuid, kind, line)  # reports it
+                return
+            message_kind = kind
         else:
-            what = (f"system record subtype {record.get('subtype')!r}" if kind == "system"
-                    else f"record type {kind!r}" if kind in _PASSIVE_TYPES
-                    else f"unknown record type {kind!r}")
-            self.report.note(f"{what}: not mapped (kept in the DAG order only)", line)
-            self.links[uuid] = parent if isinstance(parent, str) else None
-            return
-        self.links[uuid] = parent if isinstance(parent, str) else None
-        own = record.get("sessionId")
-        if isinstance(own, str):
+            seen = msgspec.convert(record, _Any)
+            if not self._placed_any(seen, line):
+                return
+            if kind == "system" and seen.subtype == "compact_boundary":
+                message_kind = "compact"
+            elif kind == "attachment" and (queued := _queued(seen.attachment)) is not None:
+                # A prompt typed while the agent worked (2.1.2xx) is recorded only as this
+                # attachment: it is the person's message, images and all.
+                record = {**record, "message": {"role": "user", "content": queued},
+                          "queued": True}
+                message_kind = "user"
+                self.report.note("queued_command attachment: read as the user's prompt", line)
+            else:
+                what = (f"system record subtype {seen.subtype!r}" if kind == "system"
+                        else f"record type {kind!r}" if kind in _PASSIVE_TYPES
+                        else f"unknown record type {kind!r}")
+                self.report.note(f"{what}: not mapped (kept in the DAG order only)", line)
+                parent = seen.parentUuid
+                self.links[seen.uuid] = parent if isinstance(parent, str) else None
+                return
+            head = msgspec.convert(record, _Line)
+        uuid = head.uuid
+        assert uuid is not None  # placed
+        blocks = _blocks_of(head.message)
+        parent = head.parentUuid
+        if message_kind == "compact":
+            parent = parent or head.logicalParentUuid
+        self.links[uuid] = parent
+        own = head.sessionId
+        if own is not None:
             self.session_ids.add(own)
-            if record.get("isCompactSummary") is True and agent is None:
-                named = _TRANSCRIPT_AT.search(_user_text(record))
+            if head.isCompactSummary is True and agent is None:
+                named = _TRANSCRIPT_AT.search(_text_of(blocks))
                 if named and named.group(1) != own:
                     self.copied_from.setdefault(named.group(1), line)
-        if agent is not None:
-            record.setdefault("agentId", agent)
-        sidechain = bool(record.get("isSidechain")) or agent is not None
-        key = (self.files, str(record.get("sessionId") or ""), sidechain)
-        self.nodes[uuid] = _Node(uuid, None, self.links[uuid], message_kind, line,
-                                 ms_of(record.get("timestamp")), record, sidechain,
+        if agent is not None and "agentId" not in record:
+            record["agentId"] = head.agentId = agent
+        sidechain = bool(head.isSidechain) or agent is not None
+        key = (self.files, own or "", sidechain)
+        self.nodes[uuid] = _Node(uuid, None, parent, message_kind, line, ms_of(head.timestamp),
+                                 record, head, blocks, sidechain,
+                                 queued=queued is not None,
                                  file=self.files, agent=agent, previous=self.last_of.get(key),
                                  index=len(self.order))
         self.last_of[key] = uuid
         self.order.append(uuid)
+
+    def _placed(self, uuid: Any, kind: Any, line: int | str) -> bool:
+        """Whether a line with ``uuid`` takes a place in the DAG (a line without one,
+        or one seen before, does not)."""
+        if not isinstance(uuid, str) or not uuid:
+            self.report.note(f"record type {kind!r} without a uuid: not placed", line)
+            return False
+        if uuid in self.links:
+            self.report.note("a uuid seen before (a resumed session's replayed prefix): "
+                             "deduplicated", line)
+            return False
+        return True
+
+    def _placed_any(self, seen: _Any, line: int | str) -> bool:
+        """A line of another type than user or assistant: the titles are kept, the rest
+        is placed (or reported)."""
+        kind = seen.type
+        if kind == "summary":
+            if isinstance(seen.leafUuid, str) and isinstance(seen.summary, str):
+                self.titles[seen.leafUuid] = seen.summary
+            self.report.note("summary record: kept as the session title only", line)
+            return False
+        if kind in _TITLE_TYPES:  # /rename and the generated title: {type, <field>, sessionId}
+            title = seen.customTitle if kind == "custom-title" else seen.aiTitle
+            if isinstance(title, str) and title:
+                self.named.setdefault(str(seen.sessionId or ""), {})[kind] = title
+                self.report.note(f"{kind} record: kept as the session title", line)
+            else:
+                self.report.note(f"{kind} record without a title: not mapped", line)
+            return False
+        if kind == "agent-name":
+            self.report.note("agent-name record (the agent's display name): not mapped", line)
+            return False
+        return self._placed(seen.uuid, kind, line)
 
     def resolve(self) -> None:
         """Each message node's parent: the nearest message-bearing ancestor."""
@@ -312,19 +568,18 @@ class _Builder:
 
     def build(self) -> list[PlannedSession]:
         roots = self.children.get(None, [])
-        mates = {r.uuid: mate for r in roots if (mate := _teammate(r.record)) is not None}
+        mates = {r.uuid: mate for r in roots if (mate := _teammate(r.head)) is not None}
         for root in roots:  # child sessions first get their ids, so Task parts can link
             if root.uuid in mates:  # an Agent Teams teammate: the lead's Agent call names it
                 self.child_of_agent.setdefault(
                     mates[root.uuid], stable_uuid(root.time, FORMAT, "session", root.uuid))
             if root.sidechain:
                 sid = stable_uuid(root.time, FORMAT, "session", root.uuid)
-                prompt = _user_text(root.record)
+                prompt = _text_of(root.blocks)
                 if prompt:
                     self.child_of_prompt.setdefault(prompt, sid)
-                agent = root.record.get("agentId")
-                if isinstance(agent, str):
-                    self.child_of_agent.setdefault(agent, sid)
+                if root.head.agentId is not None:
+                    self.child_of_agent.setdefault(root.head.agentId, sid)
         mains = [r for r in roots if not r.sidechain and r.uuid not in mates]
         spawned = self._teammates_spawned() if mates else {}
         for root in mains + [r for r in roots if r.sidechain or r.uuid in mates]:
@@ -333,7 +588,7 @@ class _Builder:
             parent = None
             if root.sidechain and mains:  # the session it ran in: its sessionId names it
                 # A workflow agent's sessionId reads "<session>#agent-<id>".
-                main = str(root.record.get("sessionId")).split("#", 1)[0]
+                main = str(root.head.sessionId).split("#", 1)[0]
                 parent = self.main_of.get(main) or self.sessions[0].id
             elif root.uuid in mates:
                 # A teammate's transcript is a session file of its own; the lead's
@@ -371,28 +626,26 @@ class _Builder:
         Agent call spawned it (its result: ``status: teammate_spawned``)."""
         out: dict[str, str] = {}
         for uuid in self.reader.order:
-            record = self.reader.nodes[uuid].record
-            typed = record.get("toolUseResult")
-            if isinstance(typed, dict) and typed.get("status") == "teammate_spawned":
-                agent, session = typed.get("agent_id"), record.get("sessionId")
-                if isinstance(agent, str) and isinstance(session, str):
-                    out.setdefault(agent, session)
+            head = self.reader.nodes[uuid].head
+            if not isinstance(head.toolUseResult, dict):
+                continue
+            typed = msgspec.convert(head.toolUseResult, _Spawned)
+            if typed.status == "teammate_spawned" and isinstance(typed.agent_id, str) and \
+                    head.sessionId is not None:
+                out.setdefault(typed.agent_id, head.sessionId)
         return out
 
     def _origin(self, root: _Node) -> dict[str, Any]:
         """What the session.imported of a session rooted at ``root`` says."""
-        record = root.record
+        record, head = root.record, root.head
         source = (Path(root.line.rpartition(":")[0]).name if isinstance(root.line, str)
                   else self.reader.last_file)
         meta: dict[str, Any] = {k: record[k] for k in ("cwd", "gitBranch", "agentId")
                                 if k in record}
-        agent = record.get("agentId")
-        if isinstance(agent, str) and agent in self.reader.agent_meta:
-            meta["agent"] = self.reader.agent_meta[agent]
-        version = record.get("version")
-        return {"source": source, "original_id": str(record.get("sessionId") or ""),
-                "tool_version": version if isinstance(version, str) else "",
-                "metadata": meta or None}
+        if head.agentId in self.reader.agent_meta:
+            meta["agent"] = self.reader.agent_meta[head.agentId]
+        return {"source": source, "original_id": head.sessionId or "",
+                "tool_version": head.version or "", "metadata": meta or None}
 
     def _walk(self, planned: PlannedSession, start: _Node, turn: _Turn) -> None:
         """Walk one branch. The lines of one assistant message and the tool results that
@@ -435,8 +688,8 @@ class _Builder:
     def _step(self, planned: PlannedSession, node: _Node, turn: _Turn) -> None:
         """One node's events into ``planned`` (a record of the wrong shape names its line)."""
         self.visited.add(node.uuid)
-        if planned.kind == "main" and isinstance(node.record.get("sessionId"), str):
-            self.main_of.setdefault(node.record["sessionId"], planned.id)
+        if planned.kind == "main" and node.head.sessionId is not None:
+            self.main_of.setdefault(node.head.sessionId, planned.id)
         try:
             self._node(planned, node, turn)
         except SHAPE_ERRORS as exc:
@@ -464,22 +717,22 @@ class _Builder:
         elif node.kind == "compact":
             self._close(out, turn)
             mid = stable_uuid(out.time, FORMAT, "message", node.uuid)
-            meta = node.record.get("compactMetadata")
+            meta = node.head.compactMetadata
             out.add(ev.MessageStarted(message_id=mid, role="user"))
             out.add(ev.CompactionAdded(
                 message_id=mid, part_id=stable_part_id(node.uuid, "compaction"),
-                auto=isinstance(meta, dict) and meta.get("trigger") == "auto"))
+                auto=meta is not None and meta.trigger == "auto"))
             out.add(ev.MessageCompleted(message_id=mid))
             turn.last_user = mid
         else:
             self._user(out, node, turn)
 
     def _assistant(self, out: _Out, node: _Node, turn: _Turn) -> None:
-        message: dict[str, Any] = node.record["message"]
-        source = message.get("id")
+        message = node.head.message
+        source = message.id
         if turn.assistant is None or source is None or source != turn.source_id:
             self._close(out, turn)
-            mid = stable_uuid(out.time, FORMAT, "message", str(source or node.uuid))
+            mid = stable_uuid(out.time, FORMAT, "message", source or node.uuid)
             if mid in turn.started:
                 # Lines of one message apart in the chain (lines lost or moved, a parent
                 # that names no line): the later ones are a message of their own.
@@ -487,51 +740,48 @@ class _Builder:
                 self.report.note("lines of one assistant message apart in the chain: the "
                                  "later lines are a message of their own", node.line)
             turn.started.add(mid)
-            model = message.get("model")
+            model = message.model
             out.add(ev.MessageStarted(
                 message_id=mid, role="assistant", parent_id=turn.last_user,
-                model=ev.ModelRef(provider_id="anthropic", model_id=model)
-                if isinstance(model, str) and model else None,
-                path=_path(node.record)))
-            turn.assistant, turn.source_id = mid, source if isinstance(source, str) else None
-            turn.finish, turn.tokens, turn.error = None, None, _api_error(node.record)
+                model=ev.ModelRef(provider_id="anthropic", model_id=model) if model else None,
+                path=_path(node.head)))
+            turn.assistant, turn.source_id = mid, source
+            turn.finish, turn.tokens, turn.error = None, None, _api_error(node)
         mid = turn.assistant
         assert mid is not None
-        if message.get("stop_reason") is not None:
-            turn.finish = str(message["stop_reason"])
-        usage = message.get("usage")
-        if isinstance(usage, dict):
+        if message.stop_reason is not None:
+            turn.finish = message.stop_reason
+        usage = message.usage
+        if usage is not None:
             turn.tokens = _tokens(usage)
             for key in sorted(set(usage) - _USAGE):
                 self.report.note(f"message.usage field {key!r}: not mapped", node.line)
-        content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        for index, block in enumerate(blocks if isinstance(blocks, list) else []):
-            self._assistant_block(out, node, turn, (mid, index), block)
+        for index, (block, raw) in enumerate(zip(node.blocks, _raws(node), strict=True)):
+            self._assistant_block(out, node, turn, (mid, index), (block, raw))
 
     def _assistant_block(self, out: _Out, node: _Node, turn: _Turn, where: tuple[str, int],
-                         block: Any) -> None:
+                         pair: tuple[_Read, Any]) -> None:
         mid, index = where
+        block, raw = pair
         pid = stable_part_id(node.uuid, str(index))
-        kind = block.get("type") if isinstance(block, dict) else None
+        kind = block.type
         meta: dict[str, Any] = {"claude_code": _envelope(node.record)}
-        if kind == "text":
-            if block.get("citations"):  # where the Anthropic renderer looks for them
-                meta["anthropic"] = {"citations": block["citations"]}
-            out.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(block.get("text") or ""),
+        if isinstance(block, _Text):
+            if block.citations:  # where the Anthropic renderer looks for them
+                meta["anthropic"] = {"citations": block.citations}
+            out.add(ev.TextAdded(message_id=mid, part_id=pid, text=block.text or "",
                                  metadata=meta))
             out.add(ev.PartEnded(message_id=mid, part_id=pid))
-        elif kind in ("thinking", "redacted_thinking"):
-            data = ({"signature": block.get("signature") or ""} if kind == "thinking"
-                    else {"redacted": block.get("data") or ""})
-            out.add(ev.ReasoningAdded(message_id=mid, part_id=pid,
-                                      text=str(block.get("thinking") or ""),
+        elif isinstance(block, _Thinking | _Redacted):
+            data = ({"signature": block.signature or ""} if isinstance(block, _Thinking)
+                    else {"redacted": block.data or ""})
+            text = block.thinking if isinstance(block, _Thinking) else None
+            out.add(ev.ReasoningAdded(message_id=mid, part_id=pid, text=text or "",
                                       metadata={**meta, "anthropic": data}))
             out.add(ev.PartEnded(message_id=mid, part_id=pid))
-        elif kind == "tool_use" and isinstance(block.get("id"), str) and block.get("name"):
-            call, name = block["id"], str(block["name"])
-            args = block.get("input")
-            if name in _TASK_TOOLS and isinstance(args, dict):
+        elif isinstance(block, _ToolUse) and block.id is not None and block.name:
+            call, name, args = block.id, block.name, block.input
+            if name in _TASK_TOOLS and args is not None:
                 child = self.child_of_prompt.get(str(args.get("prompt")))
                 if child:
                     meta["child_session"] = child
@@ -539,8 +789,8 @@ class _Builder:
                 self.report.note("a tool_use id repeats: the repeat is not mapped", node.line)
                 return
             out.add(ev.ToolAdded(message_id=mid, part_id=pid, call_id=call, tool=name,
-                                 input=args if isinstance(args, dict) else {}, metadata=meta))
-            if not isinstance(args, dict):
+                                 input=args if args is not None else {}, metadata=meta))
+            if args is None:
                 self.report.note("tool_use input that is not an object: not mapped", node.line)
             out.add(ev.ToolStarted(message_id=mid, part_id=pid))
             turn.tools[call] = _Tool(mid, pid, name)
@@ -549,78 +799,78 @@ class _Builder:
             if early is not None:  # its result came first
                 self._result(_Out(out.events, early[1], f"early:{call}"), early[1], turn, early[0],
                              first=True)
-        elif isinstance(kind, str):
+        elif kind is not None:
             # server_tool_use, web_search_tool_result, a newer block type: kept whole as
             # the stream adapter keeps a block convlog does not model (an ignored part the
             # Anthropic renderer sends back as it was).
             out.add(ev.TextAdded(message_id=mid, part_id=pid, text="", synthetic=True,
-                                 ignored=True, metadata={**meta, "anthropic": {"block": block}}))
+                                 ignored=True, metadata={**meta, "anthropic": {"block": raw}}))
             out.add(ev.PartEnded(message_id=mid, part_id=pid))
             self.report.note(f"assistant block type {kind!r}: kept whole, not shown",
                              node.line)
         else:
-            self.report.note(f"assistant block type {kind!r}: not mapped", node.line)
+            self.report.note(f"assistant block type {_kind(raw)!r}: not mapped", node.line)
 
     def _user(self, out: _Out, node: _Node, turn: _Turn) -> None:
-        message = node.record["message"]
-        content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        if not isinstance(blocks, list):
+        if node.head.message.content is None:
             self.report.note("user message content that is neither text nor blocks", node.line)
             return
-        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
-        rest = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
-        for i, block in enumerate(results):
-            self._result(out, node, turn, block, first=i == 0)
+        pairs = list(zip(node.blocks, _raws(node), strict=True))
+        results = [b for b in node.blocks if isinstance(b, _ToolResult)]
+        rest = [p for p in pairs if not isinstance(p[0], _ToolResult)]
+        for i, result in enumerate(results):
+            self._result(out, node, turn, result, first=i == 0)
         if not rest:
             return
         self._close(out, turn)
         mid = stable_uuid(out.time, FORMAT, "message", node.uuid)
-        out.add(ev.MessageStarted(message_id=mid, role="user", path=_path(node.record)))
+        out.add(ev.MessageStarted(message_id=mid, role="user", path=_path(node.head)))
         meta = {"claude_code": _envelope(node.record)}
-        for index, block in enumerate(rest):
+        for index, (block, raw) in enumerate(rest):
             pid = stable_part_id(node.uuid, "u", str(index))
-            kind = block.get("type") if isinstance(block, dict) else None
-            if kind == "text":
-                out.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(block.get("text", "")),
-                                     synthetic=bool(node.record.get("isMeta")), metadata=meta))
+            kind = block.type
+            if isinstance(block, _Text):
+                out.add(ev.TextAdded(message_id=mid, part_id=pid, text=block.text or "",
+                                     synthetic=bool(node.head.isMeta), metadata=meta))
                 out.add(ev.PartEnded(message_id=mid, part_id=pid))
-            elif kind in ("image", "document") and _file_url(block) is not None:
-                media, url = _file_url(block) or ("", "")
-                title = block.get("title")
+            elif isinstance(block, _File) and (found := _file_url(kind, block.source)):
+                media, url = found
+                title = block.title
                 out.add(ev.FileAdded(message_id=mid, part_id=pid, mime=media, url=url,
                                      filename=title if isinstance(title, str) else None))
             else:
-                self.report.note(f"user block type {kind!r}: not mapped", node.line)
+                self.report.note(f"user block type {_kind(raw)!r}: not mapped", node.line)
         out.add(ev.MessageCompleted(message_id=mid))
         turn.last_user = mid
 
-    def _result(self, out: _Out, node: _Node, turn: _Turn, block: dict[str, Any], *,
+    def _result(self, out: _Out, node: _Node, turn: _Turn, block: _ToolResult, *,
                 first: bool) -> None:
-        call = block.get("tool_use_id")
-        tool = turn.tools.pop(call, None) if isinstance(call, str) else None
-        if tool is None:
-            if isinstance(call, str) and call not in turn.early:
+        call = block.tool_use_id
+        tool = turn.tools.pop(call, None) if call is not None else None
+        if tool is None or call is None:
+            if call is not None and call not in turn.early:
                 turn.early[call] = (block, node)  # its tool_use may come later in the chain
             else:
                 self.report.note("tool_result without a tool_use id: not mapped", node.line)
             return
-        content = block.get("content")
-        text = _result_text(content)
+        content = block.content  # kept whole in metadata, as written
+        blocks = [msgspec.convert(b, _Inner) if isinstance(b, dict) else _Inner()
+                  for b in content] if isinstance(content, list) else []
+        text = content if isinstance(content, str) else "\n".join(
+            str(b.text) for b in blocks if b.type == "text")
         persisted = None
         if text.startswith(_PERSISTED):
             text, persisted = self._persisted(text, node)
-        blocks = content if isinstance(content, list) else []
-        others = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "text")]
+        others = [b for b in blocks if b.type != "text"]
         if not text:
             # ToolSearch (2.1.x) answers with tool_reference blocks and no text: the names
             # it found are its output (the blocks stay in metadata).
-            text = "\n".join(b["tool_name"] for b in others if isinstance(b, dict) and b.get(
-                "type") == "tool_reference" and isinstance(b.get("tool_name"), str))
-        attachments = [ev.Attachment(part_id=stable_part_id(node.uuid, str(call), str(i)),
+            text = "\n".join(b.tool_name for b in others
+                             if b.type == "tool_reference" and isinstance(b.tool_name, str))
+        attachments = [ev.Attachment(part_id=stable_part_id(node.uuid, call, str(i)),
                                      mime=found[0], url=found[1])
                        for i, b in enumerate(others)
-                       if (found := _file_url(b) if isinstance(b, dict) else None) is not None]
+                       if (found := _file_url(b.type, b.source)) is not None]
         unmapped = len(others) > len(attachments)
         if unmapped:
             self.report.note("non-text blocks in a tool_result: kept in metadata only",
@@ -631,14 +881,15 @@ class _Builder:
                                 if unmapped else {"uuid": node.uuid}}
         if persisted is not None:
             meta["claude_code"]["persisted"] = persisted
-        typed = node.record.get("toolUseResult")
+        typed = node.head.toolUseResult
         if first and typed is not None:
             meta["claude_code"]["toolUseResult"] = typed
-            agent = (typed.get("agentId") or typed.get("agent_id")) if isinstance(
-                typed, dict) else None
-            if isinstance(agent, str) and agent in self.child_of_agent:
-                meta["child_session"] = self.child_of_agent[agent]
-        if block.get("is_error"):
+            if isinstance(typed, dict):
+                spawned = msgspec.convert(typed, _Spawned)
+                agent = spawned.agentId or spawned.agent_id
+                if isinstance(agent, str) and agent in self.child_of_agent:
+                    meta["child_session"] = self.child_of_agent[agent]
+        if block.is_error:
             out.add(ev.ToolFailed(message_id=tool.message_id, part_id=tool.part_id,
                                   error=text or "error", metadata=meta))
         else:
@@ -649,7 +900,7 @@ class _Builder:
                                      attachments=attachments))
         pending = turn.open_tools.get(tool.message_id)
         if pending is not None:
-            pending.discard(str(call))
+            pending.discard(call)
             if not pending:  # an emptied set is dropped: forks deep-copy what is left
                 del turn.open_tools[tool.message_id]
         if tool.message_id in turn.waiting and not pending:
@@ -662,7 +913,7 @@ class _Builder:
         the output is the file's text when the file is here, else the preview."""
         found = _SAVED_TO.search(preview)
         name = Path(found.group(1)).name if found else ""
-        session = str(node.record.get("sessionId") or "")
+        session = node.head.sessionId or ""
         kept: dict[str, Any] = {"file": name, "preview": preview}
         for base in self.reader.dirs:
             candidate = base / session / "tool-results" / name
@@ -722,24 +973,22 @@ class _Out:
 def _in_turn(node: _Node, turn: _Turn) -> bool:
     """``node`` continues the open turn rather than starting something new: a line of
     the open assistant message, or a user line that only carries tool results."""
-    message = node.record.get("message") or {}
+    message = node.head.message
     if node.kind == "assistant":
-        return turn.assistant is not None and message.get("id") is not None and \
-            message.get("id") == turn.source_id
-    if node.kind != "user" or node.record.get("queued"):
+        return turn.assistant is not None and message.id is not None and \
+            message.id == turn.source_id
+    if node.kind != "user" or node.queued:
         return False
-    content = message.get("content")
-    return isinstance(content, list) and bool(content) and all(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    return isinstance(message.content, list) and bool(node.blocks) and all(
+        isinstance(b, _ToolResult) for b in node.blocks)
 
 
-def _teammate(record: dict[str, Any]) -> str | None:
-    """An Agent Teams teammate's id (``<name>@<team>``) when ``record`` is a line of a
+def _teammate(head: _Line) -> str | None:
+    """An Agent Teams teammate's id (``<name>@<team>``) when ``head`` is a line of a
     teammate's own transcript (Claude Code 2.1.x writes ``teamName`` and ``agentName``
     on each; the lead is ``team-lead``)."""
-    team, name = record.get("teamName"), record.get("agentName")
-    if isinstance(team, str) and isinstance(name, str) and team and name and \
-            name != "team-lead" and not record.get("isSidechain"):
+    team, name = head.teamName, head.agentName
+    if team and name and name != "team-lead" and not head.isSidechain:
         return f"{name}@{team}"
     return None
 
@@ -747,15 +996,17 @@ def _teammate(record: dict[str, Any]) -> str | None:
 def _elsewhere(node: _Node, last: _Node) -> bool:
     """``node`` continues ``last`` from another file under another sessionId."""
     return node.file != last.file and not node.sidechain and (
-        node.record.get("sessionId") != last.record.get("sessionId"))
+        node.head.sessionId != last.head.sessionId)
 
 
-def _queued(record: dict[str, Any]) -> str | list[Any] | None:
+def _queued(attachment: Any) -> str | list[Any] | None:
     """The prompt of a ``queued_command`` attachment (text, or text and image blocks)."""
-    attachment = record.get("attachment")
-    if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
+    if not isinstance(attachment, dict):
         return None
-    prompt = attachment.get("prompt")
+    queued = msgspec.convert(attachment, _Queued)
+    if queued.type != "queued_command":
+        return None
+    prompt = queued.prompt
     if isinstance(prompt, str) and prompt:
         return prompt
     if isinstance(prompt, list) and prompt:
@@ -763,13 +1014,18 @@ def _queued(record: dict[str, Any]) -> str | list[Any] | None:
     return None
 
 
+def _kind(raw: Any) -> Any:
+    """A block's type as written (the report names a type of any shape)."""
+    return raw.get("type") if isinstance(raw, dict) else None
+
+
 def _envelope(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k not in _READ or k == "uuid"}
 
 
-def _path(record: dict[str, Any]) -> ev.PathInfo | None:
-    cwd = record.get("cwd")
-    return ev.PathInfo(cwd=cwd, root=cwd) if isinstance(cwd, str) and cwd else None
+def _path(head: _Line) -> ev.PathInfo | None:
+    cwd = head.cwd
+    return ev.PathInfo(cwd=cwd, root=cwd) if cwd else None
 
 
 def _tokens(usage: dict[str, Any]) -> ev.Tokens:
@@ -782,54 +1038,43 @@ def _tokens(usage: dict[str, Any]) -> ev.Tokens:
                                           write=n("cache_creation_input_tokens")))
 
 
-def _file_url(block: dict[str, Any]) -> tuple[str, str] | None:
+def _file_url(kind: Any, source: Any) -> tuple[str, str] | None:
     """The mime type and URL of an ``image`` or ``document`` block (base64 data, a URL,
     or a plain-text document), or None when it is something else."""
-    src = block.get("source")
-    if block.get("type") not in ("image", "document") or not isinstance(src, dict):
+    if kind not in ("image", "document") or not isinstance(source, dict):
         return None
-    fallback = "image/png" if block.get("type") == "image" else "application/octet-stream"
-    media = str(src.get("media_type") or fallback)
-    if src.get("type") == "base64":
-        return media, f"data:{media};base64,{src.get('data', '')}"
-    if src.get("type") == "url" and isinstance(src.get("url"), str):
-        return media, src["url"]
-    if src.get("type") == "text" and isinstance(src.get("data"), str):
-        encoded = base64.b64encode(src["data"].encode()).decode()
+    src = msgspec.convert(source, _Source)
+    fallback = "image/png" if kind == "image" else "application/octet-stream"
+    media = str(src.media_type or fallback)
+    if src.type == "base64":
+        return media, f"data:{media};base64,{src.data}"
+    if src.type == "url" and isinstance(src.url, str):
+        return media, src.url
+    if src.type == "text" and isinstance(src.data, str):
+        encoded = base64.b64encode(src.data.encode()).decode()
         return "text/plain", f"data:text/plain;base64,{encoded}"
     return None
 
 
-def _api_error(record: dict[str, Any]) -> ev.MessageError | None:
+def _api_error(node: _Node) -> ev.MessageError | None:
     """Claude Code logs a failed request (``isApiErrorMessage``, model ``<synthetic>``)
     as an assistant line whose text is the error: it is the API's error, not the
     model's words, so the message ends with that error (renderers never send it)."""
-    if not record.get("isApiErrorMessage"):
+    if not node.head.isApiErrorMessage:
         return None
-    text = _user_text(record)
+    text = _text_of(node.blocks)
     status = _API_STATUS.search(text)
     return ev.MessageError(kind="api", message=text,
                            status_code=int(status.group(1)) if status else None)
-
-
-def _result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) for b in content
-                         if isinstance(b, dict) and b.get("type") == "text")
-    return ""
 
 
 # Claude Code's compaction summary ends by naming the transcript it summarised.
 _TRANSCRIPT_AT: Final = re.compile(r"read the full transcript at: \S*?([0-9a-f-]{36})\.jsonl")
 
 
-def _user_text(record: dict[str, Any]) -> str:
-    content = (record.get("message") or {}).get("content")
-    if isinstance(content, str):
-        return content
-    return _result_text(content) if isinstance(content, list) else ""
+def _text_of(blocks: list[_Read]) -> str:
+    """A message's text: its string content, or its text blocks' texts."""
+    return "\n".join(b.text or "" for b in blocks if isinstance(b, _Text))
 
 
 def files_of(path: Path) -> list[Path]:
