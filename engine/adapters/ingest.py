@@ -184,8 +184,11 @@ class Block(msgspec.Struct, gc=False):
     message_id: str
     part_id: str
     open: bool = True
-    # A tool call's JSON fragments (a list from the call's start); None for other blocks.
+    # A tool call's JSON fragments (a list from the call's start); None for other blocks,
+    # and for a tool block once closed: its text is then ``joined`` (a list per tool
+    # call kept to the end of the stream is a container every full collection walks).
     raw: list[str] | None = None
+    joined: str = ""
     # Coalesced deltas not yet recorded; None until coalescing buffers one.
     buf: list[str] | None = None
     buf_len: int = 0
@@ -201,10 +204,15 @@ class Block(msgspec.Struct, gc=False):
         return PartRef(self.message_id, self.part_id)
 
     def fragments(self) -> list[str]:
-        """The JSON fragments list, created on first use."""
+        """The JSON fragments list, created on first use (or again after a close)."""
         if self.raw is None:
-            self.raw = []
+            self.raw = [self.joined] if self.joined else []
+            self.joined = ""
         return self.raw
+
+    def raw_text(self) -> str:
+        """The tool call's argument text so far (its fragments joined)."""
+        return self.joined if self.raw is None else "".join(self.raw)
 
 
 def _tool_call(block: Block) -> ToolCall:
@@ -307,10 +315,11 @@ class StreamIngest:
         self._queue: list[Event] = []
         self._buffered: Block | None = None
         self._tools: list[Block] = []
-        # The client tool calls (not server ones, nor cut ones), in start order: each
-        # block until its input is parsed, then its ToolCall, built there while its
-        # data is at hand (result() then builds only the calls still open).
-        self._calls: dict[str, Block | ToolCall] = {}
+        # The client tool calls (not server ones, nor cut ones), in start order, as
+        # their blocks: result() builds the ToolCalls (a ToolCall and its PartRef per
+        # call kept during the stream were two tracked objects each, walked by every
+        # full collection of a tool-heavy stream).
+        self._calls: dict[str, Block] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -409,8 +418,7 @@ class StreamIngest:
     def result(self) -> IngestResult:
         return IngestResult(
             self.message_id, self.stop_reason, self.tokens,
-            tuple(c if c.__class__ is ToolCall else _tool_call(c)  # type: ignore[arg-type]
-                  for c in self._calls.values()),
+            tuple(map(_tool_call, self._calls.values())),
             self.completed,
         )
 
@@ -575,9 +583,10 @@ class StreamIngest:
         block.open = False
         mid, pid = self.message_id, block.part_id
         if block.kind == TOOL:
-            raw = "".join(block.raw or ())
+            raw = block.raw_text()
             if block.raw is not None:
-                block.raw[:] = [raw] if raw else []
+                block.raw = None
+                block.joined = raw
             if block.data.get("freeform"):
                 # A freeform call's input is its raw text, whatever it holds (no JSON):
                 # ``{"input": text}``, as the Codex importer reads a rollout's.
@@ -598,10 +607,8 @@ class StreamIngest:
     def _ready(self, block: Block, input: JSON) -> None:
         """A tool call's arguments are complete: ``input`` is what the call runs with."""
         block.input = input
-        pid = block.part_id
-        if pid in self._calls:
-            self._calls[pid] = _tool_call(block)
-        ready = ev.ToolInputReady(message_id=self.message_id, part_id=pid, input=input)
+        ready = ev.ToolInputReady(message_id=self.message_id, part_id=block.part_id,
+                                  input=input)
         if self.direct_deltas and _ascii_strings(input):
             self._queue.append(ready)  # every field a str known to encode: no pre-check
         else:
@@ -684,7 +691,7 @@ class StreamIngest:
             pid = block.part_id
             if pid not in unsettled:
                 continue
-            raw = "".join(block.raw or ())
+            raw = block.raw_text()
             meta: JSON = {"interrupted": True, "raw": raw, "stream_error": exc.kind}
             fail = ev.ToolFailed(message_id=mid, part_id=pid, error=ABORTED_TOOL_ERROR,
                                  kind="aborted", metadata=meta)

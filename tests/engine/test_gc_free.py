@@ -149,3 +149,46 @@ def test_a_client_tool_blocks_provider_data_is_not_tracked_once_parsed() -> None
     gc.collect()
     assert [c.input for c in result.tool_calls] == [{"path": "a.py"}] * 3
     assert all(not gc.is_tracked(b.data) for b in ing._tools)
+
+
+def _tool_stream(calls: int) -> list[dict[str, Any]]:
+    stream: list[dict[str, Any]] = [{"type": "message_start", "message": {
+        "id": "msg", "model": "m", "usage": {"input_tokens": 1}}}]
+    for i in range(calls):
+        stream += [{"type": "content_block_start", "index": i, "content_block": {
+                       "type": "tool_use", "id": f"t{i}", "name": "read", "input": {}}},
+                   {"type": "content_block_delta", "index": i, "delta": {
+                       "type": "input_json_delta", "partial_json": '{"path": '}},
+                   {"type": "content_block_delta", "index": i, "delta": {
+                       "type": "input_json_delta", "partial_json": '"a.py"}'}},
+                   {"type": "content_block_stop", "index": i}]
+    return [*stream, {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+            {"type": "message_stop"}]
+
+
+def _tracked_after_ingest(calls: int) -> int:
+    """Objects the collector tracks, grown by an ingest of ``calls`` tool calls whose
+    adapter (and session) is still alive: what every full collection then walks."""
+    stream = _tool_stream(calls)
+    gc.collect()
+    before = len(gc.get_objects())
+    ing = AnthropicIngest(Session.create(MemoryStore(), clock=StepClock()), batch=16)
+    ing.ingest(stream)
+    gc.collect()
+    grown = len(gc.get_objects()) - before
+    del ing
+    return grown
+
+
+def test_an_ingest_keeps_no_tracked_object_per_tool_call() -> None:
+    """While the message waits for its tools the adapter stays alive: it held a
+    ToolCall, its PartRef and a list of argument fragments per call (three tracked
+    objects per call of a tool-heavy stream, walked by every full collection). The
+    calls are built when asked for (``result()``), the fragments kept joined in a
+    str: the tracked count no longer grows with the number of calls."""
+    few, many = _tracked_after_ingest(4), _tracked_after_ingest(64)
+    assert many - few < 16, (few, many)
+    session = Session.create(MemoryStore(), clock=StepClock())
+    result = AnthropicIngest(session, batch=16).ingest(_tool_stream(5))
+    assert [(c.call_id, c.input) for c in result.tool_calls] == [
+        (f"t{i}", {"path": "a.py"}) for i in range(5)]
