@@ -315,11 +315,12 @@ class StreamIngest:
         self._queue: list[Event] = []
         self._buffered: Block | None = None
         self._tools: list[Block] = []
-        # The client tool calls (not server ones, nor cut ones), in start order, as
-        # their blocks: result() builds the ToolCalls (a ToolCall and its PartRef per
-        # call kept during the stream were two tracked objects each, walked by every
-        # full collection of a tool-heavy stream).
-        self._calls: dict[str, Block] = {}
+        # The client tool calls (not server ones, nor cut ones), in start order: each
+        # block until its input is parsed, then its ToolCall, built there while its
+        # data is at hand (result() then builds only the calls still open). Built
+        # lazily instead, result() of 16,666 calls took 40-58 ms, about what the
+        # collector saved by not walking them (a ToolCall and its PartRef are tracked).
+        self._calls: dict[str, Block | ToolCall] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -418,7 +419,8 @@ class StreamIngest:
     def result(self) -> IngestResult:
         return IngestResult(
             self.message_id, self.stop_reason, self.tokens,
-            tuple(map(_tool_call, self._calls.values())),
+            tuple(c if c.__class__ is ToolCall else _tool_call(c)  # type: ignore[arg-type]
+                  for c in self._calls.values()),
             self.completed,
         )
 
@@ -607,8 +609,10 @@ class StreamIngest:
     def _ready(self, block: Block, input: JSON) -> None:
         """A tool call's arguments are complete: ``input`` is what the call runs with."""
         block.input = input
-        ready = ev.ToolInputReady(message_id=self.message_id, part_id=block.part_id,
-                                  input=input)
+        pid = block.part_id
+        if pid in self._calls:
+            self._calls[pid] = _tool_call(block)
+        ready = ev.ToolInputReady(message_id=self.message_id, part_id=pid, input=input)
         if self.direct_deltas and _ascii_strings(input):
             self._queue.append(ready)  # every field a str known to encode: no pre-check
         else:

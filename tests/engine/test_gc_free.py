@@ -166,27 +166,26 @@ def _tool_stream(calls: int) -> list[dict[str, Any]]:
             {"type": "message_stop"}]
 
 
-def _tracked_after_ingest(calls: int) -> int:
-    """Objects the collector tracks, grown by an ingest of ``calls`` tool calls whose
+def _lists_after_ingest(calls: int) -> int:
+    """Lists the collector tracks, grown by an ingest of ``calls`` tool calls whose
     adapter (and session) is still alive: what every full collection then walks."""
     stream = _tool_stream(calls)
     gc.collect()
-    before = len(gc.get_objects())
+    before = sum(o.__class__ is list for o in gc.get_objects())
     ing = AnthropicIngest(Session.create(MemoryStore(), clock=StepClock()), batch=16)
     ing.ingest(stream)
     gc.collect()
-    grown = len(gc.get_objects()) - before
+    grown = sum(o.__class__ is list for o in gc.get_objects()) - before
     del ing
     return grown
 
 
-def test_an_ingest_keeps_no_tracked_object_per_tool_call() -> None:
-    """While the message waits for its tools the adapter stays alive: it held a
-    ToolCall, its PartRef and a list of argument fragments per call (three tracked
-    objects per call of a tool-heavy stream, walked by every full collection). The
-    calls are built when asked for (``result()``), the fragments kept joined in a
-    str: the tracked count no longer grows with the number of calls."""
-    few, many = _tracked_after_ingest(4), _tracked_after_ingest(64)
+def test_a_closed_tool_call_keeps_no_list_of_fragments() -> None:
+    """While the message waits for its tools the adapter stays alive: it kept a list of
+    argument fragments per call (one tracked container per call of a tool-heavy
+    stream, walked by every full collection). A closed call keeps its text joined in
+    a str: the tracked lists no longer grow with the number of calls."""
+    few, many = _lists_after_ingest(4), _lists_after_ingest(64)
     assert many - few < 16, (few, many)
     session = Session.create(MemoryStore(), clock=StepClock())
     result = AnthropicIngest(session, batch=16).ingest(_tool_stream(5))
