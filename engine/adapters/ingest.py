@@ -184,8 +184,11 @@ class Block(msgspec.Struct, gc=False):
     message_id: str
     part_id: str
     open: bool = True
-    # A tool call's JSON fragments (a list from the call's start); None for other blocks.
+    # A tool call's JSON fragments (a list from the call's start); None for other blocks,
+    # and for a tool block once closed: its text is then ``joined`` (a list per tool
+    # call kept to the end of the stream is a container every full collection walks).
     raw: list[str] | None = None
+    joined: str = ""
     # Coalesced deltas not yet recorded; None until coalescing buffers one.
     buf: list[str] | None = None
     buf_len: int = 0
@@ -201,10 +204,15 @@ class Block(msgspec.Struct, gc=False):
         return PartRef(self.message_id, self.part_id)
 
     def fragments(self) -> list[str]:
-        """The JSON fragments list, created on first use."""
+        """The JSON fragments list, created on first use (or again after a close)."""
         if self.raw is None:
-            self.raw = []
+            self.raw = [self.joined] if self.joined else []
+            self.joined = ""
         return self.raw
+
+    def raw_text(self) -> str:
+        """The tool call's argument text so far (its fragments joined)."""
+        return self.joined if self.raw is None else "".join(self.raw)
 
 
 def _tool_call(block: Block) -> ToolCall:
@@ -309,7 +317,9 @@ class StreamIngest:
         self._tools: list[Block] = []
         # The client tool calls (not server ones, nor cut ones), in start order: each
         # block until its input is parsed, then its ToolCall, built there while its
-        # data is at hand (result() then builds only the calls still open).
+        # data is at hand (result() then builds only the calls still open). Built
+        # lazily instead, result() of 16,666 calls took 40-58 ms, about what the
+        # collector saved by not walking them (a ToolCall and its PartRef are tracked).
         self._calls: dict[str, Block | ToolCall] = {}
 
     # ------------------------------------------------------------------ public
@@ -575,9 +585,10 @@ class StreamIngest:
         block.open = False
         mid, pid = self.message_id, block.part_id
         if block.kind == TOOL:
-            raw = "".join(block.raw or ())
+            raw = block.raw_text()
             if block.raw is not None:
-                block.raw[:] = [raw] if raw else []
+                block.raw = None
+                block.joined = raw
             if block.data.get("freeform"):
                 # A freeform call's input is its raw text, whatever it holds (no JSON):
                 # ``{"input": text}``, as the Codex importer reads a rollout's.
@@ -684,7 +695,7 @@ class StreamIngest:
             pid = block.part_id
             if pid not in unsettled:
                 continue
-            raw = "".join(block.raw or ())
+            raw = block.raw_text()
             meta: JSON = {"interrupted": True, "raw": raw, "stream_error": exc.kind}
             fail = ev.ToolFailed(message_id=mid, part_id=pid, error=ABORTED_TOOL_ERROR,
                                  kind="aborted", metadata=meta)

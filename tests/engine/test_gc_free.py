@@ -149,3 +149,45 @@ def test_a_client_tool_blocks_provider_data_is_not_tracked_once_parsed() -> None
     gc.collect()
     assert [c.input for c in result.tool_calls] == [{"path": "a.py"}] * 3
     assert all(not gc.is_tracked(b.data) for b in ing._tools)
+
+
+def _tool_stream(calls: int) -> list[dict[str, Any]]:
+    stream: list[dict[str, Any]] = [{"type": "message_start", "message": {
+        "id": "msg", "model": "m", "usage": {"input_tokens": 1}}}]
+    for i in range(calls):
+        stream += [{"type": "content_block_start", "index": i, "content_block": {
+                       "type": "tool_use", "id": f"t{i}", "name": "read", "input": {}}},
+                   {"type": "content_block_delta", "index": i, "delta": {
+                       "type": "input_json_delta", "partial_json": '{"path": '}},
+                   {"type": "content_block_delta", "index": i, "delta": {
+                       "type": "input_json_delta", "partial_json": '"a.py"}'}},
+                   {"type": "content_block_stop", "index": i}]
+    return [*stream, {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+            {"type": "message_stop"}]
+
+
+def _lists_after_ingest(calls: int) -> int:
+    """Lists the collector tracks, grown by an ingest of ``calls`` tool calls whose
+    adapter (and session) is still alive: what every full collection then walks."""
+    stream = _tool_stream(calls)
+    gc.collect()
+    before = sum(o.__class__ is list for o in gc.get_objects())
+    ing = AnthropicIngest(Session.create(MemoryStore(), clock=StepClock()), batch=16)
+    ing.ingest(stream)
+    gc.collect()
+    grown = sum(o.__class__ is list for o in gc.get_objects()) - before
+    del ing
+    return grown
+
+
+def test_a_closed_tool_call_keeps_no_list_of_fragments() -> None:
+    """While the message waits for its tools the adapter stays alive: it kept a list of
+    argument fragments per call (one tracked container per call of a tool-heavy
+    stream, walked by every full collection). A closed call keeps its text joined in
+    a str: the tracked lists no longer grow with the number of calls."""
+    few, many = _lists_after_ingest(4), _lists_after_ingest(64)
+    assert many - few < 16, (few, many)
+    session = Session.create(MemoryStore(), clock=StepClock())
+    result = AnthropicIngest(session, batch=16).ingest(_tool_stream(5))
+    assert [(c.call_id, c.input) for c in result.tool_calls] == [
+        (f"t{i}", {"path": "a.py"}) for i in range(5)]

@@ -57,3 +57,14 @@ def test_verify_benchmark_runs_and_its_format_study_round_trips(
     out = capsys.readouterr().out
     assert len(re.findall(r"verify --fast \(content proven\) \d+\.\d+M/s", out)) == 2
     assert re.search(r"canonical kept: \d+\.\d+ B/event", out)
+
+
+def test_ingest_same_bytes_runs_and_agrees_with_itself(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path  # noqa: PLC0415
+
+    from benchmarks import ingest_same_bytes  # noqa: PLC0415
+
+    root = Path(ingest_same_bytes.__file__).resolve().parent.parent
+    assert ingest_same_bytes.main([str(root), "--examples", "6"]) == 0
+    assert "same events, bytes, hashes" in capsys.readouterr().out
