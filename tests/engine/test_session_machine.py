@@ -89,6 +89,7 @@ from tests.support.session_model import (
     lc_summary,
     part_event,
     predict,
+    predict_one,
     rename_session,
     replay,
     run,
@@ -540,10 +541,14 @@ class SessionMachine(RuleBasedStateMachine):
         """Repeat, with a new id, the event that moved an entity into its state."""
         events = self.log()
         e = strip(events[data.draw(st.integers(0, len(events) - 1))])
-        entered = Model.of(events).entered(e)
+        model = Model.of(events)
+        entered = model.entered(e)
+        # A table with a loop on the state (a session titled again: titled -> titled)
+        # takes the repeat as a new transition; every other repeat changes nothing.
+        loops = predict_one(model, e)[0] == "accept"
         result = self.send(e, via)
         if entered is not None and same(entered, e):
-            assert result.kind in ("noop", "reject")
+            assert result.kind in (("accept",) if loops else ("noop", "reject"))
 
     @rule(data=st.data())
     def resend_logged_event(self, data: st.DataObject) -> None:
