@@ -374,15 +374,6 @@ class SQLStore(ComposedStore):
             raise StoreError(f"seq {seq - 1} of session {session_id} is not stored")
         return found
 
-    def migrate(self) -> bool:
-        return self.recorder.migrate()
-
-    def flush(self) -> None:
-        self.recorder.flush()
-
-    def close(self) -> None:
-        self.recorder.close()
-
 
 _SNAPSHOT_CHUNK = 400  # pairs per read: two parameters each, below SQLite's oldest limit
 
