@@ -150,10 +150,6 @@ class SQLRecorder(BlockReader):
                    ) -> dict[str, tuple[str, int, int]]: ...
 
     @abc.abstractmethod
-    def early_ids(self, session_id: str, events: Sequence[Event]
-                  ) -> dict[str, tuple[str, int, int]] | None: ...
-
-    @abc.abstractmethod
     def insert(self, session_id: str, batch: Prepared) -> int: ...
 
     @abc.abstractmethod
@@ -164,15 +160,6 @@ class SQLRecorder(BlockReader):
 
     def version(self, session_id: str) -> int:
         return self.row_head(session_id)[0]
-
-    def migrate(self) -> bool:
-        return False
-
-    def flush(self) -> None:
-        """Nothing is buffered unless a backend says so."""
-
-    @abc.abstractmethod
-    def close(self) -> None: ...
 
     @abc.abstractmethod
     def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
