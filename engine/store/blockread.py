@@ -1,8 +1,11 @@
-"""Reading events back from block storage: shared by the SQLite and PostgreSQL stores.
+"""Reading events back from block storage: shared by the SQLite and PostgreSQL recorders.
 
 Both keep a session's events in blocks (engine.store.blocks) plus a position log;
-only their SQL differs. Each backend supplies the small queries below and this
-class does the decoding, the position order and the integrity walk once.
+only their SQL differs. Each backend supplies the small queries below;
+:class:`BlockReader` (the reading half of a recorder) does the decoding and the
+position order once, and :class:`BlockVerifier` (the verification reader over what
+such a recorder selects) the integrity walk. Neither is a store: the store composed
+over them is :class:`engine.store.sql.SQLStore`.
 
 The position log is read as *ranges* ``(first position, session, first seq,
 count)``: SQLite stores it that way (a streamed session's appends extend one
@@ -19,8 +22,8 @@ from typing import ClassVar, TypeVar
 from engine.errors import CorruptLog, StoreError, UnknownSession
 from engine.events import AnyEvent
 from engine.store import blocks
-from engine.store.base import Record, Span, Store, Stored
-from engine.store.chain import GENESIS
+from engine.store.base import Record, Span, Stored
+from engine.store.chain import GENESIS, Chain
 from engine.store.runs import Run
 
 T = TypeVar("T")
@@ -29,7 +32,9 @@ T = TypeVar("T")
 Range = tuple[int, int, int, int]
 
 
-class BlockReader(Store):
+class BlockReader(abc.ABC):
+    """The reading half of a block recorder, over the backend's small queries."""
+
     # Highest seq a backend's integer columns hold ("to the end" in range queries).
     SEQ_MAX: ClassVar[int] = 1 << 62
     # Session id <-> small integer key, cached both ways (rows store the key only).
@@ -94,56 +99,8 @@ class BlockReader(Store):
             yield first_seq, body
             first = last_seq + 1
 
-    def _own_read(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
+    def select(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
         return chain.from_iterable(self._own_blocks(session_id, first, last, blocks.decode))
-
-    def sealed_ends(self, session_id: str) -> list[int]:
-        """The last seq of each sealed block that reads of the session decode (through
-        its fork lineage), in order: a read of a range decodes each sealed block it
-        touches, so a range that does not cross one of these costs one block."""
-        ends: list[int] = []
-        for sid, limit in self.lineage(session_id):
-            top = self.SEQ_MAX if limit is None else limit
-            ends += [last for _, last, body in self._block_rows(self._sid(sid), 1, top)
-                     if last <= top and blocks.is_sealed(body)]
-        return ends
-
-    def read_runs(self, session_id: str, first: int = 1, last: int | None = None, *,
-                  ids: bool = True) -> Iterator[AnyEvent | Run]:
-        """:meth:`read`, for a bulk replay: in each packed block read whole, every
-        stretch of deltas to one part comes as one :class:`Run` (``engine.store.runs``)
-        instead of its events. A block cut by ``first`` or ``last`` is read in runs
-        too, cut at both ends, so no run goes past ``last``. ``ids=False`` is for a fold
-        that never reads an event's id: events of a packed block read whole then come
-        with ``id == ""`` (no id is predicted or formatted)."""
-        return chain.from_iterable(self._lineage_runs(session_id, first, last, ids))
-
-    def read_exact(self, session_id: str, first: int = 1, last: int | None = None
-                   ) -> Iterator[AnyEvent]:
-        """:meth:`read`, for a short stretch inside a block: of a packed block cut by
-        ``first`` or ``last`` only those events are decoded, where :meth:`read` decodes
-        it whole and keeps it for the next read (the cheaper way to walk a block)."""
-        start, end = first, last if last is not None else 1 << 62
-        for sid, limit in self.lineage(session_id):
-            stop = end if limit is None else min(limit, end)
-            if start <= stop:
-                yield from chain.from_iterable(self._own_blocks(
-                    sid, start, stop, blocks.decode, blocks.decode_events_range))
-            if limit is not None:
-                start = max(start, limit + 1)
-
-    def _lineage_runs(self, session_id: str, first: int, last: int | None, ids: bool
-                      ) -> Iterator[Sequence[AnyEvent | Run]]:
-        start = first
-        end = last if last is not None else 1 << 62
-        whole = blocks.decode_runs if ids else _decode_runs_without_ids
-        for sid, limit in self.lineage(session_id):
-            stop = end if limit is None else min(limit, end)
-            if start <= stop:
-                yield from self._own_blocks(sid, start, stop, whole,
-                                            blocks.decode_runs_range)
-            if limit is not None:
-                start = max(start, limit + 1)
 
     def _own_blocks(self, session_id: str, first: int, last: int,
                     whole: Callable[[bytes, str], Sequence[T]],
@@ -167,15 +124,15 @@ class BlockReader(Store):
             # the ones already read: go on after the last seq yielded.
             first = last_seq + 1
 
-    def _own_seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
+    def seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
         for body in self._bodies_after_time(self._sid(session_id), first, time_ms):
             for e in blocks.decode(body, session_id):
                 if e.seq >= first and e.time > time_ms:
                     return e.seq
         return None
 
-    def read_all(self, after: int = 0, *, session_id: str | None = None,
-                 limit: int | None = None) -> Iterator[Record]:
+    def select_all(self, after: int, session_id: str | None,
+                   limit: int | None) -> Iterator[Record]:
         only = None if session_id is None else self._sid(session_id)
         cache: dict[int, tuple[int, list[AnyEvent]]] = {}  # sid -> last decoded block
         count = 0
@@ -203,10 +160,18 @@ class BlockReader(Store):
             if len(ranges) < 256:
                 return
 
-    # -- verification
 
-    def _own_stored(self, session_id: str) -> Iterator[Stored]:
-        for unit in self._own_units(session_id, deep=True):
+class BlockVerifier:
+    """The verification reader of a :class:`BlockReader` recorder: the integrity walk
+    over the block rows and position ranges it selects (``engine.store.verify``
+    calls it). A backend adds the checks of its own indexes (its ids, its head rows)."""
+
+    def __init__(self, recorder: BlockReader, chain: Chain) -> None:
+        self.recorder = recorder
+        self.chain = chain
+
+    def stored(self, session_id: str) -> Iterator[Stored]:
+        for unit in self.units(session_id, deep=True):
             if isinstance(unit, Stored):
                 yield unit
             elif unit.events is not None:  # a packed block's events, handed over whole
@@ -214,13 +179,14 @@ class BlockReader(Store):
                 for i, (c, e) in enumerate(zip(canon, unit.events, strict=True)):
                     yield Stored(unit.seq + i, b"", None, None, canon=c, event=e)
 
-    def _own_units(self, session_id: str, *, deep: bool) -> Iterator[Stored | Span]:
+    def units(self, session_id: str, *, deep: bool) -> Iterator[Stored | Span]:
         """Per event a :class:`Stored` from blocks that keep per-event hashes; per
         sealed block a :class:`Span` (then, when ``deep``, its events, without a
         stored hash: verification recomputes them and compares the span's last; a
         packed block's typed events come whole, in the span's ``events``)."""
-        sid = self._sid(session_id)
-        for first_seq, last_seq, body in self._block_rows(sid, 0, self.SEQ_MAX):
+        recorder = self.recorder
+        sid = recorder._sid(session_id)
+        for first_seq, last_seq, body in recorder._block_rows(sid, 0, recorder.SEQ_MAX):
             if blocks.is_sealed(body):
                 try:
                     head = blocks.sealed_head(body)
@@ -258,36 +224,21 @@ class BlockReader(Store):
                 return
             yield from _stored(first_seq, raws, hashes)
 
-    def _link_holds(self, session_id: str, prev: bytes, span: Span) -> bool:
+    def link_holds(self, session_id: str, prev: bytes, span: Span) -> bool:
         return blocks.link_holds(self.chain.link, session_id, prev, span.body)
 
-    def _span_links(self, session_id: str, prev: bytes, span: Span) -> list[bytes]:
+    def span_links(self, session_id: str, prev: bytes, span: Span) -> list[bytes]:
         # One batch digest loop over the block's canonical bytes (every verify walks
         # every sealed block this way: it is most of a `verify --fast`).
         return self.chain.links(prev, blocks.canonical_events(span.body, session_id))
 
-    def _own_positions(self, session_id: str) -> list[tuple[int, int, int]] | None:
-        return [(seq, pos, n) for pos, _, seq, n in self._position_ranges(self._sid(session_id))]
-
-    def _hash_at(self, session_id: str, seq: int) -> bytes | None:
-        sid = self._sid(session_id)
-        for first_seq, body in self._blocks(sid, seq, seq):
-            return hash_in_block(self.chain.link, body, first_seq, seq,
-                                 lambda s: self._hash_before(session_id, s), session_id)
-        return None
-
-    def _hash_before(self, session_id: str, seq: int) -> bytes:
-        """The chain hash of seq - 1 (where a block starting at ``seq`` continues)."""
-        if seq - 1 <= (self.session_info(session_id).fork_seq or 0):
-            info = self.session_info(session_id)
-            return self._genesis(info.parent, info.fork_seq) if info.parent else GENESIS
-        found = self._hash_at(session_id, seq - 1)
-        if found is None:
-            raise StoreError(f"seq {seq - 1} of session {session_id} is not stored")
-        return found
+    def own_positions(self, session_id: str) -> list[tuple[int, int, int]] | None:
+        recorder = self.recorder
+        return [(seq, pos, n) for pos, _, seq, n in
+                recorder._position_ranges(recorder._sid(session_id))]
 
 
-def _decode_runs_without_ids(body: bytes, session_id: str) -> list[AnyEvent | Run]:
+def decode_runs_without_ids(body: bytes, session_id: str) -> list[AnyEvent | Run]:
     return blocks.decode_runs(body, session_id, ids=False)
 
 

@@ -340,7 +340,7 @@ def decode_runs(body: bytes, session_id: str = "", *, ids: bool = True
                 ) -> list[AnyEvent | Run]:
     """The block's events as :func:`decode` gives them, except that in a packed sealed
     block each stretch of deltas to one part is one :class:`Run` (a bulk replay:
-    ``BlockReader.read_runs``); with ``ids=False`` its events may come without their
+    ``SQLStore.read_runs``); with ``ids=False`` its events may come without their
     ids (``packed.unpack_runs``). Every other block format, or an upcasting catalog,
     gives events only."""
     head = _packed_head(body)

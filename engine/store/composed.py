@@ -80,6 +80,9 @@ class EventRecorder(Protocol):
     def latest_snapshot(self, session_id: str, name: str,
                         max_seq: int) -> tuple[int, bytes] | None: ...
 
+    # (Optional, called by the store's verbs of the same names when present:
+    # ``migrate() -> bool``, ``flush()``, ``close()``.)
+
 
 class RowRecorder(EventRecorder, Protocol):
     """A recorder that keeps one hash and position per event: :class:`EventReader`
@@ -285,6 +288,22 @@ class ComposedStore(Store):
     @property
     def _head_with_events(self) -> bool:  # type: ignore[override]
         return self.reader.head_with_events
+
+    # -- the public verbs a recorder may have (an older layout, a batched window, a
+    # connection or file lock to let go of)
+    def migrate(self) -> bool:
+        migrate = getattr(self.recorder, "migrate", None)
+        return False if migrate is None else bool(migrate())
+
+    def flush(self) -> None:
+        flush = getattr(self.recorder, "flush", None)
+        if flush is not None:
+            flush()
+
+    def close(self) -> None:
+        close = getattr(self.recorder, "close", None)
+        if close is not None:
+            close()
 
 
 _Hooks = ComposedStore  # (whose hot hooks the constructor binds, unless overridden)

@@ -193,15 +193,6 @@ class JSONLStore(ComposedStore):
     def corrupt_files(self) -> list[Path]:
         return self.recorder.corrupt_files()
 
-    def migrate(self) -> bool:
-        return self.recorder.migrate()
-
-    def flush(self) -> None:
-        self.recorder.flush()
-
-    def close(self) -> None:
-        self.recorder.close()
-
 
 class JSONLRecorder:
     """The session files of one store directory: their lock, transactions, appends and

@@ -81,9 +81,10 @@ from engine.store.base import (
     newer_store,
 )
 from engine.store.blockread import hash_before
+from engine.store.chain import Chain
 from engine.store.pg_notify import CHANNEL, Listener
 from engine.store.pg_wire import bytea_array, int4_array, int8_array, use_binary
-from engine.store.sql import POSTGRES, SQLRecorder, Statements, seal_problem
+from engine.store.sql import POSTGRES, SQLReader, SQLRecorder, SQLStore, Statements, seal_problem
 
 # 3: positions are placed after the commit (convlog_pending, convlog_place_v2) and the
 # id index names (sid, seq) instead of a position. A schema 2 store is migrated on open.
@@ -362,12 +363,12 @@ class _Head(NamedTuple):
 
 
 class _RowLockTx:
-    """A :class:`PostgresStore`'s write lock for the shared loop: a transaction, in
-    which ``_write_head`` locks the session row (the thread lock is held already)."""
+    """A :class:`PostgresRecorder`'s write lock for the shared loop: a transaction, in
+    which ``head`` locks the session row (the thread lock is held already)."""
 
     __slots__ = ("open", "store")
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: PostgresRecorder) -> None:
         self.store = store
         self.open: list[AbstractContextManager[object]] = []
 
@@ -380,15 +381,72 @@ class _RowLockTx:
         self.open.pop().__exit__(*exc)
 
 
-class PostgresStore(SQLRecorder):
-    _sql = Statements.of(POSTGRES)
-    SEQ_MAX = 1 << 30  # a bound that every integer seq column and parameter accepts
+class PostgresStore(SQLStore):
+    """``postgresql://``: the pipeline over a :class:`PostgresRecorder`, verified by a
+    :class:`PostgresReader`; an append whose cached head holds is one round trip."""
+
+    recorder: PostgresRecorder
 
     def __init__(self, dsn: str, *, url: str | None = None, durability: str = SYNC,
                  key: bytes | None = None, max_event_bytes: int | None = None,
                  connect_timeout: float = 10) -> None:
         self._configure(url or dsn, durability=durability, key=key,
                         max_event_bytes=max_event_bytes)
+        recorder = PostgresRecorder(dsn, url=self.url, chain=self.chain,
+                                    durability=self.durability,
+                                    connect_timeout=connect_timeout)
+        self._compose_sql(recorder, PostgresReader(recorder, self.chain))
+        self.dsn = dsn
+
+    def _record(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
+        """One round trip when this object's cached head is current (it appended last,
+        created or read the session); else the function's refusal returns the head
+        and a second call succeeds. Whatever cannot be decided against a cached head
+        (a version conflict, a seq out of order, both possibly stale) or keeps losing
+        races goes through the shared loop with the row locked (``Store._record``
+        over the recorder's head, stored_ids and insert). The unique id index refuses
+        a stored id (IdTaken)."""
+        recorder = self.recorder
+        with recorder._lock:
+            try:
+                recorder._current_schema()
+                for _ in range(2):
+                    head = recorder._heads.get(session_id) or recorder._fetch_head(session_id)
+                    try:
+                        batch = self._decide(session_id, events, expected,
+                                             actual=max(head.version, head.fork_seq),
+                                             head=head.head, stored=None)
+                    except (ConcurrencyError, BadBatch):
+                        break
+                    assert isinstance(batch, Prepared)  # stored=None: never a retry
+                    pos0 = recorder._write(session_id, head, batch)
+                    if pos0 is not None:
+                        return self._appended(session_id, batch, pos0)
+                return super()._record(session_id, events, expected)
+            except psycopg.OperationalError as exc:
+                recorder._heads.pop(session_id, None)
+                raise StoreError(f"append to {session_id} failed: {exc}") from None
+
+    def subscribe(self, after: int = 0, *, session_id: str | None = None,
+                  idle_timeout: float | None = None, poll: float = 1.0,
+                  stop: Callable[[], bool] | None = None) -> Iterator[Record]:
+        """The backlog, then events as NOTIFY announces their commit (``poll`` is
+        only the fallback re-read interval; see :mod:`engine.store.pg_notify`)."""
+        return self.recorder.subscribe(after, session_id=session_id,
+                                       idle_timeout=idle_timeout, poll=poll, stop=stop)
+
+
+class PostgresRecorder(SQLRecorder):
+    """The ``convlog_`` tables of one database: the append functions, the cached session
+    heads, blocks written and sealed, reads and the NOTIFY feed (see the module doc);
+    nothing of the append pipeline."""
+
+    _sql = Statements.of(POSTGRES)
+    SEQ_MAX = 1 << 30  # a bound that every integer seq column and parameter accepts
+
+    def __init__(self, dsn: str, *, url: str, chain: Chain, durability: str,
+                 connect_timeout: float) -> None:
+        self.url, self.chain = url, chain
         self.dsn = dsn
         self._lock = threading.RLock()
         self._write_lock = _RowLockTx(self)
@@ -401,7 +459,7 @@ class PostgresStore(SQLRecorder):
         try:
             if durability == BATCHED:
                 self._db.execute("SET synchronous_commit = off")
-            self._refuse = self._migrate()
+            self.refuse = self._migrate()
         except BaseException as exc:  # a store that fails to open keeps no connection
             self._db.close()
             if isinstance(exc, psycopg.Error):
@@ -517,7 +575,10 @@ class PostgresStore(SQLRecorder):
 
     # ------------------------------------------------------------------ sessions
 
-    def _create_session(self, info: SessionInfo, genesis: bytes) -> None:
+    def lock(self) -> _RowLockTx:
+        return self._write_lock
+
+    def create(self, info: SessionInfo, genesis: bytes) -> None:
         fork = info.fork_seq or 0
         with self._lock:
             self._current_schema()
@@ -552,11 +613,11 @@ class PostgresStore(SQLRecorder):
             self._remember(session_id, head)
         return head
 
-    def _head(self, session_id: str) -> tuple[int, bytes]:
+    def row_head(self, session_id: str) -> tuple[int, bytes]:
         head = self._fetch_head(session_id)  # also primes the next append (Session.open)
         return head.version, head.head
 
-    def _stored_ids(self, session_id: str, events: Sequence[Event]
+    def stored_ids(self, session_id: str, events: Sequence[Event]
                     ) -> dict[str, tuple[str, int, int]]:
         keys = bytea_array([blocks.id_key(e.id) for e in events])
         by_key = {blocks.id_key(e.id): e.id for e in events}
@@ -573,44 +634,17 @@ class PostgresStore(SQLRecorder):
                 self._db.execute(_PLACE_PENDING)
         return {by_key[bytes(k)]: (self._name(int(s)), int(q), int(p)) for k, s, q, p in rows}
 
-    def _record(self, session_id: str, events: Sequence[Event], expected: Expected) -> Appended:
-        """One round trip when this object's cached head is current (it appended last,
-        created or read the session); else the function's refusal returns the head
-        and a second call succeeds. Whatever cannot be decided against a cached head
-        (a version conflict, a seq out of order, both possibly stale) or keeps losing
-        races goes through the shared loop with the row locked (``Store._record``
-        over the hooks below). The unique id index refuses a stored id (IdTaken)."""
-        with self._lock:
-            try:
-                self._current_schema()
-                for _ in range(2):
-                    head = self._heads.get(session_id) or self._fetch_head(session_id)
-                    try:
-                        batch = self._decide(session_id, events, expected,
-                                             actual=max(head.version, head.fork_seq),
-                                             head=head.head, stored=None)
-                    except (ConcurrencyError, BadBatch):
-                        break
-                    assert isinstance(batch, Prepared)  # stored=None: never a retry
-                    pos0 = self._write(session_id, head, batch)
-                    if pos0 is not None:
-                        return self._appended(session_id, batch, pos0)
-                return super()._record(session_id, events, expected)
-            except psycopg.OperationalError as exc:
-                self._heads.pop(session_id, None)
-                raise StoreError(f"append to {session_id} failed: {exc}") from None
-
     # The authoritative path's hooks: the row is locked before the batch is checked
     # and prepared, so the head cannot move under it.
 
-    def _write_head(self, session_id: str) -> tuple[int, bytes]:
+    def head(self, session_id: str) -> tuple[int, bytes]:
         head = self._fetch_head(session_id, lock=True)
         return max(head.version, head.fork_seq), head.head
 
-    def _early_ids(self, session_id: str, events: Sequence[Event]) -> None:
+    def early_ids(self, session_id: str, events: Sequence[Event]) -> None:
         return None  # the unique id index refuses a stored id at insert
 
-    def _insert(self, session_id: str, batch: Prepared) -> int:
+    def insert(self, session_id: str, batch: Prepared) -> int:
         pos0 = self._write(session_id, self._heads[session_id], batch)
         if pos0 is None:  # only damage can move a locked head
             raise StoreError(f"session {session_id}: the stored blocks do not end at its "
@@ -725,7 +759,7 @@ class PostgresStore(SQLRecorder):
 
     # ------------------------------------------------------------------ reading
 
-    def find_event(self, event_id: str) -> tuple[str, int] | None:
+    def find(self, event_id: str) -> tuple[str, int] | None:
         rows = self._rows("SELECT sid, seq FROM convlog_ids WHERE id = %s",
                           (blocks.id_key(event_id),))
         return None if not rows else (self._name(int(rows[0][0])), int(rows[0][1]))
@@ -736,26 +770,11 @@ class PostgresStore(SQLRecorder):
         rows = self._rows("SELECT last FROM convlog_position", ())
         return int(rows[0][0]) if rows else 0
 
-    def _verify_ids(self, ids: dict[int, str]) -> str | None:
-        seen = 0
-        for key, position in self._rows(
-                "SELECT i.id, l.position FROM convlog_ids i LEFT JOIN convlog_log l "
-                "ON l.sid = i.sid AND l.seq = i.seq", ()):
-            given = None if position is None else ids.get(int(position))
-            if given is None or blocks.id_key(given) != bytes(key):
-                return (f"the row for id {bytes(key).hex()} does not name an event stored at "
-                        f"a position (position {position})")
-            seen += 1
-        return None if seen == len(ids) else f"{len(ids) - seen} event(s) are not indexed"
-
-
     # ------------------------------------------------------------------ live
 
-    def subscribe(self, after: int = 0, *, session_id: str | None = None,
-                  idle_timeout: float | None = None, poll: float = 1.0,
-                  stop: Callable[[], bool] | None = None) -> Iterator[Record]:
-        """The backlog, then events as NOTIFY announces their commit (``poll`` is
-        only the fallback re-read interval; see :mod:`engine.store.pg_notify`)."""
+    def subscribe(self, after: int, *, session_id: str | None, idle_timeout: float | None,
+                  poll: float, stop: Callable[[], bool] | None) -> Iterator[Record]:
+        """:meth:`PostgresStore.subscribe`: the backlog, then what NOTIFY announces."""
         sid = None if session_id is None else self._sid(session_id)
         # LISTEN before the backlog is read: no commit falls between the two.
         listener = Listener(lambda: connect(self.dsn))
@@ -805,3 +824,21 @@ class PostgresStore(SQLRecorder):
                 (after, upto) if sid is None else (after, upto, sid)):
             out.setdefault(int(s), []).append((int(first), int(last), bytes(body)))
         return out
+
+
+class PostgresReader(SQLReader):
+    """Verification of a PostgreSQL store: the shared SQL walk, and its id rows."""
+
+    recorder: PostgresRecorder
+
+    def verify_ids(self, ids: dict[int, str]) -> str | None:
+        seen = 0
+        for key, position in self.recorder._rows(
+                "SELECT i.id, l.position FROM convlog_ids i LEFT JOIN convlog_log l "
+                "ON l.sid = i.sid AND l.seq = i.seq", ()):
+            given = None if position is None else ids.get(int(position))
+            if given is None or blocks.id_key(given) != bytes(key):
+                return (f"the row for id {bytes(key).hex()} does not name an event stored at "
+                        f"a position (position {position})")
+            seen += 1
+        return None if seen == len(ids) else f"{len(ids) - seen} event(s) are not indexed"

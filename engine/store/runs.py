@@ -1,7 +1,7 @@
 """Runs: consecutive appends to one part, handed to a reader as one value.
 
 Most of a streamed session is text, reasoning and tool-input deltas, each an
-event of a dozen characters. A bulk read (``BlockReader.read_runs``) hands a
+event of a dozen characters. A bulk read (``SQLStore.read_runs``) hands a
 fold each stretch of consecutive deltas of one kind to one part as a single
 :class:`Run` holding their text joined, instead of one event object per delta.
 A fold that reads runs appends ``text`` where it would have appended each

@@ -8,6 +8,13 @@ differs: the parameter placeholder and the table names. Upserts use
 really differs: the schema's column types, the migration, and the write path
 (SQLite's transaction kept open for a batched window, PostgreSQL's one-round-trip
 append function).
+
+The store is composed of three parts, none inheriting the pipeline: a recorder
+(:class:`SQLRecorder`, a :class:`~engine.store.blockread.BlockReader` plus each
+backend's write path), a verification reader over what it selects
+(:class:`SQLReader`, a backend adds the check of its id index), and
+:class:`SQLStore`, the shared :class:`~engine.store.composed.ComposedStore` with the
+reads that follow a session's fork lineage through the recorder's blocks.
 """
 
 from __future__ import annotations
@@ -15,14 +22,26 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from itertools import chain
 from typing import Any
 
 import attrs
 
-from engine.errors import CorruptLog, UnknownSession
+from engine.errors import CorruptLog, StoreError, UnknownSession
+from engine.events import AnyEvent, Event
 from engine.store import blocks
-from engine.store.base import SessionInfo
-from engine.store.blockread import BlockReader, Range
+from engine.store.base import Prepared, Record, SessionInfo
+from engine.store.blockread import (
+    BlockReader,
+    BlockVerifier,
+    Range,
+    decode_runs_without_ids,
+    hash_in_block,
+)
+from engine.store.chain import GENESIS
+from engine.store.composed import ComposedStore
+from engine.store.runs import Run
 
 _PAGE = 64  # blocks per query while reading: no cursor stays open across a yield
 
@@ -52,10 +71,7 @@ class Statements:
     session: str
     sessions: str
     block_rows: str
-    find_event: str
-    lookup_one: str
     bodies_after_time: str
-    last_position: str
     log_page: str
     log_page_of: str
     positions: str
@@ -63,7 +79,6 @@ class Statements:
     latest_snapshot: str
     snapshots_at: str  # its {pairs} is one "(?, ?)" per (name, seq) asked for
     pair: str
-    all_ids: str
     seal_state: str
     seal_blocks: str
 
@@ -81,13 +96,8 @@ class Statements:
                 "SELECT first_seq, last_seq, body FROM {blocks} WHERE sid=? AND last_seq>=? "
                 "AND last_seq<=COALESCE((SELECT last_seq FROM {blocks} WHERE sid=? AND "
                 "last_seq>=? ORDER BY last_seq LIMIT 1), ?) ORDER BY last_seq LIMIT ?"),
-            find_event=d.sql("SELECT l.sid, l.seq FROM {ids} i JOIN {log} l "
-                             "ON l.position = i.position WHERE i.id = ?"),
-            lookup_one=d.sql("SELECT l.sid, l.seq, l.position FROM {ids} i JOIN {log} l "
-                             "ON l.position = i.position WHERE i.id = ?"),
             bodies_after_time=d.sql("SELECT body FROM {blocks} WHERE sid=? AND last_seq>=? "
                                     "AND t_max>? ORDER BY last_seq"),
-            last_position=d.sql("SELECT COALESCE(MAX(position), 0) FROM {log}"),
             log_page=d.sql("SELECT position, sid, seq FROM {log} WHERE position>? "
                            "ORDER BY position LIMIT ?"),
             log_page_of=d.sql("SELECT position, sid, seq FROM {log} WHERE position>? AND "
@@ -95,7 +105,6 @@ class Statements:
             positions=d.sql("SELECT seq, position FROM {log} WHERE sid=?"),
             put_snapshot=d.sql("INSERT INTO {snapshots} VALUES (?, ?, ?, ?) ON CONFLICT "
                                "(sid, name, seq) DO UPDATE SET body = excluded.body"),
-            all_ids=d.sql("SELECT id, position FROM {ids}"),
             seal_state=d.sql("SELECT sid, fork_seq, version, sealed FROM {sessions} WHERE id=?"),
             seal_blocks=d.sql("SELECT first_seq, last_seq, substr(body, 1, 1) FROM {blocks} "
                               "WHERE sid=? AND last_seq>=? ORDER BY last_seq"),
@@ -112,12 +121,45 @@ class Statements:
 
 
 class SQLRecorder(BlockReader):
-    """The reading half of the SQL recorders, over two hooks: ``_rows`` runs a query,
-    ``_write_one`` runs one write statement in the backend's write transaction."""
+    """The part of a recorder both SQL backends share, over two hooks: ``_rows`` runs
+    a query, ``_write_one`` runs one write statement in the backend's write
+    transaction. A backend adds its write path: the methods of
+    :class:`~engine.store.composed.EventRecorder` below left abstract."""
 
     _sql: Statements
     _lock: threading.RLock
-    _head_with_events = True  # the session row is updated in the append's transaction
+    url: str
+    refuse: str | None = None  # why appends are refused (a keyed store opened without key)
+
+    @abc.abstractmethod
+    def lock(self) -> AbstractContextManager[object]: ...
+
+    @abc.abstractmethod
+    def create(self, info: SessionInfo, genesis: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def head(self, session_id: str) -> tuple[int, bytes]: ...
+
+    @abc.abstractmethod
+    def row_head(self, session_id: str) -> tuple[int, bytes]:
+        """(own version, head hash) as the session row says (verify compares the
+        blocks to it; a fork's version does not count its fork point)."""
+
+    @abc.abstractmethod
+    def stored_ids(self, session_id: str, events: Sequence[Event]
+                   ) -> dict[str, tuple[str, int, int]]: ...
+
+    @abc.abstractmethod
+    def insert(self, session_id: str, batch: Prepared) -> int: ...
+
+    @abc.abstractmethod
+    def find(self, event_id: str) -> tuple[str, int] | None: ...
+
+    @abc.abstractmethod
+    def last_position(self) -> int: ...
+
+    def version(self, session_id: str) -> int:
+        return self.row_head(session_id)[0]
 
     @abc.abstractmethod
     def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
@@ -140,7 +182,7 @@ class SQLRecorder(BlockReader):
                                      "session row has")
         return str(rows[0][0])
 
-    def session_info(self, session_id: str) -> SessionInfo:
+    def info(self, session_id: str) -> SessionInfo:
         rows = self._rows(self._sql.session, (session_id,))
         if not rows:
             raise UnknownSession(session_id)
@@ -162,17 +204,9 @@ class SQLRecorder(BlockReader):
                 return
             lo = rows[-1][1] + 1
 
-    def find_event(self, event_id: str) -> tuple[str, int] | None:
-        rows = self._rows(self._sql.find_event, (blocks.id_key(event_id),))
-        return None if not rows else (self._name(int(rows[0][0])), int(rows[0][1]))
-
     def _bodies_after_time(self, sid: int, first: int, time_ms: int) -> list[bytes]:
         return [bytes(body) for (body,) in self._rows(self._sql.bodies_after_time,
                                                       (sid, first, time_ms))]
-
-    def last_position(self) -> int:
-        rows = self._rows(self._sql.last_position, ())
-        return int(rows[0][0]) if rows else 0
 
     # A row per event (PostgreSQL): ranges of one. SQLite overrides these with its
     # range table.
@@ -186,37 +220,17 @@ class SQLRecorder(BlockReader):
     def _position_ranges(self, sid: int) -> list[Range]:
         return [(int(p), sid, int(q), 1) for q, p in self._rows(self._sql.positions, (sid,))]
 
-    def _verify_ids(self, ids: dict[int, str]) -> str | None:
-        # A row per event id (PostgreSQL); SQLite overrides this for its runs.
-        seen = 0
-        for key, pos in self._rows(self._sql.all_ids, ()):
-            given = ids.get(int(pos))
-            if given is None or blocks.id_key(given) != bytes(key):
-                return f"the row for position {pos} does not name the event stored there"
-            seen += 1
-        return None if seen == len(ids) else f"{len(ids) - seen} event(s) are not indexed"
-
-    def _write_state_problem(self, session_id: str) -> str | None:
-        row = self._rows(self._sql.seal_state, (session_id,))
-        if not row:
-            return None
-        sid, fork_seq, version, sealed = row[0]
-        rows = self._rows(self._sql.seal_blocks, (sid, sealed))
-        return seal_problem(fork_seq, int(sealed),
-                            [(int(r[0]), int(r[1]), bytes(r[2])) for r in rows],
-                            end=max(int(version), fork_seq or 0))
-
     # -- snapshots
 
-    def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
+    def put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
         self._write_one(self._sql.put_snapshot, (self._sid(session_id), name, seq, data))
 
-    def _latest_snapshot(self, session_id: str, name: str,
+    def latest_snapshot(self, session_id: str, name: str,
                          max_seq: int) -> tuple[int, bytes] | None:
         rows = self._rows(self._sql.latest_snapshot, (self._sid(session_id), name, max_seq))
         return None if not rows else (int(rows[0][0]), bytes(rows[0][1]))
 
-    def _snapshots_at(self, session_id: str,
+    def snapshots_at(self, session_id: str,
                       wanted: Sequence[tuple[str, int]]) -> dict[tuple[str, int], bytes]:
         sid = self._sid(session_id)
         found: dict[tuple[str, int], bytes] = {}
@@ -228,6 +242,137 @@ class SQLRecorder(BlockReader):
                 params += (name, seq)
             params.append(sid)
             found.update({(r[0], int(r[1])): bytes(r[2]) for r in self._rows(query, params)})
+        return found
+
+
+class SQLReader(BlockVerifier):
+    """The verification reader of a SQL recorder: the block walk, the session row's
+    head and seal mark; each backend adds the check of its id index."""
+
+    recorder: SQLRecorder
+    head_with_events = True  # the session row is updated in the append's transaction
+
+    @abc.abstractmethod
+    def verify_ids(self, ids: dict[int, str]) -> str | None:
+        """What is wrong with the id index, given every event's id by position."""
+
+    def recorded_head(self, session_id: str) -> tuple[int, bytes] | None:
+        return self.recorder.row_head(session_id)
+
+    def recorded_genesis(self, session_id: str) -> bytes | None:
+        return None  # the session row keeps its head; where the chain starts is the lineage's
+
+    def write_state_problem(self, session_id: str) -> str | None:
+        row = self.recorder._rows(self.recorder._sql.seal_state, (session_id,))
+        if not row:
+            return None
+        sid, fork_seq, version, sealed = row[0]
+        rows = self.recorder._rows(self.recorder._sql.seal_blocks, (sid, sealed))
+        return seal_problem(fork_seq, int(sealed),
+                            [(int(r[0]), int(r[1]), bytes(r[2])) for r in rows],
+                            end=max(int(version), fork_seq or 0))
+
+
+class SQLStore(ComposedStore):
+    """A SQL backend's store: the shared pipeline over its :class:`SQLRecorder`,
+    verified by its :class:`SQLReader`, plus the reads that follow a session's fork
+    lineage through the recorder's blocks (bulk replay in runs, the hash at a seq)."""
+
+    recorder: SQLRecorder
+
+    def _compose_sql(self, recorder: SQLRecorder, reader: SQLReader) -> None:
+        self._compose(recorder, reader)
+        self._refuse = recorder.refuse
+
+    # The recorder answers for an unknown session itself (its key lookup raises
+    # UnknownSession): no separate session read before these.
+    def read_all(self, after: int = 0, *, session_id: str | None = None,
+                 limit: int | None = None) -> Iterator[Record]:
+        return self.recorder.select_all(after, session_id, limit)
+
+    def _put_snapshot(self, session_id: str, name: str, seq: int, data: bytes) -> None:
+        self.recorder.put_snapshot(session_id, name, seq, data)
+
+    def _latest_snapshot(self, session_id: str, name: str,
+                         max_seq: int) -> tuple[int, bytes] | None:
+        return self.recorder.latest_snapshot(session_id, name, max_seq)
+
+    def _snapshots_at(self, session_id: str,
+                      wanted: Sequence[tuple[str, int]]) -> dict[tuple[str, int], bytes]:
+        return self.recorder.snapshots_at(session_id, wanted)
+
+    def _own_seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
+        return self.recorder.seq_after_time(session_id, time_ms, first)
+
+    def read_bodies(self, session_id: str, first: int, last: int) -> list[bytes]:
+        """Raw block bodies holding the session's own events first..last (benchmarks)."""
+        recorder = self.recorder
+        return [body for _, body in recorder._blocks(recorder._sid(session_id), first, last)]
+
+    def sealed_ends(self, session_id: str) -> list[int]:
+        """The last seq of each sealed block that reads of the session decode (through
+        its fork lineage), in order: a read of a range decodes each sealed block it
+        touches, so a range that does not cross one of these costs one block."""
+        recorder = self.recorder
+        ends: list[int] = []
+        for sid, limit in self.lineage(session_id):
+            top = recorder.SEQ_MAX if limit is None else limit
+            ends += [last for _, last, body in recorder._block_rows(recorder._sid(sid), 1, top)
+                     if last <= top and blocks.is_sealed(body)]
+        return ends
+
+    def read_runs(self, session_id: str, first: int = 1, last: int | None = None, *,
+                  ids: bool = True) -> Iterator[AnyEvent | Run]:
+        """:meth:`read`, for a bulk replay: in each packed block read whole, every
+        stretch of deltas to one part comes as one :class:`Run` (``engine.store.runs``)
+        instead of its events. A block cut by ``first`` or ``last`` is read in runs
+        too, cut at both ends, so no run goes past ``last``. ``ids=False`` is for a fold
+        that never reads an event's id: events of a packed block read whole then come
+        with ``id == ""`` (no id is predicted or formatted)."""
+        return chain.from_iterable(self._lineage_runs(session_id, first, last, ids))
+
+    def read_exact(self, session_id: str, first: int = 1, last: int | None = None
+                   ) -> Iterator[AnyEvent]:
+        """:meth:`read`, for a short stretch inside a block: of a packed block cut by
+        ``first`` or ``last`` only those events are decoded, where :meth:`read` decodes
+        it whole and keeps it for the next read (the cheaper way to walk a block)."""
+        start, end = first, last if last is not None else 1 << 62
+        for sid, limit in self.lineage(session_id):
+            stop = end if limit is None else min(limit, end)
+            if start <= stop:
+                yield from chain.from_iterable(self.recorder._own_blocks(
+                    sid, start, stop, blocks.decode, blocks.decode_events_range))
+            if limit is not None:
+                start = max(start, limit + 1)
+
+    def _lineage_runs(self, session_id: str, first: int, last: int | None, ids: bool
+                      ) -> Iterator[Sequence[AnyEvent | Run]]:
+        start = first
+        end = last if last is not None else 1 << 62
+        whole = blocks.decode_runs if ids else decode_runs_without_ids
+        for sid, limit in self.lineage(session_id):
+            stop = end if limit is None else min(limit, end)
+            if start <= stop:
+                yield from self.recorder._own_blocks(sid, start, stop, whole,
+                                                     blocks.decode_runs_range)
+            if limit is not None:
+                start = max(start, limit + 1)
+
+    def _hash_at(self, session_id: str, seq: int) -> bytes | None:
+        recorder = self.recorder
+        for first_seq, body in recorder._blocks(recorder._sid(session_id), seq, seq):
+            return hash_in_block(self.chain.link, body, first_seq, seq,
+                                 lambda s: self._hash_before(session_id, s), session_id)
+        return None
+
+    def _hash_before(self, session_id: str, seq: int) -> bytes:
+        """The chain hash of seq - 1 (where a block starting at ``seq`` continues)."""
+        if seq - 1 <= (self.session_info(session_id).fork_seq or 0):
+            info = self.session_info(session_id)
+            return self._genesis(info.parent, info.fork_seq) if info.parent else GENESIS
+        found = self._hash_at(session_id, seq - 1)
+        if found is None:
+            raise StoreError(f"seq {seq - 1} of session {session_id} is not stored")
         return found
 
 

@@ -68,7 +68,8 @@ from engine.store.base import (
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
 from engine.store.blockread import Range, hash_before
-from engine.store.sql import SQLITE, SQLRecorder, Statements, seal_problem
+from engine.store.chain import Chain
+from engine.store.sql import SQLITE, SQLReader, SQLRecorder, SQLStore, Statements, seal_problem
 
 # 4: sealed blocks may hold packed payload format 2 (same tables as 3; see the module
 # doc). Raised by the first write, so that a release of schema 3 refuses the file.
@@ -246,7 +247,7 @@ class _Ranges:
 BUSY_TIMEOUT_MS = 30_000
 
 
-def _begin_immediate(store: SQLiteStore) -> None:
+def _begin_immediate(store: SQLiteRecorder) -> None:
     """``BEGIN IMMEDIATE``: SQLite's write lock, or StoreBusy once the wait is over
     (a lock held by another writer is no damage: nothing was written)."""
     try:
@@ -260,14 +261,14 @@ def _begin_immediate(store: SQLiteStore) -> None:
 
 
 class _WriteTx:
-    """The write lock of a :class:`SQLiteStore`: its thread lock and the write
+    """The write lock of a :class:`SQLiteRecorder`: its thread lock and the write
     transaction (``BEGIN IMMEDIATE``, or the open batched window). Left with an
     exception, or without a commit outside a window, it rolls back what the append
     wrote; a window's earlier appends stay (they commit with it)."""
 
     __slots__ = ("store",)
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: SQLiteRecorder) -> None:
         self.store = store
 
     def __enter__(self) -> None:
@@ -291,8 +292,11 @@ class _WriteTx:
             store._lock.release()
 
 
-class SQLiteStore(SQLRecorder):
-    _sql = Statements.of(SQLITE)
+class SQLiteStore(SQLStore):
+    """``sqlite:///path.db``: the pipeline over a :class:`SQLiteRecorder`, verified by
+    a :class:`SQLiteReader`."""
+
+    recorder: SQLiteRecorder
 
     def __init__(self, path: str, *, url: str | None = None, synchronous: str | None = None,
                  durability: str = SYNC, batch_ms: float = DEFAULT_BATCH_MS,
@@ -300,6 +304,25 @@ class SQLiteStore(SQLRecorder):
                  max_event_bytes: int | None = None, read_only: bool = False) -> None:
         self._configure(url or f"sqlite:///{path}", durability=durability, key=key,
                         max_event_bytes=max_event_bytes)
+        recorder = SQLiteRecorder(path, url=self.url, chain=self.chain,
+                                  synchronous=synchronous, durability=self.durability,
+                                  batch_ms=batch_ms, batch_events=batch_events,
+                                  read_only=read_only)
+        self._compose_sql(recorder, SQLiteReader(recorder, self.chain))
+        self.path = path
+        self.read_only = recorder.read_only
+
+
+class SQLiteRecorder(SQLRecorder):
+    """One SQLite file's tables: the write transaction and its range indexes, blocks
+    written and sealed, reads (see the module doc); nothing of the append pipeline."""
+
+    _sql = Statements.of(SQLITE)
+
+    def __init__(self, path: str, *, url: str, chain: Chain, synchronous: str | None,
+                 durability: str, batch_ms: float, batch_events: int,
+                 read_only: bool) -> None:
+        self.url, self.chain = url, chain
         self.path = path
         if path != ":memory:":
             parent = Path(path).parent
@@ -336,7 +359,7 @@ class SQLiteStore(SQLRecorder):
         self._pend_found: dict[str, tuple[str, int, int]] = {}
         # Keys of the batch being appended that fall inside a stored run (see _lookup).
         self._covered: set[bytes] = set()
-        self._write_lock = _WriteTx(self)  # reusable: its state is the store's
+        self._write_lock = _WriteTx(self)  # reusable: its state is the recorder's
         self._group = (GroupCommit(self._commit_window, self._lock, max_ms=batch_ms,
                                    max_events=batch_events)
                        if durability == BATCHED else None)
@@ -371,7 +394,7 @@ class SQLiteStore(SQLRecorder):
         if old is not None and old > SCHEMA_VERSION:
             raise newer_store(self.url, old, SCHEMA_VERSION)
         if (old == SCHEMA_VERSION or self._stale_schema) and "chain" in meta:
-            self._refuse = check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
+            self.refuse = check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
             return
         self._refuse_read_only()
         self._migrate()
@@ -423,7 +446,7 @@ class SQLiteStore(SQLRecorder):
                 db.execute("INSERT INTO meta VALUES ('chain', ?)", (self.chain.algorithm,))
                 db.execute("INSERT INTO meta VALUES ('key', ?)", (self.chain.fingerprint(),))
                 meta["chain"], meta["key"] = self.chain.algorithm, self.chain.fingerprint()
-            self._refuse = check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
+            self.refuse = check_chain(self.url, meta["chain"], meta.get("key", ""), self.chain)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -556,7 +579,10 @@ class SQLiteStore(SQLRecorder):
 
     # ------------------------------------------------------------------ sessions
 
-    def _create_session(self, info: SessionInfo, genesis: bytes) -> None:
+    def lock(self) -> _WriteTx:
+        return self._write_lock
+
+    def create(self, info: SessionInfo, genesis: bytes) -> None:
         with self._lock:
             self._write_begin()
             try:
@@ -598,7 +624,7 @@ class SQLiteStore(SQLRecorder):
             db.execute("COMMIT")
             self._end_tx()
 
-    def _head(self, session_id: str) -> tuple[int, bytes]:
+    def row_head(self, session_id: str) -> tuple[int, bytes]:
         with self._lock:
             tail = self._tails.get(session_id)
             if tail is not None:
@@ -725,22 +751,22 @@ class SQLiteStore(SQLRecorder):
             raise StoreError(f"no session row for key {sid}")
         return (None if row[0] is None else int(row[0])), int(row[1] or 0), str(row[2])
 
-    def _write_head(self, session_id: str) -> tuple[int, bytes]:
+    def head(self, session_id: str) -> tuple[int, bytes]:
         tail = self._tail(session_id)
         return max(tail.version, tail.fork_seq or 0), tail.head
 
-    def _early_ids(self, session_id: str, events: Sequence[Event]
+    def early_ids(self, session_id: str, events: Sequence[Event]
                    ) -> dict[str, tuple[str, int, int]] | None:
         # Looked up first, always: runs cannot refuse a stored id at insert the way a
         # unique index of every id did.
         return self._lookup(events)
 
-    def _stored_ids(self, session_id: str, events: Sequence[Event]
+    def stored_ids(self, session_id: str, events: Sequence[Event]
                     ) -> dict[str, tuple[str, int, int]]:
         with self._lock:
             return self._lookup(events)
 
-    def _insert(self, session_id: str, batch: Prepared) -> int:
+    def insert(self, session_id: str, batch: Prepared) -> int:
         tail = self._tails[session_id]
         ranges = self._ranges
         if ranges is None:
@@ -819,11 +845,7 @@ class SQLiteStore(SQLRecorder):
 
     # ------------------------------------------------------------------ reading
 
-    def read_bodies(self, session_id: str, first: int, last: int) -> list[bytes]:
-        """Raw block bodies holding the session's own events first..last (benchmarks)."""
-        return [body for _, body in self._blocks(self._sid(session_id), first, last)]
-
-    def find_event(self, event_id: str) -> tuple[str, int] | None:
+    def find(self, event_id: str) -> tuple[str, int] | None:
         with self._lock:
             self._readable()
             hit = self._lookup_committed(event_id)
@@ -856,11 +878,22 @@ class SQLiteStore(SQLRecorder):
                               (sid, after + 1, page))
         return [(int(p), int(s), int(q), int(n)) for p, s, q, n in rows]
 
-    def _verify_ids(self, ids: dict[int, str]) -> str | None:
+    def _position_ranges(self, sid: int) -> list[Range]:
+        return [(int(p), sid, int(q), int(n)) for p, q, n in self._rows(
+            "SELECT position, seq, count FROM log WHERE sid=?", (sid,))]
+
+
+
+class SQLiteReader(SQLReader):
+    """Verification of a SQLite store: the shared SQL walk, and its id runs and names."""
+
+    recorder: SQLiteRecorder
+
+    def verify_ids(self, ids: dict[int, str]) -> str | None:
         """Every run and exact row names the events at its positions, and every event
         is in exactly one (the index's only check: verify --fast skips it)."""
         seen = 0
-        for lo, n, pos in self._rows("SELECT lo, count, position FROM ids", ()):
+        for lo, n, pos in self.recorder._rows("SELECT lo, count, position FROM ids", ()):
             # A whole run at once when it holds (verify.py's speed); else event by event,
             # which names the first position that does not match.
             if blocks.low_keys(list(map(ids.get, range(int(pos), int(pos) + int(n))))) \
@@ -874,18 +907,13 @@ class SQLiteStore(SQLRecorder):
                     return (f"the run from position {pos} does not match the id of the "
                             f"event at position {int(pos) + i}")
             seen += int(n)
-        for key, pos in self._rows("SELECT id, position FROM names", ()):
+        for key, pos in self.recorder._rows("SELECT id, position FROM names", ()):
             given = ids.get(int(pos))
             if given is None or blocks.id_key(given) != bytes(key):
                 return f"the row for position {pos} does not name the event stored there"
             seen += 1
         return None if seen == len(ids) else (f"it holds {seen} id(s) for {len(ids)} "
                                               "event(s)")
-
-    def _position_ranges(self, sid: int) -> list[Range]:
-        return [(int(p), sid, int(q), int(n)) for p, q, n in self._rows(
-            "SELECT position, seq, count FROM log WHERE sid=?", (sid,))]
-
 
 def _maxv(row: Any) -> int:
     """The schema version bound of a stored block row (first_seq, t_max, body)."""

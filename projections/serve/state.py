@@ -399,7 +399,7 @@ class Viewer:
         in runs without ids (as ``at`` reads it: only the events up to ``seq`` of the
         tail's block are decoded, and no id is made). The event at ``seq`` (the line
         under the slider) is read apart, decoding only its own body
-        (``BlockReader.read_exact``): reading the tail as events decoded the whole
+        (``SQLStore.read_exact``): reading the tail as events decoded the whole
         block, about half of a scrub's answer at 1M events."""
         proj = latest_snapshot(self.store, sid, seq, cache=self._restore) or \
             WithPartsProjection(sid)

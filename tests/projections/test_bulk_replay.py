@@ -1,4 +1,4 @@
-"""Bulk replay (projections.bulk, BlockReader.read_runs): the WithParts state it
+"""Bulk replay (projections.bulk, SQLStore.read_runs): the WithParts state it
 folds equals, byte for byte in its JSON, the state of the per-event replay and of
 the projection kept live while recording, for whole stores, for reads cut at any
 seq, for stores holding only a prefix, and through a fork."""

@@ -157,7 +157,7 @@ def test_events_of_a_range_of_any_events_are_the_wholes_events_there(
                      min_size=5, max_size=12))
 def test_read_exact_is_read_through_sealed_blocks_and_forks(
         seed: int, size: int, fork_at: int, more: int, cuts: list[tuple[int, int]]) -> None:
-    """``BlockReader.read_exact`` (only the bodies of the events asked for) gives what
+    """``SQLStore.read_exact`` (only the bodies of the events asked for) gives what
     ``read`` gives, for stretches inside, across and at the edges of sealed blocks, of
     a session and of a fork of it (its parent's events up to the fork, then its own)."""
     with tempfile.TemporaryDirectory() as tmp:

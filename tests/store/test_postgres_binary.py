@@ -55,7 +55,7 @@ def test_appends_send_bodies_and_arrays_binary_and_reads_ask_for_binary(pg_url: 
     assert isinstance(store, PostgresStore)
     store.create_session(SID, created=0)
     with tempfile.TemporaryFile(mode="w+") as sink:
-        pgconn = store._db.pgconn
+        pgconn = store.recorder._db.pgconn
         pgconn.trace(sink.fileno())
         pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
         _appends(store, 7)  # past psycopg's prepare threshold: both paths are covered

@@ -163,7 +163,7 @@ def test_the_payload_names_the_committed_range_and_session(pg: PostgresStore) ->
         conn.execute("LISTEN convlog")
         pg.append(SID_B, [_note(0), _note(1), _note(2)])
         notes = list(conn.notifies(timeout=10, stop_after=1))
-    assert [parse(n.payload) for n in notes] == [Announcement(1, 3, pg._sid(SID_B))]
+    assert [parse(n.payload) for n in notes] == [Announcement(1, 3, pg.recorder._sid(SID_B))]
 
 
 @given(first=st.integers(1, 100), size=st.integers(0, 5), after=st.integers(0, 110),

@@ -15,7 +15,7 @@ from engine import events as ev
 from engine.errors import ConcurrencyError
 from engine.session import Session
 from engine.store import open_store
-from engine.store.sqlite import SQLiteStore
+from engine.store.sqlite import SQLiteRecorder, SQLiteStore
 from engine.store.verify import verify
 
 CHILD = Path(__file__).resolve().parents[1] / "support" / "crash_child.py"
@@ -84,9 +84,9 @@ def test_a_read_skips_blocks_a_concurrent_merge_made_overlap(tmp_path: Path,
     for i in range(300):  # enough appends for sealed, merged blocks and a raw tail
         s.user_message(f"m{i}")
     expected = [e.seq for e in store.read(s.id)]
-    original = SQLiteStore._block_rows
+    original = SQLiteRecorder._block_rows
 
-    def with_a_merge_between_pages(self: SQLiteStore, sid: int, first: int, last: int
+    def with_a_merge_between_pages(self: SQLiteRecorder, sid: int, first: int, last: int
                                    ) -> Iterator[tuple[int, int, bytes]]:
         rows = list(original(self, sid, first, last))
         merged_body = rows[0][2]  # as if rows 0..1 were re-read after a merge
@@ -96,6 +96,6 @@ def test_a_read_skips_blocks_a_concurrent_merge_made_overlap(tmp_path: Path,
                 yield rows[0][0], rows[1][1], merged_body
                 yield rows[1]
 
-    monkeypatch.setattr(SQLiteStore, "_block_rows", with_a_merge_between_pages)
+    monkeypatch.setattr(SQLiteRecorder, "_block_rows", with_a_merge_between_pages)
     assert [e.seq for e in store.read(s.id)] == expected
     assert [e.seq for e in store.read(s.id, 5)] == expected[4:]

@@ -123,7 +123,7 @@ def test_committed_rows_in_a_read_only_wal_are_read(place: Path) -> None:
     make_read_only(place / "ro")
     before = state(place / "ro")
     probe = ("import sys; from engine.store import open_store; s = open_store(sys.argv[1], "
-             "create=False); print(dict(s._db.execute('SELECT key, value FROM meta'))"
+             "create=False); print(dict(s.recorder._db.execute('SELECT key, value FROM meta'))"
              "['in-wal'], len(s.sessions()))")
     done = as_reader(probe, f"sqlite:///{db}")
     assert done.returncode == 0, done.stderr

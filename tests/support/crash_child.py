@@ -74,7 +74,7 @@ def point(url: str, sid: str, n: int) -> None:
         store = open_store(url)
     else:
         store = open_store(url)  # a schema 2 file migrates at its first write, below
-        store._db.set_trace_callback(step)  # type: ignore[attr-defined]
+        store.recorder._db.set_trace_callback(step)  # type: ignore[attr-defined]
     s = Session.open_or_create(store, sid)
     text = _open_text(s)
     n = 0

@@ -1,5 +1,5 @@
 """PostgreSQL schemas before today's (4): migrated when a store is opened, under the
-migration lock (``PostgresStore._migrate``).
+migration lock (``PostgresRecorder._migrate``).
 
 - Schemas 1 and 2: the id index kept a global position per id. Schema 3 names each
   id's (sid, seq) instead, learned from the log (:func:`migrate_2_to_3`), and the

@@ -1,5 +1,5 @@
 """SQLite schemas before today's (4), read as they are and migrated by a store's first
-write (``SQLiteStore._current_schema``) or ``convlog migrate``.
+write (``SQLiteRecorder._current_schema``) or ``convlog migrate``.
 
 - Schema 1 (a row per event, before blocks): refused (no importer ever worked).
 - Schema 2: a row per event in ``log`` and ``ids``. Read through range indexes
