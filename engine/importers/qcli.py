@@ -29,6 +29,7 @@ from engine import events as ev
 from engine.codec import decode_json, encode_json, encode_msgpack
 from engine.errors import ConvlogError, EventDecodeError
 from engine.events import Event, tag_of
+from engine.importers import qcli_shapes as shape
 from engine.importers.base import (
     ImportInputError,
     ImportReport,
@@ -175,6 +176,11 @@ def _results(user: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 class _Importer:
     def __init__(self, data: Mapping[str, Any]) -> None:
         self.data = data = normalize(data)
+        try:  # checked once: a field of the wrong type is named by its path
+            self.shape = shape.check(data)
+        except msgspec.ValidationError as exc:
+            raise QCliFormatError(f"not a Q CLI conversation this importer can read: {exc}"
+                                  ) from exc
         self.key = str(data["conversation_id"])
         self.counter = 0
         self.events: list[Event] = []
@@ -208,11 +214,11 @@ class _Importer:
         self.events.append(msgspec.structs.replace(e, time=self.time))
 
     def _first_time(self) -> int:
-        for entry in self.data.get("history") or []:
-            stamp = (entry.get("user") or {}).get("timestamp")
+        for entry in self.shape.history:
+            stamp = entry.user.timestamp
             if stamp:
-                return _ms(stamp)
-            start = (entry.get("request_metadata") or {}).get("request_start_timestamp_ms")
+                return _ms(stamp)  # a wrong type fails in fromisoformat, as before
+            start = entry.request_metadata and entry.request_metadata.request_start_timestamp_ms
             if start:
                 return int(start)
         return 1  # the log fills a zero time with its clock; keep imports deterministic
@@ -241,8 +247,8 @@ class _Importer:
             cwd=env_state.get("current_working_directory") or "",
             utc_offset_minutes=_offset_minutes(stamps[0]) if stamps else 0,
         ))
-        self._tools(data.get("tools") or {})
-        self._context(data.get("context_manager"))
+        self._tools(self.shape.tools or {})
+        self._context(data.get("context_manager"), self.shape.context_manager)
         checkpoints = list(((data.get("checkpoint_manager") or {}).get("checkpoints")) or [])
         if tangent:
             main = list(tangent.get("main_history") or [])
@@ -271,7 +277,7 @@ class _Importer:
         for cp in checkpoints:
             self.note(f"checkpoint {cp.get('tag')!r}: its history is not a prefix of the "
                       "history at a point the import passes; not imported")
-        self._file_lines(data.get("file_line_tracker") or {})
+        self._file_lines(self.shape.file_line_tracker or {})
         self.emit(ev.TranscriptReplaced(lines=list(data.get("transcript") or [])))
         if data.get("context_message_length") is not None:
             self.note("context_message_length is recomputed from the summary")
@@ -289,15 +295,17 @@ class _Importer:
             return ev.ModelInfo(model_id=model)
         return None
 
-    def _tools(self, tools: Mapping[str, Any]) -> None:
+    def _tools(self, tools: Mapping[str, list[dict[str, shape.ToolSpec]]]) -> None:
         for key, specs in tools.items():
             origin = _ORIGINS.get(key, "mcp")
             parsed = []
             for spec in specs:
-                _, body = _variant(spec, "tool")
-                schema = body.get("input_schema") or {}
-                parsed.append(ev.ToolSpec(name=body["name"],
-                                          description=body.get("description") or "",
+                if len(spec) != 1:
+                    raise QCliFormatError(f"tool must be an object with one variant key, "
+                                          f"not {spec!r}")
+                (body,) = spec.values()
+                schema = body.input_schema or {}
+                parsed.append(ev.ToolSpec(name=body.name, description=body.description or "",
                                           input_schema=dict(schema.get("json") or {})))
             if not parsed:
                 self.note(f"the empty tool group {key!r} is not kept")
@@ -305,10 +313,11 @@ class _Importer:
             self.emit(ev.ToolsChanged(origin=origin, tools=parsed,  # type: ignore[arg-type]
                                       server=None if key in _ORIGINS else key))
 
-    def _context(self, manager: Mapping[str, Any] | None) -> None:
-        if not manager:
+    def _context(self, manager: Mapping[str, Any] | None,
+                 declared: shape.ContextManager | None) -> None:
+        if not manager or declared is None:
             return
-        paths = list(manager.get("paths") or [])
+        paths = list(declared.paths or [])
         for path in dict.fromkeys(paths):
             self.emit(ev.ContextFileAdded(path=path))
         extra = sorted(k for k in manager if k != "paths")
@@ -317,16 +326,17 @@ class _Importer:
         if not paths:
             self.note("an empty context_manager is not kept (it appears with its first file)")
 
-    def _file_lines(self, trackers: Mapping[str, Any]) -> None:
+    def _file_lines(self, trackers: Mapping[str, shape.LineTracker]) -> None:
         for path, t in trackers.items():
-            after = int(t.get("after_fswrite_lines", 0))
-            if t.get("prev_fswrite_lines", after) != after or t.get("is_first_write"):
+            after = t.after_fswrite_lines
+            prev = after if t.prev_fswrite_lines is msgspec.UNSET else t.prev_fswrite_lines
+            if prev != after or t.is_first_write:
                 self.note(f"file_line_tracker {path!r}: only the state after a write is kept "
                           "(prev_fswrite_lines = after_fswrite_lines, is_first_write false)")
             self.emit(ev.FileLinesChanged(
-                path=path, before_lines=int(t.get("before_fswrite_lines", 0)), after_lines=after,
-                lines_added_by_agent=int(t.get("lines_added_by_agent", 0)),
-                lines_removed_by_agent=int(t.get("lines_removed_by_agent", 0))))
+                path=path, before_lines=t.before_fswrite_lines, after_lines=after,
+                lines_added_by_agent=t.lines_added_by_agent,
+                lines_removed_by_agent=t.lines_removed_by_agent))
 
     # ------------------------------------------------------------------ history
 
