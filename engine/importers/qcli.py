@@ -242,20 +242,22 @@ class _Importer:
         env_state = (self.env or {}).get("env_state") or {}
         self.emit(ev.ConversationCreated(
             conversation_id=data["conversation_id"], model_info=self._model_info(),
-            mcp_enabled=bool(data.get("mcp_enabled", True)),
+            mcp_enabled=bool(self.shape.mcp_enabled),
             os=env_state.get("operating_system") or "",
             cwd=env_state.get("current_working_directory") or "",
             utc_offset_minutes=_offset_minutes(stamps[0]) if stamps else 0,
         ))
         self._tools(self.shape.tools or {})
         self._context(data.get("context_manager"), self.shape.context_manager)
-        checkpoints = list(((data.get("checkpoint_manager") or {}).get("checkpoints")) or [])
+        manager = self.shape.checkpoint_manager
+        checkpoints = list((manager and manager.checkpoints) or [])
         if tangent:
             main = list(tangent.get("main_history") or [])
             self._thread(main, tangent.get("main_latest_summary"), checkpoints,
                          tangent.get("main_next_message"))
             self._next_message(tangent.get("main_next_message"))
-            self.emit(ev.TranscriptReplaced(lines=list(tangent.get("main_transcript") or [])))
+            self.emit(ev.TranscriptReplaced(
+                lines=list((self.shape.tangent_state or shape.Tangent()).main_transcript or [])))
             self.emit(ev.TangentEntered(), _time_array_ms(tangent["tangent_start_time"])
                       if "tangent_start_time" in tangent else None)
             if not self.pending_tools and tangent.get("main_next_message") is not None:
@@ -275,10 +277,10 @@ class _Importer:
                          data.get("next_message"))
             self._next_message(data.get("next_message"))
         for cp in checkpoints:
-            self.note(f"checkpoint {cp.get('tag')!r}: its history is not a prefix of the "
+            self.note(f"checkpoint {cp.tag!r}: its history is not a prefix of the "
                       "history at a point the import passes; not imported")
         self._file_lines(self.shape.file_line_tracker or {})
-        self.emit(ev.TranscriptReplaced(lines=list(data.get("transcript") or [])))
+        self.emit(ev.TranscriptReplaced(lines=list(self.shape.transcript or [])))
         if data.get("context_message_length") is not None:
             self.note("context_message_length is recomputed from the summary")
 
@@ -289,7 +291,7 @@ class _Importer:
             if extra:
                 self.note(f"model_info fields {extra} are not mapped")
             return ev.ModelInfo(**{k: info[k] for k in _MODEL_FIELDS if info.get(k) is not None})
-        model = self.data.get("model")
+        model = self.shape.model
         if model:
             self.note("the legacy model string became model_info; the model field is not kept")
             return ev.ModelInfo(model_id=model)
@@ -340,7 +342,7 @@ class _Importer:
 
     # ------------------------------------------------------------------ history
 
-    def _thread(self, history: list[Any], summary: Any, checkpoints: list[Any],
+    def _thread(self, history: list[Any], summary: Any, checkpoints: list[shape.Checkpoint],
                 final: Mapping[str, Any] | None) -> None:
         """A summary, then the entries, with checkpoints placed where their history matches.
 
@@ -371,20 +373,20 @@ class _Importer:
                                                    "tool_uses": uses}}}, first, "stand-in")
         self._entries(history, 0, [], final)
         for cp in checkpoints:
-            self.note(f"checkpoint {cp.get('tag')!r}: not placed in a history that starts "
+            self.note(f"checkpoint {cp.tag!r}: not placed in a history that starts "
                       "with results of compacted turns")
         checkpoints.clear()
         self.emit(compaction)
 
-    def _checkpoints_at(self, k: int, history: list[Any], checkpoints: list[Any]) -> None:
-        while checkpoints and checkpoints[0].get("history_snapshot", []) == history[:k]:
+    def _checkpoints_at(self, k: int, history: list[Any],
+                        checkpoints: list[shape.Checkpoint]) -> None:
+        while checkpoints and checkpoints[0].history_snapshot == history[:k]:
             cp = checkpoints.pop(0)
             self.emit(ev.CheckpointCreated(
-                tag=cp["tag"], description=cp.get("description") or "",
-                is_turn=bool(cp.get("is_turn", True)), tool_name=cp.get("tool_name")),
-                _ms(cp["timestamp"]) if cp.get("timestamp") else None)
+                tag=cp.tag, description=cp.description or "", is_turn=bool(cp.is_turn),
+                tool_name=cp.tool_name), _ms(cp.timestamp) if cp.timestamp else None)
 
-    def _entries(self, history: list[Any], first: int, checkpoints: list[Any],
+    def _entries(self, history: list[Any], first: int, checkpoints: list[shape.Checkpoint],
                  final: Mapping[str, Any] | None) -> None:
         self._checkpoints_at(first, history, checkpoints)
         for i in range(first, len(history)):

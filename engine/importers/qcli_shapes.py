@@ -108,11 +108,13 @@ class LineTracker(msgspec.Struct, gc=False):
 
 
 class Checkpoint(msgspec.Struct, gc=False):
-    tag: Any = None  # read only when the checkpoint is placed
-    timestamp: str | None = None
-    description: str | None = None
+    # Read only when the checkpoint is placed (an unplaced one is noted by its tag):
+    # their types are checked by the event it becomes.
+    tag: Any = None
+    timestamp: Any = None
+    description: Any = None
     is_turn: Any = True
-    tool_name: str | None = None
+    tool_name: Any = None
     # Compared whole with the history where the checkpoint is placed, never read.
     history_snapshot: list[Any] = []
 
