@@ -181,6 +181,11 @@ class _Importer:
         except msgspec.ValidationError as exc:
             raise QCliFormatError(f"not a Q CLI conversation this importer can read: {exc}"
                                   ) from exc
+        # Each history entry's declared reading, found by the entry the walk holds.
+        declared = [*self.shape.history, *(self.shape.tangent_state or shape.Tangent()
+                                           ).main_history]
+        raw = [*data["history"], *(data.get("tangent_state") or {}).get("main_history", [])]
+        self.declared = {id(r): d for r, d in zip(raw, declared, strict=True)}
         self.key = str(data["conversation_id"])
         self.counter = 0
         self.events: list[Event] = []
@@ -501,9 +506,13 @@ class _Importer:
     def _assistant(self, entry: Mapping[str, Any], after: Mapping[str, Any] | None,
                    where: str) -> None:
         kind, body = _variant(entry["assistant"], "assistant")
-        metadata = entry.get("request_metadata")
-        start = (metadata or {}).get("request_start_timestamp_ms")
-        end = (metadata or {}).get("stream_end_timestamp_ms")
+        declared = self.declared.get(id(entry))  # None: the stand-in for a compacted turn
+        message = declared.assistant if declared else msgspec.convert(entry["assistant"],
+                                                                      shape.Assistant)
+        said = message.ToolUse or message.Response or shape.AssistantBody()
+        metadata = entry.get("request_metadata")  # kept as saved
+        timing = (declared and declared.request_metadata) or shape.RequestMetadata()
+        start, end = timing.request_start_timestamp_ms, timing.stream_end_timestamp_ms
         self.pending_tools = False  # this turn consumes the next message
         self.joined = None
         mid = self._message_id()
@@ -511,7 +520,7 @@ class _Importer:
                   int(start) if start else None)
         for key in sorted(set(body) - _ASSISTANT_FIELDS):
             self.note(f"{where}: assistant field {key!r} is not mapped")
-        thinking = body.get("thinking")
+        thinking = said.thinking
         if isinstance(thinking, dict):
             # Newer saves keep the model's reasoning (ReasoningContentForHistory: text,
             # signature, redacted_content, model_id) on the assistant message.
@@ -526,8 +535,8 @@ class _Importer:
         elif thinking is not None:
             self.note(f"{where}: assistant thinking that is not an object is not kept")
         pid = self._part_id()
-        qcli = {"message_id": body.get("message_id"), "request_metadata": metadata}
-        self.emit(ev.TextAdded(message_id=mid, part_id=pid, text=body.get("content") or "",
+        qcli = {"message_id": said.message_id, "request_metadata": metadata}
+        self.emit(ev.TextAdded(message_id=mid, part_id=pid, text=said.content or "",
                                metadata={"qcli": qcli}))
         self.emit(ev.PartEnded(message_id=mid, part_id=pid))
         if kind == "ToolUse":
