@@ -186,6 +186,13 @@ class _Importer:
                                            ).main_history]
         raw = [*data["history"], *(data.get("tangent_state") or {}).get("main_history", [])]
         self.declared = {id(r): d for r, d in zip(raw, declared, strict=True)}
+        self.users: dict[int, shape.User] = {id(r["user"]): d.user
+                                             for r, d in zip(raw, declared, strict=True)}
+        for r, d in ((data.get("next_message"), self.shape.next_message),
+                     ((data.get("tangent_state") or {}).get("main_next_message"),
+                      (self.shape.tangent_state or shape.Tangent()).main_next_message)):
+            if r is not None and d is not None:
+                self.users[id(r)] = d
         self.key = str(data["conversation_id"])
         self.counter = 0
         self.events: list[Event] = []
@@ -207,6 +214,10 @@ class _Importer:
     def _part_id(self) -> str:
         self.counter += 1
         return stable_part_id("qcli", self.key, "part", str(self.counter))
+
+    def _declared_user(self, user: Mapping[str, Any]) -> shape.User:
+        """``user``'s declared reading; one the import made (a join's rest) converts."""
+        return self.users.get(id(user)) or msgspec.convert(user, shape.User)
 
     def note(self, text: str) -> None:
         self.unmapped.append(text)
@@ -435,8 +446,9 @@ class _Importer:
             had, before = self.joined
             if prompt == had and user == before:
                 return  # already there (a tangent starts with the main next message)
-            extra = user.get("additional_context") or ""
-            had_extra = before.get("additional_context") or ""
+            said = self._declared_user(user)
+            extra = said.additional_context or ""
+            had_extra = self._declared_user(before).additional_context or ""
             # The fold joins additional context like prompts: old + "\n" + new.
             rest: str | None = None
             if extra == had_extra:
@@ -451,19 +463,20 @@ class _Importer:
             else:
                 # Not a join of the pending prompt (e.g. /tangent then an explicit set):
                 # setting the next message replaces the prompt and keeps the results.
-                stamp = user.get("timestamp")
+                stamp = said.timestamp
                 self.emit(ev.NextMessageSet(prompt=prompt, additional_context=extra),
                           _ms(stamp) if stamp else None)
         self.joined = (prompt, user)
 
     def _check_env(self, user: Mapping[str, Any], where: str) -> None:
         self._env_fields(user, where)
-        if user.get("env_context") != self.env:
+        said = self._declared_user(user)
+        if said.env_context != self.env:
             self.note(f"{where}: the environment of a tool-result message is the "
                       "conversation's; its own is not kept")
-        if user.get("timestamp") is not None:
+        if said.timestamp is not None:
             self.note(f"{where}: a tool-result message has no timestamp of its own here")
-        if user.get("additional_context") or user.get("images"):
+        if said.additional_context or said.images:
             self.note(f"{where}: additional context or images on tool results are not kept")
 
     def _orphan_results(self, user: Mapping[str, Any], body: Mapping[str, Any], where: str
@@ -486,17 +499,18 @@ class _Importer:
         self._env_fields(user, where)
         if prompt == "":
             self.note(f"{where}: an empty prompt becomes 'Empty prompt'")
-        stamp = user.get("timestamp")
+        said = self._declared_user(user)
+        stamp = said.timestamp
         mid = self._message_id()
-        override: dict[str, Any] = {"timestamp": stamp, "env_context": user.get("env_context")}
-        if user.get("images") is not None:
-            override["images"] = user["images"]
+        override: dict[str, Any] = {"timestamp": stamp, "env_context": said.env_context}
+        if said.images is not None:
+            override["images"] = said.images
         self.emit(ev.MessageStarted(message_id=mid, role="user"), _ms(stamp) if stamp else None)
         pid = self._part_id()
         self.emit(ev.TextAdded(message_id=mid, part_id=pid, text=prompt,
                                metadata={"qcli": override}))
         self.emit(ev.PartEnded(message_id=mid, part_id=pid))
-        extra = user.get("additional_context") or ""
+        extra = said.additional_context or ""
         if extra:
             xid = self._part_id()
             self.emit(ev.TextAdded(message_id=mid, part_id=xid, text=extra, synthetic=True))
