@@ -250,7 +250,9 @@ class _Importer:
         tangent = data.get("tangent_state")
         if tangent:
             users = [e.get("user") or {} for e in tangent.get("main_history") or []] + users
-        stamps = [u["timestamp"] for u in users if u.get("timestamp")]
+        said = [e.user for e in (self.shape.tangent_state or shape.Tangent()).main_history]
+        stamps = [u.timestamp for u in [*said, *(e.user for e in self.shape.history)]
+                  if u.timestamp]
         # The environment of tool-result messages comes from the conversation.
         result_envs = [u.get("env_context") for u in users if u.get("content")
                        and "Prompt" not in u["content"]]
