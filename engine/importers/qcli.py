@@ -29,6 +29,7 @@ from engine import events as ev
 from engine.codec import decode_json, encode_json, encode_msgpack
 from engine.errors import ConvlogError, EventDecodeError
 from engine.events import Event, tag_of
+from engine.importers import qcli_shapes as shape
 from engine.importers.base import (
     ImportInputError,
     ImportReport,
@@ -175,6 +176,23 @@ def _results(user: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 class _Importer:
     def __init__(self, data: Mapping[str, Any]) -> None:
         self.data = data = normalize(data)
+        try:  # checked once: a field of the wrong type is named by its path
+            self.shape = shape.check(data)
+        except msgspec.ValidationError as exc:
+            raise QCliFormatError(f"not a Q CLI conversation this importer can read: {exc}"
+                                  ) from exc
+        # Each history entry's declared reading, found by the entry the walk holds.
+        declared = [*self.shape.history, *(self.shape.tangent_state or shape.Tangent()
+                                           ).main_history]
+        raw = [*data["history"], *(data.get("tangent_state") or {}).get("main_history", [])]
+        self.declared = {id(r): d for r, d in zip(raw, declared, strict=True)}
+        self.users: dict[int, shape.User] = {id(r["user"]): d.user
+                                             for r, d in zip(raw, declared, strict=True)}
+        for r, d in ((data.get("next_message"), self.shape.next_message),
+                     ((data.get("tangent_state") or {}).get("main_next_message"),
+                      (self.shape.tangent_state or shape.Tangent()).main_next_message)):
+            if r is not None and d is not None:
+                self.users[id(r)] = d
         self.key = str(data["conversation_id"])
         self.counter = 0
         self.events: list[Event] = []
@@ -197,6 +215,10 @@ class _Importer:
         self.counter += 1
         return stable_part_id("qcli", self.key, "part", str(self.counter))
 
+    def _declared_user(self, user: Mapping[str, Any]) -> shape.User:
+        """``user``'s declared reading; one the import made (a join's rest) converts."""
+        return self.users.get(id(user)) or msgspec.convert(user, shape.User)
+
     def note(self, text: str) -> None:
         self.unmapped.append(text)
 
@@ -208,11 +230,11 @@ class _Importer:
         self.events.append(msgspec.structs.replace(e, time=self.time))
 
     def _first_time(self) -> int:
-        for entry in self.data.get("history") or []:
-            stamp = (entry.get("user") or {}).get("timestamp")
+        for entry in self.shape.history:
+            stamp = entry.user.timestamp
             if stamp:
-                return _ms(stamp)
-            start = (entry.get("request_metadata") or {}).get("request_start_timestamp_ms")
+                return _ms(stamp)  # a wrong type fails in fromisoformat, as before
+            start = entry.request_metadata and entry.request_metadata.request_start_timestamp_ms
             if start:
                 return int(start)
         return 1  # the log fills a zero time with its clock; keep imports deterministic
@@ -228,7 +250,9 @@ class _Importer:
         tangent = data.get("tangent_state")
         if tangent:
             users = [e.get("user") or {} for e in tangent.get("main_history") or []] + users
-        stamps = [u["timestamp"] for u in users if u.get("timestamp")]
+        said = [e.user for e in (self.shape.tangent_state or shape.Tangent()).main_history]
+        stamps = [u.timestamp for u in [*said, *(e.user for e in self.shape.history)]
+                  if u.timestamp]
         # The environment of tool-result messages comes from the conversation.
         result_envs = [u.get("env_context") for u in users if u.get("content")
                        and "Prompt" not in u["content"]]
@@ -236,20 +260,22 @@ class _Importer:
         env_state = (self.env or {}).get("env_state") or {}
         self.emit(ev.ConversationCreated(
             conversation_id=data["conversation_id"], model_info=self._model_info(),
-            mcp_enabled=bool(data.get("mcp_enabled", True)),
+            mcp_enabled=bool(self.shape.mcp_enabled),
             os=env_state.get("operating_system") or "",
             cwd=env_state.get("current_working_directory") or "",
             utc_offset_minutes=_offset_minutes(stamps[0]) if stamps else 0,
         ))
-        self._tools(data.get("tools") or {})
-        self._context(data.get("context_manager"))
-        checkpoints = list(((data.get("checkpoint_manager") or {}).get("checkpoints")) or [])
+        self._tools(self.shape.tools or {})
+        self._context(data.get("context_manager"), self.shape.context_manager)
+        manager = self.shape.checkpoint_manager
+        checkpoints = list((manager and manager.checkpoints) or [])
         if tangent:
             main = list(tangent.get("main_history") or [])
             self._thread(main, tangent.get("main_latest_summary"), checkpoints,
                          tangent.get("main_next_message"))
             self._next_message(tangent.get("main_next_message"))
-            self.emit(ev.TranscriptReplaced(lines=list(tangent.get("main_transcript") or [])))
+            self.emit(ev.TranscriptReplaced(
+                lines=list((self.shape.tangent_state or shape.Tangent()).main_transcript or [])))
             self.emit(ev.TangentEntered(), _time_array_ms(tangent["tangent_start_time"])
                       if "tangent_start_time" in tangent else None)
             if not self.pending_tools and tangent.get("main_next_message") is not None:
@@ -269,10 +295,10 @@ class _Importer:
                          data.get("next_message"))
             self._next_message(data.get("next_message"))
         for cp in checkpoints:
-            self.note(f"checkpoint {cp.get('tag')!r}: its history is not a prefix of the "
+            self.note(f"checkpoint {cp.tag!r}: its history is not a prefix of the "
                       "history at a point the import passes; not imported")
-        self._file_lines(data.get("file_line_tracker") or {})
-        self.emit(ev.TranscriptReplaced(lines=list(data.get("transcript") or [])))
+        self._file_lines(self.shape.file_line_tracker or {})
+        self.emit(ev.TranscriptReplaced(lines=list(self.shape.transcript or [])))
         if data.get("context_message_length") is not None:
             self.note("context_message_length is recomputed from the summary")
 
@@ -283,21 +309,23 @@ class _Importer:
             if extra:
                 self.note(f"model_info fields {extra} are not mapped")
             return ev.ModelInfo(**{k: info[k] for k in _MODEL_FIELDS if info.get(k) is not None})
-        model = self.data.get("model")
+        model = self.shape.model
         if model:
             self.note("the legacy model string became model_info; the model field is not kept")
             return ev.ModelInfo(model_id=model)
         return None
 
-    def _tools(self, tools: Mapping[str, Any]) -> None:
+    def _tools(self, tools: Mapping[str, list[dict[str, shape.ToolSpec]]]) -> None:
         for key, specs in tools.items():
             origin = _ORIGINS.get(key, "mcp")
             parsed = []
             for spec in specs:
-                _, body = _variant(spec, "tool")
-                schema = body.get("input_schema") or {}
-                parsed.append(ev.ToolSpec(name=body["name"],
-                                          description=body.get("description") or "",
+                if len(spec) != 1:
+                    raise QCliFormatError(f"tool must be an object with one variant key, "
+                                          f"not {spec!r}")
+                (body,) = spec.values()
+                schema = body.input_schema or {}
+                parsed.append(ev.ToolSpec(name=body.name, description=body.description or "",
                                           input_schema=dict(schema.get("json") or {})))
             if not parsed:
                 self.note(f"the empty tool group {key!r} is not kept")
@@ -305,10 +333,11 @@ class _Importer:
             self.emit(ev.ToolsChanged(origin=origin, tools=parsed,  # type: ignore[arg-type]
                                       server=None if key in _ORIGINS else key))
 
-    def _context(self, manager: Mapping[str, Any] | None) -> None:
-        if not manager:
+    def _context(self, manager: Mapping[str, Any] | None,
+                 declared: shape.ContextManager | None) -> None:
+        if not manager or declared is None:
             return
-        paths = list(manager.get("paths") or [])
+        paths = list(declared.paths or [])
         for path in dict.fromkeys(paths):
             self.emit(ev.ContextFileAdded(path=path))
         extra = sorted(k for k in manager if k != "paths")
@@ -317,20 +346,21 @@ class _Importer:
         if not paths:
             self.note("an empty context_manager is not kept (it appears with its first file)")
 
-    def _file_lines(self, trackers: Mapping[str, Any]) -> None:
+    def _file_lines(self, trackers: Mapping[str, shape.LineTracker]) -> None:
         for path, t in trackers.items():
-            after = int(t.get("after_fswrite_lines", 0))
-            if t.get("prev_fswrite_lines", after) != after or t.get("is_first_write"):
+            after = t.after_fswrite_lines
+            prev = after if t.prev_fswrite_lines is msgspec.UNSET else t.prev_fswrite_lines
+            if prev != after or t.is_first_write:
                 self.note(f"file_line_tracker {path!r}: only the state after a write is kept "
                           "(prev_fswrite_lines = after_fswrite_lines, is_first_write false)")
             self.emit(ev.FileLinesChanged(
-                path=path, before_lines=int(t.get("before_fswrite_lines", 0)), after_lines=after,
-                lines_added_by_agent=int(t.get("lines_added_by_agent", 0)),
-                lines_removed_by_agent=int(t.get("lines_removed_by_agent", 0))))
+                path=path, before_lines=t.before_fswrite_lines, after_lines=after,
+                lines_added_by_agent=t.lines_added_by_agent,
+                lines_removed_by_agent=t.lines_removed_by_agent))
 
     # ------------------------------------------------------------------ history
 
-    def _thread(self, history: list[Any], summary: Any, checkpoints: list[Any],
+    def _thread(self, history: list[Any], summary: Any, checkpoints: list[shape.Checkpoint],
                 final: Mapping[str, Any] | None) -> None:
         """A summary, then the entries, with checkpoints placed where their history matches.
 
@@ -361,20 +391,20 @@ class _Importer:
                                                    "tool_uses": uses}}}, first, "stand-in")
         self._entries(history, 0, [], final)
         for cp in checkpoints:
-            self.note(f"checkpoint {cp.get('tag')!r}: not placed in a history that starts "
+            self.note(f"checkpoint {cp.tag!r}: not placed in a history that starts "
                       "with results of compacted turns")
         checkpoints.clear()
         self.emit(compaction)
 
-    def _checkpoints_at(self, k: int, history: list[Any], checkpoints: list[Any]) -> None:
-        while checkpoints and checkpoints[0].get("history_snapshot", []) == history[:k]:
+    def _checkpoints_at(self, k: int, history: list[Any],
+                        checkpoints: list[shape.Checkpoint]) -> None:
+        while checkpoints and checkpoints[0].history_snapshot == history[:k]:
             cp = checkpoints.pop(0)
             self.emit(ev.CheckpointCreated(
-                tag=cp["tag"], description=cp.get("description") or "",
-                is_turn=bool(cp.get("is_turn", True)), tool_name=cp.get("tool_name")),
-                _ms(cp["timestamp"]) if cp.get("timestamp") else None)
+                tag=cp.tag, description=cp.description or "", is_turn=bool(cp.is_turn),
+                tool_name=cp.tool_name), _ms(cp.timestamp) if cp.timestamp else None)
 
-    def _entries(self, history: list[Any], first: int, checkpoints: list[Any],
+    def _entries(self, history: list[Any], first: int, checkpoints: list[shape.Checkpoint],
                  final: Mapping[str, Any] | None) -> None:
         self._checkpoints_at(first, history, checkpoints)
         for i in range(first, len(history)):
@@ -418,8 +448,9 @@ class _Importer:
             had, before = self.joined
             if prompt == had and user == before:
                 return  # already there (a tangent starts with the main next message)
-            extra = user.get("additional_context") or ""
-            had_extra = before.get("additional_context") or ""
+            said = self._declared_user(user)
+            extra = said.additional_context or ""
+            had_extra = self._declared_user(before).additional_context or ""
             # The fold joins additional context like prompts: old + "\n" + new.
             rest: str | None = None
             if extra == had_extra:
@@ -434,19 +465,20 @@ class _Importer:
             else:
                 # Not a join of the pending prompt (e.g. /tangent then an explicit set):
                 # setting the next message replaces the prompt and keeps the results.
-                stamp = user.get("timestamp")
+                stamp = said.timestamp
                 self.emit(ev.NextMessageSet(prompt=prompt, additional_context=extra),
                           _ms(stamp) if stamp else None)
         self.joined = (prompt, user)
 
     def _check_env(self, user: Mapping[str, Any], where: str) -> None:
         self._env_fields(user, where)
-        if user.get("env_context") != self.env:
+        said = self._declared_user(user)
+        if said.env_context != self.env:
             self.note(f"{where}: the environment of a tool-result message is the "
                       "conversation's; its own is not kept")
-        if user.get("timestamp") is not None:
+        if said.timestamp is not None:
             self.note(f"{where}: a tool-result message has no timestamp of its own here")
-        if user.get("additional_context") or user.get("images"):
+        if said.additional_context or said.images:
             self.note(f"{where}: additional context or images on tool results are not kept")
 
     def _orphan_results(self, user: Mapping[str, Any], body: Mapping[str, Any], where: str
@@ -469,17 +501,18 @@ class _Importer:
         self._env_fields(user, where)
         if prompt == "":
             self.note(f"{where}: an empty prompt becomes 'Empty prompt'")
-        stamp = user.get("timestamp")
+        said = self._declared_user(user)
+        stamp = said.timestamp
         mid = self._message_id()
-        override: dict[str, Any] = {"timestamp": stamp, "env_context": user.get("env_context")}
-        if user.get("images") is not None:
-            override["images"] = user["images"]
+        override: dict[str, Any] = {"timestamp": stamp, "env_context": said.env_context}
+        if said.images is not None:
+            override["images"] = said.images
         self.emit(ev.MessageStarted(message_id=mid, role="user"), _ms(stamp) if stamp else None)
         pid = self._part_id()
         self.emit(ev.TextAdded(message_id=mid, part_id=pid, text=prompt,
                                metadata={"qcli": override}))
         self.emit(ev.PartEnded(message_id=mid, part_id=pid))
-        extra = user.get("additional_context") or ""
+        extra = said.additional_context or ""
         if extra:
             xid = self._part_id()
             self.emit(ev.TextAdded(message_id=mid, part_id=xid, text=extra, synthetic=True))
@@ -489,9 +522,13 @@ class _Importer:
     def _assistant(self, entry: Mapping[str, Any], after: Mapping[str, Any] | None,
                    where: str) -> None:
         kind, body = _variant(entry["assistant"], "assistant")
-        metadata = entry.get("request_metadata")
-        start = (metadata or {}).get("request_start_timestamp_ms")
-        end = (metadata or {}).get("stream_end_timestamp_ms")
+        declared = self.declared.get(id(entry))  # None: the stand-in for a compacted turn
+        message = declared.assistant if declared else msgspec.convert(entry["assistant"],
+                                                                      shape.Assistant)
+        said = message.ToolUse or message.Response or shape.AssistantBody()
+        metadata = entry.get("request_metadata")  # kept as saved
+        timing = (declared and declared.request_metadata) or shape.RequestMetadata()
+        start, end = timing.request_start_timestamp_ms, timing.stream_end_timestamp_ms
         self.pending_tools = False  # this turn consumes the next message
         self.joined = None
         mid = self._message_id()
@@ -499,7 +536,7 @@ class _Importer:
                   int(start) if start else None)
         for key in sorted(set(body) - _ASSISTANT_FIELDS):
             self.note(f"{where}: assistant field {key!r} is not mapped")
-        thinking = body.get("thinking")
+        thinking = said.thinking
         if isinstance(thinking, dict):
             # Newer saves keep the model's reasoning (ReasoningContentForHistory: text,
             # signature, redacted_content, model_id) on the assistant message.
@@ -514,8 +551,8 @@ class _Importer:
         elif thinking is not None:
             self.note(f"{where}: assistant thinking that is not an object is not kept")
         pid = self._part_id()
-        qcli = {"message_id": body.get("message_id"), "request_metadata": metadata}
-        self.emit(ev.TextAdded(message_id=mid, part_id=pid, text=body.get("content") or "",
+        qcli = {"message_id": said.message_id, "request_metadata": metadata}
+        self.emit(ev.TextAdded(message_id=mid, part_id=pid, text=said.content or "",
                                metadata={"qcli": qcli}))
         self.emit(ev.PartEnded(message_id=mid, part_id=pid))
         if kind == "ToolUse":

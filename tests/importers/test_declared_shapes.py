@@ -14,6 +14,7 @@ import pytest
 from benchmarks import import_same_bytes
 from engine.importers.base import ImportInputError
 from engine.importers.claude_code import plan_claude_code
+from engine.importers.qcli import plan_qcli
 
 ENV = {"sessionId": "s", "isSidechain": False, "cwd": "/w", "version": "2.1.100",
        "timestamp": "2026-09-01T10:00:00.000Z"}
@@ -96,3 +97,55 @@ def test_the_same_bytes_dump_runs_on_a_sample(tmp_path: Path) -> None:
                 s["events"] > 0 for s in entry[mode]["sessions"].values()))
     again = import_same_bytes.dump_all(inputs)
     assert again == dumped  # deterministic: two runs of one tree compare equal
+
+
+QCLI_SAVE = Path(__file__).resolve().parents[1] / "fixtures/transcripts/qcli-v1.14-objects.json"
+
+
+def _qcli_save(tmp_path: Path, change: Any) -> Path:
+    data = json.loads(QCLI_SAVE.read_text())
+    change(data)
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _set(path: str, value: Any) -> Any:
+    def change(data: Any) -> None:
+        *keys, last = [int(k) if k.isdigit() else k for k in path.split(".")]
+        for key in keys:
+            data = data[key]
+        data[last] = value
+    return change
+
+
+@pytest.mark.parametrize(("field", "value", "path"), [
+    ("transcript", ["> hello", 5], "`$.transcript[1]`"),
+    # msgspec writes an object key of a dict as [...]
+    ("tools.native___.0.ToolSpecification.name", 7, "`$.tools[...][0][...].name`"),
+    ("history.1.user.content.ToolUseResults.tool_use_results.0.content", "text",
+     "`$.history[1].user.content.ToolUseResults.tool_use_results[0].content`"),
+    ("history.2.request_metadata", {"request_start_timestamp_ms": "soon"},
+     "`$.history[2].request_metadata.request_start_timestamp_ms`"),
+    ("file_line_tracker", {"a.py": {"after_fswrite_lines": "3"}},
+     "`$.file_line_tracker[...].after_fswrite_lines`"),
+    ("context_manager", {"paths": [1]}, "`$.context_manager.paths[0]`"),
+])
+def test_a_qcli_field_of_the_wrong_type_names_its_path(tmp_path: Path, field: str,
+                                                       value: Any, path: str) -> None:
+    """A Q CLI save is one JSON document: the refusal names the field by its JSON path
+    (before, a TypeError's text, or a wrong value caught only in the event it made)."""
+    source = _qcli_save(tmp_path, _set(field, value))
+    with pytest.raises(ImportInputError) as refused:
+        plan_qcli(source)
+    assert path in refused.value.reason
+
+
+def test_what_qcli_writes_beside_the_declared_fields_still_imports(tmp_path: Path) -> None:
+    """Unknown fields anywhere are ignored by the shapes (and reported where they were)."""
+    def change(data: Any) -> None:
+        data["history"][0]["user"]["future"] = {"any": [1]}
+        data["history"][0]["assistant"]["ToolUse"]["tool_uses"][0]["extra"] = 3
+        data["file_line_tracker"] = {"a.py": {"after_fswrite_lines": 2, "new": None}}
+    plan = plan_qcli(_qcli_save(tmp_path, change))
+    assert plan.sessions
