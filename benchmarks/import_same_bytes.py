@@ -69,9 +69,12 @@ def qcli_inputs() -> list[Path]:
     return [*sorted(base.glob("qcli*.json")), *sorted(base.glob("qcli-data"))]
 
 
-def dump(path: Path, planner: Planner, lenient: bool) -> dict[str, Any]:
+def dump(path: Path, planner: Planner, lenient: bool,
+         encode: Callable[[Any], bytes] = msgspec.json.encode) -> dict[str, Any]:
     """What importing ``path`` writes: per session the event count and the SHA-256 of
-    the events' encoded bytes, the session infos and the report; or the error."""
+    the events' bytes (``encode``: the in-memory event's JSON by default, which also
+    sees a metadata object's key order), the session infos and the report; or the
+    error."""
     try:
         plan = planner(path, lenient)
         store = MemoryStore()
@@ -83,7 +86,7 @@ def dump(path: Path, planner: Planner, lenient: bool) -> dict[str, Any]:
         digest = hashlib.sha256()
         count = 0
         for e in store.read(info.id):
-            digest.update(msgspec.json.encode(e) + b"\n")
+            digest.update(encode(e) + b"\n")
             count += 1
         sessions[info.id] = {"events": count, "sha256": digest.hexdigest(),
                              "info": repr(info)}
