@@ -24,7 +24,7 @@ from engine.events import AnyEvent
 from engine.store import blocks
 from engine.store.base import Record, Span, Stored
 from engine.store.chain import GENESIS, Chain
-from engine.store.runs import Run
+from engine.store.codec_protocol import BlockCodec
 
 T = TypeVar("T")
 
@@ -37,6 +37,9 @@ class BlockReader(abc.ABC):
 
     # Highest seq a backend's integer columns hold ("to the end" in range queries).
     SEQ_MAX: ClassVar[int] = 1 << 62
+    # The block codec every read and write goes through (engine.store.codec_protocol);
+    # a recorder built with another one sets its own.
+    codec: BlockCodec = blocks
     # Session id <-> small integer key, cached both ways (rows store the key only).
     _sids: dict[str, int]
     _names: dict[int, str]
@@ -100,15 +103,17 @@ class BlockReader(abc.ABC):
             first = last_seq + 1
 
     def select(self, session_id: str, first: int, last: int) -> Iterator[AnyEvent]:
-        return chain.from_iterable(self._own_blocks(session_id, first, last, blocks.decode))
+        return chain.from_iterable(self._own_blocks(session_id, first, last, self.codec.decode))
 
     def _own_blocks(self, session_id: str, first: int, last: int,
                     whole: Callable[[bytes, str], Sequence[T]],
-                    part: Callable[[bytes, int, int, str], Sequence[T | AnyEvent]]
-                    = blocks.decode_range) -> Iterator[Sequence[T | AnyEvent]]:
+                    part: Callable[[bytes, int, int, str], Sequence[T | AnyEvent]] | None
+                    = None) -> Iterator[Sequence[T | AnyEvent]]:
         """The events first..last, a block's at a time (a reader chains them: no
         generator step per event); ``whole`` decodes each block read whole, ``part``
-        the events of a block cut by ``first`` or ``last``."""
+        the events of a block cut by ``first`` or ``last`` (the codec's decode_range
+        when not given)."""
+        cut = self.codec.decode_range if part is None else part
         last = min(last, self.SEQ_MAX)
         for first_seq, last_seq, body in self._block_rows(self._sid(session_id), first, last):
             if last_seq < first:
@@ -119,14 +124,15 @@ class BlockReader(abc.ABC):
             if first <= first_seq and last_seq <= last:
                 yield whole(body, session_id)  # whole blocks: one call each
             else:  # decode only the events asked for
-                yield part(body, first - first_seq, last - first_seq + 1, session_id)
+                yield cut(body, first - first_seq, last - first_seq + 1, session_id)
             # A merge committed between two page queries returns a block that overlaps
             # the ones already read: go on after the last seq yielded.
             first = last_seq + 1
 
     def seq_after_time(self, session_id: str, time_ms: int, first: int) -> int | None:
+        decode = self.codec.decode
         for body in self._bodies_after_time(self._sid(session_id), first, time_ms):
-            for e in blocks.decode(body, session_id):
+            for e in decode(body, session_id):
                 if e.seq >= first and e.time > time_ms:
                     return e.seq
         return None
@@ -135,6 +141,7 @@ class BlockReader(abc.ABC):
                    limit: int | None) -> Iterator[Record]:
         only = None if session_id is None else self._sid(session_id)
         cache: dict[int, tuple[int, list[AnyEvent]]] = {}  # sid -> last decoded block
+        decode = self.codec.decode
         count = 0
         while True:
             ranges = self._log_ranges(after, only, 256)
@@ -148,7 +155,7 @@ class BlockReader(abc.ABC):
                         if blk is None:
                             raise CorruptLog(self._name(sid), s, f"position {position + i} "
                                              "has no stored event")
-                        hit = cache[sid] = (blk[0], blocks.decode(blk[1], self._name(sid)))
+                        hit = cache[sid] = (blk[0], decode(blk[1], self._name(sid)))
                         if not 0 <= s - hit[0] < len(hit[1]):  # fewer events than its seqs
                             raise CorruptLog(self._name(sid), s, f"the block from seq {hit[0]} "
                                              f"holds {len(hit[1])} events, not seq {s}")
@@ -169,13 +176,14 @@ class BlockVerifier:
     def __init__(self, recorder: BlockReader, chain: Chain) -> None:
         self.recorder = recorder
         self.chain = chain
+        self.codec = recorder.codec  # reads the blocks as its recorder wrote them
 
     def stored(self, session_id: str) -> Iterator[Stored]:
         for unit in self.units(session_id, deep=True):
             if isinstance(unit, Stored):
                 yield unit
             elif unit.events is not None:  # a packed block's events, handed over whole
-                canon = blocks.canonical_all(unit.events)
+                canon = self.codec.canonical_all(unit.events)
                 for i, (c, e) in enumerate(zip(canon, unit.events, strict=True)):
                     yield Stored(unit.seq + i, b"", None, None, canon=c, event=e)
 
@@ -184,12 +192,12 @@ class BlockVerifier:
         sealed block a :class:`Span` (then, when ``deep``, its events, without a
         stored hash: verification recomputes them and compares the span's last; a
         packed block's typed events come whole, in the span's ``events``)."""
-        recorder = self.recorder
+        recorder, codec = self.recorder, self.codec
         sid = recorder._sid(session_id)
         for first_seq, last_seq, body in recorder._block_rows(sid, 0, recorder.SEQ_MAX):
-            if blocks.is_sealed(body):
+            if codec.is_sealed(body):
                 try:
-                    head = blocks.sealed_head(body)
+                    head = codec.sealed_head(body)
                 except ValueError as exc:
                     yield Stored(first_seq, b"", None, f"unreadable block: {exc}")
                     return
@@ -197,7 +205,7 @@ class BlockVerifier:
                             row_first=first_seq, row_last=last_seq)
                 if deep:  # a packed block's events whole; else one Stored each, below
                     try:
-                        typed = blocks.typed_events(body, session_id)
+                        typed = codec.typed_events(body, session_id)
                     except Exception:
                         typed = None  # reported below, where every format reports it
                     if typed is not None:
@@ -206,7 +214,7 @@ class BlockVerifier:
                 yield span
                 if deep:
                     try:
-                        events = blocks.stored_events(body, session_id)
+                        events = codec.stored_events(body, session_id)
                     except Exception as exc:
                         yield Stored(head.first, b"", None, f"unreadable block: {exc}")
                         return
@@ -214,7 +222,7 @@ class BlockVerifier:
                         yield Stored(head.first + i, b"", obj, None, canon=canon, event=event)
                 continue
             try:
-                raws, hashes = blocks.split(body)
+                raws, hashes = codec.split(body)
             except Exception as exc:
                 yield Stored(first_seq, b"", None, f"unreadable block: {exc}")
                 continue
@@ -222,15 +230,15 @@ class BlockVerifier:
                 yield Stored(first_seq, b"", None, f"the block of {len(raws)} event(s) from "
                              f"seq {first_seq} is stored as ending at seq {last_seq}")
                 return
-            yield from _stored(first_seq, raws, hashes)
+            yield from _stored(codec, first_seq, raws, hashes)
 
     def link_holds(self, session_id: str, prev: bytes, span: Span) -> bool:
-        return blocks.link_holds(self.chain.link, session_id, prev, span.body)
+        return self.codec.link_holds(self.chain.link, session_id, prev, span.body)
 
     def span_links(self, session_id: str, prev: bytes, span: Span) -> list[bytes]:
         # One batch digest loop over the block's canonical bytes (every verify walks
         # every sealed block this way: it is most of a `verify --fast`).
-        return self.chain.links(prev, blocks.canonical_events(span.body, session_id))
+        return self.chain.links(prev, self.codec.canonical_events(span.body, session_id))
 
     def own_positions(self, session_id: str) -> list[tuple[int, int, int]] | None:
         recorder = self.recorder
@@ -238,16 +246,13 @@ class BlockVerifier:
                 recorder._position_ranges(recorder._sid(session_id))]
 
 
-def decode_runs_without_ids(body: bytes, session_id: str) -> list[AnyEvent | Run]:
-    return blocks.decode_runs(body, session_id, ids=False)
-
-
-def _stored(first: int, canon: list[bytes], hashes: list[bytes] | None) -> Iterator[Stored]:
+def _stored(codec: BlockCodec, first: int, canon: list[bytes],
+            hashes: list[bytes] | None) -> Iterator[Stored]:
     for i, c in enumerate(canon):
         seq = first + i
         h = hashes[i] if hashes is not None else b""
         try:
-            obj = blocks.builtins(c)
+            obj = codec.builtins(c)
         except Exception as exc:
             yield Stored(seq, h, None, f"undecodable event: {exc}")
             continue
@@ -255,23 +260,25 @@ def _stored(first: int, canon: list[bytes], hashes: list[bytes] | None) -> Itera
 
 
 def hash_in_block(link: blocks.Link, body: bytes, first_seq: int, seq: int,  # noqa: PLR0917
-                  before: Callable[[int], bytes], session_id: str) -> bytes:
+                  before: Callable[[int], bytes], session_id: str,
+                  codec: BlockCodec = blocks) -> bytes:
     """The chain hash of event ``seq`` in a block starting at ``first_seq``. A sealed
     block keeps only its last: one inside is recomputed from the hash before the
     block (``before(first_seq)``) over the events' canonical bytes."""
-    if not blocks.is_sealed(body):
-        return blocks.split(body)[1][seq - first_seq]
-    head = blocks.sealed_head(body)
+    if not codec.is_sealed(body):
+        return codec.split(body)[1][seq - first_seq]
+    head = codec.sealed_head(body)
     if seq == head.first + head.n - 1:
         return head.last_hash
-    return links_inside(link, before(head.first), body, session_id)[seq - head.first]
+    return links_inside(link, before(head.first), body, session_id, codec)[seq - head.first]
 
 
-def links_inside(link: blocks.Link, prev: bytes, body: bytes, session_id: str) -> list[bytes]:
+def links_inside(link: blocks.Link, prev: bytes, body: bytes, session_id: str,
+                 codec: BlockCodec = blocks) -> list[bytes]:
     """The chain hashes of a sealed block's events, from the hash before it, over the
     events' canonical bytes (the stored bytes keep struct field order)."""
     out = []
-    for canon, _, _ in blocks.stored_events(body, session_id):
+    for canon, _, _ in codec.stored_events(body, session_id):
         prev = link(prev, canon)
         out.append(prev)
     return out
@@ -284,7 +291,7 @@ def expand(ranges: list[Range]) -> dict[int, int]:
 
 def hash_before(link: blocks.Link, block_at: Callable[[int, int], tuple[int, bytes] | None],
                 fork_of: Callable[[int], tuple[int | None, int, str]], sid: int,
-                seq: int) -> bytes:
+                seq: int, *, codec: BlockCodec = blocks) -> bytes:
     """The chain hash of seq - 1 of session key ``sid`` (GENESIS before a root's first
     event, the parent's hash at the fork point before a fork's), over a backend's raw
     queries: ``block_at(sid, seq)`` is (first seq, body) of the block holding ``seq``,
@@ -302,4 +309,5 @@ def hash_before(link: blocks.Link, block_at: Callable[[int, int], tuple[int, byt
         raise StoreError(f"seq {seq - 1} of session key {sid} is not stored")
     first, body = found
     return hash_in_block(link, body, first, seq - 1,
-                         lambda s: hash_before(link, block_at, fork_of, sid, s), name)
+                         lambda s: hash_before(link, block_at, fork_of, sid, s, codec=codec), name,
+                         codec)

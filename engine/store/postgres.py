@@ -82,6 +82,7 @@ from engine.store.base import (
 )
 from engine.store.blockread import hash_before
 from engine.store.chain import Chain
+from engine.store.codec_protocol import BlockCodec
 from engine.store.pg_notify import CHANNEL, Listener
 from engine.store.pg_wire import bytea_array, int4_array, int8_array, use_binary
 from engine.store.sql import POSTGRES, SQLReader, SQLRecorder, SQLStore, Statements, seal_problem
@@ -389,12 +390,12 @@ class PostgresStore(SQLStore):
 
     def __init__(self, dsn: str, *, url: str | None = None, durability: str = SYNC,
                  key: bytes | None = None, max_event_bytes: int | None = None,
-                 connect_timeout: float = 10) -> None:
+                 connect_timeout: float = 10, codec: BlockCodec = blocks) -> None:
         self._configure(url or dsn, durability=durability, key=key,
                         max_event_bytes=max_event_bytes)
         recorder = PostgresRecorder(dsn, url=self.url, chain=self.chain,
                                     durability=self.durability,
-                                    connect_timeout=connect_timeout)
+                                    connect_timeout=connect_timeout, codec=codec)
         self._compose_sql(recorder, PostgresReader(recorder, self.chain))
         self.dsn = dsn
 
@@ -445,8 +446,8 @@ class PostgresRecorder(SQLRecorder):
     SEQ_MAX = 1 << 30  # a bound that every integer seq column and parameter accepts
 
     def __init__(self, dsn: str, *, url: str, chain: Chain, durability: str,
-                 connect_timeout: float) -> None:
-        self.url, self.chain = url, chain
+                 connect_timeout: float, codec: BlockCodec = blocks) -> None:
+        self.url, self.chain, self.codec = url, chain, codec
         self.dsn = dsn
         self._lock = threading.RLock()
         self._write_lock = _RowLockTx(self)
@@ -619,8 +620,9 @@ class PostgresRecorder(SQLRecorder):
 
     def stored_ids(self, session_id: str, events: Sequence[Event]
                     ) -> dict[str, tuple[str, int, int]]:
-        keys = bytea_array([blocks.id_key(e.id) for e in events])
-        by_key = {blocks.id_key(e.id): e.id for e in events}
+        id_key = self.codec.id_key
+        keys = bytea_array([id_key(e.id) for e in events])
+        by_key = {id_key(e.id): e.id for e in events}
         with self._lock:
             for _ in range(2):
                 rows = self._db.execute(
@@ -661,12 +663,13 @@ class PostgresRecorder(SQLRecorder):
         # Stored bytes keep the event exactly (map order included); the chain
         # covers its canonical form, recomputed by verify.
         body = [encode_msgpack(e) for e in events]
-        maxv = blocks.max_version(events)
-        if actual + n - head.sealed < blocks.SEAL_AT:
+        codec = self.codec
+        maxv = codec.max_version(events)
+        if actual + n - head.sealed < codec.SEAL_AT:
             sealed = head.sealed
             firsts, lasts = [actual + 1], [actual + n]
             t_maxes = [max(e.time for e in events)]
-            bodies = [blocks.encode(body, batch.hashes, maxv)]
+            bodies = [codec.encode(body, batch.hashes, maxv)]
         else:
             tail = self._tail(session_id, head, actual)
             if tail is None:  # the session moved on
@@ -675,13 +678,13 @@ class PostgresRecorder(SQLRecorder):
             canon, hashes, times = tail
             sealed = actual + n
             prev = hash_before(self.chain.link, self._raw_block_at, self._raw_fork, head.sid,
-                               head.sealed + 1)
-            rows = blocks.sealed_rows(self.chain.link, session_id, prev, first=head.sealed + 1,
+                               head.sealed + 1, codec=codec)
+            rows = codec.sealed_rows(self.chain.link, session_id, prev, first=head.sealed + 1,
                                       canon=canon + body, hashes=hashes + batch.hashes,
                                       times=times + [e.time for e in events], maxv=maxv)
             lasts, firsts, t_maxes, bodies = (list(c) for c in zip(*rows, strict=True))
         arrays = (session_id, head.version, head.head, head.sealed, sealed, batch.head,
-                  bytea_array([blocks.id_key(e.id) for e in events]), int4_array(firsts),
+                  bytea_array([codec.id_key(e.id) for e in events]), int4_array(firsts),
                   int4_array(lasts), int8_array(t_maxes), bytea_array(bodies))
         try:
             if self._db.info.transaction_status == pq.TransactionStatus.IDLE:
@@ -728,9 +731,9 @@ class PostgresRecorder(SQLRecorder):
             "last_seq>=%s ORDER BY last_seq", (head.sid, head.sealed), binary=True).fetchall()
         problem = seal_problem(head.fork_seq, head.sealed,
                                [(int(r[0]), int(r[1]), bytes(r[3][:1])) for r in rows],
-                               end=actual)
+                               end=actual, tail=self.codec.TAIL)
         if problem is None:
-            canon, hashes, times = blocks.join_tail((r[2], r[3]) for r in rows
+            canon, hashes, times = self.codec.join_tail((r[2], r[3]) for r in rows
                                                     if r[1] > head.sealed)
             if len(canon) == actual - head.sealed:
                 return canon, hashes, times
@@ -761,7 +764,7 @@ class PostgresRecorder(SQLRecorder):
 
     def find(self, event_id: str) -> tuple[str, int] | None:
         rows = self._rows("SELECT sid, seq FROM convlog_ids WHERE id = %s",
-                          (blocks.id_key(event_id),))
+                          (self.codec.id_key(event_id),))
         return None if not rows else (self._name(int(rows[0][0])), int(rows[0][1]))
 
     def last_position(self) -> int:
@@ -798,6 +801,7 @@ class PostgresRecorder(SQLRecorder):
                 return
             held = self._page_blocks(after, int(rows[-1][0]), sid)
             decoded: dict[tuple[int, int], list[Any]] = {}
+            decode = self.codec.decode
             for position, s, seq in rows:
                 block = _holding(held.get(s, ()), seq)
                 if block is None:
@@ -805,7 +809,7 @@ class PostgresRecorder(SQLRecorder):
                                      "event")
                 events = decoded.get((s, block[0]))
                 if events is None:
-                    events = decoded[(s, block[0])] = blocks.decode(block[2], self._name(s))
+                    events = decoded[(s, block[0])] = decode(block[2], self._name(s))
                 if seq - block[0] >= len(events):  # a body shorter than its row's seqs
                     raise CorruptLog(self._name(s), seq, f"the block of seqs {block[0]}.."
                                      f"{block[1]} holds {len(events)} event(s)")
@@ -833,11 +837,12 @@ class PostgresReader(SQLReader):
 
     def verify_ids(self, ids: dict[int, str]) -> str | None:
         seen = 0
+        id_key = self.codec.id_key
         for key, position in self.recorder._rows(
                 "SELECT i.id, l.position FROM convlog_ids i LEFT JOIN convlog_log l "
                 "ON l.sid = i.sid AND l.seq = i.seq", ()):
             given = None if position is None else ids.get(int(position))
-            if given is None or blocks.id_key(given) != bytes(key):
+            if given is None or id_key(given) != bytes(key):
                 return (f"the row for id {bytes(key).hex()} does not name an event stored at "
                         f"a position (position {position})")
             seen += 1

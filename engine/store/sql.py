@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from functools import partial
 from itertools import chain
 from typing import Any
 
@@ -36,7 +37,6 @@ from engine.store.blockread import (
     BlockReader,
     BlockVerifier,
     Range,
-    decode_runs_without_ids,
     hash_in_block,
 )
 from engine.store.chain import GENESIS
@@ -270,7 +270,7 @@ class SQLReader(BlockVerifier):
         rows = self.recorder._rows(self.recorder._sql.seal_blocks, (sid, sealed))
         return seal_problem(fork_seq, int(sealed),
                             [(int(r[0]), int(r[1]), bytes(r[2])) for r in rows],
-                            end=max(int(version), fork_seq or 0))
+                            end=max(int(version), fork_seq or 0), tail=self.codec.TAIL)
 
 
 class SQLStore(ComposedStore):
@@ -318,7 +318,7 @@ class SQLStore(ComposedStore):
         for sid, limit in self.lineage(session_id):
             top = recorder.SEQ_MAX if limit is None else limit
             ends += [last for _, last, body in recorder._block_rows(recorder._sid(sid), 1, top)
-                     if last <= top and blocks.is_sealed(body)]
+                     if last <= top and recorder.codec.is_sealed(body)]
         return ends
 
     def read_runs(self, session_id: str, first: int = 1, last: int | None = None, *,
@@ -337,11 +337,12 @@ class SQLStore(ComposedStore):
         ``first`` or ``last`` only those events are decoded, where :meth:`read` decodes
         it whole and keeps it for the next read (the cheaper way to walk a block)."""
         start, end = first, last if last is not None else 1 << 62
+        codec = self.recorder.codec
         for sid, limit in self.lineage(session_id):
             stop = end if limit is None else min(limit, end)
             if start <= stop:
                 yield from chain.from_iterable(self.recorder._own_blocks(
-                    sid, start, stop, blocks.decode, blocks.decode_events_range))
+                    sid, start, stop, codec.decode, codec.decode_events_range))
             if limit is not None:
                 start = max(start, limit + 1)
 
@@ -349,12 +350,14 @@ class SQLStore(ComposedStore):
                       ) -> Iterator[Sequence[AnyEvent | Run]]:
         start = first
         end = last if last is not None else 1 << 62
-        whole = blocks.decode_runs if ids else decode_runs_without_ids
+        codec = self.recorder.codec
+        whole: Callable[[bytes, str], list[AnyEvent | Run]] = (
+            codec.decode_runs if ids else partial(codec.decode_runs, ids=False))
         for sid, limit in self.lineage(session_id):
             stop = end if limit is None else min(limit, end)
             if start <= stop:
                 yield from self.recorder._own_blocks(sid, start, stop, whole,
-                                                     blocks.decode_runs_range)
+                                                     codec.decode_runs_range)
             if limit is not None:
                 start = max(start, limit + 1)
 
@@ -362,7 +365,8 @@ class SQLStore(ComposedStore):
         recorder = self.recorder
         for first_seq, body in recorder._blocks(recorder._sid(session_id), seq, seq):
             return hash_in_block(self.chain.link, body, first_seq, seq,
-                                 lambda s: self._hash_before(session_id, s), session_id)
+                                 lambda s: self._hash_before(session_id, s), session_id,
+                                 recorder.codec)
         return None
 
     def _hash_before(self, session_id: str, seq: int) -> bytes:
@@ -380,7 +384,8 @@ _SNAPSHOT_CHUNK = 400  # pairs per read: two parameters each, below SQLite's old
 
 
 def seal_problem(fork_seq: int | None, sealed: int,
-                 rows: Sequence[tuple[int, int, bytes]], *, end: int) -> str | None:
+                 rows: Sequence[tuple[int, int, bytes]], *, end: int,
+                 tail: bytes = blocks.TAIL) -> str | None:
     """What is wrong with a session's seal mark (the ``sealed`` column of its session
     row), given its block rows ``(first seq, last seq, first byte)`` from the one
     ending at the mark on, and ``end``, its last stored seq; None if nothing. The mark
@@ -393,10 +398,10 @@ def seal_problem(fork_seq: int | None, sealed: int,
     expected = sealed + 1
     for i, (first, last, kind) in enumerate(rows):
         if last == sealed and i == 0:
-            if kind == blocks.TAIL:
+            if kind == tail:
                 return f"the seal mark {sealed} ends a tail block, not a sealed one"
             continue
-        if first != expected or kind != blocks.TAIL:
+        if first != expected or kind != tail:
             return (f"the blocks after the seal mark {sealed} are not the tail: seq "
                     f"{expected} is {'missing' if first > expected else 'sealed or repeated'}")
         expected = last + 1

@@ -69,6 +69,7 @@ from engine.store.base import (
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
 from engine.store.blockread import Range, hash_before
 from engine.store.chain import Chain
+from engine.store.codec_protocol import BlockCodec
 from engine.store.sql import SQLITE, SQLReader, SQLRecorder, SQLStore, Statements, seal_problem
 
 # 4: sealed blocks may hold packed payload format 2 (same tables as 3; see the module
@@ -301,13 +302,14 @@ class SQLiteStore(SQLStore):
     def __init__(self, path: str, *, url: str | None = None, synchronous: str | None = None,
                  durability: str = SYNC, batch_ms: float = DEFAULT_BATCH_MS,
                  batch_events: int = DEFAULT_BATCH_EVENTS, key: bytes | None = None,
-                 max_event_bytes: int | None = None, read_only: bool = False) -> None:
+                 max_event_bytes: int | None = None, read_only: bool = False,
+                 codec: BlockCodec = blocks) -> None:
         self._configure(url or f"sqlite:///{path}", durability=durability, key=key,
                         max_event_bytes=max_event_bytes)
         recorder = SQLiteRecorder(path, url=self.url, chain=self.chain,
                                   synchronous=synchronous, durability=self.durability,
                                   batch_ms=batch_ms, batch_events=batch_events,
-                                  read_only=read_only)
+                                  read_only=read_only, codec=codec)
         self._compose_sql(recorder, SQLiteReader(recorder, self.chain))
         self.path = path
         self.read_only = recorder.read_only
@@ -321,8 +323,8 @@ class SQLiteRecorder(SQLRecorder):
 
     def __init__(self, path: str, *, url: str, chain: Chain, synchronous: str | None,
                  durability: str, batch_ms: float, batch_events: int,
-                 read_only: bool) -> None:
-        self.url, self.chain = url, chain
+                 read_only: bool, codec: BlockCodec = blocks) -> None:
+        self.url, self.chain, self.codec = url, chain, codec
         self.path = path
         if path != ":memory:":
             parent = Path(path).parent
@@ -495,7 +497,7 @@ class SQLiteRecorder(SQLRecorder):
         try:
             for name in names:
                 tail = self._tail(name)
-                if tail.stored - tail.sealed < blocks.SEAL_AT:
+                if tail.stored - tail.sealed < self.codec.SEAL_AT:
                     continue  # (another writer merged it meanwhile)
                 seal = self._write_blocks(tail)
                 db.execute("UPDATE sessions SET sealed=? WHERE sid=?", (seal, tail.sid))
@@ -533,8 +535,9 @@ class SQLiteRecorder(SQLRecorder):
         db = self._db
         ranges = self._ranges
         assert ranges is not None
+        seal_at = self.codec.SEAL_AT
         due = [] if seal else [t.name for t in self._dirty.values()
-                               if t.stored + len(t.body) - t.sealed >= blocks.SEAL_AT]
+                               if t.stored + len(t.body) - t.sealed >= seal_at]
         db.execute("SAVEPOINT rows")
         try:
             ranges.write(db)
@@ -656,12 +659,13 @@ class SQLiteRecorder(SQLRecorder):
         found: dict[str, tuple[str, int, int]] = {}
         pending = self._pend_found
         keys: dict[bytes, str] = {}
+        id_key = self.codec.id_key
         for e in events:
             hit = pending.get(e.id) if pending else None
             if hit is not None:
                 found[e.id] = hit
             else:
-                keys[blocks.id_key(e.id)] = e.id
+                keys[id_key(e.id)] = e.id
         self._covered = covered = set[bytes]()
         if not keys:
             return found
@@ -730,7 +734,7 @@ class SQLiteRecorder(SQLRecorder):
         if found is None:
             return None
         first, body = found
-        ids = [e.id for e in blocks.decode(body, self._name(sid))]
+        ids = [e.id for e in self.codec.decode(body, self._name(sid))]
         if seen is not None:
             seen[sid, first + len(ids) - 1] = (first, ids)
         return ids[seq - first] if seq - first < len(ids) else None
@@ -782,14 +786,15 @@ class SQLiteRecorder(SQLRecorder):
         ranges.add(sid, batch.first_seq, pos0, n)
         covered, pend_found = self._covered, self._pend_found
         pos = pos0
+        id_key = self.codec.id_key
         for e in events:
-            ranges.add_id(blocks.id_key(e.id), pos, covered)
+            ranges.add_id(id_key(e.id), pos, covered)
             pend_found[e.id] = (session_id, e.seq, pos)
             pos += 1
         tail.body += [encode_msgpack(e) for e in events]
         tail.hashes += batch.hashes
         tail.times += [e.time for e in events]
-        tail.maxv = max(tail.maxv, blocks.max_version(events))
+        tail.maxv = max(tail.maxv, self.codec.max_version(events))
         tail.version = batch.first_seq - 1 + n
         tail.head = batch.head
         self._dirty[session_id] = tail
@@ -803,21 +808,21 @@ class SQLiteRecorder(SQLRecorder):
         """Write the session's pending events as one block; merge the uncompressed tail
         into sealed blocks once it reaches SEAL_AT events (unless ``seal`` is off).
         Returns the new seal. With no pending events it only merges."""
-        db = self._db
+        db, codec = self._db, self.codec
         sid, sealed, canon, hashes = tail.sid, tail.sealed, tail.body, tail.hashes
         end = tail.stored + len(canon)
-        if not seal or end - sealed < blocks.SEAL_AT:
+        if not seal or end - sealed < codec.SEAL_AT:
             db.execute("INSERT INTO blocks VALUES (?, ?, ?, ?, ?)", (
                 sid, end, tail.stored + 1, max(tail.times),
-                blocks.encode(canon, hashes, tail.maxv)))
+                codec.encode(canon, hashes, tail.maxv)))
             return sealed
         rows = db.execute("SELECT first_seq, last_seq, t_max, body FROM blocks WHERE sid=? "
                           "AND last_seq>=? ORDER BY last_seq", (sid, sealed)).fetchall()
         problem = seal_problem(tail.fork_seq, sealed, [(r[0], r[1], r[3][:1]) for r in rows],
-                               end=tail.stored)
+                               end=tail.stored, tail=codec.TAIL)
         if problem is not None:  # merging would write blocks over the wrong seqs
             raise CorruptLog(tail.name, sealed + 1, problem)
-        tail_canon, tail_hashes, times = blocks.join_tail(
+        tail_canon, tail_hashes, times = codec.join_tail(
             (r[2], r[3]) for r in rows if r[1] > sealed)
         canon, hashes, times = tail_canon + canon, tail_hashes + hashes, times + tail.times
         first = sealed + 1
@@ -828,19 +833,20 @@ class SQLiteRecorder(SQLRecorder):
         # of each event (a few us per event).
         last = db.execute("SELECT first_seq, t_max, body FROM blocks WHERE sid=? AND "
                           "last_seq=?", (sid, sealed)).fetchone()
-        if last is not None and blocks.is_sealed(bytes(last[2])):
-            old = blocks.raw_events(bytes(last[2]), tail.name)
-            if len(old) + len(canon) <= blocks.BLOCK_MAX:
+        if last is not None and codec.is_sealed(bytes(last[2])):
+            old = codec.raw_events(bytes(last[2]), tail.name)
+            if len(old) + len(canon) <= codec.BLOCK_MAX:
                 first = int(last[0])
                 canon = old + canon
                 hashes = [b""] * len(old) + hashes  # only a block's last hash is kept
                 times = [int(last[1])] * len(old) + times
-        prev = hash_before(self.chain.link, self._raw_block_at, self._raw_fork, sid, first)
+        prev = hash_before(self.chain.link, self._raw_block_at, self._raw_fork, sid, first,
+                           codec=codec)
         db.execute("DELETE FROM blocks WHERE sid=? AND last_seq>=?", (sid, first))
         db.executemany("INSERT INTO blocks VALUES (?, ?, ?, ?, ?)", [
-            (sid, *row) for row in blocks.sealed_rows(
+            (sid, *row) for row in codec.sealed_rows(
                 self.chain.link, tail.name, prev, first=first, canon=canon, hashes=hashes,
-                times=times, maxv=max(tail.maxv, _maxv(last)))])
+                times=times, maxv=max(tail.maxv, _maxv(codec, last)))])
         return end
 
     # ------------------------------------------------------------------ reading
@@ -852,7 +858,7 @@ class SQLiteRecorder(SQLRecorder):
         return None if hit is None else (hit[0], hit[1])
 
     def _lookup_committed(self, event_id: str) -> tuple[str, int, int] | None:
-        key = blocks.id_key(event_id)
+        key = self.codec.id_key(event_id)
         exact, maybe = self._candidates({key: event_id})
         for pos in (*exact.values(), *maybe.values()):
             where = self._at_position(pos)
@@ -893,34 +899,35 @@ class SQLiteReader(SQLReader):
         """Every run and exact row names the events at its positions, and every event
         is in exactly one (the index's only check: verify --fast skips it)."""
         seen = 0
+        low_keys, id_key = self.codec.low_keys, self.codec.id_key
         for lo, n, pos in self.recorder._rows("SELECT lo, count, position FROM ids", ()):
             # A whole run at once when it holds (verify.py's speed); else event by event,
             # which names the first position that does not match.
-            if blocks.low_keys(list(map(ids.get, range(int(pos), int(pos) + int(n))))) \
+            if low_keys(list(map(ids.get, range(int(pos), int(pos) + int(n))))) \
                     == list(range(int(lo), int(lo) + int(n))):
                 seen += int(n)
                 continue
             for i in range(int(n)):
                 given = ids.get(int(pos) + i)
-                key = blocks.id_key(given) if given is not None else b""
+                key = id_key(given) if given is not None else b""
                 if len(key) != 16 or _low(key) != int(lo) + i:
                     return (f"the run from position {pos} does not match the id of the "
                             f"event at position {int(pos) + i}")
             seen += int(n)
         for key, pos in self.recorder._rows("SELECT id, position FROM names", ()):
             given = ids.get(int(pos))
-            if given is None or blocks.id_key(given) != bytes(key):
+            if given is None or id_key(given) != bytes(key):
                 return f"the row for position {pos} does not name the event stored there"
             seen += 1
         return None if seen == len(ids) else (f"it holds {seen} id(s) for {len(ids)} "
                                               "event(s)")
 
-def _maxv(row: Any) -> int:
+def _maxv(codec: BlockCodec, row: Any) -> int:
     """The schema version bound of a stored block row (first_seq, t_max, body)."""
     if row is None:
         return 0
     body = bytes(row[2])
-    return blocks.sealed_head(body).maxv if blocks.is_sealed(body) else 0
+    return codec.sealed_head(body).maxv if codec.is_sealed(body) else 0
 
 
 def _create_tables(db: sqlite3.Connection) -> None:
