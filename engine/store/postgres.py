@@ -664,6 +664,7 @@ class PostgresRecorder(SQLRecorder):
         # covers its canonical form, recomputed by verify.
         body = [encode_msgpack(e) for e in events]
         codec = self.codec
+        id_key = codec.id_key  # called per event below
         maxv = codec.max_version(events)
         if actual + n - head.sealed < codec.SEAL_AT:
             sealed = head.sealed
@@ -684,7 +685,7 @@ class PostgresRecorder(SQLRecorder):
                                       times=times + [e.time for e in events], maxv=maxv)
             lasts, firsts, t_maxes, bodies = (list(c) for c in zip(*rows, strict=True))
         arrays = (session_id, head.version, head.head, head.sealed, sealed, batch.head,
-                  bytea_array([codec.id_key(e.id) for e in events]), int4_array(firsts),
+                  bytea_array([id_key(e.id) for e in events]), int4_array(firsts),
                   int4_array(lasts), int8_array(t_maxes), bytea_array(bodies))
         try:
             if self._db.info.transaction_status == pq.TransactionStatus.IDLE:
