@@ -556,47 +556,59 @@ class _Importer:
                                metadata={"qcli": qcli}))
         self.emit(ev.PartEnded(message_id=mid, part_id=pid))
         if kind == "ToolUse":
-            self._tool_uses(mid, body.get("tool_uses") or [], after, where)
+            self._tool_uses(mid, said.tool_uses or [], after, where)
         elif kind != "Response":
             raise QCliFormatError(f"{where}: unknown assistant message {kind!r}")
         self.emit(ev.MessageCompleted(message_id=mid), int(end) if end else None)
 
-    def _tool_uses(self, mid: str, uses: list[Any], after: Mapping[str, Any] | None,
+    def _tool_uses(self, mid: str, uses: list[shape.ToolCall], after: Mapping[str, Any] | None,
                    where: str) -> None:
-        results: dict[str, Any] = {}
+        results: dict[str | None, shape.ToolResult] = {}
         answer_kind = ""
         if after is not None:
-            answer_kind, answer = _results(after)
-            for r in answer.get("tool_use_results") or []:
-                results.setdefault(r["tool_use_id"], r)
-            if answer_kind == "CancelledToolUses" and answer.get("prompt") is None and not any(
+            answer_kind, _ = _results(after)
+            answer = self._results_of(after, answer_kind)
+            for r in answer.tool_use_results or []:
+                results.setdefault(_result_id(r, where), r)
+            if answer_kind == "CancelledToolUses" and answer.prompt is None and not any(
                     _is_cancelled(r) for r in results.values()):
                 self.note(f"{where}: cancelled tool uses without a cancelled result read back "
                           "as tool use results")
         used = set()
         for use in uses:
-            call_id = use["id"]
+            if use.id is msgspec.UNSET or use.name is msgspec.UNSET:
+                raise QCliFormatError(f"{where}: a tool use needs an id and a name")
+            call_id = use.id
             if call_id in self.call_ids:
                 self.note(f"{where}: tool use id {call_id!r} repeats; the repeat is skipped")
                 continue
             self.call_ids.add(call_id)
             used.add(call_id)
             pid = self._part_id()
-            args = use.get("args")
+            args = use.args
             self.emit(ev.ToolAdded(
-                message_id=mid, part_id=pid, call_id=call_id, tool=use["name"],
+                message_id=mid, part_id=pid, call_id=call_id, tool=use.name,
                 input=args if isinstance(args, dict) else {},
-                metadata={"orig_name": use.get("orig_name") or use["name"],
-                          "orig_args": use.get("orig_args", args)}))
+                metadata={"orig_name": use.orig_name or use.name,
+                          "orig_args": args if use.orig_args is msgspec.UNSET
+                          else use.orig_args}))
             if not isinstance(args, dict):
                 self.note(f"{where}: tool use {call_id!r} has non-object args; kept in orig_args")
             self._settle(mid, pid, call_id, results.get(call_id), answer_kind=answer_kind,
                          where=where)
-        for orphan in sorted(set(results) - used):
+        for orphan in sorted(set(results) - used):  # type: ignore[type-var]
             self.note(f"{where}: result {orphan!r} answers no tool use and is not kept")
         self.pending_tools = bool(used)
 
-    def _settle(self, mid: str, pid: str, call_id: str, result: Mapping[str, Any] | None, *,
+    def _results_of(self, user: Mapping[str, Any], kind: str) -> shape.Results:
+        """The declared results of ``user`` (its content's variant ``kind``); a prompt
+        carries none."""
+        content = self._declared_user(user).content
+        body = getattr(content, kind, None) if kind in ("ToolUseResults",
+                                                        "CancelledToolUses") else None
+        return body or shape.Results()
+
+    def _settle(self, mid: str, pid: str, call_id: str, result: shape.ToolResult | None, *,
                 answer_kind: str, where: str) -> None:
         """End a tool part so that the fold derives ``result`` from it."""
         if result is None:
@@ -609,14 +621,14 @@ class _Importer:
             self.emit(ev.ToolFailed(message_id=mid, part_id=pid, error=CANCELLED_TEXT,
                                     kind="cancelled"))
             return
-        blocks = list(result.get("content") or [])
+        blocks = list(result.content or [])  # the blocks as saved, compared whole
         text = " ".join(_block_text(b) for b in blocks)
         # The fold shows an output or error as one text block; anything else rides along.
         metadata = None
         if blocks != [{"Text": text}] or not text.strip():
             metadata = {"qcli": {"content": blocks}}
         self.emit(ev.ToolStarted(message_id=mid, part_id=pid))
-        if result.get("status") == "Error":
+        if result.status == "Error":
             error = text if text.strip() else "error"
             self.emit(ev.ToolFailed(message_id=mid, part_id=pid, error=error, metadata=metadata))
         else:
@@ -632,9 +644,14 @@ class _Importer:
         self._user_side(message, "next_message")
 
 
-def _is_cancelled(result: Mapping[str, Any]) -> bool:
-    return (result.get("status") == "Error"
-            and result.get("content") == [{"Text": CANCELLED_TEXT}])
+def _is_cancelled(result: shape.ToolResult) -> bool:
+    return result.status == "Error" and result.content == [{"Text": CANCELLED_TEXT}]
+
+
+def _result_id(result: shape.ToolResult, where: str) -> str | None:
+    if result.tool_use_id is msgspec.UNSET:
+        raise QCliFormatError(f"{where}: a tool result needs a tool_use_id")
+    return result.tool_use_id
 
 
 def events_from_qcli(data: Mapping[str, Any]) -> ImportResult:

@@ -18,7 +18,8 @@ import msgspec
 
 
 class ToolResult(msgspec.Struct, gc=False):
-    tool_use_id: str | None = None
+    # Missing is refused where the result is read (a null one is kept, and answers nothing).
+    tool_use_id: str | msgspec.UnsetType | None = msgspec.UNSET
     # Each block is one variant (``{"Text": ...}``, ``{"Json": ...}``): kept verbatim.
     content: list[dict[str, Any]] | None = None
     status: Any = None
@@ -53,13 +54,15 @@ class User(msgspec.Struct, gc=False):
 
 
 class ToolCall(msgspec.Struct, gc=False):
-    # Read only on a ToolUse message's first use of an id.
-    id: Any = None
-    name: Any = None
+    # Read only on a ToolUse message's uses (a missing one is refused there); their types
+    # are checked by the event they become.
+    id: Any = msgspec.UNSET
+    name: Any = msgspec.UNSET
     # Kept verbatim in the tool part's metadata.
     args: Any = None
     orig_name: Any = None
-    orig_args: Any = None
+    # Missing reads as ``args``; a null differs from it.
+    orig_args: Any = msgspec.UNSET
 
 
 class AssistantBody(msgspec.Struct, gc=False):
