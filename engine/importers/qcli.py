@@ -379,14 +379,15 @@ class _Importer:
             return
         # Compaction kept an entry whose results answer a dropped turn: import a stand-in
         # for that turn, then compact it away, as Q CLI's own compaction did.
-        _, body = _results(first)
-        ids = [r["tool_use_id"] for r in body.get("tool_use_results") or []]
+        kind, _ = _results(first)
+        ids = [_result_id(r, "entry 0") for r in self._results_of(first, kind).tool_use_results
+               or []]
         self.note(f"entry 0 answers tool uses {ids} that the compaction dropped: a stand-in "
                   "turn supplies them and the compaction removes it again")
         self._checkpoints_at(0, history, checkpoints)  # taken before any entry: still exact
         self._user_message({"content": {"Prompt": {"prompt": "Empty prompt"}}},
                            "Empty prompt", "stand-in")
-        uses = [{"id": i, "name": "unknown", "args": {}} for i in ids]
+        uses: list[dict[str, Any]] = [{"id": i, "name": "unknown", "args": {}} for i in ids]
         self._assistant({"assistant": {"ToolUse": {"message_id": None, "content": "",
                                                    "tool_uses": uses}}}, first, "stand-in")
         self._entries(history, 0, [], final)
@@ -420,12 +421,13 @@ class _Importer:
         Results need no event: the previous assistant's tool parts produced them
         (``pending_tools``); a prompt typed with them joins them.
         """
-        kind, body = _results(user)
+        kind, _ = _results(user)  # which variant, checked on the saved value
+        content = self._declared_user(user).content or shape.UserContent()
         if kind == "Prompt":
             if self.pending_tools:  # a typed prompt where results were due: drop them
                 self.emit(ev.NextMessageCleared())
                 self.pending_tools = False
-            prompt = body.get("prompt") or ""
+            prompt = (content.Prompt or shape.PromptBody()).prompt or ""
             bare = {"additional_context": "", "env_context": self.env, "timestamp": None,
                     "images": None}
             if prompt == "" and all(user.get(k, v) == v for k, v in bare.items()):
@@ -434,9 +436,9 @@ class _Importer:
         elif kind not in ("CancelledToolUses", "ToolUseResults"):
             raise QCliFormatError(f"{where}: unknown user content {kind!r}")
         elif not self.pending_tools:
-            self._orphan_results(user, body, where)
-        elif body.get("prompt") is not None:
-            self._join_prompt(user, body["prompt"], where)
+            self._orphan_results(user, self._results_of(user, kind), where)
+        elif (joined := self._results_of(user, kind).prompt) is not None:
+            self._join_prompt(user, joined, where)
         else:
             self._check_env(user, where)
 
@@ -481,13 +483,12 @@ class _Importer:
         if said.additional_context or said.images:
             self.note(f"{where}: additional context or images on tool results are not kept")
 
-    def _orphan_results(self, user: Mapping[str, Any], body: Mapping[str, Any], where: str
+    def _orphan_results(self, user: Mapping[str, Any], body: shape.Results, where: str
                         ) -> None:
-        texts = [_block_text(b) for r in body.get("tool_use_results") or []
-                 for b in r.get("content") or []]
+        texts = [_block_text(b) for r in body.tool_use_results or [] for b in r.content or []]
         prompt = " ".join(texts) or REDACTED
-        if body.get("prompt"):
-            prompt = f"{body['prompt']} {prompt}"
+        if body.prompt:
+            prompt = f"{body.prompt} {prompt}"
         self.note(f"{where}: tool results with no tool use before them became a prompt")
         self._user_message(user, prompt, where)
 
