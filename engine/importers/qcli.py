@@ -269,29 +269,30 @@ class _Importer:
         self._context(data.get("context_manager"), self.shape.context_manager)
         manager = self.shape.checkpoint_manager
         checkpoints = list((manager and manager.checkpoints) or [])
+        told = self.shape.tangent_state or shape.Tangent()
         if tangent:
             main = list(tangent.get("main_history") or [])
-            self._thread(main, tangent.get("main_latest_summary"), checkpoints,
+            self._thread(main, told.main_latest_summary, checkpoints,
                          tangent.get("main_next_message"))
             self._next_message(tangent.get("main_next_message"))
             self.emit(ev.TranscriptReplaced(
                 lines=list((self.shape.tangent_state or shape.Tangent()).main_transcript or [])))
-            self.emit(ev.TangentEntered(), _time_array_ms(tangent["tangent_start_time"])
-                      if "tangent_start_time" in tangent else None)
+            self.emit(ev.TangentEntered(), None if told.tangent_start_time is msgspec.UNSET
+                      else _time_array_ms(told.tangent_start_time))
             if not self.pending_tools and tangent.get("main_next_message") is not None:
                 self.emit(ev.NextMessageCleared())  # the tangent's turns bring their own prompt
             history = list(data.get("history") or [])
-            if history[:len(main)] == main and data.get("latest_summary") == tangent.get(
-                    "main_latest_summary"):
+            if history[:len(main)] == main and self.shape.latest_summary == (
+                    told.main_latest_summary):
                 self._entries(history, len(main), [], data.get("next_message"))
             else:
                 self.emit(ev.HistoryCleared())
                 self.pending_tools = False
-                self._thread(history, data.get("latest_summary"), [], data.get("next_message"))
+                self._thread(history, self.shape.latest_summary, [], data.get("next_message"))
             self._next_message(data.get("next_message"))
         else:
             history = list(data.get("history") or [])
-            self._thread(history, data.get("latest_summary"), checkpoints,
+            self._thread(history, self.shape.latest_summary, checkpoints,
                          data.get("next_message"))
             self._next_message(data.get("next_message"))
         for cp in checkpoints:
@@ -299,7 +300,7 @@ class _Importer:
                       "history at a point the import passes; not imported")
         self._file_lines(self.shape.file_line_tracker or {})
         self.emit(ev.TranscriptReplaced(lines=list(self.shape.transcript or [])))
-        if data.get("context_message_length") is not None:
+        if self.shape.context_message_length is not None:
             self.note("context_message_length is recomputed from the summary")
 
     def _model_info(self) -> ev.ModelInfo | None:
@@ -542,10 +543,10 @@ class _Importer:
             # Newer saves keep the model's reasoning (ReasoningContentForHistory: text,
             # signature, redacted_content, model_id) on the assistant message.
             rid = self._part_id()
-            signed = {"signature": thinking["signature"]} if isinstance(
-                thinking.get("signature"), str) else {}
+            read = msgspec.convert(thinking, shape.Thinking)
+            signed = {"signature": read.signature} if isinstance(read.signature, str) else {}
             self.emit(ev.ReasoningAdded(message_id=mid, part_id=rid,
-                                        text=str(thinking.get("text") or ""),
+                                        text=str(read.text or ""),
                                         metadata={"qcli": {"thinking": thinking},
                                                   **({"anthropic": signed} if signed else {})}))
             self.emit(ev.PartEnded(message_id=mid, part_id=rid))

@@ -72,6 +72,14 @@ class AssistantBody(msgspec.Struct, gc=False):
     thinking: Any = None
 
 
+class Thinking(msgspec.Struct, gc=False):
+    """ReasoningContentForHistory: kept whole in the reasoning part's metadata; these two
+    are read (a signature only when it is a string)."""
+
+    text: Any = None
+    signature: Any = None
+
+
 class Assistant(msgspec.Struct, gc=False):
     """AssistantMessage: one of the variants (checked by the importer)."""
 
@@ -131,7 +139,9 @@ class Tangent(msgspec.Struct, gc=False):
     main_next_message: User | None = None
     main_transcript: list[str] | None = None
     main_latest_summary: Any = None
-    tangent_start_time: Any = None
+    # Missing means "not saved" (the tangent takes the time before it); a null is refused
+    # where it is read, as a time of the wrong type.
+    tangent_start_time: Any = msgspec.UNSET
 
 
 class Conversation(msgspec.Struct, gc=False):
@@ -149,6 +159,7 @@ class Conversation(msgspec.Struct, gc=False):
     model: str | None = None
     latest_summary: Any = None
     mcp_enabled: Any = True
+    context_message_length: Any = None  # recomputed, only noted
 
 
 def check(data: dict[str, Any]) -> Conversation:
