@@ -246,17 +246,15 @@ class _Importer:
         for key in data:
             if key not in _KNOWN:
                 self.note(f"top-level field {key!r} is not mapped")
-        users = [e.get("user") or {} for e in data.get("history") or []]
-        tangent = data.get("tangent_state")
-        if tangent:
-            users = [e.get("user") or {} for e in tangent.get("main_history") or []] + users
-        said = [e.user for e in (self.shape.tangent_state or shape.Tangent()).main_history]
-        stamps = [u.timestamp for u in [*said, *(e.user for e in self.shape.history)]
-                  if u.timestamp]
-        # The environment of tool-result messages comes from the conversation.
-        result_envs = [u.get("env_context") for u in users if u.get("content")
-                       and "Prompt" not in u["content"]]
-        self.env = (result_envs or [u.get("env_context") for u in users] or [None])[0]
+        told = self.shape.tangent_state or shape.Tangent()
+        users = [e.user for e in [*told.main_history, *self.shape.history]]
+        stamps = [u.timestamp for u in users if u.timestamp]
+        # The environment of tool-result messages comes from the conversation. (A content
+        # that is not one variant object, read here as results, is refused when its
+        # message is imported.)
+        result_envs = [u.env_context for u in users
+                       if u.content is not None and u.content.Prompt is None]
+        self.env = (result_envs or [u.env_context for u in users] or [None])[0]
         env_state = (self.env or {}).get("env_state") or {}
         self.emit(ev.ConversationCreated(
             conversation_id=data["conversation_id"], model_info=self._model_info(),
@@ -269,7 +267,7 @@ class _Importer:
         self._context(data.get("context_manager"), self.shape.context_manager)
         manager = self.shape.checkpoint_manager
         checkpoints = list((manager and manager.checkpoints) or [])
-        told = self.shape.tangent_state or shape.Tangent()
+        tangent = data.get("tangent_state")
         if tangent:
             main = list(tangent.get("main_history") or [])
             self._thread(main, told.main_latest_summary, checkpoints,
