@@ -302,7 +302,7 @@ class _Importer:
             self.note("context_message_length is recomputed from the summary")
 
     def _model_info(self) -> ev.ModelInfo | None:
-        info = self.data.get("model_info")
+        info = self.shape.model_info
         if info:
             extra = sorted(set(info) - set(_MODEL_FIELDS))
             if extra:
@@ -492,7 +492,7 @@ class _Importer:
         self._user_message(user, prompt, where)
 
     def _env_fields(self, user: Mapping[str, Any], where: str) -> None:
-        state = (user.get("env_context") or {}).get("env_state") or {}
+        state = (self._declared_user(user).env_context or {}).get("env_state") or {}
         extra = sorted(set(state) - {"operating_system", "current_working_directory"})
         if extra:
             self.note(f"{where}: env_state fields {extra} are not kept")
