@@ -246,17 +246,15 @@ class _Importer:
         for key in data:
             if key not in _KNOWN:
                 self.note(f"top-level field {key!r} is not mapped")
-        users = [e.get("user") or {} for e in data.get("history") or []]
-        tangent = data.get("tangent_state")
-        if tangent:
-            users = [e.get("user") or {} for e in tangent.get("main_history") or []] + users
-        said = [e.user for e in (self.shape.tangent_state or shape.Tangent()).main_history]
-        stamps = [u.timestamp for u in [*said, *(e.user for e in self.shape.history)]
-                  if u.timestamp]
-        # The environment of tool-result messages comes from the conversation.
-        result_envs = [u.get("env_context") for u in users if u.get("content")
-                       and "Prompt" not in u["content"]]
-        self.env = (result_envs or [u.get("env_context") for u in users] or [None])[0]
+        told = self.shape.tangent_state or shape.Tangent()
+        users = [e.user for e in [*told.main_history, *self.shape.history]]
+        stamps = [u.timestamp for u in users if u.timestamp]
+        # The environment of tool-result messages comes from the conversation. (A content
+        # that is not one variant object, read here as results, is refused when its
+        # message is imported.)
+        result_envs = [u.env_context for u in users
+                       if u.content is not None and u.content.Prompt is None]
+        self.env = (result_envs or [u.env_context for u in users] or [None])[0]
         env_state = (self.env or {}).get("env_state") or {}
         self.emit(ev.ConversationCreated(
             conversation_id=data["conversation_id"], model_info=self._model_info(),
@@ -269,29 +267,30 @@ class _Importer:
         self._context(data.get("context_manager"), self.shape.context_manager)
         manager = self.shape.checkpoint_manager
         checkpoints = list((manager and manager.checkpoints) or [])
+        tangent = data.get("tangent_state")
         if tangent:
             main = list(tangent.get("main_history") or [])
-            self._thread(main, tangent.get("main_latest_summary"), checkpoints,
+            self._thread(main, told.main_latest_summary, checkpoints,
                          tangent.get("main_next_message"))
             self._next_message(tangent.get("main_next_message"))
             self.emit(ev.TranscriptReplaced(
                 lines=list((self.shape.tangent_state or shape.Tangent()).main_transcript or [])))
-            self.emit(ev.TangentEntered(), _time_array_ms(tangent["tangent_start_time"])
-                      if "tangent_start_time" in tangent else None)
+            self.emit(ev.TangentEntered(), None if told.tangent_start_time is msgspec.UNSET
+                      else _time_array_ms(told.tangent_start_time))
             if not self.pending_tools and tangent.get("main_next_message") is not None:
                 self.emit(ev.NextMessageCleared())  # the tangent's turns bring their own prompt
             history = list(data.get("history") or [])
-            if history[:len(main)] == main and data.get("latest_summary") == tangent.get(
-                    "main_latest_summary"):
+            if history[:len(main)] == main and self.shape.latest_summary == (
+                    told.main_latest_summary):
                 self._entries(history, len(main), [], data.get("next_message"))
             else:
                 self.emit(ev.HistoryCleared())
                 self.pending_tools = False
-                self._thread(history, data.get("latest_summary"), [], data.get("next_message"))
+                self._thread(history, self.shape.latest_summary, [], data.get("next_message"))
             self._next_message(data.get("next_message"))
         else:
             history = list(data.get("history") or [])
-            self._thread(history, data.get("latest_summary"), checkpoints,
+            self._thread(history, self.shape.latest_summary, checkpoints,
                          data.get("next_message"))
             self._next_message(data.get("next_message"))
         for cp in checkpoints:
@@ -299,11 +298,11 @@ class _Importer:
                       "history at a point the import passes; not imported")
         self._file_lines(self.shape.file_line_tracker or {})
         self.emit(ev.TranscriptReplaced(lines=list(self.shape.transcript or [])))
-        if data.get("context_message_length") is not None:
+        if self.shape.context_message_length is not None:
             self.note("context_message_length is recomputed from the summary")
 
     def _model_info(self) -> ev.ModelInfo | None:
-        info = self.data.get("model_info")
+        info = self.shape.model_info
         if info:
             extra = sorted(set(info) - set(_MODEL_FIELDS))
             if extra:
@@ -379,14 +378,15 @@ class _Importer:
             return
         # Compaction kept an entry whose results answer a dropped turn: import a stand-in
         # for that turn, then compact it away, as Q CLI's own compaction did.
-        _, body = _results(first)
-        ids = [r["tool_use_id"] for r in body.get("tool_use_results") or []]
+        kind, _ = _results(first)
+        ids = [_result_id(r, "entry 0") for r in self._results_of(first, kind).tool_use_results
+               or []]
         self.note(f"entry 0 answers tool uses {ids} that the compaction dropped: a stand-in "
                   "turn supplies them and the compaction removes it again")
         self._checkpoints_at(0, history, checkpoints)  # taken before any entry: still exact
         self._user_message({"content": {"Prompt": {"prompt": "Empty prompt"}}},
                            "Empty prompt", "stand-in")
-        uses = [{"id": i, "name": "unknown", "args": {}} for i in ids]
+        uses: list[dict[str, Any]] = [{"id": i, "name": "unknown", "args": {}} for i in ids]
         self._assistant({"assistant": {"ToolUse": {"message_id": None, "content": "",
                                                    "tool_uses": uses}}}, first, "stand-in")
         self._entries(history, 0, [], final)
@@ -420,12 +420,13 @@ class _Importer:
         Results need no event: the previous assistant's tool parts produced them
         (``pending_tools``); a prompt typed with them joins them.
         """
-        kind, body = _results(user)
+        kind, _ = _results(user)  # which variant, checked on the saved value
+        content = self._declared_user(user).content or shape.UserContent()
         if kind == "Prompt":
             if self.pending_tools:  # a typed prompt where results were due: drop them
                 self.emit(ev.NextMessageCleared())
                 self.pending_tools = False
-            prompt = body.get("prompt") or ""
+            prompt = (content.Prompt or shape.PromptBody()).prompt or ""
             bare = {"additional_context": "", "env_context": self.env, "timestamp": None,
                     "images": None}
             if prompt == "" and all(user.get(k, v) == v for k, v in bare.items()):
@@ -434,9 +435,9 @@ class _Importer:
         elif kind not in ("CancelledToolUses", "ToolUseResults"):
             raise QCliFormatError(f"{where}: unknown user content {kind!r}")
         elif not self.pending_tools:
-            self._orphan_results(user, body, where)
-        elif body.get("prompt") is not None:
-            self._join_prompt(user, body["prompt"], where)
+            self._orphan_results(user, self._results_of(user, kind), where)
+        elif (joined := self._results_of(user, kind).prompt) is not None:
+            self._join_prompt(user, joined, where)
         else:
             self._check_env(user, where)
 
@@ -481,18 +482,17 @@ class _Importer:
         if said.additional_context or said.images:
             self.note(f"{where}: additional context or images on tool results are not kept")
 
-    def _orphan_results(self, user: Mapping[str, Any], body: Mapping[str, Any], where: str
+    def _orphan_results(self, user: Mapping[str, Any], body: shape.Results, where: str
                         ) -> None:
-        texts = [_block_text(b) for r in body.get("tool_use_results") or []
-                 for b in r.get("content") or []]
+        texts = [_block_text(b) for r in body.tool_use_results or [] for b in r.content or []]
         prompt = " ".join(texts) or REDACTED
-        if body.get("prompt"):
-            prompt = f"{body['prompt']} {prompt}"
+        if body.prompt:
+            prompt = f"{body.prompt} {prompt}"
         self.note(f"{where}: tool results with no tool use before them became a prompt")
         self._user_message(user, prompt, where)
 
     def _env_fields(self, user: Mapping[str, Any], where: str) -> None:
-        state = (user.get("env_context") or {}).get("env_state") or {}
+        state = (self._declared_user(user).env_context or {}).get("env_state") or {}
         extra = sorted(set(state) - {"operating_system", "current_working_directory"})
         if extra:
             self.note(f"{where}: env_state fields {extra} are not kept")
@@ -541,10 +541,10 @@ class _Importer:
             # Newer saves keep the model's reasoning (ReasoningContentForHistory: text,
             # signature, redacted_content, model_id) on the assistant message.
             rid = self._part_id()
-            signed = {"signature": thinking["signature"]} if isinstance(
-                thinking.get("signature"), str) else {}
+            read = msgspec.convert(thinking, shape.Thinking)
+            signed = {"signature": read.signature} if isinstance(read.signature, str) else {}
             self.emit(ev.ReasoningAdded(message_id=mid, part_id=rid,
-                                        text=str(thinking.get("text") or ""),
+                                        text=str(read.text or ""),
                                         metadata={"qcli": {"thinking": thinking},
                                                   **({"anthropic": signed} if signed else {})}))
             self.emit(ev.PartEnded(message_id=mid, part_id=rid))
@@ -556,47 +556,59 @@ class _Importer:
                                metadata={"qcli": qcli}))
         self.emit(ev.PartEnded(message_id=mid, part_id=pid))
         if kind == "ToolUse":
-            self._tool_uses(mid, body.get("tool_uses") or [], after, where)
+            self._tool_uses(mid, said.tool_uses or [], after, where)
         elif kind != "Response":
             raise QCliFormatError(f"{where}: unknown assistant message {kind!r}")
         self.emit(ev.MessageCompleted(message_id=mid), int(end) if end else None)
 
-    def _tool_uses(self, mid: str, uses: list[Any], after: Mapping[str, Any] | None,
+    def _tool_uses(self, mid: str, uses: list[shape.ToolCall], after: Mapping[str, Any] | None,
                    where: str) -> None:
-        results: dict[str, Any] = {}
+        results: dict[str | None, shape.ToolResult] = {}
         answer_kind = ""
         if after is not None:
-            answer_kind, answer = _results(after)
-            for r in answer.get("tool_use_results") or []:
-                results.setdefault(r["tool_use_id"], r)
-            if answer_kind == "CancelledToolUses" and answer.get("prompt") is None and not any(
+            answer_kind, _ = _results(after)
+            answer = self._results_of(after, answer_kind)
+            for r in answer.tool_use_results or []:
+                results.setdefault(_result_id(r, where), r)
+            if answer_kind == "CancelledToolUses" and answer.prompt is None and not any(
                     _is_cancelled(r) for r in results.values()):
                 self.note(f"{where}: cancelled tool uses without a cancelled result read back "
                           "as tool use results")
         used = set()
         for use in uses:
-            call_id = use["id"]
+            if use.id is msgspec.UNSET or use.name is msgspec.UNSET:
+                raise QCliFormatError(f"{where}: a tool use needs an id and a name")
+            call_id = use.id
             if call_id in self.call_ids:
                 self.note(f"{where}: tool use id {call_id!r} repeats; the repeat is skipped")
                 continue
             self.call_ids.add(call_id)
             used.add(call_id)
             pid = self._part_id()
-            args = use.get("args")
+            args = use.args
             self.emit(ev.ToolAdded(
-                message_id=mid, part_id=pid, call_id=call_id, tool=use["name"],
+                message_id=mid, part_id=pid, call_id=call_id, tool=use.name,
                 input=args if isinstance(args, dict) else {},
-                metadata={"orig_name": use.get("orig_name") or use["name"],
-                          "orig_args": use.get("orig_args", args)}))
+                metadata={"orig_name": use.orig_name or use.name,
+                          "orig_args": args if use.orig_args is msgspec.UNSET
+                          else use.orig_args}))
             if not isinstance(args, dict):
                 self.note(f"{where}: tool use {call_id!r} has non-object args; kept in orig_args")
             self._settle(mid, pid, call_id, results.get(call_id), answer_kind=answer_kind,
                          where=where)
-        for orphan in sorted(set(results) - used):
+        for orphan in sorted(set(results) - used):  # type: ignore[type-var]
             self.note(f"{where}: result {orphan!r} answers no tool use and is not kept")
         self.pending_tools = bool(used)
 
-    def _settle(self, mid: str, pid: str, call_id: str, result: Mapping[str, Any] | None, *,
+    def _results_of(self, user: Mapping[str, Any], kind: str) -> shape.Results:
+        """The declared results of ``user`` (its content's variant ``kind``); a prompt
+        carries none."""
+        content = self._declared_user(user).content
+        body = getattr(content, kind, None) if kind in ("ToolUseResults",
+                                                        "CancelledToolUses") else None
+        return body or shape.Results()
+
+    def _settle(self, mid: str, pid: str, call_id: str, result: shape.ToolResult | None, *,
                 answer_kind: str, where: str) -> None:
         """End a tool part so that the fold derives ``result`` from it."""
         if result is None:
@@ -609,14 +621,14 @@ class _Importer:
             self.emit(ev.ToolFailed(message_id=mid, part_id=pid, error=CANCELLED_TEXT,
                                     kind="cancelled"))
             return
-        blocks = list(result.get("content") or [])
+        blocks = list(result.content or [])  # the blocks as saved, compared whole
         text = " ".join(_block_text(b) for b in blocks)
         # The fold shows an output or error as one text block; anything else rides along.
         metadata = None
         if blocks != [{"Text": text}] or not text.strip():
             metadata = {"qcli": {"content": blocks}}
         self.emit(ev.ToolStarted(message_id=mid, part_id=pid))
-        if result.get("status") == "Error":
+        if result.status == "Error":
             error = text if text.strip() else "error"
             self.emit(ev.ToolFailed(message_id=mid, part_id=pid, error=error, metadata=metadata))
         else:
@@ -632,9 +644,14 @@ class _Importer:
         self._user_side(message, "next_message")
 
 
-def _is_cancelled(result: Mapping[str, Any]) -> bool:
-    return (result.get("status") == "Error"
-            and result.get("content") == [{"Text": CANCELLED_TEXT}])
+def _is_cancelled(result: shape.ToolResult) -> bool:
+    return result.status == "Error" and result.content == [{"Text": CANCELLED_TEXT}]
+
+
+def _result_id(result: shape.ToolResult, where: str) -> str | None:
+    if result.tool_use_id is msgspec.UNSET:
+        raise QCliFormatError(f"{where}: a tool result needs a tool_use_id")
+    return result.tool_use_id
 
 
 def events_from_qcli(data: Mapping[str, Any]) -> ImportResult:

@@ -18,7 +18,8 @@ import msgspec
 
 
 class ToolResult(msgspec.Struct, gc=False):
-    tool_use_id: str | None = None
+    # Missing is refused where the result is read (a null one is kept, and answers nothing).
+    tool_use_id: str | msgspec.UnsetType | None = msgspec.UNSET
     # Each block is one variant (``{"Text": ...}``, ``{"Json": ...}``): kept verbatim.
     content: list[dict[str, Any]] | None = None
     status: Any = None
@@ -53,13 +54,15 @@ class User(msgspec.Struct, gc=False):
 
 
 class ToolCall(msgspec.Struct, gc=False):
-    # Read only on a ToolUse message's first use of an id.
-    id: Any = None
-    name: Any = None
+    # Read only on a ToolUse message's uses (a missing one is refused there); their types
+    # are checked by the event they become.
+    id: Any = msgspec.UNSET
+    name: Any = msgspec.UNSET
     # Kept verbatim in the tool part's metadata.
     args: Any = None
     orig_name: Any = None
-    orig_args: Any = None
+    # Missing reads as ``args``; a null differs from it.
+    orig_args: Any = msgspec.UNSET
 
 
 class AssistantBody(msgspec.Struct, gc=False):
@@ -67,6 +70,14 @@ class AssistantBody(msgspec.Struct, gc=False):
     content: Any = None  # an empty value of any type reads as no text
     tool_uses: list[ToolCall] | None = None
     thinking: Any = None
+
+
+class Thinking(msgspec.Struct, gc=False):
+    """ReasoningContentForHistory: kept whole in the reasoning part's metadata; these two
+    are read (a signature only when it is a string)."""
+
+    text: Any = None
+    signature: Any = None
 
 
 class Assistant(msgspec.Struct, gc=False):
@@ -128,7 +139,9 @@ class Tangent(msgspec.Struct, gc=False):
     main_next_message: User | None = None
     main_transcript: list[str] | None = None
     main_latest_summary: Any = None
-    tangent_start_time: Any = None
+    # Missing means "not saved" (the tangent takes the time before it); a null is refused
+    # where it is read, as a time of the wrong type.
+    tangent_start_time: Any = msgspec.UNSET
 
 
 class Conversation(msgspec.Struct, gc=False):
@@ -146,6 +159,7 @@ class Conversation(msgspec.Struct, gc=False):
     model: str | None = None
     latest_summary: Any = None
     mcp_enabled: Any = True
+    context_message_length: Any = None  # recomputed, only noted
 
 
 def check(data: dict[str, Any]) -> Conversation:

@@ -242,3 +242,47 @@ def test_no_assistant_field_is_dropped_silently(data: st.DataObject, key: str,
     events = json.dumps([msgspec.to_builtins(e) for s in plan.sessions for e in s.events])
     reported = any(repr(key) in item for item in plan.report.unmapped)
     assert marker in events or reported, key
+
+
+def _objects_save() -> dict[str, Any]:
+    """The v1.14 save without its tangent and checkpoints (which hold copies of the
+    history): an edit to the history is then the only reading of that entry."""
+    data = load(FIXTURES / "qcli-v1.14-objects.json")
+    del data["tangent_state"], data["checkpoint_manager"]
+    return data
+
+
+def test_a_tool_result_without_its_id_is_refused_naming_the_entry() -> None:
+    data = _objects_save()
+    del data["history"][1]["user"]["content"]["ToolUseResults"]["tool_use_results"][0][
+        "tool_use_id"]
+    with pytest.raises(QCliFormatError, match="entry 0: a tool result needs a tool_use_id"):
+        events_from_qcli(data)
+
+
+def test_a_tool_use_without_an_id_or_name_is_refused_naming_the_entry() -> None:
+    for key in ("id", "name"):
+        data = _objects_save()
+        del data["history"][0]["assistant"]["ToolUse"]["tool_uses"][0][key]
+        with pytest.raises(QCliFormatError, match="entry 0: a tool use needs an id and a name"):
+            events_from_qcli(data)
+
+
+def test_missing_orig_args_reads_as_args_and_a_null_one_stays_null() -> None:
+    def orig_args(value: Any) -> Any:
+        data = _objects_save()
+        use = data["history"][0]["assistant"]["ToolUse"]["tool_uses"][0]
+        if value is _MISSING:
+            del use["orig_args"]
+        else:
+            use["orig_args"] = value
+        added = [e for e in events_from_qcli(data).events if isinstance(e, ev.ToolAdded)]
+        return (added[0].metadata or {})["orig_args"], use["args"]
+
+    got, args = orig_args(_MISSING)
+    assert got == args
+    assert args
+    assert orig_args(None)[0] is None
+
+
+_MISSING = object()
