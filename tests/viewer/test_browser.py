@@ -230,6 +230,10 @@ def test_log_strings_render_as_text(browser: Browser,
         assert page.text_content("#conv .tool-head .name") == "bash<b>bold</b>"
         # The import's source label, in the tree and over the conversation.
         label = f"imported from claude-code{B} {B}"
+        # Opened by its address, the session is painted before the list (with the
+        # labels) arrives: wait for the list, then compare.
+        page.wait_for_selector("#tree .sess")
+        page.wait_for_function("() => document.querySelector('#source').textContent !== ''")
         assert page.text_content("#source") == label
         assert page.get_attribute("#source", "title") == f"{SCRIPT}.jsonl"
         # In the list: the tool and the model; the whole label and the file on hover.
