@@ -37,6 +37,7 @@ from engine.store.blockread import (
     BlockReader,
     BlockVerifier,
     Range,
+    T,
     hash_in_block,
 )
 from engine.store.chain import GENESIS
@@ -336,28 +337,30 @@ class SQLStore(ComposedStore):
         """:meth:`read`, for a short stretch inside a block: of a packed block cut by
         ``first`` or ``last`` only those events are decoded, where :meth:`read` decodes
         it whole and keeps it for the next read (the cheaper way to walk a block)."""
-        start, end = first, last if last is not None else 1 << 62
         codec = self.recorder.codec
-        for sid, limit in self.lineage(session_id):
-            stop = end if limit is None else min(limit, end)
-            if start <= stop:
-                yield from chain.from_iterable(self.recorder._own_blocks(
-                    sid, start, stop, codec.decode, codec.decode_events_range))
-            if limit is not None:
-                start = max(start, limit + 1)
+        return chain.from_iterable(self._lineage_blocks(
+            session_id, first, last, codec.decode, codec.decode_events_range))
 
     def _lineage_runs(self, session_id: str, first: int, last: int | None, ids: bool
                       ) -> Iterator[Sequence[AnyEvent | Run]]:
-        start = first
-        end = last if last is not None else 1 << 62
         codec = self.recorder.codec
         whole: Callable[[bytes, str], list[AnyEvent | Run]] = (
             codec.decode_runs if ids else partial(codec.decode_runs, ids=False))
+        return self._lineage_blocks(session_id, first, last, whole, codec.decode_runs_range)
+
+    def _lineage_blocks(self, session_id: str, first: int, last: int | None,
+                        whole: Callable[[bytes, str], Sequence[T]],
+                        part: Callable[[bytes, int, int, str], Sequence[T | AnyEvent]]
+                        ) -> Iterator[Sequence[T | AnyEvent]]:
+        """The blocks of first..last through the fork lineage: each ancestor's own
+        events up to the fork point, then the session's own (``whole``/``part`` as in
+        the recorder's ``_own_blocks``)."""
+        start = first
+        end = last if last is not None else 1 << 62
         for sid, limit in self.lineage(session_id):
             stop = end if limit is None else min(limit, end)
             if start <= stop:
-                yield from self.recorder._own_blocks(sid, start, stop, whole,
-                                                     codec.decode_runs_range)
+                yield from self.recorder._own_blocks(sid, start, stop, whole, part)
             if limit is not None:
                 start = max(start, limit + 1)
 
