@@ -32,7 +32,7 @@ screenshots: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check convlog.py engine projections tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 docs: $(STAMP)
 	$(BIN)/python -m engine.docgen
