@@ -11,11 +11,14 @@ once in the tree before a change (a copy: ``git archive <commit> | tar -x -C
 
 What it imports: every Claude Code fixture (each directory as a whole, so subagent,
 teammate and fork links are exercised, and each file alone), every Q CLI fixture (the
-``/save`` documents and the ``data.sqlite3`` directory), any extra paths given with
-``--also`` (a corpus, e.g. the files the junk fuzz made), and the import benchmark's
-generated ``claude-code`` and ``claude-code-tools`` transcripts. For each: every stored
-event's encoded bytes (SHA-256, per session, in order), the session list, and the
-import report's JSON, or the error the import raised, strict and then lenient.
+``/save`` documents and the ``data.sqlite3`` directory), every OpenCode fixture (exports,
+the data directory and each storage tree), every Gemini CLI fixture (each directory, and
+each file alone), any extra paths given with ``--also`` / ``--also-qcli`` /
+``--also-opencode`` / ``--also-gemini`` (a corpus, e.g. the files the junk fuzz made),
+and the import benchmark's generated ``claude-code`` and ``claude-code-tools``
+transcripts. For each: every stored event's encoded bytes (SHA-256, per session, in
+order), the session list, and the import report's JSON, or the error the import raised,
+strict and then lenient.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from benchmarks.importers import claude_code_lines, claude_code_tool_lines, gene
 from engine.errors import ConvlogError
 from engine.importers.base import Plan
 from engine.importers.claude_code import plan_claude_code
+from engine.importers.gemini import plan_gemini
+from engine.importers.opencode import plan_opencode
 from engine.importers.qcli import plan_qcli
 from engine.importers.qcli_db import plan_qcli_db
 from engine.importers.write import write_plan
@@ -53,6 +58,14 @@ def _qcli(path: Path, _lenient: bool) -> Plan:
     return plan_qcli_db(path) if path.is_dir() or path.suffix == ".sqlite3" else plan_qcli(path)
 
 
+def _opencode(path: Path, _lenient: bool) -> Plan:
+    return plan_opencode(path)
+
+
+def _gemini(path: Path, lenient: bool) -> Plan:
+    return plan_gemini(path, lenient=lenient)
+
+
 def claude_inputs() -> list[Path]:
     bases = [*sorted((FIXTURES / "transcripts").glob("claude*")),
              *sorted((FIXTURES / "real-cli").glob("claude-code-*")),
@@ -69,6 +82,23 @@ def qcli_inputs() -> list[Path]:
     return [*sorted(base.glob("qcli*.json")), *sorted(base.glob("qcli-data"))]
 
 
+def opencode_inputs() -> list[Path]:
+    base = FIXTURES / "transcripts"
+    return [*sorted((base / "opencode").glob("*.json")), base / "opencode-data",
+            *sorted(base.glob("opencode-data/project/*/storage")),
+            *sorted((FIXTURES / "real-cli").glob("opencode-*/transcripts/*.json"))]
+
+
+def gemini_inputs() -> list[Path]:
+    bases = [*sorted((FIXTURES / "transcripts").glob("gemini*")),
+             *sorted((FIXTURES / "real-cli").glob("gemini-cli-*/transcripts/*"))]
+    out: list[Path] = []
+    for base in bases:  # each directory as a whole (subagents, logs), and each file alone
+        out.append(base)
+        out += sorted(f for f in base.rglob("*.json*") if f.suffix in (".json", ".jsonl"))
+    return out
+
+
 def dump(path: Path, planner: Planner, lenient: bool,
          encode: Callable[[Any], bytes] = msgspec.json.encode) -> dict[str, Any]:
     """What importing ``path`` writes: per session the event count and the SHA-256 of
@@ -81,6 +111,8 @@ def dump(path: Path, planner: Planner, lenient: bool,
         write_plan(store, plan)
     except (ConvlogError, OSError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
+    except Exception as exc:  # an internal error (a crash) is what a change may mend
+        return {"error": f"internal {type(exc).__name__}: {exc}"}
     sessions = {}
     for info in store.sessions():
         digest = hashlib.sha256()
@@ -109,6 +141,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="more Claude Code transcripts (a file or a directory)")
     parser.add_argument("--also-qcli", type=Path, action="append", default=[],
                         help="more Q CLI saves (a /save file or a data.sqlite3 directory)")
+    parser.add_argument("--also-opencode", type=Path, action="append", default=[],
+                        help="more OpenCode exports, storage trees, data dirs or .db files")
+    parser.add_argument("--also-gemini", type=Path, action="append", default=[],
+                        help="more Gemini CLI session files or directories")
     parser.add_argument("--mb", type=float, default=3.0, help="size of each generated file")
     args = parser.parse_args(argv)
     inputs: list[tuple[Path, Planner]] = [(p, _claude) for p in claude_inputs()]
@@ -117,6 +153,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         inputs += [(p, _claude) for p in
                    (sorted(extra.rglob("*.jsonl")) if extra.is_dir() else [extra])]
     inputs += [(p, _qcli) for p in args.also_qcli]
+    inputs += [(p, _opencode) for p in [*opencode_inputs(), *args.also_opencode]]
+    inputs += [(p, _gemini) for p in [*gemini_inputs(), *args.also_gemini]]
     result = dump_all(inputs)
     with tempfile.TemporaryDirectory() as tmp:
         for name, lines in (("claude-code", claude_code_lines),

@@ -67,6 +67,56 @@ class _Branch:
     lines: dict[str, int] = attrs.field(factory=dict)
 
 
+# A record as the session's events read it (``ConversationRecord`` in Gemini CLI's
+# chatRecordingService.ts), converted once per record. Lenient where the reader always
+# was: a leaf value is read as before (``str()`` of an id, a count that is not a
+# non-negative integer read as 0), so it is ``Any``; what is declared is the structure:
+# ``thoughts`` and ``toolCalls`` are lists, ``tokens`` an object. A value of another
+# shape there is refused naming the file, the line and its JSON path; before, it was read
+# as none (or a string's characters taken as calls). The record stays the dict it was
+# read as beside it: its id hashes it whole, and a field's presence is kept.
+class _Tokens(msgspec.Struct, gc=False):
+    input: Any = None
+    output: Any = None
+    thoughts: Any = None
+    cached: Any = None
+
+
+class _Record(msgspec.Struct, gc=False):
+    id: Any = None
+    type: Any = None
+    timestamp: Any = None
+    content: Any = None  # a PartListUnion: a string, a part, or a list of both
+    summary: Any = None  # a compression marker's
+    model: Any = None
+    thoughts: list[Any] | None = None  # each an object (others are skipped)
+    toolCalls: list[Any] | None = None  # noqa: N815 - Gemini CLI's spelling; each an object
+    tokens: _Tokens | None = None
+
+
+class _Call(msgspec.Struct, gc=False):
+    """A tool call (``ToolCallRecord``); the fields kept verbatim are taken from it as
+    saved, where present."""
+
+    name: Any = None
+    id: Any = None
+    args: Any = None  # an object is the call's input; anything else reads as {}
+    status: Any = None
+    result: Any = None  # a PartListUnion
+    resultDisplay: Any = None  # noqa: N815
+
+
+def _checked(record: dict[str, Any], path: Path, line: int | None) -> dict[str, Any]:
+    """``record`` once its shape is known good: every record read is checked where it is
+    read, before the passes that compare and rewrite records rely on its shape (a
+    ``toolCalls`` of 5 in a rewritten history was an internal TypeError there)."""
+    try:
+        msgspec.convert(record, _Record)
+    except msgspec.ValidationError as exc:
+        raise shape_error(str(path), exc, line) from exc
+    return record
+
+
 def _key(record: dict[str, Any]) -> str:
     return hashlib.blake2b(json.dumps(record, sort_keys=True).encode(),
                            digest_size=8).hexdigest()
@@ -83,9 +133,10 @@ class _Events:
         self.last_user: str | None = None
 
     def record(self, r: dict[str, Any], line: int | None) -> None:
-        rid = str(r.get("id") or "")
-        kind = r.get("type")
-        time = max(ms_of(r.get("timestamp")), 1)
+        said = msgspec.convert(r, _Record)  # a field of the wrong shape: its path
+        rid = str(said.id or "")
+        kind = said.type
+        time = max(ms_of(said.timestamp), 1)
         count = 0
 
         def add(e: Event, when: int = time) -> None:
@@ -98,7 +149,7 @@ class _Events:
             mid = stable_uuid(time, FORMAT, "message", self.sid, rid)
             add(ev.MessageStarted(message_id=mid, role="user"))
             add(ev.CompactionAdded(message_id=mid, part_id=stable_part_id(rid, "compaction")))
-            summary = str(r.get("summary") or "")
+            summary = str(said.summary or "")
             if summary:
                 pid = stable_part_id(rid, "summary")
                 add(ev.TextAdded(message_id=mid, part_id=pid, text=summary, synthetic=True))
@@ -107,8 +158,7 @@ class _Events:
             self.last_user = mid
             return
         if kind in _NOTICES:
-            self.report.note(f"{kind} record: not mapped ({_text(r.get('content'))[:60]!r})",
-                             line)
+            self.report.note(f"{kind} record: not mapped ({_text(said.content)[:60]!r})", line)
             return
         if kind not in ("user", "gemini"):
             if not isinstance(kind, str) or not any(k in r for k in _MODEL_FIELDS):
@@ -121,7 +171,7 @@ class _Events:
         mid = stable_uuid(time, FORMAT, "message", self.sid, rid)
         meta = {"gemini": {k: r[k] for k in ("id", "displayContent") if k in r}}
         files: list[tuple[int, str, str]] = []  # (index, mime, url) of inlineData / fileData
-        for i, part in enumerate(_parts(r.get("content"))):
+        for i, part in enumerate(_parts(said.content)):
             found = _file(part)
             if found is not None:
                 files.append((i, *found))
@@ -139,52 +189,54 @@ class _Events:
         if kind == "user":
             add(ev.MessageStarted(message_id=mid, role="user"))
             pid = stable_part_id(rid, "text")
-            add(ev.TextAdded(message_id=mid, part_id=pid, text=_text(r.get("content")),
+            add(ev.TextAdded(message_id=mid, part_id=pid, text=_text(said.content),
                              metadata=meta))
             add(ev.PartEnded(message_id=mid, part_id=pid))
             add_files()
             add(ev.MessageCompleted(message_id=mid))
             self.last_user = mid
             return
-        model = r.get("model")
+        model = said.model
         provider = "google" if kind == "gemini" else str(kind)
         add(ev.MessageStarted(message_id=mid, role="assistant", parent_id=self.last_user,
                               model=ev.ModelRef(provider_id=provider, model_id=model)
                               if isinstance(model, str) and model else None))
-        for i, thought in _thoughts(r.get("thoughts"), self.report, line):
+        for i, thought in _thoughts(said.thoughts, self.report, line):
             pid = stable_part_id(rid, "thought", str(i))
             add(ev.ReasoningAdded(message_id=mid, part_id=pid,
                                   text=str(thought.get("description") or ""),
                                   metadata={"gemini": {k: thought[k] for k in
                                                        ("subject", "timestamp") if k in thought}}))
             add(ev.PartEnded(message_id=mid, part_id=pid))
-        text = _text(r.get("content"))
+        text = _text(said.content)
         if text:
             pid = stable_part_id(rid, "text")
             add(ev.TextAdded(message_id=mid, part_id=pid, text=text, metadata=meta))
             add(ev.PartEnded(message_id=mid, part_id=pid))
         add_files()
         settled = all([self._call(mid, rid, i, call, add=add, line=line)
-                       for i, call in enumerate(r.get("toolCalls") or [])])
+                       for i, call in enumerate(said.toolCalls or [])])
         if settled:
-            add(ev.MessageCompleted(message_id=mid, tokens=_tokens(r.get("tokens"))))
+            add(ev.MessageCompleted(message_id=mid, tokens=_tokens(said.tokens)))
         else:
             self.report.note("a gemini record with an unsettled tool call: left open", line)
 
-    def _call(self, mid: str, rid: str, i: int, call: Any, *, add: Any, line: int | None
+    def _call(self, mid: str, rid: str, i: int, saved: Any, *, add: Any, line: int | None
               ) -> bool:
-        if not isinstance(call, dict) or not call.get("name"):
+        call = msgspec.convert(saved, _Call) if isinstance(saved, dict) else _Call()
+        if not call.name:
             self.report.note("a tool call without a name: not mapped", line)
             return True
         pid = stable_part_id(rid, "call", str(i))
         ids: dict[str, Any] = {"message_id": mid, "part_id": pid}
-        args = call.get("args")
-        extra = {k: call[k] for k in ("displayName", "description", "timestamp", "resultDisplay",
-                                      "renderOutputAsMarkdown", "agentId") if k in call}
-        add(ev.ToolAdded(**ids, call_id=str(call.get("id") or pid), tool=str(call["name"]),
+        args = call.args
+        extra = {k: saved[k] for k in ("displayName", "description", "timestamp",
+                                       "resultDisplay", "renderOutputAsMarkdown", "agentId")
+                 if k in saved}
+        add(ev.ToolAdded(**ids, call_id=str(call.id or pid), tool=str(call.name),
                          input=args if isinstance(args, dict) else {},
                          metadata={"gemini": extra} if extra else None))
-        status = call.get("status")
+        status = call.status
         if status in ("validating", "scheduled"):
             return False
         if status == "awaiting_approval":
@@ -196,10 +248,10 @@ class _Events:
         add(ev.ToolStarted(**ids))
         if status == "executing":
             return False
-        output, saved = self._saved(_result_text(call.get("result")), line)
-        kept = {"gemini": {"saved_output": saved}} if saved else None
+        output, moved = self._saved(_result_text(call.result), line)
+        kept = {"gemini": {"saved_output": moved}} if moved else None
         if status == "success":
-            shown = call.get("resultDisplay") or ""
+            shown = call.resultDisplay or ""
             # An edit's display is an object ({fileDiff, fileName, ...}): JSON, not a repr.
             output = output or (shown if isinstance(shown, str) else json.dumps(shown))
             if not output:
@@ -370,16 +422,15 @@ def _result_text(result: Any) -> str:
     return "\n".join(texts)
 
 
-def _tokens(t: Any) -> ev.Tokens | None:
-    if not isinstance(t, dict):
+def _tokens(t: _Tokens | None) -> ev.Tokens | None:
+    if t is None:
         return None
 
-    def n(k: str) -> int:
-        v = t.get(k)
+    def n(v: Any) -> int:
         return v if type(v) is int and v >= 0 else 0  # not a bool
 
-    return ev.Tokens(input=n("input"), output=n("output"), reasoning=n("thoughts"),
-                     cache=ev.CacheTokens(read=n("cached")))
+    return ev.Tokens(input=n(t.input), output=n(t.output), reasoning=n(t.thoughts),
+                     cache=ev.CacheTokens(read=n(t.cached)))
 
 
 def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
@@ -403,7 +454,7 @@ def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
         if isinstance(line.get("id"), str):
             resumed = False
             branch = branches[current]
-            rid = line["id"]
+            rid = _checked(line, path, number)["id"]
             at = next((i for i, r in enumerate(branch.records) if r.get("id") == rid), None)
             if at is None:
                 branch.records.append(line)
@@ -427,7 +478,7 @@ def _branches(path: Path, report: ImportReport, lenient: bool, max_line: int
             if isinstance(patch.get("messages"), list):
                 # The history rewritten whole (a compression, masked tool output, a
                 # rolled-back turn): a fork sharing what did not change.
-                records = [m for m in patch["messages"]
+                records = [_checked(m, path, number) for m in patch["messages"]
                            if isinstance(m, dict) and isinstance(m.get("id"), str)]
                 branch = branches[current]
                 if not branch.records:
@@ -746,7 +797,8 @@ def _plan_file(path: Path, report: ImportReport, lenient: bool, max_line: int
                                    "and a /chat save is {history} or a list of contents")
         else:
             meta = {k: v for k, v in data.items() if k != "messages"}
-            branches = [_Branch([m for m in data["messages"] if isinstance(m, dict)])]
+            branches = [_Branch([_checked(m, path, None) for m in data["messages"]
+                                 if isinstance(m, dict)])]
     if meta.get("kind") != "subagent" and branches and all(
             r.get("type") == "user" and _text(r.get("content")).startswith(_CONTEXT)
             for b in branches for r in b.records):

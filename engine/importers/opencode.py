@@ -24,6 +24,7 @@ import msgspec
 
 from engine import events as ev
 from engine.events import Event
+from engine.importers import opencode_shapes as shape
 from engine.importers.base import (
     SHAPE_ERRORS,
     ImportInputError,
@@ -46,8 +47,6 @@ ERROR_KINDS: Final = {
     "MessageOutputLengthError": "output_length", "ContextOverflowError": "context_overflow",
     "UnknownError": "unknown",
 }
-_SIMPLE: Final = {"snapshot", "patch", "agent", "subtask", "retry", "compaction", "step-start",
-                  "step-finish"}
 # The info fields convlog's message events carry; any other field (``mode``, ``format``,
 # ``structured``, a newer version's additions) is kept in ``metadata.opencode.info`` so
 # ``convlog export --as opencode`` gives it back.
@@ -86,14 +85,13 @@ def _error(data: Any) -> ev.MessageError | None:
         retryable=retry if isinstance(retry, bool) else None)
 
 
-def _tokens(data: Any) -> ev.Tokens:
-    if not isinstance(data, dict):
+def _tokens(data: shape.Tokens | None) -> ev.Tokens:
+    if data is None:
         return ev.Tokens()
-    cache = _obj(data.get("cache"))
-    return ev.Tokens(input=_int(data.get("input")), output=_int(data.get("output")),
-                     reasoning=_int(data.get("reasoning")),
-                     cache=ev.CacheTokens(read=_int(cache.get("read")),
-                                          write=_int(cache.get("write"))))
+    cache = data.cache or shape.CacheTokens()
+    return ev.Tokens(input=_int(data.input), output=_int(data.output),
+                     reasoning=_int(data.reasoning),
+                     cache=ev.CacheTokens(read=_int(cache.read), write=_int(cache.write)))
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -132,15 +130,16 @@ class _Session:
         if is_v1(info):  # OpenCode's first format: parts inside the message
             info, inner = v1_message(info, self.report)
             parts = inner + parts
-        source_id = str(info.get("id") or "")
+        said = shape.info(info)  # a field of the wrong shape: its path
+        source_id = str(said.id or "")
         if not source_id:
             self.report.note("a message without an id: not imported")
             return
-        times = _obj(info.get("time"))
-        created = _int(times.get("created")) or self.time
+        times = said.time or shape.Times()
+        created = _int(times.created) or self.time
         self.key, self.count = source_id, 0
         mid = message_uuid(source_id, created)
-        role = info.get("role")
+        role = said.role
         kept = _kept(info, _USER_FIELDS if role == "user" else _ASSISTANT_FIELDS)
         untimed = [str(p.get("id")) for p in parts if p.get("type") == "text" and "time" not in p]
         original: dict[str, Any] = {"id": source_id}
@@ -152,25 +151,24 @@ class _Session:
                    if p.get("type") == "retry" and not _plain_error(p.get("error"))}
         if retries:  # a retry part has no metadata: its error's other fields are kept here
             original["retry_errors"] = retries
-        if role == "user":
-            model = info.get("model") if isinstance(info.get("model"), dict) else None
+        if isinstance(said, shape.UserInfo):
+            model = said.model if isinstance(said.model, dict) else None
             start = ev.MessageStarted(
-                message_id=mid, role="user", agent=str(info.get("agent") or ""),
+                message_id=mid, role="user", agent=str(said.agent or ""),
                 model=ev.ModelRef(provider_id=str(model.get("providerID", "")),
                                   model_id=str(model.get("modelID", ""))) if model else None,
-                system=info.get("system"), tools=info.get("tools"),
-                variant=info.get("variant"),
-                summary=_convert(info.get("summary"), ev.UserSummary),
+                system=said.system, tools=said.tools, variant=said.variant,
+                summary=_convert(said.summary, ev.UserSummary),
                 metadata={"opencode": original})
-        elif role == "assistant":
-            parent = info.get("parentID")
+        elif isinstance(said, shape.AssistantInfo):
+            parent = said.parentID
             start = ev.MessageStarted(
-                message_id=mid, role="assistant", agent=str(info.get("agent") or ""),
-                model=ev.ModelRef(provider_id=str(info.get("providerID") or ""),
-                                  model_id=str(info.get("modelID") or ""))
-                if info.get("modelID") else None,
-                system=info.get("system"), variant=info.get("variant"),
-                path=_convert(info.get("path"), ev.PathInfo),
+                message_id=mid, role="assistant", agent=str(said.agent or ""),
+                model=ev.ModelRef(provider_id=str(said.providerID or ""),
+                                  model_id=str(said.modelID or ""))
+                if said.modelID else None,
+                system=said.system, variant=said.variant,
+                path=_convert(said.path, ev.PathInfo),
                 parent_id=self.parents.get(str(parent)) if parent else None,
                 metadata={"opencode": original})
         else:
@@ -178,63 +176,66 @@ class _Session:
             return
         self.parents[source_id] = mid
         self.add(start, created)
-        self.done = role == "user" or bool(_int(times.get("completed")) or info.get("error"))
+        self.done = role == "user" or bool(_int(times.completed) or said.error)
         self.step = None
         settled = True
         for part in sorted(parts, key=lambda p: str(p.get("id", ""))):
             settled = self.part(mid, part) and settled
-        completed = _int(times.get("completed"))
-        error = _error(info.get("error"))
+        completed = _int(times.completed)
+        error = _error(said.error)
         if role == "user" or completed or error:
             if not settled:
                 self.report.note("a completed message with an unsettled tool: left open")
                 return
             if self.step is not None and error is None:
                 self._close_step(mid, "the message completed")
-            raw_error = info.get("error")
             self.add(ev.MessageCompleted(
-                message_id=mid, cost=float(info.get("cost") or 0.0),
-                tokens=_tokens(info.get("tokens")) if role == "assistant" else None,
-                finish=info.get("finish"), error=error,
+                message_id=mid, cost=float(said.cost or 0.0),
+                tokens=_tokens(said.tokens) if isinstance(said, shape.AssistantInfo) else None,
+                finish=said.finish, error=error,
                 # The error as OpenCode wrote it (its name and every data field) for export.
-                metadata={"opencode": {"error": raw_error}} if error is not None else None),
+                metadata={"opencode": {"error": said.error}} if error is not None else None),
                 completed or None)
 
     parents: dict[str, str]
 
-    def part(self, mid: str, part: dict[str, Any]) -> bool:
+    def part(self, mid: str, saved: dict[str, Any]) -> bool:
         """The events of one part; False when it is a tool left unsettled."""
-        kind = part.get("type")
-        pid = str(part.get("id") or "")
-        times = _obj(part.get("time"))
+        try:  # read as its kind's Struct: a field of the wrong shape is named by its path
+            part = shape.part(saved)
+        except msgspec.ValidationError as exc:
+            raise msgspec.ValidationError(f"part {saved.get('id')!r}: {exc}") from exc
+        kind = part.type
+        pid = str(part.id or "")
         if not pid:
             self.report.note(f"a {kind!r} part without an id: not imported")
             return True
-        if kind in ("text", "reasoning"):
-            meta = part.get("metadata")
+        if isinstance(part, shape.Text):
+            times = part.time or shape.Times()
+            meta = part.metadata
             if kind == "text":
-                self.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(part.get("text", "")),
-                                      synthetic=bool(part.get("synthetic")),
-                                      ignored=bool(part.get("ignored")), metadata=meta),
-                         _int(times.get("start")) or None)
+                self.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(part.text),
+                                      synthetic=bool(part.synthetic),
+                                      ignored=bool(part.ignored), metadata=meta),
+                         _int(times.start) or None)
             else:
                 self.add(ev.ReasoningAdded(message_id=mid, part_id=pid,
-                                           text=str(part.get("text", "")), metadata=meta),
-                         _int(times.get("start")) or None)
-            if _int(times.get("end")):
-                self.add(ev.PartEnded(message_id=mid, part_id=pid), _int(times["end"]))
-            elif not times.get("start") or self.done:
+                                           text=str(part.text), metadata=meta),
+                         _int(times.start) or None)
+            if _int(times.end):
+                self.add(ev.PartEnded(message_id=mid, part_id=pid), _int(times.end))
+            elif not times.start or self.done:
                 # No times at all (user parts) or a finished message: the part is complete.
                 self.add(ev.PartEnded(message_id=mid, part_id=pid))
             return True
-        if kind == "file":
-            self.add(ev.FileAdded(message_id=mid, part_id=pid, mime=str(part.get("mime", "")),
-                                  url=str(part.get("url", "")), filename=part.get("filename"),
-                                  source=_convert(part.get("source"), ev.FilePartSource)))
+        if isinstance(part, shape.File):
+            self.add(ev.FileAdded(message_id=mid, part_id=pid, mime=str(part.mime),
+                                  url=str(part.url), filename=part.filename,
+                                  source=_convert(part.source, ev.FilePartSource)))
             return True
-        if kind == "tool":
+        if isinstance(part, shape.Tool):
             return self.tool(mid, pid, part)
-        if kind in _SIMPLE:
+        if isinstance(part, shape.Simple):
             if kind == "step-start" and self.step is not None:
                 self._close_step(mid, "the next step-start")
             elif kind == "step-finish" and self.step is None:
@@ -244,8 +245,8 @@ class _Session:
                 self.add(ev.StepStarted(message_id=mid, part_id=f"{pid}:opened"))
             if kind in ("step-start", "step-finish"):
                 self.step = pid if kind == "step-start" else None
-            self.add(self.simple(str(kind), mid, pid, part),
-                     _int(times.get("created")) or None)
+            self.add(self.simple(mid, pid, part),
+                     _int((part.time or shape.Times()).created) or None)
             return True
         self.report.note(f"part type {kind!r}: not imported")
         return True
@@ -262,76 +263,75 @@ class _Session:
                                  reason="unfinished"))
         self.step = None
 
-    def simple(self, kind: str, mid: str, pid: str, p: dict[str, Any]) -> Event:
+    def simple(self, mid: str, pid: str, p: shape.Simple) -> Event:
         ids: dict[str, Any] = {"message_id": mid, "part_id": pid}
-        if kind == "step-start":
-            return ev.StepStarted(**ids, snapshot=p.get("snapshot"))
-        if kind == "step-finish":
-            return ev.StepFinished(**ids, reason=str(p.get("reason") or ""),
-                                   cost=float(p.get("cost") or 0.0),
-                                   tokens=_tokens(p.get("tokens")), snapshot=p.get("snapshot"))
-        if kind == "snapshot":
-            return ev.SnapshotAdded(**ids, snapshot=str(p.get("snapshot") or ""))
-        if kind == "patch":
-            return ev.PatchAdded(**ids, hash=str(p.get("hash") or ""),
-                                 files=[str(f) for f in p.get("files") or []])
-        if kind == "agent":
-            return ev.AgentAdded(**ids, name=str(p.get("name") or ""),
-                                 source=_convert(p.get("source"), ev.SourceText))
-        if kind == "subtask":
-            model = p.get("model") if isinstance(p.get("model"), dict) else None
-            return ev.SubtaskAdded(**ids, prompt=str(p.get("prompt") or ""),
-                                   description=str(p.get("description") or ""),
-                                   agent=str(p.get("agent") or ""), command=p.get("command"),
+        if isinstance(p, shape.StepStart):
+            return ev.StepStarted(**ids, snapshot=p.snapshot)
+        if isinstance(p, shape.StepFinish):
+            return ev.StepFinished(**ids, reason=str(p.reason or ""), cost=float(p.cost or 0.0),
+                                   tokens=_tokens(p.tokens), snapshot=p.snapshot)
+        if isinstance(p, shape.Snapshot):
+            return ev.SnapshotAdded(**ids, snapshot=str(p.snapshot or ""))
+        if isinstance(p, shape.Patch):
+            return ev.PatchAdded(**ids, hash=str(p.hash or ""),
+                                 files=[str(f) for f in p.files or []])
+        if isinstance(p, shape.Agent):
+            return ev.AgentAdded(**ids, name=str(p.name or ""),
+                                 source=_convert(p.source, ev.SourceText))
+        if isinstance(p, shape.Subtask):
+            model = p.model if isinstance(p.model, dict) else None
+            return ev.SubtaskAdded(**ids, prompt=str(p.prompt or ""),
+                                   description=str(p.description or ""),
+                                   agent=str(p.agent or ""), command=p.command,
                                    model=ev.ModelRef(provider_id=str(model.get("providerID")),
                                                      model_id=str(model.get("modelID")))
                                    if model else None)
-        if kind == "retry":
-            return ev.RetryAdded(**ids, attempt=_int(p.get("attempt")),
-                                 error=_error(p.get("error")) or ev.MessageError(kind="unknown"))
-        return ev.CompactionAdded(**ids, auto=bool(p.get("auto")), overflow=p.get("overflow"))
+        if isinstance(p, shape.Retry):
+            return ev.RetryAdded(**ids, attempt=_int(p.attempt),
+                                 error=_error(p.error) or ev.MessageError(kind="unknown"))
+        return ev.CompactionAdded(**ids, auto=bool(p.auto), overflow=p.overflow)
 
-    def tool(self, mid: str, pid: str, part: dict[str, Any]) -> bool:
-        state = _obj(part.get("state"))
-        status = state.get("status")
-        times = _obj(state.get("time"))
-        args = _obj(state.get("input"))
+    def tool(self, mid: str, pid: str, part: shape.Tool) -> bool:
+        state = part.state or shape.ToolState()
+        status = state.status
+        times = state.time or shape.Times()
+        args = _obj(state.input)
         ids: dict[str, Any] = {"message_id": mid, "part_id": pid}
-        self.add(ev.ToolAdded(**ids, call_id=str(part.get("callID") or pid),
-                              tool=str(part.get("tool") or "unknown"), input=args,
-                              raw=str(state.get("raw") or ""), metadata=part.get("metadata")),
-                 _int(times.get("start")) or None)
+        self.add(ev.ToolAdded(**ids, call_id=str(part.callID or pid),
+                              tool=str(part.tool or "unknown"), input=args,
+                              raw=str(state.raw or ""), metadata=part.metadata),
+                 _int(times.start) or None)
         if status == "pending":
             return False
-        meta = state.get("metadata")
-        start = _int(times.get("start")) or None
+        meta = state.metadata
+        start = _int(times.start) or None
         if status == "error" and not start:
-            self.add(ev.ToolFailed(**ids, error=str(state.get("error") or ""), kind="aborted"))
+            self.add(ev.ToolFailed(**ids, error=str(state.error or ""), kind="aborted"))
             return True
-        self.add(ev.ToolStarted(**ids, title=state.get("title") if status == "running" else None,
+        self.add(ev.ToolStarted(**ids, title=state.title if status == "running" else None,
                                 metadata=meta if status == "running" else None), start)
-        end = _int(times.get("end")) or None
+        end = _int(times.end) or None
         if status == "running":
             return False
         if status == "completed":
-            output = str(state.get("output") or "")
+            output = str(state.output or "")
             if not output:
                 self.report.note("a completed tool with empty output reads '(no output)'")
             self.add(ev.ToolCompleted(
-                **ids, output=output or "(no output)", title=str(state.get("title") or ""),
+                **ids, output=output or "(no output)", title=str(state.title or ""),
                 metadata=meta if isinstance(meta, dict) else None,
                 attachments=[ev.Attachment(part_id=str(a.get("id")), mime=str(a.get("mime")),
                                            url=str(a.get("url")), filename=a.get("filename"))
-                             for a in state.get("attachments") or [] if isinstance(a, dict)]),
+                             for a in state.attachments or [] if isinstance(a, dict)]),
                 end)
-            if _int(times.get("compacted")):
-                self.add(ev.ToolOutputCompacted(**ids), _int(times["compacted"]))
+            if _int(times.compacted):
+                self.add(ev.ToolOutputCompacted(**ids), _int(times.compacted))
             return True
         if status == "error":
             kind = (meta or {}).get("kind") if isinstance(meta, dict) else None
             if kind is None and isinstance(meta, dict) and meta.get("interrupted"):
                 kind = "aborted"  # OpenCode marks an aborted tool as interrupted
-            self.add(ev.ToolFailed(**ids, error=str(state.get("error") or "error"),
+            self.add(ev.ToolFailed(**ids, error=str(state.error or "error"),
                                    kind=kind if kind in ("aborted", "timeout", "cancelled",
                                                          "denied") else "error",
                                    metadata={k: v for k, v in meta.items() if k != "kind"}

@@ -62,62 +62,50 @@ class QCliFormatError(ConvlogError):
     """The input is not a Q CLI conversation this importer can read."""
 
 
-def _entry(entry: Any, where: str) -> dict[str, Any]:
-    """One history entry in the newest shape.
-
-    Saves from around v1.10 hold ``[user, assistant]`` pairs; later ones
-    ``{user, assistant, request_metadata}`` objects. Both exist in the wild.
-    """
-    if isinstance(entry, list | tuple) and len(entry) == 2 and isinstance(entry[0], dict):
-        user, assistant = entry
-        return {"user": user, "assistant": assistant, "request_metadata": None}
-    if isinstance(entry, dict) and isinstance(entry.get("user"), dict) and "assistant" in entry:
-        return entry
-    raise QCliFormatError(f"{where}: a history entry is a [user, assistant] pair or an "
-                          f"object with user and assistant, not {_short(entry)}")
-
-
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _history(value: Any, where: str) -> list[dict[str, Any]]:
-    if value is None:
+@attrs.frozen(eq=False)
+class _Said:
+    """A user message the import walks: its declared reading, and the message as saved,
+    which is compared whole (there an unknown field, or a missing key against a null
+    one, makes two messages differ)."""
+
+    said: shape.Message
+    saved: Mapping[str, Any]
+
+
+@attrs.frozen(eq=False)
+class _Turn:
+    """A history entry the import walks: its declared reading, and the entry as saved in
+    the newest shape (a pair as the object it reads as), which is compared whole."""
+
+    said: shape.Turn
+    saved: Mapping[str, Any]
+
+    @property
+    def user(self) -> _Said:
+        return _Said(self.said.user, self.saved["user"])
+
+
+def _as_saved(saved: Any, said: shape.Walked | shape.Snapshot) -> Mapping[str, Any]:
+    """The saved entry in the newest shape, as the declared reading ``said`` found it."""
+    if isinstance(said, tuple):  # a [user, assistant] pair (a list or a tuple)
+        return {"user": saved[0], "assistant": saved[1], "request_metadata": None}
+    return saved  # type: ignore[no-any-return]
+
+
+def _turns(saved: Any, said: list[shape.Walked] | None) -> list[_Turn]:
+    """A history the import walks; ``saved`` is the list ``said`` was read from."""
+    if said is None:  # a null (or missing) history is empty
         return []
-    if not isinstance(value, list):
-        raise QCliFormatError(f"{where} must be a list, not {_short(value)}")
-    return [_entry(e, f"{where}[{i}]") for i, e in enumerate(value)]
+    return [_Turn(shape.newest(d), _as_saved(s, d)) for s, d in zip(saved, said, strict=True)]
 
 
-def normalize(data: Mapping[str, Any]) -> dict[str, Any]:
-    """``data`` with every history (main, tangent, checkpoint snapshots) in the newest shape."""
-    if not isinstance(data, Mapping) or "conversation_id" not in data:
-        raise QCliFormatError("a Q CLI conversation is an object with a conversation_id")
-    out = dict(data)
-    out["history"] = _history(data.get("history"), "history")
-    tangent = data.get("tangent_state")
-    if tangent is not None:
-        if not isinstance(tangent, dict):
-            raise QCliFormatError("tangent_state must be an object")
-        out["tangent_state"] = {**tangent, "main_history": _history(
-            tangent.get("main_history"), "tangent_state.main_history")}
-    manager = data.get("checkpoint_manager")
-    if manager is not None:
-        if not isinstance(manager, dict) or not isinstance(manager.get("checkpoints") or [],
-                                                          list):
-            raise QCliFormatError("checkpoint_manager must be an object with checkpoints")
-        checkpoints = []
-        for i, cp in enumerate(manager.get("checkpoints") or []):
-            if not isinstance(cp, dict):
-                raise QCliFormatError(f"checkpoint {i} must be an object")
-            checkpoints.append({**cp, "history_snapshot": _history(
-                cp.get("history_snapshot"), f"checkpoint {i} history_snapshot")})
-        out["checkpoint_manager"] = {**manager, "checkpoints": checkpoints}
-    for key in ("next_message",):
-        if out.get(key) is not None and not isinstance(out[key], dict):
-            raise QCliFormatError(f"{key} must be an object or null")
-    return out
+def _said(saved: Any, said: shape.Message | None) -> _Said | None:
+    return None if said is None else _Said(said, saved)
 
 
 @attrs.frozen
@@ -154,45 +142,39 @@ def _time_array_ms(data: Any) -> int:
 _ASSISTANT_FIELDS: Final = frozenset({"message_id", "content", "tool_uses", "thinking"})
 
 
-def _variant(data: Any, what: str) -> tuple[str, dict[str, Any]]:
-    if not isinstance(data, dict) or len(data) != 1:
-        raise QCliFormatError(f"{what} must be an object with one variant key, not {data!r}")
-    (kind, body), = data.items()
-    if not isinstance(body, dict):
-        raise QCliFormatError(f"{what} {kind} must be an object")
-    return kind, body
-
-
 def _block_text(block: Any) -> str:
     (kind, value), = block.items()
     return value if kind == "Text" else json.dumps(value, separators=(",", ":"),
                                                    ensure_ascii=False)
 
 
-def _results(user: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    return _variant(user["content"], "content")
-
-
 class _Importer:
     def __init__(self, data: Mapping[str, Any]) -> None:
-        self.data = data = normalize(data)
-        try:  # checked once: a field of the wrong type is named by its path
-            self.shape = shape.check(data)
+        if not isinstance(data, Mapping) or "conversation_id" not in data:
+            raise QCliFormatError("a Q CLI conversation is an object with a conversation_id")
+        self.data = data
+        try:  # read once, as saved: a value of the wrong shape is named by its path
+            self.shape = said = shape.check(data)
         except msgspec.ValidationError as exc:
             raise QCliFormatError(f"not a Q CLI conversation this importer can read: {exc}"
                                   ) from exc
-        # Each history entry's declared reading, found by the entry the walk holds.
-        declared = [*self.shape.history, *(self.shape.tangent_state or shape.Tangent()
-                                           ).main_history]
-        raw = [*data["history"], *(data.get("tangent_state") or {}).get("main_history", [])]
-        self.declared = {id(r): d for r, d in zip(raw, declared, strict=True)}
-        self.users: dict[int, shape.User] = {id(r["user"]): d.user
-                                             for r, d in zip(raw, declared, strict=True)}
-        for r, d in ((data.get("next_message"), self.shape.next_message),
-                     ((data.get("tangent_state") or {}).get("main_next_message"),
-                      (self.shape.tangent_state or shape.Tangent()).main_next_message)):
-            if r is not None and d is not None:
-                self.users[id(r)] = d
+        # What the walk goes through, each beside the value it was read from (a value
+        # the declared reading found present is there, of the shape it was read as).
+        self.history = _turns(data.get("history"), said.history)
+        self.next_message = _said(data.get("next_message"), said.next_message)
+        self.tangent: tuple[list[_Turn], _Said | None] | None = None
+        if said.tangent_state is not None:
+            tangent = data["tangent_state"]
+            self.tangent = (_turns(tangent.get("main_history"), said.tangent_state.main_history),
+                            _said(tangent.get("main_next_message"),
+                                  said.tangent_state.main_next_message))
+        self.checkpoints: list[_Checkpoint] = []
+        if said.checkpoint_manager is not None:
+            for cp, saved in zip(said.checkpoint_manager.placed,
+                                 data["checkpoint_manager"].get("checkpoints") or [], strict=True):
+                snapshot = [_as_saved(s, d) for s, d in zip(
+                    saved.get("history_snapshot") or [], cp.history_snapshot or [], strict=True)]
+                self.checkpoints.append((cp, snapshot))
         self.key = str(data["conversation_id"])
         self.counter = 0
         self.events: list[Event] = []
@@ -201,7 +183,7 @@ class _Importer:
         self.call_ids: set[str] = set()
         self.pending_tools = False  # the last assistant used tools: results are pending
         # The prompt the fold's pending results already carry, and the message it came from.
-        self.joined: tuple[str, Mapping[str, Any]] | None = None
+        self.joined: tuple[str, _Said] | None = None
         self.env: Any = None
 
     # ------------------------------------------------------------------ helpers
@@ -215,10 +197,6 @@ class _Importer:
         self.counter += 1
         return stable_part_id("qcli", self.key, "part", str(self.counter))
 
-    def _declared_user(self, user: Mapping[str, Any]) -> shape.User:
-        """``user``'s declared reading; one the import made (a join's rest) converts."""
-        return self.users.get(id(user)) or msgspec.convert(user, shape.User)
-
     def note(self, text: str) -> None:
         self.unmapped.append(text)
 
@@ -230,7 +208,8 @@ class _Importer:
         self.events.append(msgspec.structs.replace(e, time=self.time))
 
     def _first_time(self) -> int:
-        for entry in self.shape.history:
+        for turn in self.history:
+            entry = turn.said
             stamp = entry.user.timestamp
             if stamp:
                 return _ms(stamp)  # a wrong type fails in fromisoformat, as before
@@ -247,14 +226,12 @@ class _Importer:
             if key not in _KNOWN:
                 self.note(f"top-level field {key!r} is not mapped")
         told = self.shape.tangent_state or shape.Tangent()
-        users = [e.user for e in [*told.main_history, *self.shape.history]]
+        main, main_next = self.tangent or ([], None)
+        users = [t.said.user for t in [*main, *self.history]]
         stamps = [u.timestamp for u in users if u.timestamp]
-        # The environment of tool-result messages comes from the conversation. (A content
-        # that is not one variant object, read here as results, is refused when its
-        # message is imported.)
-        result_envs = [u.env_context for u in users
-                       if u.content is not None and u.content.Prompt is None]
-        self.env = (result_envs or [u.env_context for u in users] or [None])[0]
+        # The environment of tool-result messages comes from the conversation.
+        result_envs = [u.env for u in users if u.content.kind != "Prompt"]
+        self.env = (result_envs or [u.env for u in users] or [None])[0]
         env_state = (self.env or {}).get("env_state") or {}
         self.emit(ev.ConversationCreated(
             conversation_id=data["conversation_id"], model_info=self._model_info(),
@@ -265,35 +242,27 @@ class _Importer:
         ))
         self._tools(self.shape.tools or {})
         self._context(data.get("context_manager"), self.shape.context_manager)
-        manager = self.shape.checkpoint_manager
-        checkpoints = list((manager and manager.checkpoints) or [])
-        tangent = data.get("tangent_state")
-        if tangent:
-            main = list(tangent.get("main_history") or [])
-            self._thread(main, told.main_latest_summary, checkpoints,
-                         tangent.get("main_next_message"))
-            self._next_message(tangent.get("main_next_message"))
-            self.emit(ev.TranscriptReplaced(
-                lines=list((self.shape.tangent_state or shape.Tangent()).main_transcript or [])))
+        checkpoints = list(self.checkpoints)
+        history = self.history
+        if self.tangent is not None:
+            self._thread(main, told.main_latest_summary, checkpoints, main_next)
+            self._next_message(main_next)
+            self.emit(ev.TranscriptReplaced(lines=list(told.main_transcript or [])))
             self.emit(ev.TangentEntered(), None if told.tangent_start_time is msgspec.UNSET
                       else _time_array_ms(told.tangent_start_time))
-            if not self.pending_tools and tangent.get("main_next_message") is not None:
+            if not self.pending_tools and main_next is not None:
                 self.emit(ev.NextMessageCleared())  # the tangent's turns bring their own prompt
-            history = list(data.get("history") or [])
-            if history[:len(main)] == main and self.shape.latest_summary == (
+            if _saved(history[:len(main)]) == _saved(main) and self.shape.latest_summary == (
                     told.main_latest_summary):
-                self._entries(history, len(main), [], data.get("next_message"))
+                self._entries(history, len(main), [], self.next_message)
             else:
                 self.emit(ev.HistoryCleared())
                 self.pending_tools = False
-                self._thread(history, self.shape.latest_summary, [], data.get("next_message"))
-            self._next_message(data.get("next_message"))
+                self._thread(history, self.shape.latest_summary, [], self.next_message)
         else:
-            history = list(data.get("history") or [])
-            self._thread(history, self.shape.latest_summary, checkpoints,
-                         data.get("next_message"))
-            self._next_message(data.get("next_message"))
-        for cp in checkpoints:
+            self._thread(history, self.shape.latest_summary, checkpoints, self.next_message)
+        self._next_message(self.next_message)
+        for cp, _ in checkpoints:
             self.note(f"checkpoint {cp.tag!r}: its history is not a prefix of the "
                       "history at a point the import passes; not imported")
         self._file_lines(self.shape.file_line_tracker or {})
@@ -359,8 +328,8 @@ class _Importer:
 
     # ------------------------------------------------------------------ history
 
-    def _thread(self, history: list[Any], summary: Any, checkpoints: list[shape.Checkpoint],
-                final: Mapping[str, Any] | None) -> None:
+    def _thread(self, history: list[_Turn], summary: Any, checkpoints: list[_Checkpoint],
+                final: _Said | None) -> None:
         """A summary, then the entries, with checkpoints placed where their history matches.
 
         ``final`` is the next message after the last entry (it holds that entry's results).
@@ -371,87 +340,84 @@ class _Importer:
         text, metadata = (summary, None) if isinstance(summary, str) else summary
         compaction = ev.HistoryCompacted(summary=text, request_metadata=metadata or {},
                                          keep_last=len(history))
-        first = history[0]["user"] if history else None
-        if first is None or "Prompt" in (first.get("content") or {"Prompt": None}):
+        first = history[0].user if history else None
+        if first is None or first.said.content.kind == "Prompt":
             self.emit(msgspec.structs.replace(compaction, keep_last=0))
             self._entries(history, 0, checkpoints, final)
             return
         # Compaction kept an entry whose results answer a dropped turn: import a stand-in
         # for that turn, then compact it away, as Q CLI's own compaction did.
-        kind, _ = _results(first)
-        ids = [_result_id(r, "entry 0") for r in self._results_of(first, kind).tool_use_results
+        ids = [_result_id(r, "entry 0") for r in first.said.content.results.tool_use_results
                or []]
         self.note(f"entry 0 answers tool uses {ids} that the compaction dropped: a stand-in "
                   "turn supplies them and the compaction removes it again")
         self._checkpoints_at(0, history, checkpoints)  # taken before any entry: still exact
-        self._user_message({"content": {"Prompt": {"prompt": "Empty prompt"}}},
+        prompt = {"content": {"Prompt": {"prompt": "Empty prompt"}}}
+        self._user_message(_Said(msgspec.convert(prompt, shape.Message), prompt),
                            "Empty prompt", "stand-in")
         uses: list[dict[str, Any]] = [{"id": i, "name": "unknown", "args": {}} for i in ids]
-        self._assistant({"assistant": {"ToolUse": {"message_id": None, "content": "",
-                                                   "tool_uses": uses}}}, first, "stand-in")
+        turn = {"user": prompt, "assistant": {"ToolUse": {"message_id": None, "content": "",
+                                                          "tool_uses": uses}}}
+        self._assistant(_Turn(msgspec.convert(turn, shape.Turn), turn), first, "stand-in")
         self._entries(history, 0, [], final)
-        for cp in checkpoints:
+        for cp, _ in checkpoints:
             self.note(f"checkpoint {cp.tag!r}: not placed in a history that starts "
                       "with results of compacted turns")
         checkpoints.clear()
         self.emit(compaction)
 
-    def _checkpoints_at(self, k: int, history: list[Any],
-                        checkpoints: list[shape.Checkpoint]) -> None:
-        while checkpoints and checkpoints[0].history_snapshot == history[:k]:
-            cp = checkpoints.pop(0)
+    def _checkpoints_at(self, k: int, history: list[_Turn],
+                        checkpoints: list[_Checkpoint]) -> None:
+        while checkpoints and checkpoints[0][1] == _saved(history[:k]):
+            cp, _ = checkpoints.pop(0)
             self.emit(ev.CheckpointCreated(
                 tag=cp.tag, description=cp.description or "", is_turn=bool(cp.is_turn),
                 tool_name=cp.tool_name), _ms(cp.timestamp) if cp.timestamp else None)
 
-    def _entries(self, history: list[Any], first: int, checkpoints: list[shape.Checkpoint],
-                 final: Mapping[str, Any] | None) -> None:
+    def _entries(self, history: list[_Turn], first: int, checkpoints: list[_Checkpoint],
+                 final: _Said | None) -> None:
         self._checkpoints_at(first, history, checkpoints)
         for i in range(first, len(history)):
             entry = history[i]
-            after = history[i + 1]["user"] if i + 1 < len(history) else final
-            self._user_side(entry["user"], f"entry {i}")
+            after = history[i + 1].user if i + 1 < len(history) else final
+            self._user_side(entry.user, f"entry {i}")
             self._assistant(entry, after, f"entry {i}")
             self._checkpoints_at(i + 1, history, checkpoints)
 
-    def _user_side(self, user: Mapping[str, Any], where: str) -> None:
+    def _user_side(self, user: _Said, where: str) -> None:
         """The events that make the fold's next message ``user``.
 
         Results need no event: the previous assistant's tool parts produced them
         (``pending_tools``); a prompt typed with them joins them.
         """
-        kind, _ = _results(user)  # which variant, checked on the saved value
-        content = self._declared_user(user).content or shape.UserContent()
-        if kind == "Prompt":
+        said = user.said
+        content = said.content  # one known variant (refused otherwise when the save was read)
+        if isinstance(content.Prompt, shape.PromptBody):
             if self.pending_tools:  # a typed prompt where results were due: drop them
                 self.emit(ev.NextMessageCleared())
                 self.pending_tools = False
-            prompt = (content.Prompt or shape.PromptBody()).prompt or ""
-            bare = {"additional_context": "", "env_context": self.env, "timestamp": None,
-                    "images": None}
-            if prompt == "" and all(user.get(k, v) == v for k, v in bare.items()):
+            prompt = content.Prompt.prompt or ""
+            if prompt == "" and _bare(said, self.env):
                 return  # a turn nobody prompted: the fold pairs it with an empty prompt
             self._user_message(user, prompt, where)
-        elif kind not in ("CancelledToolUses", "ToolUseResults"):
-            raise QCliFormatError(f"{where}: unknown user content {kind!r}")
         elif not self.pending_tools:
-            self._orphan_results(user, self._results_of(user, kind), where)
-        elif (joined := self._results_of(user, kind).prompt) is not None:
+            self._orphan_results(user, content.results, where)
+        elif (joined := content.results.prompt) is not None:
             self._join_prompt(user, joined, where)
         else:
             self._check_env(user, where)
 
-    def _join_prompt(self, user: Mapping[str, Any], prompt: str, where: str) -> None:
+    def _join_prompt(self, user: _Said, prompt: str, where: str) -> None:
         """Give the pending results ``prompt``; the fold joins a new prompt to one it has."""
         if self.joined is None:
             self._user_message(user, prompt, where)
         else:
             had, before = self.joined
-            if prompt == had and user == before:
+            if prompt == had and user.saved == before.saved:
                 return  # already there (a tangent starts with the main next message)
-            said = self._declared_user(user)
+            said = user.said
             extra = said.additional_context or ""
-            had_extra = self._declared_user(before).additional_context or ""
+            had_extra = before.said.additional_context or ""
             # The fold joins additional context like prompts: old + "\n" + new.
             rest: str | None = None
             if extra == had_extra:
@@ -461,8 +427,7 @@ class _Importer:
             elif extra.startswith(had_extra + "\n"):
                 rest = extra[len(had_extra) + 1:]
             if prompt.startswith(had + "\n") and rest is not None:
-                self._user_message({**user, "additional_context": rest}, prompt[len(had) + 1:],
-                                   where)
+                self._user_message(user, prompt[len(had) + 1:], where, extra=rest)
             else:
                 # Not a join of the pending prompt (e.g. /tangent then an explicit set):
                 # setting the next message replaces the prompt and keeps the results.
@@ -471,10 +436,10 @@ class _Importer:
                           _ms(stamp) if stamp else None)
         self.joined = (prompt, user)
 
-    def _check_env(self, user: Mapping[str, Any], where: str) -> None:
+    def _check_env(self, user: _Said, where: str) -> None:
         self._env_fields(user, where)
-        said = self._declared_user(user)
-        if said.env_context != self.env:
+        said = user.said
+        if said.env != self.env:
             self.note(f"{where}: the environment of a tool-result message is the "
                       "conversation's; its own is not kept")
         if said.timestamp is not None:
@@ -482,8 +447,7 @@ class _Importer:
         if said.additional_context or said.images:
             self.note(f"{where}: additional context or images on tool results are not kept")
 
-    def _orphan_results(self, user: Mapping[str, Any], body: shape.Results, where: str
-                        ) -> None:
+    def _orphan_results(self, user: _Said, body: shape.Results, where: str) -> None:
         texts = [_block_text(b) for r in body.tool_use_results or [] for b in r.content or []]
         prompt = " ".join(texts) or REDACTED
         if body.prompt:
@@ -491,20 +455,23 @@ class _Importer:
         self.note(f"{where}: tool results with no tool use before them became a prompt")
         self._user_message(user, prompt, where)
 
-    def _env_fields(self, user: Mapping[str, Any], where: str) -> None:
-        state = (self._declared_user(user).env_context or {}).get("env_state") or {}
+    def _env_fields(self, user: _Said, where: str) -> None:
+        state = (user.said.env or {}).get("env_state") or {}
         extra = sorted(set(state) - {"operating_system", "current_working_directory"})
         if extra:
             self.note(f"{where}: env_state fields {extra} are not kept")
 
-    def _user_message(self, user: Mapping[str, Any], prompt: str, where: str) -> None:
+    def _user_message(self, user: _Said, prompt: str, where: str,
+                      extra: str | None = None) -> None:
+        """``user`` as a user message with ``prompt``; ``extra``, when given, is its
+        additional context (a join's rest) in place of its own."""
         self._env_fields(user, where)
         if prompt == "":
             self.note(f"{where}: an empty prompt becomes 'Empty prompt'")
-        said = self._declared_user(user)
+        said = user.said
         stamp = said.timestamp
         mid = self._message_id()
-        override: dict[str, Any] = {"timestamp": stamp, "env_context": said.env_context}
+        override: dict[str, Any] = {"timestamp": stamp, "env_context": said.env}
         if said.images is not None:
             override["images"] = said.images
         self.emit(ev.MessageStarted(message_id=mid, role="user"), _ms(stamp) if stamp else None)
@@ -512,22 +479,20 @@ class _Importer:
         self.emit(ev.TextAdded(message_id=mid, part_id=pid, text=prompt,
                                metadata={"qcli": override}))
         self.emit(ev.PartEnded(message_id=mid, part_id=pid))
-        extra = said.additional_context or ""
+        if extra is None:
+            extra = said.additional_context or ""
         if extra:
             xid = self._part_id()
             self.emit(ev.TextAdded(message_id=mid, part_id=xid, text=extra, synthetic=True))
             self.emit(ev.PartEnded(message_id=mid, part_id=xid))
         self.emit(ev.MessageCompleted(message_id=mid))
 
-    def _assistant(self, entry: Mapping[str, Any], after: Mapping[str, Any] | None,
-                   where: str) -> None:
-        kind, body = _variant(entry["assistant"], "assistant")
-        declared = self.declared.get(id(entry))  # None: the stand-in for a compacted turn
-        message = declared.assistant if declared else msgspec.convert(entry["assistant"],
-                                                                      shape.Assistant)
-        said = message.ToolUse or message.Response or shape.AssistantBody()
-        metadata = entry.get("request_metadata")  # kept as saved
-        timing = (declared and declared.request_metadata) or shape.RequestMetadata()
+    def _assistant(self, entry: _Turn, after: _Said | None, where: str) -> None:
+        reply = entry.said.assistant
+        kind, said = reply.kind, reply.body
+        body = entry.saved["assistant"][kind]  # as saved: its unknown fields are listed
+        metadata = entry.saved.get("request_metadata")  # kept as saved (a pair has none)
+        timing = entry.said.request_metadata or shape.RequestMetadata()
         start, end = timing.request_start_timestamp_ms, timing.stream_end_timestamp_ms
         self.pending_tools = False  # this turn consumes the next message
         self.joined = None
@@ -557,17 +522,15 @@ class _Importer:
         self.emit(ev.PartEnded(message_id=mid, part_id=pid))
         if kind == "ToolUse":
             self._tool_uses(mid, said.tool_uses or [], after, where)
-        elif kind != "Response":
-            raise QCliFormatError(f"{where}: unknown assistant message {kind!r}")
         self.emit(ev.MessageCompleted(message_id=mid), int(end) if end else None)
 
-    def _tool_uses(self, mid: str, uses: list[shape.ToolCall], after: Mapping[str, Any] | None,
+    def _tool_uses(self, mid: str, uses: list[shape.ToolCall], after: _Said | None,
                    where: str) -> None:
         results: dict[str | None, shape.ToolResult] = {}
         answer_kind = ""
         if after is not None:
-            answer_kind, _ = _results(after)
-            answer = self._results_of(after, answer_kind)
+            answer_kind = after.said.content.kind
+            answer = after.said.content.results
             for r in answer.tool_use_results or []:
                 results.setdefault(_result_id(r, where), r)
             if answer_kind == "CancelledToolUses" and answer.prompt is None and not any(
@@ -600,14 +563,6 @@ class _Importer:
             self.note(f"{where}: result {orphan!r} answers no tool use and is not kept")
         self.pending_tools = bool(used)
 
-    def _results_of(self, user: Mapping[str, Any], kind: str) -> shape.Results:
-        """The declared results of ``user`` (its content's variant ``kind``); a prompt
-        carries none."""
-        content = self._declared_user(user).content
-        body = getattr(content, kind, None) if kind in ("ToolUseResults",
-                                                        "CancelledToolUses") else None
-        return body or shape.Results()
-
     def _settle(self, mid: str, pid: str, call_id: str, result: shape.ToolResult | None, *,
                 answer_kind: str, where: str) -> None:
         """End a tool part so that the fold derives ``result`` from it."""
@@ -635,13 +590,29 @@ class _Importer:
             self.emit(ev.ToolCompleted(message_id=mid, part_id=pid, output=text or REDACTED,
                                        metadata=metadata))
 
-    def _next_message(self, message: Mapping[str, Any] | None) -> None:
+    def _next_message(self, message: _Said | None) -> None:
         if message is None:
             if self.pending_tools:
                 self.emit(ev.NextMessageCleared())
                 self.pending_tools = False
             return
         self._user_side(message, "next_message")
+
+
+_Checkpoint = tuple[shape.Checkpoint, list[Mapping[str, Any]]]  # and its snapshot as saved
+
+
+def _saved(turns: list[_Turn]) -> list[Mapping[str, Any]]:
+    """The entries as saved (newest shape), to compare histories whole."""
+    return [t.saved for t in turns]
+
+
+def _bare(said: shape.Message, env: Any) -> bool:
+    """A message with nothing of its own: a missing key reads as its default, a null
+    additional context or environment does not (compared as saved, always)."""
+    return ((said.additional_context is msgspec.UNSET or said.additional_context == "")
+            and (said.env_context is msgspec.UNSET or said.env_context == env)
+            and said.timestamp is None and said.images is None)
 
 
 def _is_cancelled(result: shape.ToolResult) -> bool:

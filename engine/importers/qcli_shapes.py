@@ -1,13 +1,21 @@
 """The shapes of a saved Q CLI ``ConversationState``, declared as msgspec Structs.
 
-``normalize`` brings every history to the newest shape, then checks the whole save
-against :class:`Conversation` once: a field of the wrong type is refused naming its
-JSON path (msgspec's ``ValidationError``: ``at `$.history[2].user.timestamp```).
-The importer then reads the fields it interprets from the Structs; the parts it keeps
-verbatim (a user message compared whole, a result's blocks, request metadata, the
-environment) it keeps as the raw values they were saved as. Unknown fields are
-ignored and optional fields may be missing or null, as Q CLI's own serde reads them.
-``gc=False``: what JSON decodes holds no cycles.
+:func:`check` reads the whole save once, as saved: a history entry of either
+generation (a ``[user, assistant]`` pair or a ``{user, assistant, request_metadata}``
+object), a message content or assistant message of exactly one known variant, a field
+of the wrong type, are refused naming the JSON path (msgspec's ``ValidationError``:
+``at `$.history[2].user.timestamp```). The importer then reads the fields it
+interprets from the Structs; the parts it keeps verbatim (a user message or history
+compared whole, a result's blocks, request metadata, the environment) it keeps as the
+raw values they were saved as. Unknown fields are ignored and optional fields may be
+missing or null, as Q CLI's own serde reads them. ``gc=False``: what JSON decodes holds
+no cycles.
+
+Two readings of an entry: the histories, next messages and tangent the import walks
+are read strictly (:class:`Turn`, :class:`Message`, :class:`Reply`, :class:`Content`:
+one known variant, else refused, as the walk always refused it); a checkpoint's
+snapshot is only compared whole with the history, never walked, so of its entries only
+the generation is checked (:data:`Snapshot`), as before.
 """
 
 from __future__ import annotations
@@ -32,25 +40,6 @@ class Results(msgspec.Struct, gc=False):
 
 class PromptBody(msgspec.Struct, gc=False):
     prompt: str | None = None
-
-
-class UserContent(msgspec.Struct, gc=False):
-    """UserMessageContent: one of the variants (checked by the importer)."""
-
-    Prompt: PromptBody | None = None
-    ToolUseResults: Results | None = None
-    CancelledToolUses: Results | None = None
-
-
-class User(msgspec.Struct, gc=False):
-    content: UserContent | None = None
-    # Read only on a prompt (a tool-result message's are noted, not read): their type is
-    # checked where a prompt is imported, not here.
-    timestamp: Any = None
-    additional_context: Any = None
-    # Kept verbatim (the conversation's environment is the first user's).
-    env_context: Any = None
-    images: Any = None
 
 
 class ToolCall(msgspec.Struct, gc=False):
@@ -80,22 +69,117 @@ class Thinking(msgspec.Struct, gc=False):
     signature: Any = None
 
 
-class Assistant(msgspec.Struct, gc=False):
-    """AssistantMessage: one of the variants (checked by the importer)."""
-
-    Response: AssistantBody | None = None
-    ToolUse: AssistantBody | None = None
-
-
 class RequestMetadata(msgspec.Struct, gc=False):
     request_start_timestamp_ms: int | None = None
     stream_end_timestamp_ms: int | None = None
 
 
-class Entry(msgspec.Struct, gc=False):
-    user: User
-    assistant: Assistant
+class SnapshotEntry(msgspec.Struct, gc=False):
+    """An object entry of a checkpoint's snapshot: compared whole with the history, never
+    walked, so only its generation is checked (a user object and an assistant of any
+    value), as the importer always did."""
+
+    user: dict[str, Any]
+    assistant: Any
+
+
+# Q CLI's serde writes an enum as ``{"Variant": {...}}`` (externally tagged). msgspec's
+# tagged unions want the tag inside the object, so a walked enum is a Struct with one
+# optional field per variant: an unknown key is refused by ``forbid_unknown_fields``, a
+# variant that is not an object by its type, and "exactly one" by ``__post_init__``
+# (msgspec names the path of a ValueError raised there). UNSET, not None: a null
+# variant (``{"Prompt": null}``) is refused, as it always was.
+
+def _one_variant(what: str, *variants: object) -> None:
+    if sum(v is not msgspec.UNSET for v in variants) != 1:
+        raise ValueError(f"{what} is an object with exactly one variant key")
+
+
+class Content(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """UserMessageContent of a message the import walks: exactly one known variant."""
+
+    Prompt: PromptBody | msgspec.UnsetType = msgspec.UNSET
+    ToolUseResults: Results | msgspec.UnsetType = msgspec.UNSET
+    CancelledToolUses: Results | msgspec.UnsetType = msgspec.UNSET
+
+    def __post_init__(self) -> None:
+        _one_variant("a user message's content (Prompt, ToolUseResults or CancelledToolUses)",
+                     self.Prompt, self.ToolUseResults, self.CancelledToolUses)
+
+    @property
+    def kind(self) -> str:
+        return ("Prompt" if self.Prompt is not msgspec.UNSET else
+                "ToolUseResults" if self.ToolUseResults is not msgspec.UNSET else
+                "CancelledToolUses")
+
+    @property
+    def results(self) -> Results:
+        """The results this content carries (none for a prompt)."""
+        for body in (self.ToolUseResults, self.CancelledToolUses):
+            if not isinstance(body, msgspec.UnsetType):
+                return body
+        return Results()
+
+
+class Message(msgspec.Struct, kw_only=True, gc=False):
+    """A user message the import walks (a history's, a next message)."""
+
+    content: Content
+    # Read only on a prompt (a tool-result message's are noted, not read): their type is
+    # checked where a prompt is imported, not here.
+    timestamp: Any = None
+    images: Any = None  # kept verbatim
+    # UNSET: a missing key differs from a null one where a bare turn is recognized.
+    additional_context: Any = msgspec.UNSET
+    # Kept verbatim (the conversation's environment is the first user's).
+    env_context: Any = msgspec.UNSET
+
+    @property
+    def env(self) -> Any:
+        """The environment as read everywhere else: missing is null."""
+        return None if self.env_context is msgspec.UNSET else self.env_context
+
+
+class Reply(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """AssistantMessage of an entry the import walks: exactly one known variant."""
+
+    Response: AssistantBody | msgspec.UnsetType = msgspec.UNSET
+    ToolUse: AssistantBody | msgspec.UnsetType = msgspec.UNSET
+
+    def __post_init__(self) -> None:
+        _one_variant("an assistant message (Response or ToolUse)", self.Response, self.ToolUse)
+
+    @property
+    def kind(self) -> str:
+        return "ToolUse" if self.ToolUse is not msgspec.UNSET else "Response"
+
+    @property
+    def body(self) -> AssistantBody:
+        body = self.ToolUse if self.ToolUse is not msgspec.UNSET else self.Response
+        assert not isinstance(body, msgspec.UnsetType)  # __post_init__: one is set
+        return body
+
+
+class Turn(msgspec.Struct, gc=False):
+    """A history entry the import walks."""
+
+    user: Message
+    assistant: Reply
     request_metadata: RequestMetadata | None = None
+
+
+# Either generation of an entry: a ``[user, assistant]`` pair (around v1.10) is an
+# array, an object entry (v1.14 on) an object, so msgspec tells them apart untagged.
+Walked = tuple[Message, Reply] | Turn
+Snapshot = tuple[dict[str, Any], Any] | SnapshotEntry
+
+
+def newest(said: Walked) -> Turn:
+    """``said`` in the newest shape (a pair reads as an object without request metadata)."""
+    if isinstance(said, tuple):
+        user, assistant = said
+        return Turn(user=user, assistant=assistant)
+    return said
 
 
 class ToolSpec(msgspec.Struct, gc=False):
@@ -126,17 +210,29 @@ class Checkpoint(msgspec.Struct, gc=False):
     description: Any = None
     is_turn: Any = True
     tool_name: Any = None
-    # Compared whole with the history where the checkpoint is placed, never read.
-    history_snapshot: list[Any] = []
+    # Compared whole with the history where the checkpoint is placed, never walked.
+    history_snapshot: list[Snapshot] | None = None
 
 
 class CheckpointManager(msgspec.Struct, gc=False):
-    checkpoints: list[Checkpoint] | None = None
+    # The importer always read a false ``checkpoints`` (0, "", false, {}) as none, so
+    # those still import; any other value that is not a list is refused, by its path.
+    checkpoints: list[Checkpoint] | bool | int | float | str | dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.checkpoints, list):
+            if self.checkpoints:
+                raise ValueError("checkpoints is a list of checkpoints")
+            self.checkpoints = None
+
+    @property
+    def placed(self) -> list[Checkpoint]:
+        return self.checkpoints if isinstance(self.checkpoints, list) else []
 
 
 class Tangent(msgspec.Struct, gc=False):
-    main_history: list[Entry] = []
-    main_next_message: User | None = None
+    main_history: list[Walked] | None = None
+    main_next_message: Message | None = None
     main_transcript: list[str] | None = None
     main_latest_summary: Any = None
     # Missing means "not saved" (the tangent takes the time before it); a null is refused
@@ -146,8 +242,8 @@ class Tangent(msgspec.Struct, gc=False):
 
 class Conversation(msgspec.Struct, gc=False):
     conversation_id: str
-    history: list[Entry] = []
-    next_message: User | None = None
+    history: list[Walked] | None = None
+    next_message: Message | None = None
     transcript: list[str] | None = None
     # Each group's specs are ``{"ToolSpecification": {...}}`` variants.
     tools: dict[str, list[dict[str, ToolSpec]]] | None = None
@@ -162,7 +258,7 @@ class Conversation(msgspec.Struct, gc=False):
     context_message_length: Any = None  # recomputed, only noted
 
 
-def check(data: dict[str, Any]) -> Conversation:
-    """``data`` (histories already in the newest shape) read as a :class:`Conversation`;
-    a field of the wrong type raises ``msgspec.ValidationError`` naming its path."""
+def check(data: Any) -> Conversation:
+    """``data`` (a parsed save, as saved) read as a :class:`Conversation`; a value of the
+    wrong shape raises ``msgspec.ValidationError`` naming its path."""
     return msgspec.convert(data, Conversation)
