@@ -950,9 +950,9 @@
     const ticket = ++view.pending;
     view.seq = seq;
     $("slider").value = String(seq);
-    setURL(false);
     let st = given;
-    if (!st) {
+    if (st) setURL(false);
+    else {
       await null;  // the other input events of this task run first
       if (ticket !== view.pending) return;  // a later seq was asked for: it goes instead
       if (inFlight) inFlight.abort();
@@ -965,8 +965,10 @@
         // The marks (a seq per message: 4,716 numbers at 1M events, half an answer) only
         // when those held are not this version's.
         const marks = view.marksOf !== sid + ":" + view.version;
-        st = filled(await src.state(sid, seq, start, SHOW_COUNT, marks, asked.signal,
-          EXPORT ? null : heldRun(sid)), sid) ||
+        const asking = src.state(sid, seq, start, SHOW_COUNT, marks, asked.signal,
+          EXPORT ? null : heldRun(sid));
+        setURL(false);  // once the request is on its way
+        st = filled(await asking, sid) ||
           await src.state(sid, seq, start, SHOW_COUNT, marks, asked.signal);
       } catch (err) {
         if (!asked.signal.aborted && ticket === view.pending) {
