@@ -134,8 +134,15 @@ def served(root: Path, url: str, tmp: str) -> Iterator[str]:
                 time.sleep(0.05)
         yield base
     finally:
+        # uvicorn's graceful stop waits for the requests in flight, and the verify
+        # badge's (a 1M-event chain, in the child's own verification process) can take
+        # a minute: past a few seconds the child is killed (its verifier follows it).
         child.terminate()
-        child.wait(30)
+        try:
+            child.wait(5)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(30)
         # A failed request is the server's traceback; the rest (the stopped child's
         # multiprocessing warnings) is noise.
         text = log.read_text(encoding="utf-8")
