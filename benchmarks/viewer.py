@@ -99,22 +99,25 @@ if __name__ == "__main__":
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     print(sock.getsockname()[1], app.__file__, flush=True)
-    server = uvicorn.Server(uvicorn.Config(app.create_app(open_store(sys.argv[2])),
+    kw = {"inline": False} if sys.argv[3:] == ["threaded"] else {}
+    server = uvicorn.Server(uvicorn.Config(app.create_app(open_store(sys.argv[2]), **kw),
                                            log_level="warning", lifespan="off"))
     server.run(sockets=[sock])
 '''
 
 
 @contextmanager
-def served(root: Path, url: str, tmp: str) -> Iterator[str]:
+def served(root: Path, url: str, tmp: str, *, threaded: bool = False) -> Iterator[str]:
     """The viewer of the checkout at ``root`` over ``url``, in a child process, until the
     block ends; yields its base URL. The child is stopped before the caller closes its
-    own store: no request of the page outlives the server it was sent to."""
+    own store: no request of the page outlives the server it was sent to. ``threaded``:
+    every state answer in a worker thread (``create_app(inline=False)``)."""
     script = Path(tmp) / "server_child.py"
     script.write_text(SERVER_CHILD, encoding="utf-8")
-    log = Path(tmp) / f"server-{abs(hash(root))}.log"
+    log = Path(tmp) / f"server-{abs(hash((root, threaded)))}.log"
     with log.open("w", encoding="utf-8") as err:
-        child = subprocess.Popen([sys.executable, str(script), str(root), url], cwd=root,
+        child = subprocess.Popen([sys.executable, str(script), str(root), url,
+                                  *(["threaded"] if threaded else [])], cwd=root,
                                  stdout=subprocess.PIPE, stderr=err, text=True,
                                  env={**os.environ, "PYTHONPATH": str(root)})
     try:
@@ -273,12 +276,12 @@ Samples = dict[str, list[float]]
 
 
 def scrubs(pages: dict[str, Page], rng: random.Random, last: int, n: int) -> dict[str, Samples]:
-    """``n`` random seqs, each scrubbed to on every page (in turn, the order alternating)
+    """``n`` random seqs, each scrubbed to on every page (in turn, the order rotating)
     and then stepped once with ``→`` (timed from Playwright)."""
     out: dict[str, Samples] = {name: {} for name in pages}
     names = list(pages)
     for k, seq in enumerate(rng.randint(1, last - 1) for _ in range(n)):
-        for name in names if k % 2 == 0 else names[::-1]:
+        for name in names[k % len(names):] + names[:k % len(names)]:
             page = pages[name]
             for part, value in split(page.evaluate(SCRUB_JS, seq)).items():
                 out[name].setdefault(part, []).append(value)
@@ -342,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-lines", type=int, default=50_000)
     parser.add_argument("--keep", type=Path, help="keep the store here (reused when there)")
     parser.add_argument("--no-export", action="store_true", help="skip the export figures")
+    parser.add_argument("--threaded", action="store_true",
+                        help="also serve this version with every state answer in a worker "
+                             "thread (no answer made on the request's thread)")
     parser.add_argument("--against", type=Path,
                         help="another checkout's viewer to serve and scrub beside this one")
     args = parser.parse_args(argv)
@@ -395,10 +401,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"p95 {ms(pct(lat, .95))}, max {ms(max(lat))}", flush=True)
         del viewer
 
-        roots = {"now": ROOT, **({"before": args.against} if args.against else {})}
+        roots = {"now": (ROOT, False),
+                 **({"now, every answer in a thread": (ROOT, True)} if args.threaded else {}),
+                 **({"before": (args.against, False)} if args.against else {})}
         with ExitStack() as stack:
-            bases = {name: stack.enter_context(served(root, url, tmp))
-                     for name, root in roots.items()}
+            bases = {name: stack.enter_context(served(root, url, tmp, threaded=threaded))
+                     for name, (root, threaded) in roots.items()}
             pw = stack.enter_context(sync_playwright())
             browser = stack.enter_context(chromium(pw))
             pages: dict[str, Page] = {}

@@ -90,14 +90,18 @@ def server_timing(arrived: float, began: float, ready: float, encoded: float, *,
 def create_app(store: Store, *, allow_writes: bool = False, token: str | None = None,
                poll: float = 0.2, every: int = 64,
                anchors: Iterable[Anchor] = (), public_mailbox: bool = False,
-               host: str | None = None, max_body: int = MAX_BODY) -> Starlette:
+               host: str | None = None, max_body: int = MAX_BODY,
+               inline: bool = True) -> Starlette:
     """The viewer for ``store``. Writes (fork) need ``allow_writes`` and ``token``;
     ``anchors`` (``convlog anchor``) are what the verify badge checks the log against.
     A mailbox project's messages need a session token of that project
     (``Authorization: Bearer``) unless ``public_mailbox`` (``serve --public``).
 
     It answers only requests for the loopback names or ``host`` (the address it is
-    bound to; see guard.py), with bodies of at most ``max_body`` bytes."""
+    bound to; see guard.py), with bodies of at most ``max_body`` bytes. With ``inline``
+    a state answer expected to be cheap is made on the thread that read the request
+    (``Viewer.cheap``); without, every answer goes to a worker thread (the benchmark
+    compares the two)."""
     if allow_writes and not token:
         raise ValueError("writes need a token")
     viewer = Viewer(store, every=every, anchors=anchors)
@@ -169,14 +173,14 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
                                held=held)
             cpu = time.thread_time() - cpu
             return got
-        inline = viewer.cheap(sid)
+        on_this_thread = inline and viewer.cheap(sid)
         # A cheap answer is made here, with no hand-over to a worker thread and back.
-        answer = timed() if inline else await sync(timed)
+        answer = timed() if on_this_thread else await sync(timed)
         ready = time.perf_counter()
         body = JSONResponse(answer).body
         return Response(body, media_type="application/json", headers={
             "Server-Timing": server_timing(arrived, began, ready, time.perf_counter(), cpu=cpu,
-                                           inline=inline)})
+                                           inline=on_this_thread)})
 
     async def lines(request: Request) -> Any:
         q = request.query_params

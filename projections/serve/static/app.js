@@ -795,6 +795,7 @@
   }
 
   let fetchTimer = 0;
+  let rangeAsked = null;
   function fetchRange(from, to) {
     clearTimeout(fetchTimer);
     fetchTimer = setTimeout(async () => {
@@ -804,8 +805,10 @@
       // focused part), only the run missing and a few beyond.
       const start = Math.max(0, from - 4);
       const count = Math.min(64, Math.max(vl.focus !== null ? 0 : FETCH, to - start + 4));
+      const asked = rangeAsked = new AbortController();
       let st;
-      try { st = await src.state(sid, seq, start, count, false); } catch (err) { return; }
+      try { st = await src.state(sid, seq, start, count, false, asked.signal); } catch (err) { return; }
+      finally { if (rangeAsked === asked) rangeAsked = null; }
       if (ticket !== vl.fetching || sid !== view.sid || seq !== vl.seq) return;
       // Same seq, same messages: the ones held (and maybe on screen) are kept.
       st.messages.forEach((m, k) => { if (!vl.msgs.has(st.start + k)) vl.msgs.set(st.start + k, m); });
@@ -956,6 +959,11 @@
       await null;  // the other input events of this task run first
       if (ticket !== view.pending) return;  // a later seq was asked for: it goes instead
       if (inFlight) inFlight.abort();
+      // The list's fetch for the seq shown is of no use now (its answer would be put on
+      // the page while this one is awaited, and delay it): it is dropped.
+      clearTimeout(fetchTimer);
+      ++vl.fetching;
+      if (rangeAsked) rangeAsked.abort();
       const asked = new AbortController();
       inFlight = asked;
       const sid = view.sid;
