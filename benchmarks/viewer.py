@@ -6,6 +6,12 @@ tests/support/browser.py)::
     .venv/bin/python benchmarks/viewer.py --events 1000000          # the issue's target
     .venv/bin/python benchmarks/viewer.py                           # 100,000 events
     .venv/bin/python benchmarks/viewer.py --events 1000000 --keep /tmp/v1m.db  # reuse
+    .venv/bin/python benchmarks/viewer.py --keep /tmp/v1m.db --against /tmp/before  # A/B
+
+``--against DIR`` serves a second copy of the viewer from another checkout of this
+repository (``git archive <commit> | tar -x -C DIR``) beside this one, each in its own
+process, and scrubs both pages to the same seqs in turn (the order alternating), so the
+two versions are compared in one run, at the same load.
 
 The session is ``benchmarks/workload.py``'s, plus one tool call whose output
 has ``--output-lines`` lines (50,000 by default), with stored snapshots
@@ -24,7 +30,12 @@ has ``--output-lines`` lines (50,000 by default), with stored snapshots
 3. scrub latency, timed in the page: from the slider's input event at a random
    seq to the frame after that state is on screen; and one ``→`` key press
    (timed from Playwright); p50/p95 over ``--scrubs`` points, while the
-   marks are still being built and once they are;
+   marks are still being built and once they are; each scrub split by the page's
+   performance marks, the request's Resource Timing and the server's
+   ``Server-Timing`` header into the page before the request, the wait for a core
+   and the network (the first byte's wait less the server's own time), the server's
+   hand-over to a worker thread, its work (wall and CPU) and the JSON encoding, the
+   transfer and parse, the DOM update, and the wait for the next frame;
 4. how many messages the page holds in its DOM, and the long output;
 5. ``export --as html``: wall and CPU time, the file's size and the writer's
    peak RSS, in a child process.
@@ -42,7 +53,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -52,10 +66,9 @@ from playwright.sync_api import Page, sync_playwright
 from benchmarks.workload import record
 from engine.session import Session
 from engine.store import open_store
-from projections.serve.app import create_app
 from projections.serve.state import Viewer
 from projections.timetravel import write_snapshots
-from tests.support.browser import chromium, serving
+from tests.support.browser import chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 # The export, in a child process whose peak RSS is its own: a script with a main guard,
@@ -72,6 +85,72 @@ if __name__ == "__main__":
     print(time.perf_counter() - t0, time.process_time() - c0,
           resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 '''
+
+# The viewer served in a process of its own, as ``convlog serve`` runs it, from the
+# checkout given (this one, or ``--against``'s); it prints its port, then serves until
+# it is stopped. Its verification child follows it (projections/serve/verifying.py).
+SERVER_CHILD = '''
+import socket, sys
+sys.path.insert(0, sys.argv[1])
+import uvicorn
+import projections.serve.app as app
+from engine.store import open_store
+if __name__ == "__main__":
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    print(sock.getsockname()[1], app.__file__, flush=True)
+    kw = {"inline": False} if sys.argv[3:] == ["threaded"] else {}
+    server = uvicorn.Server(uvicorn.Config(app.create_app(open_store(sys.argv[2]), **kw),
+                                           log_level="warning", lifespan="off"))
+    server.run(sockets=[sock])
+'''
+
+
+@contextmanager
+def served(root: Path, url: str, tmp: str, *, threaded: bool = False) -> Iterator[str]:
+    """The viewer of the checkout at ``root`` over ``url``, in a child process, until the
+    block ends; yields its base URL. The child is stopped before the caller closes its
+    own store: no request of the page outlives the server it was sent to. ``threaded``:
+    every state answer in a worker thread (``create_app(inline=False)``)."""
+    script = Path(tmp) / "server_child.py"
+    script.write_text(SERVER_CHILD, encoding="utf-8")
+    log = Path(tmp) / f"server-{abs(hash((root, threaded)))}.log"
+    with log.open("w", encoding="utf-8") as err:
+        child = subprocess.Popen([sys.executable, str(script), str(root), url,
+                                  *(["threaded"] if threaded else [])], cwd=root,
+                                 stdout=subprocess.PIPE, stderr=err, text=True,
+                                 env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        assert child.stdout is not None
+        port, module = child.stdout.readline().split(maxsplit=1)
+        if not Path(module.strip()).resolve().is_relative_to(root.resolve()):
+            raise RuntimeError(f"the viewer of {root} imported {module.strip()}")
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/config").close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or child.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        yield base
+    finally:
+        # uvicorn's graceful stop waits for the requests in flight, and the verify
+        # badge's (a 1M-event chain, in the child's own verification process) can take
+        # a minute: past a few seconds the child is killed (its verifier follows it).
+        child.terminate()
+        try:
+            child.wait(5)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(30)
+        # A failed request is the server's traceback; the rest (the stopped child's
+        # multiprocessing warnings) is noise.
+        text = log.read_text(encoding="utf-8")
+        if "Traceback" in text:
+            print(f"the server of {root} failed:\n{text}", file=sys.stderr, flush=True)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -124,11 +203,12 @@ def built(base: str, sid: str, seq: int) -> bool:
 
 
 # Timed in the page: from the slider's input event to the frame after the state is on
-# screen, without Playwright's own round trips (tens of ms on a loaded machine); and of
-# that, the wait for the server's first byte (the request's Resource Timing) and the page's
-# own part, from the answer in (the page's ``convlog:answer`` mark) to that frame.
+# screen, without Playwright's own round trips (tens of ms on a loaded machine); and its
+# parts, from the page's marks (convlog:fetch, :answer, :shown; a version without some
+# gives null for them), the request's Resource Timing and the server's Server-Timing.
 SCRUB_JS = """async (seq) => {
     performance.clearResourceTimings();
+    performance.clearMarks();
     const slider = document.getElementById('slider');
     const t0 = performance.now();
     const done = new Promise((resolve) => {
@@ -144,42 +224,91 @@ SCRUB_JS = """async (seq) => {
     const t1 = performance.now();
     const req = performance.getEntriesByType('resource')
         .find((e) => e.name.includes('/state?seq=' + seq + '&'));
-    const answer = performance.getEntriesByName('convlog:answer')
-        .filter((e) => e.detail === seq).pop();
-    return [(t1 - t0) / 1000, req ? (req.responseStart - req.startTime) / 1000 : null,
-            answer ? (t1 - answer.startTime) / 1000 : null];
+    const mark = (name) => {
+        const e = performance.getEntriesByName(name).filter((x) => x.detail === seq).pop();
+        return e ? e.startTime : null;
+    };
+    const server = {};
+    let path = null;
+    for (const t of (req && req.serverTiming) || []) {
+        server[t.name] = t.duration;
+        if (t.name === 'queue') path = t.description;
+    }
+    return {t0: t0, t1: t1, fetch: mark('convlog:fetch'), answer: mark('convlog:answer'),
+            shown: mark('convlog:shown'), server: server, path: path,
+            req: req ? [req.startTime, req.requestStart, req.responseStart, req.responseEnd]
+                     : null};
 }"""
 
-
-Scrubs = tuple[list[float], list[float], list[float], list[float]]
-
-
-def scrubs(page: Page, rng: random.Random, last: int, n: int) -> Scrubs:
-    scrub, server, inpage, keys = [], [], [], []
-    for seq in (rng.randint(1, last - 1) for _ in range(n)):
-        total, waited, painted = page.evaluate(SCRUB_JS, seq)
-        scrub.append(float(total))
-        if waited is not None:
-            server.append(float(waited))
-        if painted is not None:
-            inpage.append(float(painted))
-        t0 = time.perf_counter()
-        page.keyboard.press("ArrowRight")
-        shown(page, seq + 1)
-        keys.append(time.perf_counter() - t0)
-    return scrub, server, inpage, keys
+# The parts of a scrub, in order (ms): see split().
+PARTS = ("page before the request", "wait: network and a core", "server: hand-over",
+         "server: work", "server: encode", "transfer and parse", "DOM update",
+         "to the next frame")
 
 
-def report_scrubs(when: str, got: Scrubs) -> None:
-    scrub, server, inpage, keys = got
-    print(f"page: scrub to a random seq, in the page ({when}): p50 {ms(pct(scrub, .5))}, "
-          f"p95 {ms(pct(scrub, .95))}; one → key: p50 {ms(pct(keys, .5))}, "
-          f"p95 {ms(pct(keys, .95))} ({len(scrub)} points; "
-          f"mean {statistics.mean(scrub) * 1000:.1f} ms)", flush=True)
-    if server and inpage:
-        print(f"      of a scrub: the server's first byte p50 {ms(pct(server, .5))}, "
-              f"p95 {ms(pct(server, .95))}; the page, from the answer to the frame, "
-              f"p50 {ms(pct(inpage, .5))}, p95 {ms(pct(inpage, .95))}", flush=True)
+def split(got: dict[str, Any]) -> dict[str, float]:
+    """A scrub's parts from SCRUB_JS's answer (ms); a part the version does not mark is
+    left out (the old page has no fetch mark and its server no Server-Timing: its wait
+    is then the whole first byte)."""
+    out = {"total": got["t1"] - got["t0"]}
+    req, server = got["req"], got["server"]
+    if got["fetch"] is not None:
+        out["page before the request"] = got["fetch"] - got["t0"]
+    if req is not None:
+        own = sum(server.get(k, 0.0) for k in ("queue", "compute", "encode"))
+        out["wait: network and a core"] = req[2] - req[0] - own
+        if server:
+            out["server: hand-over"] = server["queue"]
+            out["server: work"] = server["compute"]
+            out["server: CPU"] = server["cpu"]
+            out["server: encode"] = server["encode"]
+            out["inline"] = 1.0 if got["path"] == "inline" else 0.0
+        if got["answer"] is not None:
+            out["transfer and parse"] = got["answer"] - req[2]
+    if got["answer"] is not None and got["shown"] is not None:
+        out["DOM update"] = got["shown"] - got["answer"]
+    if got["shown"] is not None:
+        out["to the next frame"] = got["t1"] - got["shown"]
+    return out
+
+
+Samples = dict[str, list[float]]
+
+
+def scrubs(pages: dict[str, Page], rng: random.Random, last: int, n: int) -> dict[str, Samples]:
+    """``n`` random seqs, each scrubbed to on every page (in turn, the order rotating)
+    and then stepped once with ``→`` (timed from Playwright)."""
+    out: dict[str, Samples] = {name: {} for name in pages}
+    names = list(pages)
+    for k, seq in enumerate(rng.randint(1, last - 1) for _ in range(n)):
+        for name in names[k % len(names):] + names[:k % len(names)]:
+            page = pages[name]
+            for part, value in split(page.evaluate(SCRUB_JS, seq)).items():
+                out[name].setdefault(part, []).append(value)
+            t0 = time.perf_counter()
+            page.keyboard.press("ArrowRight")
+            shown(page, seq + 1)
+            out[name].setdefault("→ key", []).append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def report_scrubs(when: str, got: dict[str, Samples]) -> None:
+    for name, samples in got.items():
+        scrub, keys = samples["total"], samples["→ key"]
+        print(f"page ({name}): scrub to a random seq, in the page ({when}): "
+              f"p50 {pct(scrub, .5):.1f} ms, p95 {pct(scrub, .95):.1f} ms; one → key: "
+              f"p50 {pct(keys, .5):.1f} ms, p95 {pct(keys, .95):.1f} ms ({len(scrub)} points; "
+              f"mean {statistics.mean(scrub):.1f} ms)", flush=True)
+        for part in (*PARTS[:4], "server: CPU", *PARTS[4:]):
+            values = samples.get(part)
+            if values:
+                print(f"      {part}: p50 {pct(values, .5):.1f} ms, p95 {pct(values, .95):.1f} ms"
+                      + (" (first byte less the server's time)" if "wait" in part and
+                         "server: work" in samples else
+                         " (the whole first byte)" if "wait" in part else ""), flush=True)
+        if "inline" in samples:
+            print(f"      answered on the thread that read the request: "
+                  f"{sum(samples['inline']):.0f} of {len(samples['inline'])}", flush=True)
 
 
 def export_figures(url: str, sid: str, tmp: str) -> None:
@@ -216,6 +345,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-lines", type=int, default=50_000)
     parser.add_argument("--keep", type=Path, help="keep the store here (reused when there)")
     parser.add_argument("--no-export", action="store_true", help="skip the export figures")
+    parser.add_argument("--threaded", action="store_true",
+                        help="also serve this version with every state answer in a worker "
+                             "thread (no answer made on the request's thread)")
+    parser.add_argument("--against", type=Path,
+                        help="another checkout's viewer to serve and scrub beside this one")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
@@ -250,45 +384,61 @@ def main(argv: list[str] | None = None) -> int:
         print(f"server: the marks, built in a thread after that ({what}): "
               f"{time.perf_counter() - t0:.1f} s", flush=True)
         seqs = [rng.randint(0, last) for _ in range(args.points)]
-        bare, whole = [], []
+        bare, whole, cpu = [], [], []
         for seq in seqs:
             t0 = time.perf_counter()
             viewer.projection(sid, seq)
             bare.append(time.perf_counter() - t0)
         for seq in seqs:
             viewer._recent.clear()  # measure the fold, not the cache of recent answers
-            t0 = time.perf_counter()
-            viewer.state(sid, seq)
+            t0, c0 = time.perf_counter(), time.thread_time()
+            viewer.state(sid, seq, count=8)  # as the page asks on a scrub
             whole.append(time.perf_counter() - t0)
-        for name, lat in (("at(seq)", bare), ("state(seq)", whole)):
+            cpu.append(time.thread_time() - c0)
+        for name, lat in (("at(seq)", bare), ("state(seq, count=8)", whole),
+                          ("state(seq, count=8), CPU", cpu)):
             print(f"server: {name} at {len(seqs)} random seqs: p50 {ms(pct(lat, .5))}, "
                   f"p95 {ms(pct(lat, .95))}, max {ms(max(lat))}", flush=True)
         del viewer
 
-        with serving(create_app(store)) as base, sync_playwright() as pw, \
-                chromium(pw) as browser:
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            t0 = time.perf_counter()
-            page.goto(f"{base}/?session={sid}&seq={mid}")
-            shown(page, mid)
-            cold = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            page.reload()
-            shown(page, mid)
-            warm = time.perf_counter() - t0
-            print(f"page: first paint at seq {mid:,}, cold (a fresh server): {ms(cold)}; "
-                  f"warm (reload): {ms(warm)}", flush=True)
+        roots = {"now": (ROOT, False),
+                 **({"now, every answer in a thread": (ROOT, True)} if args.threaded else {}),
+                 **({"before": (args.against, False)} if args.against else {})}
+        with ExitStack() as stack:
+            bases = {name: stack.enter_context(served(root, url, tmp, threaded=threaded))
+                     for name, (root, threaded) in roots.items()}
+            pw = stack.enter_context(sync_playwright())
+            browser = stack.enter_context(chromium(pw))
+            pages: dict[str, Page] = {}
+            for name, base in bases.items():
+                page = pages[name] = browser.new_page(viewport={"width": 1280, "height": 800})
+                t0 = time.perf_counter()
+                page.goto(f"{base}/?session={sid}&seq={mid}")
+                shown(page, mid)
+                cold = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                page.reload()
+                shown(page, mid)
+                warm = time.perf_counter() - t0
+                print(f"page ({name}): first paint at seq {mid:,}, cold (a fresh server): "
+                      f"{ms(cold)}; warm (reload): {ms(warm)}", flush=True)
+            print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
             early = max(2, args.scrubs // 3)
-            report_scrubs("while the marks are built", scrubs(page, rng, last, early))
-            while not built(base, sid, mid):
-                time.sleep(0.2)
-            report_scrubs("the marks built", scrubs(page, rng, last, args.scrubs))
+            report_scrubs("while the marks are built", scrubs(pages, rng, last, early))
+            for base in bases.values():
+                while not built(base, sid, mid):
+                    time.sleep(0.2)
+            report_scrubs("the marks built", scrubs(pages, rng, last, args.scrubs))
+            print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+            page = pages["now"]
             dom = page.evaluate("document.querySelectorAll('#conv .msg').length")
             print(f"page: {dom} messages in the DOM of {messages:,}", flush=True)
             if long_seq is None:
                 print("page: no long output at the end of this session", flush=True)
             else:
                 long_figures(page, long_seq)
+        # Only now, with the pages closed and their servers stopped (the ExitStack, in
+        # reverse): a request still on its way (the verify badge's) met the closed store.
         store.close()
         if not args.no_export:
             export_figures(url, sid, tmp)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
@@ -65,17 +66,42 @@ def _int(request: Request, name: str, default: int | None = None) -> int | None:
         raise ValueError(f"{name} must be an integer") from exc
 
 
+def _held(raw: str | None) -> tuple[int, int] | None:
+    if not raw:
+        return None
+    first, sep, last = raw.partition("-")
+    if not (sep and first.isdigit() and last.isdigit()):
+        raise ValueError("held must be first-last (two integers)")
+    return int(first), int(last)
+
+
+def server_timing(arrived: float, began: float, ready: float, encoded: float, *, cpu: float,
+                  inline: bool) -> str:
+    """A state answer's ``Server-Timing`` header (ms; the page reads it back through the
+    request's Resource Timing, benchmarks/viewer.py splits a scrub with it): the wait
+    from the request's arrival at the handler to the work's start (a worker thread's
+    hand-over, ``desc=thread``; near 0 when made inline), the work (wall) and its CPU,
+    and the JSON encoding."""
+    return (f"queue;dur={(began - arrived) * 1000:.2f};desc={'inline' if inline else 'thread'}, "
+            f"compute;dur={(ready - began) * 1000:.2f}, cpu;dur={cpu * 1000:.2f}, "
+            f"encode;dur={(encoded - ready) * 1000:.2f}")
+
+
 def create_app(store: Store, *, allow_writes: bool = False, token: str | None = None,
                poll: float = 0.2, every: int = 64,
                anchors: Iterable[Anchor] = (), public_mailbox: bool = False,
-               host: str | None = None, max_body: int = MAX_BODY) -> Starlette:
+               host: str | None = None, max_body: int = MAX_BODY,
+               inline: bool = True) -> Starlette:
     """The viewer for ``store``. Writes (fork) need ``allow_writes`` and ``token``;
     ``anchors`` (``convlog anchor``) are what the verify badge checks the log against.
     A mailbox project's messages need a session token of that project
     (``Authorization: Bearer``) unless ``public_mailbox`` (``serve --public``).
 
     It answers only requests for the loopback names or ``host`` (the address it is
-    bound to; see guard.py), with bodies of at most ``max_body`` bytes."""
+    bound to; see guard.py), with bodies of at most ``max_body`` bytes. With ``inline``
+    a state answer expected to be cheap is made on the thread that read the request
+    (``Viewer.cheap``); without, every answer goes to a worker thread (the benchmark
+    compares the two)."""
     if allow_writes and not token:
         raise ValueError("writes need a token")
     viewer = Viewer(store, every=every, anchors=anchors)
@@ -129,10 +155,32 @@ def create_app(store: Store, *, allow_writes: bool = False, token: str | None = 
         return await sync(viewer.search, request.query_params.get("q", ""))
 
     async def state(request: Request) -> Any:
-        sid = request.path_params["sid"]
-        return await sync(viewer.state, sid, _int(request, "seq"), start=_int(request, "start"),
-                          count=_int(request, "count", WINDOW) or WINDOW,
-                          marks=request.query_params.get("marks") != "0")
+        arrived = time.perf_counter()
+        sid, seq = request.path_params["sid"], _int(request, "seq")
+        start, count = _int(request, "start"), _int(request, "count", WINDOW) or WINDOW
+        marks = request.query_params.get("marks") != "0"
+        # A delta against the messages the page holds: ``have`` (their seq) and
+        # ``held=first-last`` (their indexes, last excluded); see Viewer.state.
+        have, held = _int(request, "have"), _held(request.query_params.get("held"))
+        if await request.is_disconnected():  # a scrub the page has moved past (aborted)
+            return Response(status_code=499)
+        began = cpu = 0.0
+
+        def timed() -> dict[str, Any]:
+            nonlocal began, cpu
+            began, cpu = time.perf_counter(), time.thread_time()
+            got = viewer.state(sid, seq, start=start, count=count, marks=marks, have=have,
+                               held=held)
+            cpu = time.thread_time() - cpu
+            return got
+        on_this_thread = inline and viewer.cheap(sid)
+        # A cheap answer is made here, with no hand-over to a worker thread and back.
+        answer = timed() if on_this_thread else await sync(timed)
+        ready = time.perf_counter()
+        body = JSONResponse(answer).body
+        return Response(body, media_type="application/json", headers={
+            "Server-Timing": server_timing(arrived, began, ready, time.perf_counter(), cpu=cpu,
+                                           inline=on_this_thread)})
 
     async def lines(request: Request) -> Any:
         q = request.query_params

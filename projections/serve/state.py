@@ -63,6 +63,12 @@ MARKER_KINDS: dict[type[Any], str] = {
     ToolApprovalRequested: "approval"}
 YIELD_EVERY, YIELD_SLEEP = 2000, 0.0005  # a background build gives way this often (s)
 RECENT = 8  # states kept per Viewer: scrolling at one seq asks for several windows of it
+# A state answer whose session's last answers each took at most this much CPU is made on
+# the thread that read the request (Viewer.cheap): handing it to a worker thread and back
+# costs two waits for a core, tens of ms on a loaded machine, against ~5 ms of work.
+INLINE_CPU = 0.025  # s
+COSTS_KEPT = 4  # the last answers' CPU a session's cost is judged by
+MAX_HELD = 512  # the most messages a page may say it holds for a delta answer
 
 # Long strings are clipped in state answers: the page shows them in a line viewer that
 # asks for the lines on screen (``Viewer.lines``), so a 50k-line tool output is never sent
@@ -132,6 +138,16 @@ def clip_message(message: dict[str, Any]) -> dict[str, Any]:
         short["clipped"] = clipped
         out.append(short)
     return {**message, "parts": out}
+
+
+def _clipped(m: v.WithParts) -> bool:
+    """Whether ``clip_message`` would clip a string of the message."""
+    for p in m.parts:
+        names = CLIPPED_FIELDS.get(type(p).TAG, ())
+        holder = p.state if isinstance(p, v.ToolPart) else p
+        if any(isinstance(s := getattr(holder, n, None), str) and is_long(s) for n in names):
+            return True
+    return False
 
 
 def _long_fields(part: dict[str, Any]) -> list[str]:
@@ -316,6 +332,7 @@ class Viewer:
         self._lock = threading.Lock()
         self._verify_lock = threading.Lock()
         self._restore = RestoreCache()  # decoded snapshot indexes and views, between answers
+        self._costs: dict[str, list[float]] = {}  # sid -> the last answers' thread CPU (s)
 
     def _cached(self, sid: str, *, build: bool = True) -> _Cached:
         """The session's entry; with ``build``, its Timeline is (re)built if needed."""
@@ -375,6 +392,27 @@ class Viewer:
             built.markers_upto = max(built.markers_upto, version)
             found = {k: list(v) for k, v in built.markers.items()}
         return {"ready": True, "version": version, "forks": forks, **found}
+
+    def cheap(self, sid: str) -> bool:
+        """Whether a state answer for ``sid`` is expected to take at most ``INLINE_CPU``
+        of CPU: the session's last answers each took that little, and no build of its
+        marks (or Timeline) would start with this one. The app makes a cheap answer on
+        the thread that read the request (no hand-over to a worker thread and back)."""
+        with self._lock:
+            costs = self._costs.get(sid)
+            c = self._cache.get(sid)
+        if not costs or max(costs) > INLINE_CPU or c is None:
+            return False
+        b = c.built
+        if c.building or c.error is not None:
+            return True  # answered from stored snapshots while the build runs (or failed)
+        return b is not None and self.store.version(sid) - b.version <= REBUILD_AFTER
+
+    def _cost(self, sid: str, cpu: float) -> None:
+        with self._lock:
+            kept = self._costs.setdefault(sid, [])
+            kept.append(cpu)
+            del kept[:-COSTS_KEPT]
 
     def wait_built(self, sid: str, timeout: float | None = None) -> bool:
         """Block until the session's Timeline is built (tests and benchmarks)."""
@@ -444,13 +482,21 @@ class Viewer:
         return self._at(sid, seq)[0].messages()
 
     def state(self, sid: str, seq: int | None = None, *, start: int | None = None,
-              count: int = WINDOW, marks: bool = True) -> dict[str, Any]:
+              count: int = WINDOW, marks: bool = True, have: int | None = None,
+              held: tuple[int, int] | None = None) -> dict[str, Any]:
         """The state as of ``seq``: ``count`` messages, the event at ``seq``, the marks.
 
         Without ``start`` the window is centred on the message the event touched.
         Only the window's messages are built (a stored snapshot loads each message
         when first used). Long strings are clipped (see :func:`clip_message`).
+
+        With ``have`` and ``held``, the page holds the messages ``held[0] .. held[1]``
+        of the state at seq ``have`` (as earlier answers gave them): a message of the
+        window equal to one of those is sent as ``{"same": its id}`` (see
+        :meth:`_delta`), and the answer says ``have``. A scrub's next step changes one
+        message of the eight it shows.
         """
+        cpu = time.thread_time()
         version = self.store.version(sid)
         seq = version if seq is None else seq
         count = max(1, min(count, MAX_COUNT))
@@ -467,11 +513,16 @@ class Viewer:
             start = max(0, focus - count // 2)
         start = max(0, min(start, max(0, len(ids) - count)))
         messages = [proj.message(m) for m in ids[start:start + count]]
-        window = converter.unstructure(messages, list[v.WithParts])
+        sent: list[dict[str, Any] | None] = [None] * len(messages)
+        if have is not None and held is not None and have != seq:
+            sent = self._delta(sid, have, held, messages)
+        fresh = [m for m, s in zip(messages, sent, strict=True) if s is None]
+        made = iter(converter.unstructure(fresh, list[v.WithParts]))
         answer = {
             "session": sid, "seq": seq, "version": version, "total": len(ids),
             "start": start, "focus": focus, "window": count,
-            "messages": [clip_message(m) for m in window],
+            "have": have if any(s is not None for s in sent) else None,
+            "messages": [s if s is not None else clip_message(next(made)) for s in sent],
             "event": None if event is None else _cut(event_json(event), EVENT_CHARS),
             "marks": None,
         }
@@ -479,7 +530,29 @@ class Viewer:
         # not share the interpreter with its build.
         known = self._cached(sid).marks
         answer["marks"] = known if marks else None
+        self._cost(sid, time.thread_time() - cpu)
         return answer
+
+    def _delta(self, sid: str, have: int, held: tuple[int, int],
+               messages: list[v.WithParts]) -> list[dict[str, Any] | None]:
+        """For each message, ``{"same": id}`` if the page holds it as it is (the same
+        view at ``have``, among the held indexes), else None: it is sent whole. Only a
+        state kept from an earlier answer is compared (none is folded for this), and a
+        message with a clipped string is always sent (its line box reads the rest at
+        the new seq)."""
+        with self._lock:
+            kept = self._recent.get((sid, have))
+        out: list[dict[str, Any] | None] = [None] * len(messages)
+        if kept is None:
+            return out
+        before, before_ids = kept
+        first, last = max(0, held[0]), min(len(before_ids), held[1], held[0] + MAX_HELD)
+        there = set(before_ids[first:last])
+        for i, m in enumerate(messages):
+            mid = m.info.id
+            if mid in there and before.message(mid) == m and not _clipped(m):
+                out[i] = {"same": mid}
+        return out
 
     def lines(self, sid: str, seq: int, where: tuple[str, str, str], *,
               first: int, count: int) -> dict[str, Any]:

@@ -24,6 +24,11 @@ from engine.store import open_store
 from engine.store.base import Store
 
 _SHAREABLE = ("sqlite:", "jsonl:", "postgresql:", "postgres:")
+# The child's niceness above the server's: a verification is background work (a minute
+# of CPU at 1M events), and on a busy machine the page's answers are to go first. Safe
+# in a process of its own: a thread at a lower priority could be descheduled while it
+# holds the interpreter lock the answers wait for.
+VERIFY_NICE = 10
 _pool: ProcessPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -65,6 +70,12 @@ def _follow_parent(parent: int) -> None:
     threading.Thread(target=watch, name="convlog-verify-parent", daemon=True).start()
 
 
+def _start_child(parent: int) -> None:
+    """The child's initializer: it gives way to the server, and ends with it."""
+    os.nice(VERIFY_NICE)
+    _follow_parent(parent)
+
+
 def shareable(store: Store) -> bool:
     url = store.url.lower()
     return url.startswith(_SHAREABLE) and ":memory:" not in url
@@ -78,7 +89,7 @@ def verify_elsewhere(store: Store, sid: str, anchor: anchoring.Anchor | None) ->
     with _pool_lock:
         if _pool is None:
             _pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_follow_parent,
+                                        initializer=_start_child,
                                         initargs=(os.getpid(),))
         pool = _pool
     token = anchor.token() if anchor else None

@@ -27,9 +27,13 @@ def test_viewer_benchmark_runs() -> None:
                           "--scrubs", "2", "--output-lines", "300"], cwd=ROOT,
                          capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    # No request failed, in the servers or here (a verify request used to reach the
+    # store after the benchmark had closed it).
+    assert "Traceback" not in run.stderr, run.stderr[-4000:]
     out = run.stdout
-    for line in ("server: first state", "server: state(seq)", "page: first paint",
-                 "page: scrub", "in the DOM", "export --as html", "peak RSS"):
+    for line in ("server: first state", "server: state(seq", "page (now): first paint",
+                 "page (now): scrub", "server: hand-over", "server: CPU", "DOM update",
+                 "in the DOM", "export --as html", "peak RSS"):
         assert line in out
 
 

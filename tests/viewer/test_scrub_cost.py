@@ -1,5 +1,6 @@
 """What a scrub costs the page, in a real browser: a step renders only the message it
-changed, the marks are sent once per version, and a drag keeps one request in flight.
+changed, the marks are sent once per version, and a drag keeps one request in flight
+(for the latest seq only: see test_scrub_wall.py).
 
 benchmarks/viewer.py measures the latency these buy at 1M events; these tests hold the
 behaviour that buys it, each failing before it."""

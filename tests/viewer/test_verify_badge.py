@@ -3,6 +3,7 @@ store whose bytes were damaged shows a failing badge (API and the real page)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +17,7 @@ from engine.store import MemoryStore, open_store
 from engine.store import anchor as anchoring
 from engine.store.base import Store
 from projections.demo import record_demo
+from projections.serve import verifying
 from projections.serve.app import create_app
 from projections.serve.verifying import shareable, verify_elsewhere, verify_json
 from tests.support.browser import LOOPBACK, serving
@@ -147,3 +149,14 @@ def test_a_file_store_is_verified_in_a_child_with_the_same_answer(jsonl: Jsonl) 
             here = verify_json(store, jsonl.sid, anchor)
             assert verify_elsewhere(store, jsonl.sid, anchor) == here
             assert here["verified_upto"] == seq - 1
+
+
+def test_the_verify_child_gives_way_to_the_server(jsonl: Jsonl) -> None:
+    """A verification (a minute of CPU at 1M events) runs below the server's priority,
+    so that on a busy machine the page's answers are scheduled first."""
+    with opened(jsonl.url) as store:
+        verify_elsewhere(store, jsonl.sid, None)
+        assert verifying._pool is not None
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        for pid in verifying._pool._processes:
+            assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, mine + verifying.VERIFY_NICE)

@@ -56,10 +56,12 @@
       return body;
     },
     search: (q) => getJSON("/api/search?q=" + enc(q)),
-    state: (sid, seq, start, count, marks) => getJSON(sess(sid) + "/state?" +
+    state: (sid, seq, start, count, marks, signal, delta) => getJSON(sess(sid) + "/state?" +
       (seq === null ? "" : "seq=" + seq) +
       (start === undefined ? "" : "&start=" + start) + (count ? "&count=" + count : "") +
-      (marks === false ? "&marks=0" : "")),
+      (marks === false ? "&marks=0" : "") +
+      (delta ? "&have=" + delta.have + "&held=" + delta.first + "-" + delta.last : ""),
+      signal ? { signal: signal } : undefined),
     lines: (sid, seq, mid, pid, field, from, count) => getJSON(sess(sid) + "/lines?seq=" + seq +
       "&message=" + enc(mid) + "&part=" + enc(pid) + "&field=" + enc(field) + "&from=" + from +
       "&count=" + count),
@@ -793,6 +795,7 @@
   }
 
   let fetchTimer = 0;
+  let rangeAsked = null;
   function fetchRange(from, to) {
     clearTimeout(fetchTimer);
     fetchTimer = setTimeout(async () => {
@@ -802,8 +805,10 @@
       // focused part), only the run missing and a few beyond.
       const start = Math.max(0, from - 4);
       const count = Math.min(64, Math.max(vl.focus !== null ? 0 : FETCH, to - start + 4));
+      const asked = rangeAsked = new AbortController();
       let st;
-      try { st = await src.state(sid, seq, start, count, false); } catch (err) { return; }
+      try { st = await src.state(sid, seq, start, count, false, asked.signal); } catch (err) { return; }
+      finally { if (rangeAsked === asked) rangeAsked = null; }
       if (ticket !== vl.fetching || sid !== view.sid || seq !== vl.seq) return;
       // Same seq, same messages: the ones held (and maybe on screen) are kept.
       st.messages.forEach((m, k) => { if (!vl.msgs.has(st.start + k)) vl.msgs.set(st.start + k, m); });
@@ -910,43 +915,78 @@
       (err) => { if (sid === view.sid) { view.verify = { ok: null, problem: String(err.message || err) }; renderVerify(); } });
   }
 
-  // At most one state request is in flight. A drag fires input events faster than the
-  // server answers, and each used to start its own fold, all sharing the server's
-  // interpreter, so the last one (the only one shown) waited behind them all. Now the
-  // seqs asked for meanwhile collapse into the latest, asked for as soon as the answer in
-  // flight is in; that answer is shown while the latest comes (a drag shows where it
-  // passes), and never after a later one: a fast scrub never shows an older state last.
+  // One state request at a time, for the latest seq asked for only. A drag fires input
+  // events faster than the server answers: the seqs asked for within one task collapse
+  // into the last (the wait for a microtask below), and a later seq aborts the request
+  // in flight, whose answer would only be painted over (the server skips an aborted
+  // request it has not started). Only the answer to the latest seq asked for is painted,
+  // so a fast scrub never shows an older state last. For benchmarks/viewer.py the page
+  // marks the seq's input, its request's start, its answer in, and its state on the page.
   let inFlight = null;
+
+  // What the list holds, for a delta answer: the seq its messages are of and the longest
+  // run of indexes held. The server sends a message of the new window that is the same
+  // as a held one as {same: id}, and the page puts in the held one (the same object, so
+  // its node is kept without comparing; see takeState).
+  function heldRun(sid) {
+    if (vl.sid !== sid || vl.seq < 0 || !vl.msgs.size) return null;
+    const idx = [...vl.msgs.keys()].sort((a, b) => a - b);
+    let best = [idx[0], idx[0] + 1], cur = [idx[0], idx[0] + 1];
+    for (const i of idx.slice(1)) {
+      cur = i === cur[1] ? [cur[0], i + 1] : [i, i + 1];
+      if (cur[1] - cur[0] > best[1] - best[0]) best = cur;
+    }
+    return { have: vl.seq, first: best[0], last: best[1] };
+  }
+  // The answer with each {same: id} replaced by the held message; null if one is not
+  // held (the list moved on meanwhile): the page then asks for the whole answer.
+  function filled(st, sid) {
+    if (st.have === null || st.have === undefined) return st;
+    if (vl.sid !== sid || vl.seq !== st.have) return null;
+    const held = new Map();
+    for (const m of vl.msgs.values()) held.set(m.info.id, m);
+    const messages = st.messages.map((m) => (m.same === undefined ? m : held.get(m.same)));
+    return messages.includes(undefined) ? null : { ...st, messages: messages };
+  }
+
   async function show(seq, start, given) {
     const ticket = ++view.pending;
     view.seq = seq;
     $("slider").value = String(seq);
-    setURL(false);
     let st = given;
-    if (!st) {
-      while (inFlight) {
-        await inFlight;
-        if (ticket !== view.pending) return;  // a later seq was asked for: it goes next
-      }
+    if (st) setURL(false);
+    else {
+      await null;  // the other input events of this task run first
+      if (ticket !== view.pending) return;  // a later seq was asked for: it goes instead
+      if (inFlight) inFlight.abort();
+      // The list's fetch for the seq shown is of no use now (its answer would be put on
+      // the page while this one is awaited, and delay it): it is dropped.
+      clearTimeout(fetchTimer);
+      ++vl.fetching;
+      if (rangeAsked) rangeAsked.abort();
+      const asked = new AbortController();
+      inFlight = asked;
       const sid = view.sid;
-      let landed = null;
-      inFlight = new Promise((resolve) => { landed = resolve; });
+      performance.mark("convlog:fetch", { detail: seq });
       try {
         // A screenful: the messages around the focus; more come as the list needs them.
         // The marks (a seq per message: 4,716 numbers at 1M events, half an answer) only
         // when those held are not this version's.
-        st = await src.state(sid, seq, start, SHOW_COUNT, view.marksOf !== sid + ":" + view.version);
+        const marks = view.marksOf !== sid + ":" + view.version;
+        const asking = src.state(sid, seq, start, SHOW_COUNT, marks, asked.signal,
+          EXPORT ? null : heldRun(sid));
+        setURL(false);  // once the request is on its way
+        st = filled(await asking, sid) ||
+          await src.state(sid, seq, start, SHOW_COUNT, marks, asked.signal);
       } catch (err) {
-        if (ticket === view.pending) banner("cannot show seq " + seq + ": " + (err.message || err));
+        if (!asked.signal.aborted && ticket === view.pending) {
+          banner("cannot show seq " + seq + ": " + (err.message || err));
+        }
         return;
       } finally {
-        inFlight = null;
-        landed();
+        if (inFlight === asked) inFlight = null;
       }
-      if (ticket !== view.pending) {
-        await null;  // the latest seq's request starts first (its wait ended in landed())
-        if (sid !== view.sid || view.painted > ticket || view.mailbox) return;
-      }
+      if (ticket !== view.pending || sid !== view.sid || view.mailbox) return;
     }
     view.painted = ticket;
     // For benchmarks/viewer.py: when the answer was in, and (below) when it was on the page.
@@ -1279,7 +1319,10 @@
   function markBefore() { let s = 0; for (const m of view.marks) if (m < view.seq) s = m; return s; }
   function markAfter() { for (const m of view.marks) if (m > view.seq) return m; return view.version; }
 
-  $("slider").addEventListener("input", () => step(Number($("slider").value)));
+  $("slider").addEventListener("input", () => {
+    performance.mark("convlog:input", { detail: Number($("slider").value) });
+    step(Number($("slider").value));
+  });
   $("first").addEventListener("click", () => step(0));
   $("last").addEventListener("click", () => step(view.version));
   $("prev").addEventListener("click", () => step(view.seq - 1));
