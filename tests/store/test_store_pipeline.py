@@ -1,5 +1,6 @@
-"""The append pipeline is written once (``Store._record``): a recorder implements only
-its write hooks, so no backend can drift from the shared id, version and retry rules."""
+"""The append pipeline is written once (``ComposedStore._record``): a recorder implements
+only its write hooks, so no backend can drift from the shared id, version and retry
+rules; ``Store`` is only the interface a user of a store calls."""
 
 from __future__ import annotations
 
@@ -37,8 +38,23 @@ HOOKS = ("_write_head", "_stored_ids", "_insert")
 
 
 def _defined(cls: type, name: str) -> bool:
-    """Whether ``name`` is defined by the class or a base below ``Store``."""
-    return any(name in vars(k) for k in cls.__mro__ if k is not Store and issubclass(k, Store))
+    """Whether ``name`` is defined by the class or a base below ``ComposedStore`` (the
+    pipeline's one home)."""
+    return any(name in vars(k) for k in cls.__mro__
+               if k not in (Store, ComposedStore) and issubclass(k, Store))
+
+
+def test_store_is_only_the_interface_a_user_calls() -> None:
+    """``Store`` holds no pipeline, hook or default: every method of it is an abstract
+    public verb (and the context manager), so nothing a backend could override
+    hides there."""
+    methods = {n: v for n, v in vars(Store).items() if callable(v)}
+    assert [n for n in methods if n.startswith("_") and n not in ("__enter__", "__exit__")
+            and not (n.startswith("__") and n.endswith("__"))] == []
+    assert Store.__abstractmethods__ == {n for n in methods if not n.startswith("_")}
+    assert len(Store.__abstractmethods__) <= 20
+    # The verify hooks are the reader's alone: verify walks store.reader.
+    assert [n for n in VERIFY_HOOKS if n in vars(ComposedStore)] == []
 
 
 def test_no_recorder_keeps_a_copy_of_the_pipeline() -> None:
