@@ -57,6 +57,7 @@ def walk(chain: Chain, codec: MemberCodec, session_id: str, genesis: str,  # noq
     members read by ``codec``); the position ranges read go to ``ranges``. True when
     the walk reached the end (no unreadable block cut it short)."""
     refs, bad = codec.scan(sealed_data, 0, base + 1)
+    payload, builtins = codec.payload, codec.builtins  # once, not per member
     try:
         prev = bytes.fromhex(genesis)
     except ValueError:
@@ -82,7 +83,7 @@ def walk(chain: Chain, codec: MemberCodec, session_id: str, genesis: str,  # noq
             continue
         if not (spans and ref.link) or deep:
             try:
-                objs = codec.builtins(codec.payload(member), session_id, ref.first_seq)
+                objs = builtins(payload(member), session_id, ref.first_seq)
                 if len(objs) != ref.size:
                     raise BadMember(-1, f"it holds {len(objs)} events, its index "
                                         f"{ref.size}")
