@@ -6,14 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
+
+import pytest
 
 from engine import events as ev
+from engine.errors import StoreError
 from engine.store.base import Prepared, Store
 from engine.store.composed import ComposedStore
 from engine.store.jsonl import JSONLStore
 from engine.store.memory import MemoryStore
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SQLiteStore
+from engine.store.verify import reader_of
 
 RECORDERS: tuple[type[Store], ...] = (MemoryStore, JSONLStore, SQLiteStore, PostgresStore)
 # Every backend is composed of a recorder (issue 31): the store is the shared
@@ -126,3 +131,17 @@ def test_a_subclass_override_of_a_bound_hook_is_kept() -> None:
                                     message_id="m", part_id="p", delta="x")])
     assert store.find_event("0194d1e0-0000-7000-8000-0000000c0002") == (sid, 1)
     assert calls == [sid, "0194d1e0-0000-7000-8000-0000000c0002"]
+
+
+def test_verify_walks_the_readers_of_composed_stores_only() -> None:
+    """Verification is the reader's walk (``store.reader``): a ``Store`` that is not
+    composed of a recorder and a reader is refused with a typed error, not walked
+    through hooks it does not have."""
+    class Elsewhere:  # a Store by registration only (no recorder, no reader)
+        url = "elsewhere://"
+
+    Store.register(Elsewhere)
+    store = MemoryStore()
+    assert reader_of(store) is store.reader
+    with pytest.raises(StoreError, match="elsewhere://"):
+        reader_of(cast(Store, Elsewhere()))
