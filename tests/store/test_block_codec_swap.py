@@ -13,6 +13,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any, cast
 
 import pytest
@@ -27,15 +28,17 @@ from engine.store.verify import verify
 
 
 class Counting:
-    """Delegates every member to ``engine.store.blocks``, counting each call."""
+    """Delegates every member to a codec module (``engine.store.blocks`` by default),
+    counting each call."""
 
-    def __init__(self) -> None:
+    def __init__(self, codec: ModuleType = blocks) -> None:
+        self.codec = codec
         self.calls: Counter[str] = Counter()
 
     def __getattr__(self, name: str) -> Any:
-        member = getattr(blocks, name)
+        member = getattr(self.codec, name)
         if not callable(member):
-            return member  # a constant (SEAL_AT, BLOCK_MAX, TAIL)
+            return member  # a constant (SEAL_AT, BLOCK_MAX, TAIL, SEAL_BYTES)
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] += 1
@@ -142,23 +145,6 @@ def test_postgres_store_with_a_swapped_codec_is_the_same_store(two_pg_urls: list
     _compare(make, bodies)
 
 
-class CountingMembers:
-    """Delegates every member to ``engine.store.jsonl_blocks``, counting each call."""
-
-    def __init__(self) -> None:
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        member = getattr(jsonl_blocks, name)
-        if not callable(member):
-            return member  # a constant (SEAL_AT, SEAL_BYTES)
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] += 1
-            return member(*args, **kwargs)
-        return counted
-
-
 def _jsonl_reads(store: JSONLStore, sid: str) -> tuple[object, ...]:
     n = len(list(store.read(sid)))
     return (list(store.read(sid)), list(store.read(sid, 5, n - 5)),
@@ -174,7 +160,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 def test_jsonl_store_with_a_swapped_member_codec_is_the_same_store(tmp_path: Path) -> None:
     sid, created, events = _events()
-    counting = CountingMembers()
+    counting = Counting(jsonl_blocks)
     plain = JSONLStore(str(tmp_path / "plain"))
     swapped = JSONLStore(str(tmp_path / "swapped"), codec=cast(MemberCodec, counting))
     try:
