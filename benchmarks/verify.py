@@ -56,7 +56,7 @@ from engine.events import Event
 from engine.store import Store, blocks, open_store, packed
 from engine.store.base import Span
 from engine.store.chain import GENESIS, HASH_BYTES, Chain
-from engine.store.verify import verify
+from engine.store.verify import reader_of, verify
 
 TARGET_CONTENT = 1_000_000
 TARGET_DEEP = 500_000
@@ -74,13 +74,14 @@ def _cpu(repeat: int, fn: Callable[[], int]) -> tuple[float, int]:
 def _link_only(url: str) -> int:
     """The pre-issue-27 walk of sealed blocks: their links only (counted events)."""
     store = open_store(url, create=False)
+    reader = reader_of(store)
     try:
         n = 0
         for info in store.sessions():
             prev = bytes(HASH_BYTES)
-            for unit in store._own_units(info.id, deep=False):
+            for unit in reader.units(info.id, deep=False):
                 if isinstance(unit, Span):
-                    if not store._link_holds(info.id, prev, unit):
+                    if not reader.link_holds(info.id, prev, unit):
                         raise SystemExit("link mismatch")
                     prev = unit.head
                     n += unit.last - unit.seq + 1
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
             for i in range(0, len(blank), 1000):
                 store.append(sid, blank[i:i + 1000])
             store.close()
-            sealed = sum(1 for u in open_store(url)._own_units(sid, deep=False)
+            sealed = sum(1 for u in reader_of(open_store(url)).units(sid, deep=False)
                          if isinstance(u, Span))
             rates: dict[str, float] = {}
             for name, deep in (("fast", False), ("deep", True)):

@@ -11,6 +11,13 @@ trace, or a new block layout with its legacy reader kept in ``engine.store.legac
 
 The protocol lists exactly the functions and constants the recorders and readers
 use, so mypy checks a replacement against what is really called.
+
+The JSONL store's sealed part is the same idea over another layout: gzip members
+(:mod:`engine.store.jsonl_blocks`), held as a :class:`MemberCodec` by the JSONL
+recorder, its tail reader, its sealer and its verification reader
+(``JSONLStore(dir, codec=mine)``). Its calls differ from a SQL block's (a member
+is found in a file by scanning headers, its payload inflated apart from decoding),
+so it is a protocol of its own rather than a stretched :class:`BlockCodec`.
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from engine.events import AnyEvent, Event
+from engine.store import jsonl_blocks
 from engine.store.blocks import Link, Sealed
+from engine.store.jsonl_blocks import BadMember, BlockRef
 from engine.store.runs import Run
 
 
@@ -68,3 +77,33 @@ class BlockCodec(Protocol):
     def canonical_events(self, body: bytes, session_id: str) -> list[bytes]: ...
     def canonical_all(self, events: list[AnyEvent]) -> list[bytes]: ...
     def builtins(self, canon: bytes) -> dict[str, Any]: ...
+
+
+class MemberCodec(Protocol):
+    """Seal, find, inflate, decode and check the gzip members of a JSONL ``.blocks`` file."""
+
+    # Constants: when a tail is sealed (events or bytes), and at most how many per member.
+    @property
+    def SEAL_AT(self) -> int: ...  # noqa: N802 - named as the module's constant
+    @property
+    def SEAL_BYTES(self) -> int: ...  # noqa: N802
+
+    # Writing.
+    def encode(self, events: Sequence[Event], session_id: str, head: bytes,
+               positions: Sequence[int], *, link: jsonl_blocks.Link, prev: bytes) -> bytes: ...
+
+    # Finding and opening members.
+    def scan(self, data: bytes, offset: int, next_seq: int
+             ) -> tuple[list[BlockRef], BadMember | None]: ...
+    def payload(self, member: bytes) -> bytes: ...
+
+    # Decoding a payload.
+    def decode(self, body: bytes, session_id: str, first_seq: int) -> list[AnyEvent]: ...
+    def decode_range(self, body: bytes, session_id: str, first_seq: int, lo: int,
+                     hi: int) -> list[AnyEvent]: ...
+    def builtins(self, body: bytes, session_id: str, first_seq: int
+                 ) -> list[dict[str, Any]]: ...
+
+    # Verifying.
+    def link_holds(self, link: jsonl_blocks.Link, session_id: str, prev: bytes,
+                   member: bytes) -> bool: ...

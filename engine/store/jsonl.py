@@ -82,7 +82,6 @@ from engine.store import (
     jsonl_recovery,
     jsonl_seal,
     jsonl_verify,
-    packed,
 )
 from engine.store.base import (
     BATCHED,
@@ -94,8 +93,9 @@ from engine.store.base import (
 )
 from engine.store.batching import DEFAULT_BATCH_EVENTS, DEFAULT_BATCH_MS, GroupCommit
 from engine.store.chain import HASH_BYTES, Chain
+from engine.store.codec_protocol import MemberCodec
 from engine.store.composed import ComposedStore
-from engine.store.jsonl_blocks import SEAL_AT, SEAL_BYTES, BadMember, BlockRef
+from engine.store.jsonl_blocks import BadMember, BlockRef
 from engine.store.jsonl_files import FORMAT, FORMAT_VERSION, SnapshotFiles, Txn
 from engine.store.jsonl_tail import TailState
 
@@ -168,11 +168,13 @@ class JSONLStore(ComposedStore):
 
     def __init__(self, directory: str, *, url: str | None = None, durability: str = SYNC,
                  batch_ms: float = DEFAULT_BATCH_MS, batch_events: int = DEFAULT_BATCH_EVENTS,
-                 key: bytes | None = None, max_event_bytes: int | None = None) -> None:
+                 key: bytes | None = None, max_event_bytes: int | None = None,
+                 codec: MemberCodec = jsonl_blocks) -> None:
         self._configure(url or f"jsonl:///{directory}", durability=durability, key=key,
                         max_event_bytes=max_event_bytes)
         recorder = JSONLRecorder(directory, url=self.url, durability=self.durability,
-                                 chain=self.chain, batch_ms=batch_ms, batch_events=batch_events)
+                                 chain=self.chain, batch_ms=batch_ms, batch_events=batch_events,
+                                 codec=codec)
         self._compose(recorder, jsonl_verify.JSONLReader(recorder))
         self._refuse = recorder.refuse
         self.root = recorder.root
@@ -196,12 +198,13 @@ class JSONLStore(ComposedStore):
 
 class JSONLRecorder:
     """The session files of one store directory: their lock, transactions, appends and
-    reads (see the module doc); nothing of the append pipeline."""
+    reads (see the module doc); nothing of the append pipeline. Sealed members are
+    made, found and decoded by ``codec`` (:mod:`engine.store.jsonl_blocks` by default)."""
 
     def __init__(self, directory: str, *, url: str, durability: str, chain: Chain,
-                 batch_ms: float = DEFAULT_BATCH_MS,
-                 batch_events: int = DEFAULT_BATCH_EVENTS) -> None:
-        self.url, self.durability, self.chain = url, durability, chain
+                 batch_ms: float = DEFAULT_BATCH_MS, batch_events: int = DEFAULT_BATCH_EVENTS,
+                 codec: MemberCodec = jsonl_blocks) -> None:
+        self.url, self.durability, self.chain, self.codec = url, durability, chain, codec
         self.refuse: str | None = None  # why appends are refused (a keyed store, no key)
         self.root = Path(directory)
         if not self.root.parent.is_dir():
@@ -442,7 +445,7 @@ class JSONLRecorder:
         elif st.unchanged():
             return st
         for _ in range(5):
-            if st.parse_blocks(session_id, self._ids):
+            if st.parse_blocks(self.codec, session_id, self._ids):
                 st.tail_ino = -1  # the tail is counted against the new blocks again
             st.read_tail(session_id, self._ids)
             if st.gap is None or not st.blocks_grew():
@@ -476,14 +479,13 @@ class JSONLRecorder:
                 with open(self._blocks_path(session_id), "rb") as f:
                     f.seek(ref.offset)
                     member = f.read(ref.length)
-                body = jsonl_blocks.payload(member)
+                body = self.codec.payload(member)
                 self._block_cache = {key: body}
             if upcasting_active():
-                objs = packed.unpack_builtins(body, session_id, ref.first_seq, json=True)
+                objs = self.codec.builtins(body, session_id, ref.first_seq)
                 lo, hi = max(first - ref.first_seq, 0), max(last - ref.first_seq + 1, 0)
                 return [from_stored(o) for o in objs[lo:hi]]
-            events = packed.unpack_range(body, session_id, ref.first_seq, first, last,
-                                         json=True)
+            events = self.codec.decode_range(body, session_id, ref.first_seq, first, last)
             if any(e.v != 1 for e in events):  # a newer version than ours raises
                 return [upgrade(e) for e in events]
             return events
@@ -580,6 +582,7 @@ class JSONLRecorder:
         if not self._pending:
             return
         pending, heads = self._pending, self._pending_heads
+        seal_at, seal_bytes = self.codec.SEAL_AT, self.codec.SEAL_BYTES
         txn = Txn(self._window_old, self._last, {sid: heads[sid][2] for sid in pending})
         try:
             self._write_txn(txn, durable=True)
@@ -607,8 +610,8 @@ class JSONLRecorder:
         self._pending, self._pending_heads = {}, {}
         for sid, lines in pending.items():
             st = self._states.get(sid)
-            if st is not None and (len(st.offsets) + len(lines) >= SEAL_AT
-                                   or st.size + sum(map(len, lines)) >= SEAL_BYTES):
+            if st is not None and (len(st.offsets) + len(lines) >= seal_at
+                                   or st.size + sum(map(len, lines)) >= seal_bytes):
                 self._seal(sid)
 
     # ------------------------------------------------------------------ sealing
@@ -619,7 +622,8 @@ class JSONLRecorder:
         leaves the tail as it is: the events are safe there, only bigger."""
         st = self._state(session_id)
         n = len(st.offsets)
-        if (not n or (n < SEAL_AT and st.size - st.offsets[0] < SEAL_BYTES)
+        codec = self.codec
+        if (not n or (n < codec.SEAL_AT and st.size - st.offsets[0] < codec.SEAL_BYTES)
                 or st.gap is not None or st.bad_block is not None or st.stale):
             return
         path = self._path(session_id)
@@ -629,7 +633,7 @@ class JSONLRecorder:
                     return
                 f.seek(st.offsets[0])
                 data = f.read()
-            members = jsonl_seal.members(self.chain, session_id, st.sealed_head,
+            members = jsonl_seal.members(self.codec, self.chain, session_id, st.sealed_head,
                                          data.split(b"\n")[:n])
             if members is None:
                 return

@@ -23,6 +23,11 @@ covers every byte of the member but the fixed gzip header (compared byte for byt
 the header CRC and the link itself, so the chain walk checks a block with one
 digest over its stored bytes, without inflating it. A version 1 member is checked
 by recomputing the hashes of its events.
+
+This module is the JSONL store's member codec as it stands: it satisfies
+:class:`engine.store.codec_protocol.MemberCodec`, and the recorder, its tail reader,
+sealer and verification reader call it only through the ``codec`` they hold
+(``JSONLStore(dir, codec=mine)`` swaps it), never by name.
 """
 
 from __future__ import annotations
@@ -30,11 +35,11 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
-from engine.events import Event
+from engine.events import AnyEvent, Event
 from engine.store import packed
 from engine.store.chain import HASH_BYTES
 
@@ -207,3 +212,22 @@ def payload(member: bytes) -> bytes:
     if zlib.crc32(body) != crc or len(body) & 0xFFFFFFFF != size:
         raise BadMember(-1, "CRC-32 mismatch")
     return body
+
+
+# Decoding a payload: the packed columns of the member's JSON object
+# (:func:`engine.store.packed.pack_json`), numbered from the member's first seq.
+
+def decode(body: bytes, session_id: str, first_seq: int) -> list[AnyEvent]:
+    """Every event of a member's payload (:func:`payload`), as stored (typed)."""
+    return packed.unpack_json(body, session_id, first_seq)
+
+
+def decode_range(body: bytes, session_id: str, first_seq: int, lo: int,
+                 hi: int) -> list[AnyEvent]:
+    """The events with seq ``lo..hi`` (inclusive) of a member's payload."""
+    return packed.unpack_range(body, session_id, first_seq, lo, hi, json=True)
+
+
+def builtins(body: bytes, session_id: str, first_seq: int) -> list[dict[str, Any]]:
+    """Each event of a member's payload as builtins, as written (upcasters, verify)."""
+    return packed.unpack_builtins(body, session_id, first_seq, json=True)

@@ -1,7 +1,8 @@
 """Sealing a JSONL session's tail (``engine.store.jsonl``): its lines become gzip
-members of ``<id>.blocks`` (:mod:`engine.store.jsonl_blocks`) of up to ``SEAL_AT``
-events each. A member is made only when its events, decoded, reproduce the stored
-hashes exactly, so sealing never changes the chain."""
+members of ``<id>.blocks`` of up to ``SEAL_AT`` events each, made by the store's
+member codec (by default :mod:`engine.store.jsonl_blocks`). A member is made only
+when its events, decoded, reproduce the stored hashes exactly, so sealing never
+changes the chain."""
 
 from __future__ import annotations
 
@@ -14,14 +15,15 @@ from engine.codec import canonical
 from engine.errors import StoreError
 from engine.events import Event
 from engine.logging import get_logger
-from engine.store import jsonl_blocks, jsonl_files, jsonl_lines
+from engine.store import jsonl_files, jsonl_lines
 from engine.store.chain import Chain
-from engine.store.jsonl_blocks import SEAL_AT, BlockRef
+from engine.store.codec_protocol import MemberCodec
+from engine.store.jsonl_blocks import BlockRef
 
 log = get_logger("convlog.store.jsonl")
 
 
-def members(chain: Chain, session_id: str, sealed_head: bytes,
+def members(codec: MemberCodec, chain: Chain, session_id: str, sealed_head: bytes,
             lines: list[bytes]) -> list[tuple[bytes, BlockRef]] | None:
     """The gzip members of these tail lines (and what they will index), or None
     (with a warning) when their events, decoded, would not reproduce the stored
@@ -46,13 +48,14 @@ def members(chain: Chain, session_id: str, sealed_head: bytes,
         return None
     out = []
     before = sealed_head
-    for i in range(0, len(events), SEAL_AT):
-        chunk = events[i:i + SEAL_AT]
+    seal_at, encode, scan = codec.SEAL_AT, codec.encode, codec.scan
+    for i in range(0, len(events), seal_at):
+        chunk = events[i:i + seal_at]
         head = hashes[i + len(chunk) - 1]
-        member = jsonl_blocks.encode(chunk, session_id, head, positions[i:i + SEAL_AT],
-                                     link=chain.link, prev=before)
+        member = encode(chunk, session_id, head, positions[i:i + seal_at],
+                        link=chain.link, prev=before)
         before = head
-        refs, bad = jsonl_blocks.scan(member, 0, chunk[0].seq)
+        refs, bad = scan(member, 0, chunk[0].seq)
         if bad is not None or len(refs) != 1:  # never: the member was just made
             raise StoreError(f"a new block does not read back: {bad}")
         out.append((member, refs[0]))

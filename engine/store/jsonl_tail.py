@@ -12,7 +12,8 @@ from pathlib import Path
 import msgspec
 
 from engine.errors import CorruptLog, EventDecodeError
-from engine.store import jsonl_blocks, jsonl_lines, packed
+from engine.store import jsonl_lines
+from engine.store.codec_protocol import MemberCodec
 from engine.store.jsonl_blocks import BadMember, BlockRef
 
 # event id -> (session id, seq, global position)
@@ -126,9 +127,9 @@ class TailState:
                       f"the tail starts at seq {first_seq}, but the sealed blocks end at "
                       f"seq {self.sealed}")
 
-    def parse_blocks(self, session_id: str, ids: Ids) -> bool:
-        """Index new members of ``.blocks`` (each one's ids: members are inflated once).
-        True when there were new ones."""
+    def parse_blocks(self, codec: MemberCodec, session_id: str, ids: Ids) -> bool:
+        """Index new members of ``.blocks`` (each one's ids: members are inflated once,
+        through the store's member ``codec``). True when there were new ones."""
         if self.bad_block is not None:
             return False
         path = Path(self.paths[1])
@@ -141,13 +142,13 @@ class TailState:
         if not data:
             return False
         before = len(self.blocks)
-        refs, bad = jsonl_blocks.scan(data, 0, self.sealed + 1)
+        refs, bad = codec.scan(data, 0, self.sealed + 1)
+        payload, decode = codec.payload, codec.decode
         for found in refs:
             member = data[found.offset:found.offset + found.length]
             ref = found._replace(offset=found.offset + self.blocks_size)
             try:
-                events = packed.unpack_json(jsonl_blocks.payload(member), session_id,
-                                            ref.first_seq)
+                events = decode(payload(member), session_id, ref.first_seq)
             except (BadMember, EventDecodeError) as exc:
                 bad = BadMember(ref.offset, str(exc))
                 break

@@ -19,9 +19,10 @@ import msgspec
 from engine.codec import canonical
 from engine.errors import CorruptLog, EventDecodeError
 from engine.events import AnyEvent
-from engine.store import jsonl_blocks, jsonl_lines, packed
+from engine.store import jsonl_lines
 from engine.store.base import Span, Stored
 from engine.store.chain import HASH_BYTES, Chain
+from engine.store.codec_protocol import MemberCodec
 from engine.store.jsonl_blocks import BadMember, BlockRef
 from engine.store.jsonl_tail import position_ranges
 
@@ -41,19 +42,22 @@ class JSONLFiles(Protocol):
 
     @property
     def chain(self) -> Chain: ...
+    @property
+    def codec(self) -> MemberCodec: ...
     def meta(self, session_id: str) -> SessionMeta: ...
     def files(self, session_id: str) -> tuple[SessionMeta, bytes, bytes]: ...
     def head_file(self, session_id: str) -> bytes | None: ...
 
 
-def walk(chain: Chain, session_id: str, genesis: str, base: int, data: bytes,  # noqa: PLR0917
-         sealed_data: bytes, ranges: list[tuple[int, int, int]], *, spans: bool, deep: bool
-         ) -> Generator[Stored | Span, None, bool]:
+def walk(chain: Chain, codec: MemberCodec, session_id: str, genesis: str,  # noqa: PLR0917
+         base: int, data: bytes, sealed_data: bytes, ranges: list[tuple[int, int, int]], *,
+         spans: bool, deep: bool) -> Generator[Stored | Span, None, bool]:
     """The units of a session whose chain starts at ``genesis`` (hex) after seq
-    ``base``, from its tail file ``data`` and its blocks file ``sealed_data``; the
-    position ranges read go to ``ranges``. True when the walk reached the end (no
-    unreadable block cut it short)."""
-    refs, bad = jsonl_blocks.scan(sealed_data, 0, base + 1)
+    ``base``, from its tail file ``data`` and its blocks file ``sealed_data`` (its
+    members read by ``codec``); the position ranges read go to ``ranges``. True when
+    the walk reached the end (no unreadable block cut it short)."""
+    refs, bad = codec.scan(sealed_data, 0, base + 1)
+    payload, builtins = codec.payload, codec.builtins  # once, not per member
     try:
         prev = bytes.fromhex(genesis)
     except ValueError:
@@ -63,7 +67,7 @@ def walk(chain: Chain, session_id: str, genesis: str, base: int, data: bytes,  #
         member = sealed_data[ref.offset:ref.offset + ref.length]
         found: list[AnyEvent] | str | None = None
         if spans and ref.link and deep:
-            found = _typed_block(session_id, ref, member)
+            found = _typed_block(codec, session_id, ref, member)
         if spans and ref.link:
             # At depth, typed events go whole with their span: its last hash is what
             # they must reach.
@@ -79,8 +83,7 @@ def walk(chain: Chain, session_id: str, genesis: str, base: int, data: bytes,  #
             continue
         if not (spans and ref.link) or deep:
             try:
-                objs = packed.unpack_builtins(jsonl_blocks.payload(member), session_id,
-                                              ref.first_seq, json=True)
+                objs = builtins(payload(member), session_id, ref.first_seq)
                 if len(objs) != ref.size:
                     raise BadMember(-1, f"it holds {len(objs)} events, its index "
                                         f"{ref.size}")
@@ -139,17 +142,17 @@ def walk(chain: Chain, session_id: str, genesis: str, base: int, data: bytes,  #
     return True
 
 
-def _typed_block(session_id: str, ref: BlockRef, member: bytes
+def _typed_block(codec: MemberCodec, session_id: str, ref: BlockRef, member: bytes
                  ) -> list[AnyEvent] | str | None:
     """A sealed member's events as stored, decoded in bulk (a seal wrote only
     events whose typed form hashes to the chain); None when they do not decode
     typed (an older shape: read as builtins instead), a reason when unreadable."""
     try:
-        body = jsonl_blocks.payload(member)
+        body = codec.payload(member)
     except BadMember as exc:
         return f"unreadable block at byte {ref.offset}: {exc}"
     try:
-        events = packed.unpack_json(body, session_id, ref.first_seq)
+        events = codec.decode(body, session_id, ref.first_seq)
     except EventDecodeError:
         return None
     if len(events) != ref.size:
@@ -178,6 +181,7 @@ class JSONLReader:
     def __init__(self, recorder: JSONLFiles) -> None:
         self.recorder = recorder
         self.chain = recorder.chain
+        self.codec = recorder.codec
         # Position ranges the last walk of a session saw (units), for own_positions.
         self._walked_positions: dict[str, list[tuple[int, int, int]]] = {}
 
@@ -205,11 +209,10 @@ class JSONLReader:
                              ) from None
 
     def link_holds(self, session_id: str, prev: bytes, span: Span) -> bool:
-        return jsonl_blocks.link_holds(self.chain.link, session_id, prev, span.body)
+        return self.codec.link_holds(self.chain.link, session_id, prev, span.body)
 
     def span_links(self, session_id: str, prev: bytes, span: Span) -> list[bytes]:
-        objs = packed.unpack_builtins(jsonl_blocks.payload(span.body), session_id, span.seq,
-                                      json=True)
+        objs = self.codec.builtins(self.codec.payload(span.body), session_id, span.seq)
         return self.chain.links(prev, [canonical(o) for o in objs])
 
     def verify_ids(self, ids: dict[int, str]) -> str | None:
@@ -222,8 +225,9 @@ class JSONLReader:
         self._walked_positions.pop(session_id, None)
         m, data, sealed_data = self.recorder.files(session_id)
         ranges: list[tuple[int, int, int]] = []
-        whole = yield from walk(self.chain, session_id, m.genesis, m.fork_seq or 0, data,
-                                sealed_data, ranges, spans=spans, deep=deep)
+        whole = yield from walk(self.chain, self.codec, session_id, m.genesis,
+                                m.fork_seq or 0, data, sealed_data, ranges, spans=spans,
+                                deep=deep)
         if spans and whole:
             self._walked_positions[session_id] = ranges
 

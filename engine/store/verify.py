@@ -52,6 +52,7 @@ from engine.lifecycle import Lifecycle
 from engine.store import blocks
 from engine.store.base import Span, Store, Stored
 from engine.store.chain import GENESIS
+from engine.store.composed import ComposedStore, VerifyReader
 
 
 @attrs.frozen
@@ -97,6 +98,15 @@ def require_key(store: Store) -> None:
         raise KeyRequired(f"{store.url} is keyed (its hash chain is an HMAC): give its key "
                           "(--key-file) to verify it; without the key nothing can be said "
                           "about tampering")
+
+
+def reader_of(store: Store) -> VerifyReader:
+    """What verification walks: the store's reader, over what its recorder selects
+    (every built-in store is a :class:`ComposedStore`)."""
+    if not isinstance(store, ComposedStore):
+        raise StoreError(f"{store.url} cannot be verified: it is no store composed of a "
+                         "recorder and a verification reader")
+    return store.reader
 
 
 def verify(store: Store, session_id: str | None = None, *,
@@ -147,7 +157,7 @@ def verify(store: Store, session_id: str | None = None, *,
             report.problems.append(Problem("*", 0, f"unreadable positions: {_what(exc)}"))
     if session_id is None and report.ok and deep:
         try:
-            wrong = store._verify_ids(id_positions)
+            wrong = reader_of(store).verify_ids(id_positions)
         except Exception as exc:
             wrong = f"unreadable: {_what(exc)}"
         if wrong is not None:
@@ -187,6 +197,7 @@ class _Walk:
                  anchored: Mapping[str, tuple[int, bytes]], progress: Progress | None,
                  deep: bool) -> None:
         self.store = store
+        self.reader = reader_of(store)
         self.session_id = session_id
         self.report = report
         self.anchor_seq, self.anchor_hash = anchored.get(session_id, (-1, b""))
@@ -220,14 +231,14 @@ class _Walk:
                                f"fork point of {sid} is {expected_seq - 1}, "
                                f"but its parent's prefix ends at {self.seq}")
             if own:
-                genesis = store._recorded_genesis(sid)
+                genesis = self.reader.recorded_genesis(sid)
                 if genesis is not None and genesis != self.prev:
                     return Problem(session_id, expected_seq,
                                    "the chain start recorded for the session (its genesis) "
                                    + ("is not its parent's hash at the fork point"
                                       if expected_seq > 1 else "is not the root's"))
             where = session_id if own else f"{session_id} (in ancestor {sid})"
-            units = iter(store._own_units(sid, deep=self.deep))
+            units = iter(self.reader.units(sid, deep=self.deep))
             for st in units:
                 if isinstance(st, Span):
                     if limit is not None and st.seq > limit:
@@ -292,13 +303,12 @@ class _Walk:
               limit: int | None, own: bool) -> Problem | None:
         """A sealed block: its place, its block link; unless deep (its events follow
         then), every event's chain hash inside it, recomputed from the stored events."""
-        store = self.store
         if span.seq != expected_seq:
             return _out_of_order(where, span.seq, expected_seq)
         if (span.row_first, span.row_last) != (span.seq, span.last) or span.last < span.seq:
             return Problem(where, span.seq, f"the block of seqs {span.seq}..{span.last} is "
                                             f"stored as seqs {span.row_first}..{span.row_last}")
-        if not store._link_holds(sid, self.prev, span):
+        if not self.reader.link_holds(sid, self.prev, span):
             return Problem(where, span.seq, f"block link mismatch: the sealed block of seqs "
                                             f"{span.seq}..{span.last} was edited, moved or "
                                             "replaced (or the wrong key was given)")
@@ -309,7 +319,7 @@ class _Walk:
         # alone proves the bytes unchanged only to whoever cannot recompute it, and an
         # unkeyed link anyone can (an event edited inside the block, its link redone,
         # would still end at the stored last hash and satisfy an anchor).
-        links = store._span_links(sid, self.prev, span)
+        links = self.reader.span_links(sid, self.prev, span)
         if len(links) != span.last - span.seq + 1 or links[-1] != span.head:
             return Problem(where, span.seq, f"the events of seqs {span.seq}..{span.last} "
                                             "do not chain to their block's last hash")
@@ -436,7 +446,7 @@ class _Walk:
         if seq < self.anchor_seq:
             return Problem(session_id, seq + 1, f"the log ends at seq {seq} but the anchor "
                                                 f"records seq {self.anchor_seq}: the tail was cut")
-        recorded = self.store._recorded_head(session_id)
+        recorded = self.reader.recorded_head(session_id)
         if recorded is not None:
             version, head = recorded
             if version > seq:
@@ -447,13 +457,13 @@ class _Walk:
                 return Problem(session_id, seq, "the last hash differs from the recorded head")
             # (A fork without own events records version 0: its head is the fork point.)
             version = max(version, self.own_first - 1)
-            if version < seq and self.store._head_with_events:
+            if version < seq and self.reader.head_with_events:
                 # Reads stop at the recorded version: the events after it are stored but
                 # hidden, and the next append would reuse their seqs.
                 return Problem(session_id, version + 1,
                                f"the log continues to seq {seq} but the session head records "
                                f"version {version}: the events after it are hidden from reads")
-        wrong = self.store._write_state_problem(session_id)
+        wrong = self.reader.write_state_problem(session_id)
         if wrong is not None:  # sound events, but the next append would damage them
             return Problem(session_id, seq, wrong)
         self.report.heads[session_id] = (seq, prev.hex())
@@ -515,7 +525,7 @@ def _check_own_positions(store: Store, session_id: str, walk: _Walk,
     """The session's own events each have one global position: a store that keeps them
     as ranges must cover exactly the seqs walked. Adds them to ``positions`` (and the
     ids of the events walked deep to ``id_positions``)."""
-    ranges = store._own_positions(session_id)
+    ranges = walk.reader.own_positions(session_id)
     if ranges is None:
         positions += walk.own_positions
         return None

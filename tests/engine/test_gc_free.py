@@ -123,7 +123,7 @@ def test_the_memory_store_keeps_its_per_event_index_and_hashes_out_of_the_collec
     assert not gc.is_tracked(own.hashes)
     assert len(own.hashes) == 16 * len(own.events)
     # ... and what they hold still answers: each event is found, its hash read back.
-    stored = list(store._own_stored(session.id))
+    stored = list(store.reader.stored(session.id))
     assert [s.seq for s in stored] == [e.seq for e in own.events]
     assert store.find_event(own.events[-1].id) is not None
     assert store.find_event("\0") is None

@@ -1,8 +1,10 @@
 """The block codec is one swappable object: a SQL store built with another codec
-writes, reads and verifies through it, byte for byte as with the default.
+(a JSONL store with another member codec) writes, reads and verifies through it,
+byte for byte as with the default.
 
-The codec here wraps :mod:`engine.store.blocks` and counts the calls it sees: a
-store that kept calling the module by name would leave the counts at zero.
+The codecs here wrap :mod:`engine.store.blocks` (:mod:`engine.store.jsonl_blocks`)
+and count the calls they see: a store that kept calling the module by name would
+leave the counts at zero.
 """
 
 from __future__ import annotations
@@ -11,29 +13,32 @@ import sqlite3
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any, cast
 
 import pytest
 
 from engine.events import AnyEvent
 from engine.session import Session, StepClock
-from engine.store import MemoryStore, SQLiteStore, blocks
-from engine.store.codec_protocol import BlockCodec
+from engine.store import JSONLStore, MemoryStore, SQLiteStore, blocks, jsonl_blocks
+from engine.store.codec_protocol import BlockCodec, MemberCodec
 from engine.store.postgres import PostgresStore
 from engine.store.sql import SQLStore
 from engine.store.verify import verify
 
 
 class Counting:
-    """Delegates every member to ``engine.store.blocks``, counting each call."""
+    """Delegates every member to a codec module (``engine.store.blocks`` by default),
+    counting each call."""
 
-    def __init__(self) -> None:
+    def __init__(self, codec: ModuleType = blocks) -> None:
+        self.codec = codec
         self.calls: Counter[str] = Counter()
 
     def __getattr__(self, name: str) -> Any:
-        member = getattr(blocks, name)
+        member = getattr(self.codec, name)
         if not callable(member):
-            return member  # a constant (SEAL_AT, BLOCK_MAX, TAIL)
+            return member  # a constant (SEAL_AT, BLOCK_MAX, TAIL, SEAL_BYTES)
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] += 1
@@ -138,3 +143,51 @@ def test_postgres_store_with_a_swapped_codec_is_the_same_store(two_pg_urls: list
         return [bytes(r[0]) for r in rows]
 
     _compare(make, bodies)
+
+
+def _jsonl_reads(store: JSONLStore, sid: str) -> tuple[object, ...]:
+    n = len(list(store.read(sid)))
+    return (list(store.read(sid)), list(store.read(sid, 5, n - 5)),
+            list(store.read(sid, 250, 270)),  # across the first member's end
+            [r.event for r in store.read_all(session_id=sid)],
+            store.find_event(next(iter(store.read(sid, 7, 7))).id))
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every session file's bytes (the lock, txn and format files aside)."""
+    return {p.name: p.read_bytes() for p in sorted((root / "sessions").iterdir())}
+
+
+def test_jsonl_store_with_a_swapped_member_codec_is_the_same_store(tmp_path: Path) -> None:
+    sid, created, events = _events()
+    counting = Counting(jsonl_blocks)
+    plain = JSONLStore(str(tmp_path / "plain"))
+    swapped = JSONLStore(str(tmp_path / "swapped"), codec=cast(MemberCodec, counting))
+    try:
+        for store in (plain, swapped):
+            store.create_session(sid, created=created)
+            for start in range(0, len(events), 50):  # several appends, several seals
+                store.append(sid, events[start:start + 50], start)
+        assert counting.calls["encode"] > 0  # sealed through it
+        assert counting.calls["scan"] > 0
+        # A fresh store object over the same files indexes the members through it too.
+        reopened = JSONLStore(str(tmp_path / "swapped"), codec=cast(MemberCodec, counting))
+        before = counting.calls.copy()
+        assert _jsonl_reads(reopened, sid) == _jsonl_reads(plain, sid)
+        assert counting.calls["decode"] > before["decode"]  # the members' ids indexed
+        assert counting.calls["decode_range"] > before["decode_range"]
+        assert counting.calls["payload"] > before["payload"]
+        before = counting.calls.copy()
+        reports = [verify(store) for store in (plain, reopened)]
+        assert all(r.ok for r in reports), reports
+        assert reports[0].events == reports[1].events == len(events)
+        assert counting.calls["link_holds"] > before["link_holds"]
+        assert counting.calls["decode"] > before["decode"]  # the deep walk
+        before = counting.calls.copy()
+        assert verify(reopened, deep=False).ok
+        assert counting.calls["link_holds"] > before["link_holds"]
+        reopened.close()
+        assert _files(tmp_path / "swapped") == _files(tmp_path / "plain")  # the same bytes
+    finally:
+        plain.close()
+        swapped.close()

@@ -46,5 +46,5 @@ def test_runs_read_as_one_record_per_event(batches: list[tuple[int, int]], after
                          limit=limit)
     assert [(r.position, r.event.id) for r in got] == want
     for sid in SESSIONS:
-        stored = list(store._own_stored(sid))
+        stored = list(store.reader.stored(sid))
         assert [s.position for s in stored] == [p for p, s, _ in log if s == sid]

@@ -21,7 +21,7 @@ from engine import events as ev
 from engine.errors import UnknownSchemaVersion
 from engine.session import Session
 from engine.store import Store, open_store
-from engine.store.verify import verify
+from engine.store.verify import reader_of, verify
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "store-v1"
 SID = "0190b000-0000-7000-8000-000000000001"
@@ -93,7 +93,7 @@ def test_old_log_is_upcast_on_read(old_store: str, tmp_path: Path, schema_v2: No
         assert all(type(e) is TextAddedV2 and e.v == 2 for e in added)
         assert {e.content for e in added} >= TEXTS
         # The bytes are untouched (the chain covers what was written).
-        stored = list(store._own_stored(SID))[1].obj
+        stored = list(reader_of(store).stored(SID))[1].obj
         assert stored is not None
         assert stored["text"] == "Rename the parser module"
     finally:

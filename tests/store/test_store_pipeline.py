@@ -1,18 +1,24 @@
-"""The append pipeline is written once (``Store._record``): a recorder implements only
-its write hooks, so no backend can drift from the shared id, version and retry rules."""
+"""The append pipeline is written once (``ComposedStore._record``): a recorder implements
+only its write hooks, so no backend can drift from the shared id, version and retry
+rules; ``Store`` is only the interface a user of a store calls."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
+
+import pytest
 
 from engine import events as ev
+from engine.errors import StoreError
 from engine.store.base import Prepared, Store
 from engine.store.composed import ComposedStore
 from engine.store.jsonl import JSONLStore
 from engine.store.memory import MemoryStore
 from engine.store.postgres import PostgresStore
 from engine.store.sqlite import SQLiteStore
+from engine.store.verify import reader_of
 
 RECORDERS: tuple[type[Store], ...] = (MemoryStore, JSONLStore, SQLiteStore, PostgresStore)
 # Every backend is composed of a recorder (issue 31): the store is the shared
@@ -37,8 +43,23 @@ HOOKS = ("_write_head", "_stored_ids", "_insert")
 
 
 def _defined(cls: type, name: str) -> bool:
-    """Whether ``name`` is defined by the class or a base below ``Store``."""
-    return any(name in vars(k) for k in cls.__mro__ if k is not Store and issubclass(k, Store))
+    """Whether ``name`` is defined by the class or a base below ``ComposedStore`` (the
+    pipeline's one home)."""
+    return any(name in vars(k) for k in cls.__mro__
+               if k not in (Store, ComposedStore) and issubclass(k, Store))
+
+
+def test_store_is_only_the_interface_a_user_calls() -> None:
+    """``Store`` holds no pipeline, hook or default: every method of it is an abstract
+    public verb (and the context manager), so nothing a backend could override
+    hides there."""
+    methods = {n: v for n, v in vars(Store).items() if callable(v)}
+    assert [n for n in methods if n.startswith("_") and n not in ("__enter__", "__exit__")
+            and not (n.startswith("__") and n.endswith("__"))] == []
+    assert Store.__abstractmethods__ == {n for n in methods if not n.startswith("_")}
+    assert len(Store.__abstractmethods__) <= 20
+    # The verify hooks are the reader's alone: verify walks store.reader.
+    assert [n for n in VERIFY_HOOKS if n in vars(ComposedStore)] == []
 
 
 def test_no_recorder_keeps_a_copy_of_the_pipeline() -> None:
@@ -110,3 +131,17 @@ def test_a_subclass_override_of_a_bound_hook_is_kept() -> None:
                                     message_id="m", part_id="p", delta="x")])
     assert store.find_event("0194d1e0-0000-7000-8000-0000000c0002") == (sid, 1)
     assert calls == [sid, "0194d1e0-0000-7000-8000-0000000c0002"]
+
+
+def test_verify_walks_the_readers_of_composed_stores_only() -> None:
+    """Verification is the reader's walk (``store.reader``): a ``Store`` that is not
+    composed of a recorder and a reader is refused with a typed error, not walked
+    through hooks it does not have."""
+    class Elsewhere:  # a Store by registration only (no recorder, no reader)
+        url = "elsewhere://"
+
+    Store.register(Elsewhere)
+    store = MemoryStore()
+    assert reader_of(store) is store.reader
+    with pytest.raises(StoreError, match="elsewhere://"):
+        reader_of(cast(Store, Elsewhere()))

@@ -22,6 +22,7 @@ from engine.events import Event
 from engine.session import Session, StepClock
 from engine.store import blocks, open_store
 from engine.store.base import Store
+from engine.store.composed import ComposedStore
 from engine.store.memory import MemoryStore
 from engine.store.verify import verify
 from tests.support.cli_run import run_cli, scratch_dir
@@ -98,6 +99,7 @@ def test_sealed_sessions_read_verify_and_continue(kind: str, request: pytest.Fix
     # at(seq) inside a sealed block, and the chain hash there (recomputed inside)
     e300 = next(store.read(sid, 300, 300))
     assert e300.seq == 300
+    assert isinstance(store, ComposedStore)
     h300 = store._hash_at(sid, 300)
     assert h300 is not None
     assert verify(store, anchored={sid: (300, h300)}, deep=False).ok

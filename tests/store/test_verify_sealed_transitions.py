@@ -25,7 +25,7 @@ from engine.lifecycle import Lifecycle
 from engine.session import Session, StepClock
 from engine.store import MemoryStore, open_store
 from engine.store.base import Span
-from engine.store.verify import verify
+from engine.store.verify import reader_of, verify
 
 SID = "0194d1e0-0000-7000-8000-00000000abcd"
 
@@ -89,7 +89,7 @@ def test_the_first_problem_inside_sealed_blocks_is_the_one_by_one_replays(
         blank = [msgspec.structs.replace(e, seq=0, session_id="") for e in events]
         for i in range(0, len(blank), 1000):
             store.append(SID, blank[i:i + 1000])
-        spans = [u for u in store._own_units(SID, deep=False) if isinstance(u, Span)]
+        spans = [u for u in reader_of(store).units(SID, deep=False) if isinstance(u, Span)]
         assert spans  # the forged events sit in sealed blocks
         assert spans[-1].last >= min(at + 2, len(events) - 300)
         report = verify(store)
@@ -107,14 +107,14 @@ def test_the_first_problem_inside_sealed_blocks_is_the_one_by_one_replays(
 
 def test_own_stored_still_gives_every_event_of_packed_blocks(tmp_path: Path) -> None:
     """The deep walk hands a packed block's events over whole (``Span.events``); the
-    per-event view of the same walk (``_own_stored``) still gives each one."""
+    per-event view of the same walk (``reader.stored``) still gives each one."""
     events = _forge(_turns(30), "none", 0)
     store = open_store(f"sqlite:///{tmp_path}/t.db")
     try:
         store.create_session(SID, created=0)
         store.append(SID, [msgspec.structs.replace(e, seq=0, session_id="") for e in events])
-        assert any(u.events for u in store._own_units(SID, deep=True) if isinstance(u, Span))
-        stored = list(store._own_stored(SID))
+        assert any(u.events for u in reader_of(store).units(SID, deep=True) if isinstance(u, Span))
+        stored = list(reader_of(store).stored(SID))
     finally:
         store.close()
     assert [st.seq for st in stored] == list(range(1, len(events) + 1))
