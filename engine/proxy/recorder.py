@@ -66,8 +66,12 @@ PROVIDER_IDS = {ANTHROPIC: "anthropic", RESPONSES: "openai", CHAT: "openai", GEM
 # a group is normally committed long before, at the end of its burst).
 GROUP_LIMIT = 4096
 
-# Queue operations (tuples: (op, call id, ...)).
-REQUEST, BODY, RESPONSE, CHUNK, END, SYNC, STOP = range(7)
+# Queue operations (tuples: (op, call id, ...)). GAP: (GAP, 0, account) -- what
+# went unrecorded while no recorder ran (engine.proxy.process restarts a dead one).
+REQUEST, BODY, RESPONSE, CHUNK, END, SYNC, STOP, GAP = range(8)
+# The session holding one note per recording gap, and its title.
+GAPS_KEY = "convlog-proxy:recording-gaps"
+GAPS_TITLE = "convlog proxy: recording gaps"
 
 # Client headers that name a session, and the one naming its parent (subagents).
 _SESSION_HEADERS = (
@@ -269,6 +273,9 @@ class Recorder:
         waiting = self._uncommitted
         if waiting is not None and (waiting.id != call_id or op not in (CHUNK, END)):
             self.commit()  # what came first is committed first
+        if op == GAP:
+            self._note_gap(job[2])
+            return
         if op == REQUEST:
             self._live[call_id] = Live(call_id, *job[2:])
             return
@@ -298,6 +305,26 @@ class Recorder:
         if live.branch is not None and (live.branch.session.waiting
                                         or self._uncommitted is live):
             self._uncommitted = live  # its events wait for the group's commit
+
+    def _note_gap(self, account: JSON) -> None:
+        """One ``transcript.noted`` line in the recording-gaps session: the calls the
+        proxy forwarded while no recorder ran are not in the log, and it says so."""
+        text = (f"recording gap: the recorder stopped at {account.get('since')} and a "
+                f"new one took over at {account.get('until')}; "
+                f"{account.get('unrecorded_calls', 0)} call(s) that started in between "
+                "were forwarded but not recorded; "
+                f"{account.get('cut_calls', 0)} call(s) in flight when it stopped are "
+                "recorded only up to its last commit (their answers left open)")
+        try:
+            session = self._new_session(GAPS_KEY, None)
+            if session.version == 0:
+                session.record([ev.ConversationCreated(conversation_id=session.id),
+                                ev.SessionTitled(title=GAPS_TITLE, source="convlog proxy")])
+            session.record([ev.TranscriptNoted(text=text)])
+            session.commit()
+        except Exception as exc:  # the store is down: the log line is all there is
+            self.failures.append(f"recording gap not noted: {exc!r}"[:1000])
+            log.error("proxy.record_failed", gap=account, error=repr(exc)[:500])
 
     def _failed(self, live: Live, exc: Exception) -> None:
         live.broken = True
