@@ -36,19 +36,23 @@ def install(path: str) -> None:
     walls, cpus, sizes = array.array("q"), array.array("q"), array.array("q")
     started = [0, 0]  # wall, CPU at the start of an upstream read (0: none)
     transport_class: Any = getattr(selector_events, "_SelectorSocketTransport")  # noqa: B009
-    read: Callable[[Any], None] = transport_class._read_ready__data_received
 
-    def stamped_read(self: Any) -> None:
-        if self._protocol.__class__ is not forward.Upstream:
-            read(self)
-            return
-        started[0], started[1] = _monotonic(), _cpu()
-        try:
-            read(self)
-        finally:
-            started[0] = 0
+    def stamping(read: Callable[[Any], None]) -> Callable[[Any], None]:
+        def stamped_read(self: Any) -> None:
+            if self._protocol.__class__ is not forward.Upstream:
+                read(self)
+                return
+            started[0], started[1] = _monotonic(), _cpu()
+            try:
+                read(self)
+            finally:
+                started[0] = 0
 
-    transport_class._read_ready__data_received = stamped_read
+        return stamped_read
+
+    # Whichever way the protocol reads (into its own buffer, or given new bytes).
+    for name in ("_read_ready__get_buffer", "_read_ready__data_received"):
+        setattr(transport_class, name, stamping(getattr(transport_class, name)))
     made = forward.Client.connection_made
 
     def connection_made(self: forward.Client, transport: asyncio.BaseTransport) -> None:
