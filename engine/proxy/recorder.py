@@ -345,6 +345,8 @@ class Recorder:
                     ingest.fail(reason)
             elif live.branch is not None:
                 self._error_message(live, live.status or 0, reason, kind="unknown")
+            if live.branch is not None:
+                live.branch.session.commit()  # the failure's record, now
         except Exception as again:  # the store is down: the log line is all there is
             log.warning("proxy.record_failed", call=live.id, error=repr(again)[:500])
         finally:
