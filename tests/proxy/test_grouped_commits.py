@@ -15,7 +15,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.proxy.recorder import BODY, CHUNK, END, REQUEST, RESPONSE, Recorder
+from engine.proxy.recorder import BODY, CHUNK, END, GAP, REQUEST, RESPONSE, Recorder
 from engine.proxy.routes import route
 from engine.store import MemoryStore
 from tests.proxy import scripts
@@ -114,7 +114,7 @@ def _plain(value: Any) -> Any:
 
 def _log(jobs: list[tuple[Any, ...]], commit_after: list[bool]) -> list[Any]:
     """The store's events in their global order (fresh ids left out; each named by
-    its session's place in creation order)."""
+    its session's place in that order)."""
     store = MemoryStore()
     recorder = Recorder("memory://", store=store)
     recorder.open()
@@ -124,9 +124,15 @@ def _log(jobs: list[tuple[Any, ...]], commit_after: list[bool]) -> list[Any]:
             recorder.commit()
     recorder.close()
     assert not recorder.failures
-    sessions = {s.id: i for i, s in enumerate(store.sessions())}
+    records = list(store.read_all())
+    # Each session named by the place of its first event in the global order (its
+    # id and creation time are fresh at each run).
+    sessions: dict[str, int] = {}
+    for r in records:
+        sessions.setdefault(r.event.session_id, len(sessions))
+    assert len(sessions) == len(store.sessions())  # no session left empty
     return [(sessions[r.event.session_id], type(r.event).__name__,
-             _plain(msgspec.to_builtins(r.event))) for r in store.read_all()]
+             _plain(msgspec.to_builtins(r.event))) for r in records]
 
 
 @settings(max_examples=25, deadline=None)
@@ -135,10 +141,16 @@ def _log(jobs: list[tuple[Any, ...]], commit_after: list[bool]) -> list[Any]:
 def test_grouped_commits_keep_every_event_in_order(order: list[int], later: list[int],
                                                    data: Any) -> None:
     jobs = _jobs(order, later)
+    # A recording gap's account (a restarted recorder's first job) anywhere after
+    # the first calls opened.
+    at = data.draw(st.integers(min_value=6, max_value=len(jobs)))
+    jobs.insert(at, (GAP, 0, {"since": "t0", "until": "t1", "unrecorded_calls": 2,
+                              "cut_calls": 1}))
     grouped = data.draw(st.lists(st.booleans(), min_size=len(jobs), max_size=len(jobs)))
     reference = _log(jobs, [True] * len(jobs))
-    # calls 1 and 3, call 2, call 4's fork, call 5's conversation
-    assert {session for session, _, _ in reference} == {0, 1, 2, 3}
+    # calls 1 and 3, call 2, call 4's fork, call 5's conversation, the gaps
+    assert {session for session, _, _ in reference} == {0, 1, 2, 3, 4}
+    assert "TranscriptNoted" in [kind for _, kind, _ in reference]
     kinds = [kind for _, kind, _ in reference]
     assert {"ToolCompleted", "MessageCompleted"} <= set(kinds)
     assert any(e.get("error") for _, kind, e in reference if kind == "MessageCompleted")
