@@ -35,12 +35,12 @@ def test_the_benchmark_runs_and_counts_every_call() -> None:
     assert "24 proxied chunks" in out
     assert "time to first byte paired P-D p99" in out
     assert "D-D p99" in out
-    # The forwarder's own time per chunk, stamped inside it: every proxied chunk's
-    # write (1 warm-up and 2 x 4 calls of 3 deltas; the head and the end may come
-    # in writes of their own).
+    # The forwarder's own time per chunk, stamped inside it: each write of what one
+    # upstream read brought (1 warm-up and 2 x 4 proxied calls; on a busy machine
+    # several deltas may arrive in one read, so at least one write a call).
     found = re.search(r"the proxy's own time per chunk .*?, (\d+) writes", out)
     assert found, out
-    assert int(found[1]) >= 27
+    assert int(found[1]) >= 9
     for line in ("held (wall)", "its CPU time", "waiting for a core"):
         assert line in out
 
