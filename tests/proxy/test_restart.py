@@ -121,3 +121,66 @@ def test_a_killed_recorder_is_restarted_and_the_gap_recorded(tmp_path: Path) -> 
     report = verify(store)
     store.close()
     assert report.ok, report.first
+
+
+def test_failed_starts_are_retried_and_counted_in_the_gap(tmp_path: Path) -> None:
+    """While the store cannot be opened, starts fail and are retried with backoff;
+    the gap's account counts them, and the first start that succeeds takes over."""
+    from engine.proxy.process import RecorderProcess  # noqa: PLC0415
+    from engine.proxy.recorder import BODY, CHUNK, END, REQUEST, RESPONSE  # noqa: PLC0415
+    from engine.proxy.routes import ANTHROPIC, Route  # noqa: PLC0415
+
+    db = tmp_path / "p.db"
+    url = f"sqlite:///{db}"
+    recorder = RecorderProcess(url)
+    recorder.start()
+    request = (b'{"model": "m", "max_tokens": 5, '
+               b'"messages": [{"role": "user", "content": "x"}]}')
+    answer = (b'{"id": "m1", "type": "message", "role": "assistant", "model": "m", '
+              b'"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", '
+              b'"stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}}')
+
+    def call(call_id: int) -> None:
+        recorder.put((REQUEST, call_id, Route(ANTHROPIC), "POST", "/v1/messages", "", {}))
+        recorder.put((BODY, call_id, request))
+        recorder.put((RESPONSE, call_id, 200, {"content-type": "application/json"}))
+        recorder.put((CHUNK, call_id, answer))
+        recorder.put((END, call_id, None))
+
+    try:
+        call(1)
+        assert recorder.sync(60)
+        pid = recorder.pid
+        assert pid is not None
+        for name in ("p.db", "p.db-wal", "p.db-shm"):
+            (tmp_path / name).unlink(missing_ok=True)
+        db.mkdir()  # the store cannot be opened now
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        call_id = 2
+        while not recorder._gap or not recorder._gap.restarts:  # a start failed
+            assert time.monotonic() < deadline, "no start was tried"
+            call(call_id)  # the first of them finds the recorder dead
+            call_id += 1
+            time.sleep(0.05)
+        db.rmdir()  # the next start succeeds
+        deadline = time.monotonic() + 90
+        while not recorder.gaps:
+            assert time.monotonic() < deadline, "no recorder took over"
+            call(call_id)
+            call_id += 1
+            time.sleep(0.05)
+        assert recorder.sync(60)
+    finally:
+        recorder.stop()
+    [gap] = recorder.gaps
+    assert gap["failed_starts"] >= 1
+    assert gap["unrecorded_calls"] >= 1
+    store = open_store(url, create=False)
+    try:
+        notes = [e.text for s in store.sessions() for e in store.read(s.id)
+                 if isinstance(e, ev.TranscriptNoted)]
+    finally:
+        store.close()
+    assert len(notes) == 1
+    assert f"{gap['unrecorded_calls']} call(s) that started in between" in notes[0]
