@@ -101,12 +101,14 @@ def unframe(buffer: bytearray) -> Iterator[tuple[Any, ...]]:
 class _Child:
     """One recorder process and the two pipes to it."""
 
-    def __init__(self, store_url: str, key_file: str | None) -> None:
+    def __init__(self, store_url: str, key_file: str | None, *, daemon: bool = False
+                 ) -> None:
         ctx = multiprocessing.get_context("spawn")  # no inherited threads or sockets
         jobs_out, self.jobs = ctx.Pipe(duplex=False)  # (child's end, ours)
         self.acks, acks_out = ctx.Pipe(duplex=False)
         self.process = ctx.Process(target=_child, name="convlog-proxy-recorder",
-                                   args=(store_url, key_file, jobs_out, acks_out))
+                                   args=(store_url, key_file, jobs_out, acks_out),
+                                   daemon=daemon)
         self.fd = self.jobs.fileno()
         self.process.start()
         jobs_out.close()  # the child's end: the child alone holds it now
@@ -157,6 +159,7 @@ class RecorderProcess:
         self._gap: _Gap | None = None
         self._fresh: _Child | None = None  # a restarted recorder, not yet taken over
         self._stopping = threading.Event()
+        self._restarter: threading.Thread | None = None
         self.gaps: list[dict[str, Any]] = []  # each gap's account (the log's too)
 
     def start(self, timeout: float = 60.0) -> None:
@@ -282,8 +285,9 @@ class RecorderProcess:
         self._gap = _Gap(len(self._open))
         self._open.clear()
         dead = self._child
-        threading.Thread(target=self._restart, args=(dead,), daemon=True,
-                         name="convlog-proxy-restart").start()
+        self._restarter = threading.Thread(target=self._restart, args=(dead,), daemon=True,
+                                           name="convlog-proxy-restart")
+        self._restarter.start()
 
     def _restart(self, dead: _Child | None) -> None:
         """Start a new recorder (off the forwarder's thread: it waits, with backoff);
@@ -295,7 +299,9 @@ class RecorderProcess:
                     dead.end(0)
                 dead = None
             try:
-                child = _Child(self.store_url, self.key_file)
+                # Daemonic: one still starting when the proxy exits is ended with
+                # it (stop() ends the one it hands over, as the first).
+                child = _Child(self.store_url, self.key_file, daemon=True)
                 child.ready(60.0)
             except Exception as exc:  # the store is down, say: try again later
                 if self._gap is not None:
@@ -331,6 +337,8 @@ class RecorderProcess:
 
     def stop(self, timeout: float = 30.0) -> None:
         self._stopping.set()
+        if self._restarter is not None:  # a start under way ends what it started
+            self._restarter.join(min(timeout, 5.0))
         child, self._child = self._child, None
         if child is not None:
             if child.process.is_alive() and not self._broken:
