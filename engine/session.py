@@ -132,7 +132,7 @@ class Session:
         if not is_uuid(sid):
             raise PartValidationError("BR-04", f"session id {sid!r} is not a UUID")
         self.store.create_session(sid, created=self._clock(), parent=self.id, fork_seq=at)
-        return Session.open(self.store, sid, clock=self._clock)
+        return type(self).open(self.store, sid, clock=self._clock)  # a subclass forks its own
 
     # ------------------------------------------------------------------ state
 

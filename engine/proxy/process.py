@@ -23,9 +23,18 @@ proxy stopped``) and exits: nothing the forwarder handed over is lost. If the
 recorder dies (``kill -9`` of the child), what it had recorded but not
 committed (at most one window: the chunks of the last ``COMMIT_WINDOW``) and
 what was still in the pipe are lost; everything committed before stays and
-the log verifies. The forwarder's next write fails, it logs
-``proxy.recorder_lost`` and forwards on, unrecorded: the client's traffic is
-never affected.
+the log verifies. The forwarder's next write fails: it logs
+``proxy.recorder_lost`` (an error), forwards on unrecorded (the client's traffic
+is never affected) and starts a new recorder, from a thread of its own, after
+:data:`RESTART_BACKOFF` seconds (doubled after each failed start, up to
+:data:`RESTART_BACKOFF_MAX`). Until the new one takes over, nothing is recorded:
+that is a gap, and the record says so. The first job the new recorder gets is
+the gap's account, which it writes as a ``transcript.noted`` line in the
+proxy's *recording gaps* session (:data:`~engine.proxy.recorder.GAPS_TITLE`),
+and the forwarder logs it as ``proxy.recording_gap`` (an error): when the
+recorder died and when the new one took over, how many calls started in between
+(forwarded, not recorded) and how many were in flight at its death (recorded up
+to its last commit, their answers left open).
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ import pickle
 import select
 import signal
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -47,7 +57,7 @@ from typing import Any
 from engine.errors import StoreError
 from engine.logging import get_logger
 from engine.proxy.quiet import background_priority
-from engine.proxy.recorder import CHUNK, END, STOP, SYNC, Recorder
+from engine.proxy.recorder import CHUNK, END, GAP, REQUEST, STOP, SYNC, Recorder
 
 _READY = "ready"
 _FRAME = struct.Struct(">BII")  # kind, call id, payload length
@@ -57,6 +67,10 @@ _PIPE_SIZE = 1 << 20  # the most an unprivileged process may ask for
 # streamed answer's events wait, in memory, to be committed.
 COMMIT_WINDOW = 0.02
 _DRAIN_READS = 8
+# How long after a recorder's death the next one is started (seconds), and the
+# most that wait grows to while starts keep failing (a store that is down).
+RESTART_BACKOFF = 0.2
+RESTART_BACKOFF_MAX = 30.0
 
 log = get_logger("convlog.proxy")
 
@@ -84,43 +98,117 @@ def unframe(buffer: bytearray) -> Iterator[tuple[Any, ...]]:
     del buffer[:at]
 
 
+class _Child:
+    """One recorder process and the two pipes to it."""
+
+    def __init__(self, store_url: str, key_file: str | None, *, daemon: bool = False
+                 ) -> None:
+        ctx = multiprocessing.get_context("spawn")  # no inherited threads or sockets
+        jobs_out, self.jobs = ctx.Pipe(duplex=False)  # (child's end, ours)
+        self.acks, acks_out = ctx.Pipe(duplex=False)
+        self.process = ctx.Process(target=_child, name="convlog-proxy-recorder",
+                                   args=(store_url, key_file, jobs_out, acks_out),
+                                   daemon=daemon)
+        self.fd = self.jobs.fileno()
+        self.process.start()
+        jobs_out.close()  # the child's end: the child alone holds it now
+        acks_out.close()
+        with contextlib.suppress(OSError):  # a bigger pipe: fewer waits in memory
+            fcntl.fcntl(self.fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
+        os.set_blocking(self.fd, False)
+
+    def ready(self, timeout: float) -> None:
+        answer = self.acks.recv() if self.acks.poll(timeout) else "no answer"
+        if answer != _READY:
+            self.end(10)
+            raise StoreError(str(answer))
+
+    def end(self, timeout: float) -> None:
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(10)
+        self.jobs.close()
+        self.acks.close()
+
+
+class _Gap:
+    """What went unrecorded while no recorder ran."""
+
+    def __init__(self, in_flight: int) -> None:
+        self.since = time.time()
+        self.in_flight = in_flight  # calls the dead recorder had not seen end
+        self.unrecorded = 0  # calls that started during the gap
+        self.restarts = 0  # failed starts
+
+
 class RecorderProcess:
     """The :class:`Recorder` API (``start``, ``put``, ``sync``, ``stop``) over a child
-    process."""
+    process, started again when it dies."""
 
     def __init__(self, store_url: str, *, key_file: str | None = None) -> None:
-        ctx = multiprocessing.get_context("spawn")  # no inherited threads or sockets
-        self._jobs_out, self._jobs_in = ctx.Pipe(duplex=False)  # (child's end, ours)
-        self._acks_in, self._acks_out = ctx.Pipe(duplex=False)
-        self._process = ctx.Process(target=_child, name="convlog-proxy-recorder",
-                                    args=(store_url, key_file, self._jobs_out,
-                                          self._acks_out))
-        self._fd = self._jobs_in.fileno()
+        self.store_url = store_url
+        self.key_file = key_file
+        self._child: _Child | None = None
+        self._fd = -1
         self._backlog: list[memoryview] = []
         self._waiting_loop: asyncio.AbstractEventLoop | None = None
         self._broken = False
         self._tokens = itertools.count(1)
+        self._open: set[int] = set()  # calls handed over and not ended
+        self._gap: _Gap | None = None
+        self._fresh: _Child | None = None  # a restarted recorder, not yet taken over
+        self._stopping = threading.Event()
+        self._restarter: threading.Thread | None = None
+        self.gaps: list[dict[str, Any]] = []  # each gap's account (the log's too)
 
     def start(self, timeout: float = 60.0) -> None:
-        self._process.start()
-        self._jobs_out.close()  # the child's end: the child alone holds it now
-        self._acks_out.close()
-        with contextlib.suppress(OSError):  # a bigger pipe: fewer waits in memory
-            fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
-        os.set_blocking(self._fd, False)
-        answer = self._acks_in.recv() if self._acks_in.poll(timeout) else "no answer"
-        if answer != _READY:
-            self._process.join(10)
-            raise StoreError(str(answer))
+        child = _Child(self.store_url, self.key_file)
+        child.ready(timeout)
+        self._adopt(child)
+
+    def _adopt(self, child: _Child) -> None:
+        if self._waiting_loop is not None:  # still watching the dead one's pipe
+            with contextlib.suppress(RuntimeError, OSError, ValueError):
+                self._waiting_loop.remove_writer(self._fd)
+            self._waiting_loop = None
+        self._child, self._fd = child, child.fd
+        self._backlog.clear()
+        self._broken = False
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid
+        return self._child.process.pid if self._child is not None else None
 
     # ------------------------------------------------------------------ handing over
 
     def put(self, job: tuple[Any, ...]) -> None:
+        op = job[0]
+        if op == REQUEST:
+            self._open.add(job[1])
+        elif op == END:
+            self._open.discard(job[1])
+        if self._broken and not self._take_over(op):
+            return  # a gap: forwarded, not recorded
         self._write(memoryview(frame(job)))
+
+    def _take_over(self, op: int) -> bool:
+        """In a gap: let a restarted recorder take over (the gap's account first).
+        False while none is ready (the job is not recorded)."""
+        fresh, gap = self._fresh, self._gap
+        if fresh is None or gap is None:
+            if gap is not None and op == REQUEST:
+                gap.unrecorded += 1
+            return False
+        self._fresh, self._gap = None, None
+        self._adopt(fresh)
+        account = {"since": _iso(gap.since), "until": _iso(time.time()),
+                   "unrecorded_calls": gap.unrecorded, "cut_calls": gap.in_flight,
+                   "failed_starts": gap.restarts}
+        self.gaps.append(account)
+        log.error("proxy.recording_gap", **account)
+        self._write(memoryview(frame((GAP, 0, account))))
+        return True
 
     def _write(self, data: memoryview) -> None:
         if self._broken:
@@ -183,37 +271,88 @@ class RecorderProcess:
             self._write_backlog()
 
     def _lost(self, exc: OSError) -> None:
+        if self._broken:
+            return
         self._broken = True
         self._backlog.clear()
-        # An error, not a warning: nothing more is recorded, and the default log
-        # level (error) must show it.
+        # An error, not a warning: nothing is recorded until a new recorder runs,
+        # and the default log level (error) must show it.
         log.error("proxy.recorder_lost", error=repr(exc)[:500])
+        if self._stopping.is_set():
+            return
+        # The calls in flight: the new recorder never hears of them (their later
+        # jobs name calls it does not know, and it ignores them).
+        self._gap = _Gap(len(self._open))
+        self._open.clear()
+        dead = self._child
+        self._restarter = threading.Thread(target=self._restart, args=(dead,), daemon=True,
+                                           name="convlog-proxy-restart")
+        self._restarter.start()
+
+    def _restart(self, dead: _Child | None) -> None:
+        """Start a new recorder (off the forwarder's thread: it waits, with backoff);
+        the forwarder's next job hands it over (:meth:`_take_over`)."""
+        backoff = RESTART_BACKOFF
+        while not self._stopping.wait(backoff):
+            if dead is not None:  # reaped (its pipes closed) once the forwarder let go
+                with contextlib.suppress(OSError):
+                    dead.end(0)
+                dead = None
+            try:
+                # Daemonic: one still starting when the proxy exits is ended with
+                # it (stop() ends the one it hands over, as the first).
+                child = _Child(self.store_url, self.key_file, daemon=True)
+                child.ready(60.0)
+            except Exception as exc:  # the store is down, say: try again later
+                if self._gap is not None:
+                    self._gap.restarts += 1
+                log.error("proxy.recorder_restart_failed", error=repr(exc)[:500],
+                          retry_in=min(backoff * 2, RESTART_BACKOFF_MAX))
+                backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
+                continue
+            if self._stopping.is_set():
+                child.end(0)
+                return
+            log.info("proxy.recorder_restarted", pid=child.process.pid)
+            self._fresh = child
+            return
 
     # ------------------------------------------------------------------ shutdown
 
     def sync(self, timeout: float = 30.0) -> bool:
-        """Wait until everything handed over so far is recorded."""
+        """Wait until everything handed over so far is recorded (False in a gap)."""
         token = next(self._tokens)
         self.put((SYNC, 0, token))
         self._flush_blocking(timeout)
+        if self._broken or self._child is None:
+            return False
+        acks = self._child.acks
         try:
-            while self._acks_in.poll(timeout):
-                if self._acks_in.recv() == token:
+            while acks.poll(timeout):
+                if acks.recv() == token:
                     return True
         except (EOFError, OSError):
             pass
         return False
 
     def stop(self, timeout: float = 30.0) -> None:
-        if self._process.is_alive():
-            self.put((STOP, 0))
-            self._flush_blocking(timeout)
-            self._process.join(timeout)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join(10)
-        self._jobs_in.close()
-        self._acks_in.close()
+        self._stopping.set()
+        if self._restarter is not None:  # a start under way ends what it started
+            self._restarter.join(min(timeout, 5.0))
+        child, self._child = self._child, None
+        if child is not None:
+            if child.process.is_alive() and not self._broken:
+                self.put((STOP, 0))
+                self._flush_blocking(timeout)
+            child.end(timeout)
+        fresh, self._fresh = self._fresh, None
+        if fresh is not None:  # restarted, never taken over
+            fresh.end(0)
+
+
+def _iso(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + \
+        f".{int(seconds * 1000) % 1000:03d}Z"
 
 
 def _child(store_url: str, key_file: str | None, jobs: Any, acks: Any) -> None:

@@ -49,10 +49,11 @@ from engine.proxy import context as ctx
 from engine.proxy.conversation import Entry, conversation, entries, extends, system_text
 from engine.proxy.decode import decoder
 from engine.proxy.errors import message_error
+from engine.proxy.grouping import GroupedSession, open_grouped
 from engine.proxy.routes import ANTHROPIC, CHAT, GEMINI, RESPONSES, Route
 from engine.proxy.sse import SSEParser
 from engine.proxy.whole import stream_events, tool_results
-from engine.session import PartRef, Session
+from engine.session import PartRef
 from engine.store import Store, open_store
 
 JSON = dict[str, Any]
@@ -65,8 +66,12 @@ PROVIDER_IDS = {ANTHROPIC: "anthropic", RESPONSES: "openai", CHAT: "openai", GEM
 # a group is normally committed long before, at the end of its burst).
 GROUP_LIMIT = 4096
 
-# Queue operations (tuples: (op, call id, ...)).
-REQUEST, BODY, RESPONSE, CHUNK, END, SYNC, STOP = range(7)
+# Queue operations (tuples: (op, call id, ...)). GAP: (GAP, 0, account) -- what
+# went unrecorded while no recorder ran (engine.proxy.process restarts a dead one).
+REQUEST, BODY, RESPONSE, CHUNK, END, SYNC, STOP, GAP = range(8)
+# The session holding one note per recording gap, and its title.
+GAPS_KEY = "convlog-proxy:recording-gaps"
+GAPS_TITLE = "convlog proxy: recording gaps"
 
 # Client headers that name a session, and the one naming its parent (subagents).
 _SESSION_HEADERS = (
@@ -124,7 +129,7 @@ class CallRecord:
 class Branch:
     """One convlog session the proxy writes calls into."""
 
-    session: Session
+    session: GroupedSession
     calls: list[CallRecord] = attrs.Factory(list)
 
 
@@ -223,12 +228,18 @@ class Recorder:
         """Commit the events recorded but not yet committed, as one append (never
         raises: a failure is recorded as the call's, as any other)."""
         live, self._uncommitted = self._uncommitted, None
-        if live is None or live.broken or live.ingest is None:
+        if live is None:
             return
         try:
-            live.ingest.flush()
+            if not live.broken and live.ingest is not None:
+                live.ingest.flush()  # into the session's group
+            if live.branch is not None:
+                live.branch.session.commit()
         except Exception as exc:
-            self._failed(live, exc)
+            if live.broken:  # its failure was recorded already: the log line is all
+                log.error("proxy.record_failed", call=live.id, error=repr(exc)[:500])
+            else:
+                self._failed(live, exc)
 
     def _run(self) -> None:
         try:
@@ -260,8 +271,11 @@ class Recorder:
     def _handle(self, job: tuple[Any, ...]) -> None:
         op, call_id = job[0], job[1]
         waiting = self._uncommitted
-        if waiting is not None and (op != CHUNK or waiting.id != call_id):
+        if waiting is not None and (waiting.id != call_id or op not in (CHUNK, END)):
             self.commit()  # what came first is committed first
+        if op == GAP:
+            self._note_gap(job[2])
+            return
         if op == REQUEST:
             self._live[call_id] = Live(call_id, *job[2:])
             return
@@ -288,12 +302,42 @@ class Recorder:
             self._end_call(live)
         except Exception as exc:
             self._failed(live, exc)
+        if live.branch is not None and (live.branch.session.waiting
+                                        or self._uncommitted is live):
+            self._uncommitted = live  # its events wait for the group's commit
+
+    def _note_gap(self, account: JSON) -> None:
+        """One ``transcript.noted`` line in the recording-gaps session: the calls the
+        proxy forwarded while no recorder ran are not in the log, and it says so."""
+        text = (f"recording gap: the recorder stopped at {account.get('since')} and a "
+                f"new one took over at {account.get('until')}; "
+                f"{account.get('unrecorded_calls', 0)} call(s) that started in between "
+                "were forwarded but not recorded; "
+                f"{account.get('cut_calls', 0)} call(s) in flight when it stopped are "
+                "recorded only up to its last commit (their answers left open)")
+        try:
+            session = self._new_session(GAPS_KEY, None)
+            if session.version == 0:
+                session.record([ev.ConversationCreated(conversation_id=session.id),
+                                ev.SessionTitled(title=GAPS_TITLE, source="convlog proxy")])
+            session.record([ev.TranscriptNoted(text=text)])
+            session.commit()
+        except Exception as exc:  # the store is down: the log line is all there is
+            self.failures.append(f"recording gap not noted: {exc!r}"[:1000])
+            log.error("proxy.record_failed", gap=account, error=repr(exc)[:500])
 
     def _failed(self, live: Live, exc: Exception) -> None:
         live.broken = True
         reason = f"recording failed: {type(exc).__name__}: {exc}"[:1000]
         self.failures.append(reason)
         log.warning("proxy.record_failed", call=live.id, path=live.path, error=reason)
+        if self._uncommitted is live:
+            self._uncommitted = None
+        try:
+            if live.branch is not None:
+                live.branch.session.commit()  # what waits first, as it came
+        except Exception as again:
+            log.warning("proxy.record_failed", call=live.id, error=repr(again)[:500])
         try:
             ingest = live.ingest
             if ingest is not None:
@@ -301,6 +345,8 @@ class Recorder:
                     ingest.fail(reason)
             elif live.branch is not None:
                 self._error_message(live, live.status or 0, reason, kind="unknown")
+            if live.branch is not None:
+                live.branch.session.commit()  # the failure's record, now
         except Exception as again:  # the store is down: the log line is all there is
             log.warning("proxy.record_failed", call=live.id, error=repr(again)[:500])
         finally:
@@ -431,7 +477,7 @@ class Recorder:
             batch.append(ev.TextAdded(message_id=message_id, part_id=pid, text=text))
             batch.append(ev.PartEnded(message_id=message_id, part_id=pid))
         batch.append(ev.MessageCompleted(message_id=message_id))
-        start = session.version
+        start = session.version  # counting what waits for the group's commit
         session.record(batch)
         call = CallRecord(message_id, body, len(items), _hashes(normalized), start,
                           session.version)
@@ -500,40 +546,46 @@ class Recorder:
         """A new branch: ``origin``'s session forked at seq ``at``, holding its first
         ``keep`` calls."""
         session = origin.session.fork(at)
+        assert isinstance(session, GroupedSession)
         forked = Branch(session, [attrs.evolve(c) for c in origin.calls[:keep]])
         branches.append(forked)
         return forked
 
-    def _new_session(self, key: str | None, parent: str | None) -> Session:
+    def _new_session(self, key: str | None, parent: str | None) -> GroupedSession:
         assert self.store is not None
         sid = stable_uuid(0, "convlog-proxy", key) if key is not None else uuid7()
         if key is not None and any(s.id == sid for s in self.store.sessions()):
-            return Session.open(self.store, sid)  # the proxy restarted
+            return open_grouped(self.store, sid)  # the proxy restarted
         self.store.create_session(sid, created=_now(), parent=parent)
-        return Session.open(self.store, sid)
+        return open_grouped(self.store, sid)
 
     # ------------------------------------------------------------------ settling
 
-    def _settle(self, session: Session, pending: Pending,
+    def _settle(self, session: GroupedSession, pending: Pending,
                 results: dict[str, tuple[str, bool]]) -> None:
-        """The next request carries the results of the previous answer's tool calls."""
-        for call_id, ref in pending.calls.items():
+        """The next request carries the results of the previous answer's tool calls:
+        recorded with the call's context, in the same group."""
+        batch: list[ev.Event] = []
+        for call_id, (mid, pid) in pending.calls.items():
             found = results.get(call_id)
             if found is None:
-                session.fail_tool(ref, "the client sent no result for this call",
-                                  kind="cancelled")
+                batch.append(ev.ToolFailed(message_id=mid, part_id=pid, kind="cancelled",
+                                           error="the client sent no result for this call"))
                 continue
             output, is_error = found
-            session.start_tool(ref)
+            batch.append(ev.ToolStarted(message_id=mid, part_id=pid))
             if is_error:
-                session.fail_tool(ref, output or "error")
+                batch.append(ev.ToolFailed(message_id=mid, part_id=pid,
+                                           error=output or "error"))
             else:
-                session.complete_tool(ref, output or "(no output)",
-                                      metadata=None if output else {"empty": True})
+                batch.append(ev.ToolCompleted(message_id=mid, part_id=pid,
+                                              output=output or "(no output)",
+                                              metadata=None if output else {"empty": True}))
         # As StreamIngest.complete records it (cost included), so both read the same.
-        session.record([ev.MessageCompleted(message_id=pending.message_id, cost=0.0,
-                                            tokens=pending.tokens, finish=pending.finish,
-                                            metadata=pending.metadata)])
+        batch.append(ev.MessageCompleted(message_id=pending.message_id, cost=0.0,
+                                         tokens=pending.tokens, finish=pending.finish,
+                                         metadata=pending.metadata))
+        session.record(batch)
 
     def _error_message(self, live: Live, status: int, body: str, *,
                        kind: str | None = None) -> None:

@@ -11,7 +11,9 @@ dropped without a query, and a subscriber of one session ignores commits of
 other sessions. Without any notification (a dropped listener connection, a
 server that discards them), the subscriber still re-reads every ``poll``
 seconds; a broken listener is reopened (LISTEN before the next read, so nothing
-committed in between is missed).
+committed in between is missed). Closing the store ends its subscriptions,
+whatever thread they run on: a waiting one within :data:`CLOSED_CHECK` seconds,
+a reading one at its next read (the closed connection's error ends it cleanly).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any, NamedTuple
 import psycopg
 
 CHANNEL = "convlog"
+# The longest a waiting subscriber takes to see that its store was closed (seconds).
+CLOSED_CHECK = 0.5
 
 
 class Announcement(NamedTuple):
@@ -62,8 +66,10 @@ def wakes(note: Announcement | None, after: int, sid: int | None) -> bool:
 class Listener:
     """One LISTEN connection of one subscription (not shared between threads)."""
 
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]]) -> None:
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], *,
+                 closed: Callable[[], bool] = lambda: False) -> None:
         self._connect = connect
+        self._closed = closed  # the store's: a closed store's subscriber stops waiting
         self._conn: psycopg.Connection[Any] | None = None
         self.reopened = 0  # how often the connection was replaced (for the tests)
         self._open()
@@ -91,8 +97,10 @@ class Listener:
             if self._conn is None:
                 self._open()
             assert self._conn is not None
-            while (left := deadline - time.monotonic()) > 0:
-                notes = list(self._conn.notifies(timeout=left, stop_after=1))
+            while (left := deadline - time.monotonic()) > 0 and not self._closed():
+                # In slices: a store closed by another thread is seen within one.
+                notes = list(self._conn.notifies(timeout=min(left, CLOSED_CHECK),
+                                                 stop_after=1))
                 if any(wakes(parse(n.payload), after, sid) for n in notes):
                     list(self._conn.notifies(timeout=0))  # drain: one read covers them
                     return
@@ -101,6 +109,8 @@ class Listener:
             # the timeout), and let the caller read by position now.
             with contextlib.suppress(psycopg.Error):
                 self.close()
+            if self._closed():
+                return
             self.reopened += 1
             with contextlib.suppress(psycopg.Error):
                 self._open()

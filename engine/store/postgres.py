@@ -450,6 +450,7 @@ class PostgresRecorder(SQLRecorder):
         self.url, self.chain, self.codec = url, chain, codec
         self.dsn = dsn
         self._lock = threading.RLock()
+        self.closed = False  # set by close(): a subscription on another thread ends
         self._write_lock = _RowLockTx(self)
         self._flushes = durability != BATCHED
         self._stale_schema = False  # schema 3: the first write raises it (_current_schema)
@@ -556,6 +557,7 @@ class PostgresRecorder(SQLRecorder):
                                           "WHERE qid > placed)")
 
     def close(self) -> None:
+        self.closed = True  # first: a subscription's next look ends it
         with self._lock:
             self._db.close()
 
@@ -781,12 +783,22 @@ class PostgresRecorder(SQLRecorder):
         """:meth:`PostgresStore.subscribe`: the backlog, then what NOTIFY announces."""
         sid = None if session_id is None else self._sid(session_id)
         # LISTEN before the backlog is read: no commit falls between the two.
-        listener = Listener(lambda: connect(self.dsn))
+        listener = Listener(lambda: connect(self.dsn), closed=lambda: self.closed)
+
+        def ended() -> bool:  # asked for, or the store closed under the subscription
+            return self.closed or (stop is not None and stop())
+
         try:
             yield from follow(
                 lambda last: self._read_pages(last, sid),
                 lambda last, seconds: listener.wait(last, sid, seconds),
-                after=after, idle_timeout=idle_timeout, poll=poll, stop=stop)
+                after=after, idle_timeout=idle_timeout, poll=poll, stop=ended)
+        except psycopg.Error:
+            # The store was closed (by another thread) while a read was under way:
+            # the subscription ends, as a stop() would end it. Any other failure is
+            # the caller's to see.
+            if not self.closed:
+                raise
         finally:
             listener.close()
 

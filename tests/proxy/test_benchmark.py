@@ -4,6 +4,7 @@ asserted): both sides called alike, every call and chunk counted."""
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -34,6 +35,14 @@ def test_the_benchmark_runs_and_counts_every_call() -> None:
     assert "24 proxied chunks" in out
     assert "time to first byte paired P-D p99" in out
     assert "D-D p99" in out
+    # The forwarder's own time per chunk, stamped inside it: each write of what one
+    # upstream read brought (1 warm-up and 2 x 4 proxied calls; on a busy machine
+    # several deltas may arrive in one read, so at least one write a call).
+    found = re.search(r"the proxy's own time per chunk .*?, (\d+) writes", out)
+    assert found, out
+    assert int(found[1]) >= 9
+    for line in ("held (wall)", "its CPU time", "waiting for a core"):
+        assert line in out
 
 
 def test_pairs_set_each_proxied_call_against_its_direct_neighbour() -> None:

@@ -123,10 +123,14 @@ def test_kill_9_of_the_recorder_mid_burst(tmp_path: Path) -> None:
     after = _deltas(url)
     assert sum(isinstance(e, ev.TextDelta) for e in acknowledged) >= 20
     assert after[:len(acknowledged)] == acknowledged  # nothing committed was lost
-    recorded = "".join(e.delta for e in after if isinstance(e, ev.TextDelta))
+    # (The next call is recorded or not, as a new recorder took over before it or
+    # not: tests/proxy/test_restart.py holds the gap's account to the log.)
+    answer = next(e.message_id for e in after
+                  if isinstance(e, ev.MessageStarted) and e.role == "assistant")
+    recorded = "".join(e.delta for e in after
+                       if isinstance(e, ev.TextDelta) and e.message_id == answer)
     assert text.startswith(recorded)  # no event reordered, none dropped in between
     assert len(recorded) < len(text)  # the kill did cost the rest of the answer
-    assert not any(isinstance(e, ev.TextDelta) and "recorder" in e.delta for e in after)
     store = open_store(url, create=False)
     report = verify(store)
     store.close()

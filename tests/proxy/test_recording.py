@@ -66,9 +66,9 @@ class _FailingStore(MemoryStore):
 
 def test_a_failing_store_never_breaks_the_client(tmp_path: Path) -> None:
     chunks = sse(scripts.anthropic_text("the client gets every word of this"))
-    # The call's context is written; the answer's events (committed in groups, so
-    # perhaps in one append) are refused.
-    store = _FailingStore(ok=1)
+    # Every append is refused (the call's context and answer are committed in
+    # groups, so perhaps the whole call in one append).
+    store = _FailingStore(ok=0)
     recorder = SettlingRecorder("memory://", store=store)
     recorder.start()
     try:
