@@ -40,7 +40,9 @@ def _apply(level: str, json: bool) -> None:
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[level.upper()]
         ),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # resolved per logger, not now: a stderr captured or redirected at
+        # configure time may be closed by the time a later thread logs
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
 
