@@ -14,9 +14,12 @@ importer's stable ids).
 
 from __future__ import annotations
 
+from collections import Counter
+
 import msgspec
 
 from engine import events as ev
+from engine.collector import collector_paused
 from engine.errors import ConvlogError, UnknownSession
 from engine.events import DEFAULT_ACTOR, SCHEMA_VERSION, Event
 from engine.importers.base import ImportInputError, Plan, PlannedSession, SessionSummary
@@ -27,6 +30,7 @@ from engine.store.base import Store, admitted
 from engine.store.door import admit, admit_all
 
 
+@collector_paused()  # builds only: see engine.collector
 def write_plan(store: Store, plan: Plan) -> None:
     """Check ``plan``, then append it to ``store``; fills the report. Nothing is
     written before the check passes. (A JSON number past 64 bits in a free-form
@@ -212,10 +216,11 @@ def _is_new(store: Store, session_id: str) -> bool:
 def _count(plan: Plan, planned: PlannedSession, written: int) -> None:
     plan.report.written += written
     plan.report.existing += len(planned.events) - written
+    kinds = Counter(map(type, planned.events))  # one pass, then a sum over a few types
     plan.report.sessions.append(SessionSummary(
         id=planned.id, kind=planned.kind, events=len(planned.events),
-        messages=sum(isinstance(e, ev.MessageStarted) for e in planned.events),
-        tools=sum(isinstance(e, ev.ToolAdded) for e in planned.events),
+        messages=sum(n for t, n in kinds.items() if issubclass(t, ev.MessageStarted)),
+        tools=sum(n for t, n in kinds.items() if issubclass(t, ev.ToolAdded)),
         parent=planned.parent, fork_seq=planned.fork_seq, title=planned.title))
 
 
