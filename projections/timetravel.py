@@ -31,6 +31,7 @@ from projections import views as v
 from projections.bulk import collector_paused, read_bulk
 from projections.restore_cache import RestoreCache
 from projections.snapshot_codec import StaleChunk, decode_chunk, encode_chunk, is_chunk
+from projections.text import PREVIEW_FINGERPRINT, render_message
 from projections.withparts import FrozenState, WithPartsProjection, decode_message
 
 DEFAULT_EVERY = 1000
@@ -77,8 +78,39 @@ def _pack(data: bytes) -> bytes:
     return _MARK + zlib.compress(data, 1) if len(data) >= _PACK_FROM else data
 
 
+# A previewed chunk (written since the preview was added; the release before reads
+# one as a damaged chunk, a cache miss): this head, the fingerprint of the renderer
+# (8 bytes), the stored preview's length (4 bytes, big-endian), the preview (its UTF-8
+# text as _pack writes it: UTF-8 never holds the byte 0xc1), then the chunk as _pack
+# writes it. ``convlog show`` prints a restored message's preview without inflating,
+# decoding or building the message (projections.text.render_state).
+_PREVIEWED = b"\xc1\x01"  # (a zlib stream never starts with 0x01)
+_PREVIEW_AT = len(_PREVIEWED) + 8 + 4
+
+
+def _pack_previewed(chunk: bytes, fingerprint: bytes, preview: str) -> bytes:
+    text = _pack(preview.encode())
+    return b"".join((_PREVIEWED, fingerprint, len(text).to_bytes(4, "big"), text,
+                     _pack(chunk)))
+
+
 def _unpack(data: bytes) -> bytes:
+    if data[:2] == _PREVIEWED:
+        data = data[_PREVIEW_AT + int.from_bytes(data[_PREVIEW_AT - 4:_PREVIEW_AT], "big"):]
     return zlib.decompress(memoryview(data)[1:]) if data[:1] == _MARK else data
+
+
+def _preview(data: bytes, fingerprint: bytes) -> str | None:
+    """The preview a previewed chunk holds, if ``fingerprint``'s renderer wrote it."""
+    if data[:2] != _PREVIEWED or data[2:_PREVIEW_AT - 4] != fingerprint:
+        return None
+    end = _PREVIEW_AT + int.from_bytes(data[_PREVIEW_AT - 4:_PREVIEW_AT], "big")
+    if end > len(data):
+        return None
+    try:
+        return _unpack(data[_PREVIEW_AT:end]).decode()
+    except (zlib.error, UnicodeDecodeError):
+        return None
 
 
 class _Index(msgspec.Struct, array_like=True):
@@ -160,7 +192,8 @@ class SnapshotWriter:
             mid = message.info.id
             known = self._written.get(mid)
             if known is None or known[0] is not message:  # views are cached until changed
-                data = _pack(encode_chunk(message))
+                data = _pack_previewed(encode_chunk(message), PREVIEW_FINGERPRINT,
+                                       render_message(message))
                 self.store.put_snapshot(self.session_id, message_snapshot_name(mid), seq, data)
                 known = self._written[mid] = (message, seq, _digest(data))
             refs.append((mid, known[1], known[2]))
@@ -214,6 +247,19 @@ class _ChunkLoader:
         found = self.store.snapshots_at(self.owner, names)
         self.fetched.update({key: found[name] for key, name in zip(wanted, names, strict=True)
                              if name in found})
+
+    def preview(self, fingerprint: bytes, mid: str, version: int, digest: bytes
+                ) -> str | None:
+        """The preview stored beside a prefetched chunk, if ``fingerprint``'s renderer
+        wrote it and the chunk is sound; else None (build the message instead). A
+        fork's renaming is not needed: a preview prints no session id."""
+        body = self.fetched.get((mid, version))
+        if body is None or not digest or _digest(body) != digest:
+            return None
+        text = _preview(body, fingerprint)
+        if text is not None:
+            del self.fetched[(mid, version)]
+        return text
 
     def __call__(self, mid: str, version: int, digest: bytes) -> Any:
         key = (self.owner, mid, version, digest, self.rename)

@@ -591,6 +591,32 @@ class WithPartsProjection:
         with collector_paused():
             return self._build_all()
 
+    def previewed(self, fingerprint: bytes) -> list[v.WithParts | str]:
+        """The messages in order, as :meth:`messages` builds them, except that one
+        still as restored from a stored snapshot is the preview text stored beside its
+        chunk when its loader holds one rendered by ``fingerprint`` (a renderer's: see
+        projections.text.render_state); its views are then never decoded."""
+        msgs = self._msgs
+        pending = [m for m in msgs.values() if type(m) is tuple]
+        if len(pending) > 1 and hasattr(pending[0][0], "prefetch"):
+            pending[0][0].prefetch([ref[1:] for ref in pending])
+        out: list[v.WithParts | str] = []
+        with collector_paused():
+            for mid, m in msgs.items():
+                if type(m) is tuple:
+                    preview = getattr(m[0], "preview", None)
+                    text = None if preview is None else preview(fingerprint, *m[1:])
+                    if text is not None:
+                        out.append(text)
+                        continue
+                    msg = msgs[mid] = _Msg(None, raw=m)  # (same size: safe mid-loop)
+                    out.append(msg.build())
+                elif type(m) is _Msg:
+                    out.append(m.build())
+                else:
+                    out.append(m)  # type: ignore[arg-type]
+        return out
+
     def _build_all(self) -> list[v.WithParts]:
         msgs = self._msgs
         out: list[v.WithParts] = []
