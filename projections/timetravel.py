@@ -78,37 +78,44 @@ def _pack(data: bytes) -> bytes:
     return _MARK + zlib.compress(data, 1) if len(data) >= _PACK_FROM else data
 
 
-# A previewed chunk (written since the preview was added; the release before reads
-# one as a damaged chunk, a cache miss): this head, the fingerprint of the renderer
-# (8 bytes), the stored preview's length (4 bytes, big-endian), the preview (its UTF-8
-# text as _pack writes it: UTF-8 never holds the byte 0xc1), then the chunk as _pack
-# writes it. ``convlog show`` prints a restored message's preview without inflating,
-# decoding or building the message (projections.text.render_state).
-_PREVIEWED = b"\xc1\x01"  # (a zlib stream never starts with 0x01)
-_PREVIEW_AT = len(_PREVIEWED) + 8 + 4
-
-
-def _pack_previewed(chunk: bytes, fingerprint: bytes, preview: str) -> bytes:
-    text = _pack(preview.encode())
-    return b"".join((_PREVIEWED, fingerprint, len(text).to_bytes(4, "big"), text,
-                     _pack(chunk)))
-
-
 def _unpack(data: bytes) -> bytes:
-    if data[:2] == _PREVIEWED:
-        data = data[_PREVIEW_AT + int.from_bytes(data[_PREVIEW_AT - 4:_PREVIEW_AT], "big"):]
     return zlib.decompress(memoryview(data)[1:]) if data[:1] == _MARK else data
 
 
-def _preview(data: bytes, fingerprint: bytes) -> str | None:
-    """The preview a previewed chunk holds, if ``fingerprint``'s renderer wrote it."""
-    if data[:2] != _PREVIEWED or data[2:_PREVIEW_AT - 4] != fingerprint:
+# Beside each message chunk, under its own name at the same version, its preview: the
+# text that ``convlog show`` prints for the message (projections.text.render_message),
+# so a restored state prints without fetching, inflating or decoding its chunks
+# (projections.text.render_state). A preview record is this head, the fingerprint of
+# the renderer (8 bytes), the digest of the rest (8 bytes), then the text's UTF-8 as
+# _pack writes it (UTF-8 never holds the byte 0xc1). The chunks are unchanged, and a
+# release that knows no previews never reads these names.
+_PREVIEW_HEAD = b"\xc1\x02"
+_PREVIEW_AT = len(_PREVIEW_HEAD) + 8 + _DIGEST
+
+
+def _preview_digest(mid: str, version: int, body: bytes | memoryview) -> bytes:
+    # Over the message id and version too: a record is the preview of that message
+    # version only (another message's whole record, swapped in, is a miss).
+    h = hashlib.blake2b(f"{version}/{mid}/".encode(), digest_size=_DIGEST)
+    h.update(body)
+    return h.digest()
+
+
+def _pack_preview(fingerprint: bytes, mid: str, version: int, preview: str) -> bytes:
+    body = _pack(preview.encode())
+    return b"".join((_PREVIEW_HEAD, fingerprint, _preview_digest(mid, version, body), body))
+
+
+def _preview(data: bytes, fingerprint: bytes, mid: str, version: int) -> str | None:
+    """The text of the preview record of message ``mid`` at ``version``, if
+    ``fingerprint``'s renderer wrote it and it is whole; else None (a cache miss)."""
+    if data[:_PREVIEW_AT - _DIGEST] != _PREVIEW_HEAD + fingerprint:
         return None
-    end = _PREVIEW_AT + int.from_bytes(data[_PREVIEW_AT - 4:_PREVIEW_AT], "big")
-    if end > len(data):
+    body = memoryview(data)[_PREVIEW_AT:]
+    if _preview_digest(mid, version, body) != data[_PREVIEW_AT - _DIGEST:_PREVIEW_AT]:
         return None
     try:
-        return _unpack(data[_PREVIEW_AT:end]).decode()
+        return str(zlib.decompress(body[1:]) if body[:1] == _MARK else body, "utf-8")
     except (zlib.error, UnicodeDecodeError):
         return None
 
@@ -168,6 +175,10 @@ def message_snapshot_name(message_id: str) -> str:
     return f"{WithPartsProjection.NAME}.msg/{message_id}"
 
 
+def preview_snapshot_name(message_id: str) -> str:
+    return f"{WithPartsProjection.NAME}.preview/{message_id}"
+
+
 class SnapshotWriter:
     """Writes chunked snapshots of one session's projection into its store.
 
@@ -192,9 +203,11 @@ class SnapshotWriter:
             mid = message.info.id
             known = self._written.get(mid)
             if known is None or known[0] is not message:  # views are cached until changed
-                data = _pack_previewed(encode_chunk(message), PREVIEW_FINGERPRINT,
-                                       render_message(message))
+                data = _pack(encode_chunk(message))
                 self.store.put_snapshot(self.session_id, message_snapshot_name(mid), seq, data)
+                self.store.put_snapshot(self.session_id, preview_snapshot_name(mid), seq,
+                                        _pack_preview(PREVIEW_FINGERPRINT, mid, seq,
+                                                      render_message(message)))
                 known = self._written[mid] = (message, seq, _digest(data))
             refs.append((mid, known[1], known[2]))
         base = self._base
@@ -248,18 +261,21 @@ class _ChunkLoader:
         self.fetched.update({key: found[name] for key, name in zip(wanted, names, strict=True)
                              if name in found})
 
-    def preview(self, fingerprint: bytes, mid: str, version: int, digest: bytes
-                ) -> str | None:
-        """The preview stored beside a prefetched chunk, if ``fingerprint``'s renderer
-        wrote it and the chunk is sound; else None (build the message instead). A
-        fork's renaming is not needed: a preview prints no session id."""
-        body = self.fetched.get((mid, version))
-        if body is None or not digest or _digest(body) != digest:
-            return None
-        text = _preview(body, fingerprint)
-        if text is not None:
-            del self.fetched[(mid, version)]
-        return text
+    def previews(self, fingerprint: bytes, keys: list[tuple[str, int, bytes]]
+                 ) -> dict[str, str]:
+        """The previews stored beside the chunks of ``(message id, version, digest)``,
+        by message id, in one read: those ``fingerprint``'s renderer wrote and that are
+        whole (the rest are misses: build those messages). A fork's renaming is not
+        needed: a preview prints no session id."""
+        names = [(preview_snapshot_name(mid), version) for mid, version, _ in keys]
+        found = self.store.snapshots_at(self.owner, names)
+        out = {}
+        for (mid, version, _), name in zip(keys, names, strict=True):
+            data = found.get(name)
+            text = None if data is None else _preview(data, fingerprint, mid, version)
+            if text is not None:
+                out[mid] = text
+        return out
 
     def __call__(self, mid: str, version: int, digest: bytes) -> Any:
         key = (self.owner, mid, version, digest, self.rename)

@@ -595,17 +595,20 @@ class WithPartsProjection:
         """The messages in order, as :meth:`messages` builds them, except that one
         still as restored from a stored snapshot is the preview text stored beside its
         chunk when its loader holds one rendered by ``fingerprint`` (a renderer's: see
-        projections.text.render_state); its views are then never decoded."""
+        projections.text.render_state); its chunk is then never fetched or decoded."""
         msgs = self._msgs
         pending = [m for m in msgs.values() if type(m) is tuple]
-        if len(pending) > 1 and hasattr(pending[0][0], "prefetch"):
-            pending[0][0].prefetch([ref[1:] for ref in pending])
+        load: Any = pending[0][0] if pending else None
+        texts: dict[str, str] = ({} if not hasattr(load, "previews") else
+                                 load.previews(fingerprint, [ref[1:] for ref in pending]))
+        misses = [ref for ref in pending if ref[1] not in texts]
+        if len(misses) > 1 and hasattr(misses[0][0], "prefetch"):
+            misses[0][0].prefetch([ref[1:] for ref in misses])
         out: list[v.WithParts | str] = []
         with collector_paused():
             for mid, m in msgs.items():
                 if type(m) is tuple:
-                    preview = getattr(m[0], "preview", None)
-                    text = None if preview is None else preview(fingerprint, *m[1:])
+                    text = texts.get(mid)
                     if text is not None:
                         out.append(text)
                         continue

@@ -28,7 +28,7 @@ from engine.store import MemoryStore, SQLiteStore
 from engine.store.base import Store
 from projections import snapshot_codec, text, timetravel
 from projections.text import render_messages, render_state
-from projections.timetravel import INDEX_NAME, at, write_snapshots
+from projections.timetravel import at, write_snapshots
 from projections.withparts import WithPartsProjection
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "snapshots-v3.db"
@@ -94,16 +94,24 @@ def test_a_restored_state_prints_its_messages_without_decoding_them(
     # A fork restores its parent's chunks (renamed): their previews print as well.
     assert render_state(at(store, fork, 1500)) == _replayed_text(store, fork, 1500)
     assert decodes.count == 0
-    # Past the snapshot, only the messages the tail touches are decoded.
+    # Past the snapshot, only the messages the tail touches are fetched and decoded.
+    fetched: list[int] = []
+    real = store.snapshots_at
+
+    def counting(owner: str, names: list[tuple[str, int]]) -> dict[tuple[str, int], bytes]:
+        fetched.append(sum(".msg/" in n for n, _ in names))
+        return real(owner, names)
+
+    monkeypatch.setattr(store, "snapshots_at", counting)
     render_state(at(store, sid, 2520))
     assert 0 < decodes.count < 5
+    assert sum(fetched) == 0  # (a message the tail touched loads alone)
 
 
-def _chunk_rows(path: Path) -> list[tuple[int, str, int, bytes]]:
+def _rows(path: Path, like: str) -> list[tuple[int, str, int, bytes]]:
     with sqlite3.connect(path) as db:
         rows = [(s, n, q, bytes(b)) for s, n, q, b in db.execute(
-            "SELECT sid, name, seq, body FROM snapshots WHERE name != ?",
-            (INDEX_NAME,))]
+            "SELECT sid, name, seq, body FROM snapshots WHERE name LIKE ?", (like,))]
     db.close()
     return rows
 
@@ -115,36 +123,60 @@ def _write_rows(path: Path, rows: list[tuple[int, str, int, bytes]]) -> None:
     db.close()
 
 
-@pytest.mark.parametrize("damage", ["flip", "cut", "length"])
+PREVIEWS = "%.preview/%"
+
+
+@pytest.mark.parametrize("damage", ["flip", "cut", "grown", "head", "swap"])
 def test_a_damaged_preview_is_a_miss_and_show_still_equals_a_replay(
-        tmp_path: Path, damage: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, damage: str) -> None:
     path = tmp_path / "s.db"
     store = SQLiteStore(str(path), synchronous="OFF", durability="batched")
     session = Session.create(store, clock=StepClock(START_MS))
-    Workload(session, seed=9).run(300)
+    Workload(session, seed=9).run(1500)
     store.flush()
-    write_snapshots(store, session.id, every=100)
+    write_snapshots(store, session.id, every=300)
     store.close()
-    rows = _chunk_rows(path)
-    assert rows
-    assert all(b[:2] == timetravel._PREVIEWED for *_, b in rows)
-    damaged = []
+    rows = _rows(path, PREVIEWS)
+    assert len(rows) > 10
     at_ = timetravel._PREVIEW_AT
+    damaged = []
     for s, n, q, b in rows:
-        if damage == "flip":  # inside the preview: the index's digest no longer matches
-            bad = b[:at_] + bytes([b[at_] ^ 0x55]) + b[at_ + 1:]
+        if damage == "flip":  # in the text: its digest no longer matches
+            bad = b[:-1] + bytes([b[-1] ^ 0x55])
         elif damage == "cut":
-            bad = b[:at_ + 2]
-        else:  # a length past the end
-            bad = b[:at_ - 4] + b"\xff\xff\xff\xff" + b[at_:]
+            bad = b[:max(at_, len(b) - 3)]
+        elif damage == "grown":
+            bad = b + b"more"
+        elif damage == "head":
+            bad = b"\xc1\x03" + b[2:]
+        else:  # another message's whole record
+            bad = next(o for _, m, _, o in rows if m != n)
+        assert timetravel._preview(bad, text.PREVIEW_FINGERPRINT, n.split("/", 1)[1], q) is None
+        assert timetravel._preview(b, text.PREVIEW_FINGERPRINT, n.split("/", 1)[1], q)
         damaged.append((s, n, q, bad))
     _write_rows(path, damaged)
     store = SQLiteStore(str(path))
-    for seq in (100, 200, 250, 300):
+    for seq in (300, 600, 750, 1500):
         assert render_state(at(store, session.id, seq)) == _replayed_text(store, session.id, seq)
-        # The preview is never read from a chunk whose digest fails, nor past its end.
-        assert timetravel._preview(damaged[0][3], text.PREVIEW_FINGERPRINT) is None \
-            or damage == "flip"
+    store.close()
+
+
+def test_a_chunk_whose_preview_is_missing_is_built(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = SQLiteStore(str(path), synchronous="OFF", durability="batched")
+    session = Session.create(store, clock=StepClock(START_MS))
+    Workload(session, seed=10).run(1500)
+    store.flush()
+    write_snapshots(store, session.id, every=300)
+    store.close()
+    rows = _rows(path, PREVIEWS)
+    with sqlite3.connect(path) as db:
+        db.executemany("DELETE FROM snapshots WHERE sid = ? AND name = ? AND seq = ?",
+                       [(s, n, q) for s, n, q, _ in rows[::2]])
+    db.close()
+    store = SQLiteStore(str(path))
+    for seq in (600, 1200, 1300):
+        assert render_state(at(store, session.id, seq)) == _replayed_text(store, session.id, seq)
     store.close()
 
 
@@ -203,10 +235,9 @@ def test_the_release_before_s_chunks_still_show(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "snapshots-v3.db"
     shutil.copyfile(FIXTURE, path)
-    rows = _chunk_rows(path)
+    assert _rows(path, "%.msg/%")
+    assert not _rows(path, PREVIEWS)  # the release before wrote no previews
     store = SQLiteStore(str(path))
-    assert rows
-    assert not any(b[:2] == timetravel._PREVIEWED for *_, b in rows)
     sids = [s.id for s in store.sessions()]
     assert len(sids) == 2  # a session and a fork of it
     decodes = _Decodes(monkeypatch)
