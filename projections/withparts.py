@@ -342,6 +342,25 @@ class WithPartsProjection:
             raise
         self.seq = e.seq
 
+    def apply_many(self, events: Iterable[Event]) -> None:
+        """:meth:`apply` of each event in order, in one loop: a session's committed
+        batch (:meth:`Session.subscribe <engine.session.Session.subscribe>`), one
+        call per event less. The same outcome event by event, a failure included
+        (``seq`` is the last event folded)."""
+        if self.__class__ is not WithPartsProjection:  # a subclass may wrap apply
+            for e in events:
+                self(e)
+            return
+        fold = self._fold
+        for e in events:
+            try:
+                fold[type(e)](e)
+            except KeyError:
+                if type(e) not in fold:
+                    raise unhandled(self, e) from None
+                raise
+            self.seq = e.seq
+
     def apply_all(self, events: Iterable[Event | Run]) -> WithPartsProjection:
         """Fold events in order; a :class:`~engine.store.runs.Run` among them folds as
         the deltas it joins (so ``apply_all(store.read_runs(...))`` is a replay)."""
