@@ -146,7 +146,11 @@ class Session:
         return self._lc
 
     def subscribe(self, fn: Subscriber) -> Callable[[], None]:
-        """Call ``fn`` with every event after it is durably appended. Returns an unsubscribe."""
+        """Call ``fn`` with every event after it is durably appended. Returns an unsubscribe.
+
+        A subscriber object with an ``apply_many`` method gets a committed batch of
+        several events through it, in one call (it must do what calling it with each
+        event in order does)."""
         self._subscribers.append(fn)
         return lambda: self._subscribers.remove(fn)
 
@@ -195,6 +199,10 @@ class Session:
             try:
                 if len(accepted) == 1:
                     fn(accepted[0])
+                elif (many := getattr(fn, "apply_many", None)) is not None:
+                    # A fold that takes a whole batch (WithPartsProjection): its own
+                    # loop, one call per event less than a call of each.
+                    many(accepted)
                 else:
                     # A C-level loop: a streamed batch has dozens. An object whose
                     # __call__ is a Python function is called through that function,

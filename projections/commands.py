@@ -17,7 +17,7 @@ from engine.events import MessageStarted, tag_of
 from engine.mailbox_credentials import redacted
 from engine.store import DEFAULT_URL, open_store
 from engine.store.base import Store
-from projections.text import render_event, render_messages
+from projections.text import render_event, render_messages, render_state
 from projections.timetravel import Snapshotter, at, diff
 from projections.withparts import WithPartsProjection
 
@@ -86,7 +86,7 @@ class ShowCommand:
                 print(json.dumps(proj.to_json(), ensure_ascii=False, indent=2))
             else:
                 print(f"session {sid} at seq {seq} of {version}")
-                print(render_messages(proj.messages()))
+                print(render_state(proj))
             return EXIT_OK
         finally:
             store.close()

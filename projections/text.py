@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from types import CodeType
+from typing import TYPE_CHECKING, Any, Final
 
 from engine.codec import to_builtins
 from engine.events import Event, tag_of
 from engine.mailbox_credentials import redacted
+from projections import snapshot_codec
 from projections import views as v
+
+if TYPE_CHECKING:
+    from projections.withparts import WithPartsProjection
 
 _PREVIEW = 72
 
@@ -55,20 +62,55 @@ def render_part(p: v.Part) -> str:
     return p.TAG
 
 
+def render_message(m: v.WithParts) -> str:
+    """One message: its head line, then a line per part."""
+    info = m.info
+    status = "completed" if info.time.completed is not None else "open"
+    extra = ""
+    if isinstance(info, v.AssistantInfo):
+        if info.error is not None:
+            extra = f" error={info.error.kind}"
+        if info.finish:
+            extra += f" finish={info.finish}"
+    return "\n".join([f"{info.role} {info.id} ({status}{extra})",
+                      *[f"  - {render_part(p)}" for p in m.parts]])
+
+
 def render_messages(messages: list[v.WithParts]) -> str:
-    lines: list[str] = []
-    for m in messages:
-        info = m.info
-        status = "completed" if info.time.completed is not None else "open"
-        extra = ""
-        if isinstance(info, v.AssistantInfo):
-            if info.error is not None:
-                extra = f" error={info.error.kind}"
-            if info.finish:
-                extra += f" finish={info.finish}"
-        lines.append(f"{info.role} {info.id} ({status}{extra})")
-        lines += [f"  - {render_part(p)}" for p in m.parts]
-    return "\n".join(lines)
+    return "\n".join(map(render_message, messages))
+
+
+def render_state(projection: WithPartsProjection) -> str:
+    """``render_messages(projection.messages())``, but a message restored from a stored
+    snapshot and untouched since prints the preview stored beside its chunk (written by
+    :func:`render_message`) without its views being decoded or built."""
+    return "\n".join(x if isinstance(x, str) else render_message(x)
+                     for x in projection.previewed(PREVIEW_FINGERPRINT))
+
+
+def _code_digest(code: CodeType, into: Any) -> None:
+    into.update(code.co_code)
+    into.update(repr(code.co_names).encode())
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            _code_digest(const, into)
+        elif isinstance(const, frozenset):  # (its order follows the string hash seed)
+            into.update(repr(sorted(map(repr, const))).encode())
+        else:
+            into.update(repr(const).encode())
+
+
+def _fingerprint() -> bytes:
+    """What a stored preview was rendered by: the bytecode of the functions above
+    (another interpreter's bytecode, or any change to them, makes every stored
+    preview a miss) and the views they read (the chunk format's fingerprint)."""
+    digest = hashlib.blake2b(snapshot_codec.FINGERPRINT, digest_size=8)
+    for fn in (_short, render_part, render_message):
+        _code_digest(fn.__code__, digest)
+    return digest.digest()
+
+
+PREVIEW_FINGERPRINT: Final = _fingerprint()
 
 
 _ENVELOPE = frozenset({"type", "id", "session_id", "seq", "time", "actor", "v"})

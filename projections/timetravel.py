@@ -31,6 +31,7 @@ from projections import views as v
 from projections.bulk import collector_paused, read_bulk
 from projections.restore_cache import RestoreCache
 from projections.snapshot_codec import StaleChunk, decode_chunk, encode_chunk, is_chunk
+from projections.text import PREVIEW_FINGERPRINT, render_message
 from projections.withparts import FrozenState, WithPartsProjection, decode_message
 
 DEFAULT_EVERY = 1000
@@ -79,6 +80,44 @@ def _pack(data: bytes) -> bytes:
 
 def _unpack(data: bytes) -> bytes:
     return zlib.decompress(memoryview(data)[1:]) if data[:1] == _MARK else data
+
+
+# Beside each message chunk, under its own name at the same version, its preview: the
+# text that ``convlog show`` prints for the message (projections.text.render_message),
+# so a restored state prints without fetching, inflating or decoding its chunks
+# (projections.text.render_state). A preview record is this head, the fingerprint of
+# the renderer (8 bytes), the digest of the rest (8 bytes), then the text's UTF-8 as
+# _pack writes it (UTF-8 never holds the byte 0xc1). The chunks are unchanged, and a
+# release that knows no previews never reads these names.
+_PREVIEW_HEAD = b"\xc1\x02"
+_PREVIEW_AT = len(_PREVIEW_HEAD) + 8 + _DIGEST
+
+
+def _preview_digest(mid: str, version: int, body: bytes | memoryview) -> bytes:
+    # Over the message id and version too: a record is the preview of that message
+    # version only (another message's whole record, swapped in, is a miss).
+    h = hashlib.blake2b(f"{version}/{mid}/".encode(), digest_size=_DIGEST)
+    h.update(body)
+    return h.digest()
+
+
+def _pack_preview(fingerprint: bytes, mid: str, version: int, preview: str) -> bytes:
+    body = _pack(preview.encode())
+    return b"".join((_PREVIEW_HEAD, fingerprint, _preview_digest(mid, version, body), body))
+
+
+def _preview(data: bytes, fingerprint: bytes, mid: str, version: int) -> str | None:
+    """The text of the preview record of message ``mid`` at ``version``, if
+    ``fingerprint``'s renderer wrote it and it is whole; else None (a cache miss)."""
+    if data[:_PREVIEW_AT - _DIGEST] != _PREVIEW_HEAD + fingerprint:
+        return None
+    body = memoryview(data)[_PREVIEW_AT:]
+    if _preview_digest(mid, version, body) != data[_PREVIEW_AT - _DIGEST:_PREVIEW_AT]:
+        return None
+    try:
+        return str(zlib.decompress(body[1:]) if body[:1] == _MARK else body, "utf-8")
+    except (zlib.error, UnicodeDecodeError):
+        return None
 
 
 class _Index(msgspec.Struct, array_like=True):
@@ -136,6 +175,10 @@ def message_snapshot_name(message_id: str) -> str:
     return f"{WithPartsProjection.NAME}.msg/{message_id}"
 
 
+def preview_snapshot_name(message_id: str) -> str:
+    return f"{WithPartsProjection.NAME}.preview/{message_id}"
+
+
 class SnapshotWriter:
     """Writes chunked snapshots of one session's projection into its store.
 
@@ -162,6 +205,9 @@ class SnapshotWriter:
             if known is None or known[0] is not message:  # views are cached until changed
                 data = _pack(encode_chunk(message))
                 self.store.put_snapshot(self.session_id, message_snapshot_name(mid), seq, data)
+                self.store.put_snapshot(self.session_id, preview_snapshot_name(mid), seq,
+                                        _pack_preview(PREVIEW_FINGERPRINT, mid, seq,
+                                                      render_message(message)))
                 known = self._written[mid] = (message, seq, _digest(data))
             refs.append((mid, known[1], known[2]))
         base = self._base
@@ -214,6 +260,22 @@ class _ChunkLoader:
         found = self.store.snapshots_at(self.owner, names)
         self.fetched.update({key: found[name] for key, name in zip(wanted, names, strict=True)
                              if name in found})
+
+    def previews(self, fingerprint: bytes, keys: list[tuple[str, int, bytes]]
+                 ) -> dict[str, str]:
+        """The previews stored beside the chunks of ``(message id, version, digest)``,
+        by message id, in one read: those ``fingerprint``'s renderer wrote and that are
+        whole (the rest are misses: build those messages). A fork's renaming is not
+        needed: a preview prints no session id."""
+        names = [(preview_snapshot_name(mid), version) for mid, version, _ in keys]
+        found = self.store.snapshots_at(self.owner, names)
+        out = {}
+        for (mid, version, _), name in zip(keys, names, strict=True):
+            data = found.get(name)
+            text = None if data is None else _preview(data, fingerprint, mid, version)
+            if text is not None:
+                out[mid] = text
+        return out
 
     def __call__(self, mid: str, version: int, digest: bytes) -> Any:
         key = (self.owner, mid, version, digest, self.rename)

@@ -342,6 +342,25 @@ class WithPartsProjection:
             raise
         self.seq = e.seq
 
+    def apply_many(self, events: Iterable[Event]) -> None:
+        """:meth:`apply` of each event in order, in one loop: a session's committed
+        batch (:meth:`Session.subscribe <engine.session.Session.subscribe>`), one
+        call per event less. The same outcome event by event, a failure included
+        (``seq`` is the last event folded)."""
+        if self.__class__ is not WithPartsProjection:  # a subclass may wrap apply
+            for e in events:
+                self(e)
+            return
+        fold = self._fold
+        for e in events:
+            try:
+                fold[type(e)](e)
+            except KeyError:
+                if type(e) not in fold:
+                    raise unhandled(self, e) from None
+                raise
+            self.seq = e.seq
+
     def apply_all(self, events: Iterable[Event | Run]) -> WithPartsProjection:
         """Fold events in order; a :class:`~engine.store.runs.Run` among them folds as
         the deltas it joins (so ``apply_all(store.read_runs(...))`` is a replay)."""
@@ -590,6 +609,35 @@ class WithPartsProjection:
             return self._build_all()
         with collector_paused():
             return self._build_all()
+
+    def previewed(self, fingerprint: bytes) -> list[v.WithParts | str]:
+        """The messages in order, as :meth:`messages` builds them, except that one
+        still as restored from a stored snapshot is the preview text stored beside its
+        chunk when its loader holds one rendered by ``fingerprint`` (a renderer's: see
+        projections.text.render_state); its chunk is then never fetched or decoded."""
+        msgs = self._msgs
+        pending = [m for m in msgs.values() if type(m) is tuple]
+        load: Any = pending[0][0] if pending else None
+        texts: dict[str, str] = ({} if not hasattr(load, "previews") else
+                                 load.previews(fingerprint, [ref[1:] for ref in pending]))
+        misses = [ref for ref in pending if ref[1] not in texts]
+        if len(misses) > 1 and hasattr(misses[0][0], "prefetch"):
+            misses[0][0].prefetch([ref[1:] for ref in misses])
+        out: list[v.WithParts | str] = []
+        with collector_paused():
+            for mid, m in msgs.items():
+                if type(m) is tuple:
+                    text = texts.get(mid)
+                    if text is not None:
+                        out.append(text)
+                        continue
+                    msg = msgs[mid] = _Msg(None, raw=m)  # (same size: safe mid-loop)
+                    out.append(msg.build())
+                elif type(m) is _Msg:
+                    out.append(m.build())
+                else:
+                    out.append(m)  # type: ignore[arg-type]
+        return out
 
     def _build_all(self) -> list[v.WithParts]:
         msgs = self._msgs

@@ -59,6 +59,8 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
+import msgspec
+
 from engine import events as ev
 from engine.adapters.ingest import (
     REASONING,
@@ -81,6 +83,7 @@ _ToolInputDelta = ev.ToolInputDelta
 _TextAdded = ev.TextAdded
 _ToolAdded = ev.ToolAdded
 _PartEnded = ev.PartEnded
+_json_decode = msgspec.json.decode  # what ingest.loads tries first
 _PLAIN_TEXT_KEYS = frozenset({"type", "text"})  # a text block without citations
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _TOOL_KEYS = frozenset({"type", "id", "name", "input"})
@@ -230,8 +233,24 @@ class AnthropicIngest(StreamIngest):
                 block.open = False
                 self._queue.append(_PartEnded(message_id=self.message_id,
                                               part_id=block.part_id))
-            else:
-                self._close(block, self._end_metadata(block), data)
+                return
+            if block.kind == TOOL and block.raw and self.direct_deltas \
+                    and not block.data.get("freeform"):
+                # _close of a tool call whose arguments parse as a JSON object, inlined
+                # (what parse_tool_input finds for them); anything else (no fragment,
+                # text msgspec refuses, not an object) takes _close, which decides.
+                raw = "".join(block.raw)
+                try:
+                    value = _json_decode(raw)
+                except (msgspec.MsgspecError, ValueError, RecursionError):
+                    value = None
+                if value.__class__ is dict:
+                    block.open = False
+                    block.raw = None
+                    block.joined = raw
+                    self._ready(block, value)
+                    return
+            self._close(block, self._end_metadata(block), data)
         elif kind == "message_delta":
             self._require_open()
             delta = data.get("delta") or {}

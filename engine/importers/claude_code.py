@@ -33,6 +33,7 @@ import attrs
 import msgspec
 
 from engine import events as ev
+from engine.collector import collector_paused
 from engine.events import Event
 from engine.importers.base import (
     MAX_LINE,
@@ -1104,6 +1105,7 @@ def plan_claude_code(path: Path, *, lenient: bool = False) -> Plan:
     return plan_files(files_of(path), str(path), lenient=lenient)
 
 
+@collector_paused()  # builds only: see engine.collector
 def plan_files(paths: Iterable[Path], source: str, *, lenient: bool = False,
                max_line: int = MAX_LINE) -> Plan:
     report = ImportReport(source, FORMAT)

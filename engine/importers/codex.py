@@ -23,6 +23,7 @@ import attrs
 import msgspec
 
 from engine import events as ev
+from engine.collector import collector_paused
 from engine.events import Event
 from engine.importers.base import (
     MAX_LINE,
@@ -969,6 +970,7 @@ def plan_codex(path: Path, *, lenient: bool = False, max_line: int = MAX_LINE) -
     return plan_codex_files(files, path, lenient=lenient, max_line=max_line)
 
 
+@collector_paused()  # builds only: see engine.collector
 def plan_codex_files(files: list[Path], root: Path, *, lenient: bool = False,
                      max_line: int = MAX_LINE) -> Plan:
     """Rollouts read together, so a spawned agent's thread finds its parent's."""

@@ -9,6 +9,7 @@ from typing import Any, Final
 import msgspec
 
 from engine import events as ev
+from engine.collector import collector_paused
 from engine.importers.aider import plan_aider
 from engine.importers.base import (
     ImportInputError,
@@ -129,6 +130,7 @@ def _is_claude(record: dict[str, Any]) -> bool:
     return (isinstance(kind, str) and kind in _CLAUDE_TYPES) or "parentUuid" in record
 
 
+@collector_paused()  # builds only: see engine.collector
 def plan_path(path: Path, fmt: str = "auto", *, lenient: bool = False) -> Plan:
     """Read ``path`` in ``fmt`` (or the detected format) into a plan; nothing is written."""
     if not path.exists():
@@ -168,6 +170,7 @@ def _candidates(root: Path) -> list[Path]:
     return out
 
 
+@collector_paused()  # builds only: see engine.collector
 def plan_directory(path: Path, *, lenient: bool = False) -> Plan:
     """A directory holding several formats: each file read by its own importer (a file no
     importer recognises is listed in the report), all of it in one plan, so the import

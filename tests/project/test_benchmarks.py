@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from benchmarks import conversation, integrations, packed, replay, streaming
+from benchmarks import conversation, integrations, packed, replay, show_at, streaming
 from benchmarks import verify as verify_bench
 
 
@@ -33,6 +33,12 @@ def test_conversation_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None
 def test_replay_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     replay.main(["--events", "3000", "--repeat", "1", "--points", "3", "--materialize", "2"])
     assert "memory" in capsys.readouterr().out
+
+
+def test_show_at_benchmark_runs_and_both_reads_print_the_same(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    show_at.main(["--events", "3000", "--pairs", "1"])
+    assert "previews / chunks" in capsys.readouterr().out
 
 
 def test_integrations_benchmark_runs_and_agrees_with_sqlite_session(

@@ -22,6 +22,7 @@ from benchmarks.workload import START_MS, Workload
 from engine.session import Session, StepClock
 from engine.store import MemoryStore, SQLiteStore
 from engine.store.blocks import BLOCK_MAX
+from projections.text import render_messages, render_state
 from projections.timetravel import (
     INDEX_NAME,
     Snapshotter,
@@ -29,6 +30,7 @@ from projections.timetravel import (
     decode_index,
     latest_snapshot,
     message_snapshot_name,
+    preview_snapshot_name,
     write_snapshots,
 )
 from projections.withparts import WithPartsProjection, encode_message
@@ -55,12 +57,15 @@ def replays(store: MemoryStore, sid: str) -> list[WithPartsProjection]:
 
 
 def assert_equal_everywhere(store: MemoryStore, sid: str,
-                            want: list[WithPartsProjection]) -> None:
+                            want: list[WithPartsProjection], *, show: bool = False) -> None:
     for k, expected in enumerate(want):
         got = at(store, sid, k)
         assert got.seq == k
         assert got.messages() == expected.messages(), k
         assert got.to_json() == expected.to_json(), k
+        # What `convlog show` prints: restored messages from their stored previews.
+        if show:
+            assert render_state(at(store, sid, k)) == render_messages(expected.messages()), k
 
 
 @SETTINGS
@@ -161,6 +166,7 @@ def _in_message_order(keys: list[tuple[str, str]],
     for state in states:
         for m in state.messages():
             order.setdefault(message_snapshot_name(m.info.id), len(order))
+            order.setdefault(preview_snapshot_name(m.info.id), len(order))
     assert all(name == INDEX_NAME or name in order for _, name in keys)
     return sorted(keys, key=lambda k: -1 if k[1] == INDEX_NAME else order[k[1]])
 
@@ -186,7 +192,7 @@ def test_damaged_or_missing_snapshots_never_change_a_state(
             del rows[i]
         else:
             rows[i] = (rows[i][0], _damaged(d, rows[i][1], everything))
-    assert_equal_everywhere(store, sid, want)
+    assert_equal_everywhere(store, sid, want, show=True)
 
 
 def test_a_version_1_index_from_the_previous_release_still_reads() -> None:
