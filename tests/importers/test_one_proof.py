@@ -17,7 +17,7 @@ from engine.importers import write
 from engine.importers.base import ImportInputError
 from engine.importers.detect import plan_path
 from engine.store import MemoryStore, door, open_store
-from engine.store import base as store_base
+from engine.store import composed as store_pipeline
 from engine.store.verify import verify
 from tests.importers.support import FIXTURES
 
@@ -41,8 +41,8 @@ def test_each_event_is_proved_once(monkeypatch: pytest.MonkeyPatch) -> None:
     store = MemoryStore()
     monkeypatch.setattr(write, "admit", one)
     monkeypatch.setattr(write, "admit_all", many)  # the importer proves a session at once
-    monkeypatch.setattr(store_base, "admit", one)
-    monkeypatch.setattr(store_base, "admit_all", many)
+    monkeypatch.setattr(store_pipeline, "admit", one)  # the store's append pipeline
+    monkeypatch.setattr(store_pipeline, "admit_all", many)
     write.write_plan(store, plan)
     assert sorted(proved) == sorted(e.id for s in plan.sessions for e in s.events)
     assert verify(store).ok
