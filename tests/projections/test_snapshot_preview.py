@@ -126,16 +126,22 @@ def _write_rows(path: Path, rows: list[tuple[int, str, int, bytes]]) -> None:
 PREVIEWS = "%.preview/%"
 
 
+def _snapshotted(path: Path, *, seed: int) -> Session:
+    """A 1,500-event session at ``path`` with snapshots every 300 events, closed."""
+    store = SQLiteStore(str(path), synchronous="OFF", durability="batched")
+    session = Session.create(store, clock=StepClock(START_MS))
+    Workload(session, seed=seed).run(1500)
+    store.flush()
+    write_snapshots(store, session.id, every=300)
+    store.close()
+    return session
+
+
 @pytest.mark.parametrize("damage", ["flip", "cut", "grown", "head", "swap"])
 def test_a_damaged_preview_is_a_miss_and_show_still_equals_a_replay(
         tmp_path: Path, damage: str) -> None:
     path = tmp_path / "s.db"
-    store = SQLiteStore(str(path), synchronous="OFF", durability="batched")
-    session = Session.create(store, clock=StepClock(START_MS))
-    Workload(session, seed=9).run(1500)
-    store.flush()
-    write_snapshots(store, session.id, every=300)
-    store.close()
+    session = _snapshotted(path, seed=9)
     rows = _rows(path, PREVIEWS)
     assert len(rows) > 10
     at_ = timetravel._PREVIEW_AT
@@ -163,12 +169,7 @@ def test_a_damaged_preview_is_a_miss_and_show_still_equals_a_replay(
 
 def test_a_chunk_whose_preview_is_missing_is_built(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    store = SQLiteStore(str(path), synchronous="OFF", durability="batched")
-    session = Session.create(store, clock=StepClock(START_MS))
-    Workload(session, seed=10).run(1500)
-    store.flush()
-    write_snapshots(store, session.id, every=300)
-    store.close()
+    session = _snapshotted(path, seed=10)
     rows = _rows(path, PREVIEWS)
     with sqlite3.connect(path) as db:
         db.executemany("DELETE FROM snapshots WHERE sid = ? AND name = ? AND seq = ?",
