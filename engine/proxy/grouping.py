@@ -23,29 +23,23 @@ from collections.abc import Sequence
 
 from engine.events import Event
 from engine.lifecycle import Lifecycle
-from engine.session import Session
+from engine.session import Clock, Session
 from engine.store import Store
+from engine.store.base import SessionInfo
 
 
 class GroupedSession(Session):
     """A :class:`~engine.session.Session` whose :meth:`record` waits for :meth:`commit`."""
 
-    _parts: list[Sequence[Event]]
-    _count: int
-
-    def _waiting(self) -> list[Sequence[Event]]:
-        # Set lazily: Session.open and fork build instances through __init__,
-        # whose signature stays Session's.
-        try:
-            return self._parts
-        except AttributeError:
-            self._parts, self._count = [], 0
-            return self._parts
+    def __init__(self, store: Store, info: SessionInfo, lifecycle: Lifecycle,
+                 clock: Clock | None = None) -> None:
+        super().__init__(store, info, lifecycle, clock)
+        self._parts: list[Sequence[Event]] = []
+        self._count = 0  # events in _parts
 
     @property
     def waiting(self) -> int:
         """How many recorded events wait for :meth:`commit`."""
-        self._waiting()
         return self._count
 
     @property
@@ -66,13 +60,13 @@ class GroupedSession(Session):
         """Queue ``events`` (fresh, as :meth:`Session.record` takes them) for the next
         commit. Returns nothing: their seqs are known only then."""
         if events:
-            self._waiting().append(list(events))
+            self._parts.append(list(events))
             self._count += len(events)
         return []
 
     def commit(self) -> None:
         """Append what waits as one batch (see the module doc for a refusal)."""
-        parts = self._waiting()
+        parts = self._parts
         if not parts:
             return
         self._parts, self._count = [], 0
@@ -86,7 +80,7 @@ class GroupedSession(Session):
                 Session.record(self, part)
 
     def _commit(self, events: Sequence[Event], *, own: bool = False) -> list[Event]:
-        if getattr(self, "_count", 0):
+        if self._count:
             self.commit()  # what was recorded first is committed first
         return super()._commit(events, own=own)
 
