@@ -9,7 +9,8 @@ the original would.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import attrs
@@ -268,6 +269,7 @@ class _Tool(_Part):
 _SNAPSHOT_VERSION = 1
 # From how many views to build messages() pauses the collector.
 _MANY_VIEWS = 16
+_NO_TEXTS: Mapping[str, str] = MappingProxyType({})  # messages() wants every view built
 
 
 @event_fold
@@ -623,33 +625,27 @@ class WithPartsProjection:
         misses = [ref for ref in pending if ref[1] not in texts]
         if len(misses) > 1 and hasattr(misses[0][0], "prefetch"):
             misses[0][0].prefetch([ref[1:] for ref in misses])
-        out: list[v.WithParts | str] = []
         with collector_paused():
-            for mid, m in msgs.items():
-                if type(m) is tuple:
-                    text = texts.get(mid)
-                    if text is not None:
-                        out.append(text)
-                        continue
-                    msg = msgs[mid] = _Msg(None, raw=m)  # (same size: safe mid-loop)
-                    out.append(msg.build())
-                elif type(m) is _Msg:
-                    out.append(m.build())
-                else:
-                    out.append(m)  # type: ignore[arg-type]
-        return out
+            return self._build_all(texts)
 
-    def _build_all(self) -> list[v.WithParts]:
+    def _build_all(self, texts: Mapping[str, str] = _NO_TEXTS) -> list[Any]:
+        """Every message's view in order; one still as restored whose id ``texts``
+        holds is that text instead (:meth:`previewed`), its chunk left undecoded."""
         msgs = self._msgs
-        out: list[v.WithParts] = []
+        out: list[Any] = []
         for mid, m in msgs.items():
             if type(m) is _Msg:
                 out.append(m.build())
-            elif type(m) is tuple:  # replacing a value keeps the dict's size: safe mid-loop
+            elif type(m) is tuple:
+                text = texts.get(mid)
+                if text is not None:
+                    out.append(text)
+                    continue
+                # replacing a value keeps the dict's size: safe mid-loop
                 msg = msgs[mid] = _Msg(None, raw=m)
                 out.append(msg.build())
             else:
-                out.append(m)  # type: ignore[arg-type]
+                out.append(m)
         return out
 
     def message(self, message_id: str) -> v.WithParts:
