@@ -194,10 +194,10 @@ def test_messages_builds_many_views_with_the_collector_paused(tmp_path: Path) ->
     def watched_build(proj: WithPartsProjection) -> None:
         build = proj._build_all
 
-        def noting() -> Any:
+        def noting(*args: Any) -> Any:
             enabled_inside.append(gc.isenabled())
-            return build()
-        proj._build_all = noting  # type: ignore[method-assign]
+            return build(*args)
+        proj._build_all = noting  # type: ignore[method-assign,assignment]
 
     gc.enable()
     gc.callbacks.append(counted)
