@@ -901,6 +901,9 @@ class SQLiteReader(SQLReader):
         seen = 0
         low_keys, id_key = self.codec.low_keys, self.codec.id_key
         for lo, n, pos in self.recorder._rows("SELECT lo, count, position FROM ids", ()):
+            if not 0 < int(n) <= len(ids) - seen:  # a damaged count: never materialize it
+                return (f"the run from position {pos} counts {n} events, more than the "
+                        f"log holds beside the runs before it")
             # A whole run at once when it holds (verify.py's speed); else event by event,
             # which names the first position that does not match.
             if low_keys(list(map(ids.get, range(int(pos), int(pos) + int(n))))) \
