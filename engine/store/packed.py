@@ -49,7 +49,7 @@ from typing import Any, Final
 
 import msgspec
 
-from engine.codec import ext_hook, packb, typed_fallback
+from engine.codec import OnFirstUse, ext_hook, packb, typed_fallback
 from engine.errors import EventDecodeError
 from engine.events import EVENT_BY_TAG, EVENT_TYPES, AnyEvent, Event, tag_of
 from engine.store.columns import (
@@ -98,10 +98,11 @@ assert JsonBlock.__struct_config__.tag == FORMAT
 
 _enc = msgspec.msgpack.Encoder()
 # ext_hook: integers past 64 bits and lone surrogates (engine.codec.escaped).
-_block_dec = msgspec.msgpack.Decoder(_Block, ext_hook=ext_hook)
-_near_block_dec = msgspec.msgpack.Decoder(NearBlock, ext_hook=ext_hook)
+# The typed decoders are built on first use (a read from stored snapshots needs none).
+_block_dec = OnFirstUse(lambda: msgspec.msgpack.Decoder(_Block, ext_hook=ext_hook))
+_near_block_dec = OnFirstUse(lambda: msgspec.msgpack.Decoder(NearBlock, ext_hook=ext_hook))
 _json_enc = msgspec.json.Encoder()
-_json_block_dec = msgspec.json.Decoder(_JsonBlock)
+_json_block_dec = OnFirstUse(lambda: msgspec.json.Decoder(_JsonBlock))
 _any_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)
 
 
@@ -303,7 +304,7 @@ class _PackedJson(msgspec.Struct, forbid_unknown_fields=True):
     packed: str
 
 
-_packed_json_dec = msgspec.json.Decoder(_PackedJson)
+_packed_json_dec = OnFirstUse(lambda: msgspec.json.Decoder(_PackedJson))
 
 
 def _columns(events: Sequence[Event], session_id: str, first_seq: int) -> _Block:
