@@ -48,10 +48,17 @@ from typing import Any
 
 import msgspec
 
-from engine.codec import UNENCODABLE, canonical, canonical_encoder, ext_hook, typed_fallback
+from engine.codec import (
+    UNENCODABLE,
+    OnFirstUse,
+    canonical,
+    canonical_encoder,
+    ext_hook,
+    typed_fallback,
+)
 from engine.errors import InvalidEvent
 from engine.events import EVENT_TYPES, AnyEvent, Event
-from engine.store.freeform import free_fields, holds
+from engine.store.freeform import free_fields, holds, struct_info
 
 INT_MIN = -(1 << 63)
 INT_MAX = (1 << 63) - 1
@@ -59,7 +66,7 @@ INT_MAX = (1 << 63) - 1
 # input, far below what decoding on a deep call stack could not take.
 MAX_DEPTH = 100
 
-_typed = msgspec.msgpack.Decoder(AnyEvent, ext_hook=ext_hook)
+_typed = OnFirstUse(lambda: msgspec.msgpack.Decoder(AnyEvent, ext_hook=ext_hook))
 _canonical_encode = canonical_encoder.encode  # what canonical() calls, without the call
 # msgpack uint64 with the top bit set (>= 2**63); any float64 (rare in events: a
 # walk then looks for an infinity).
@@ -187,7 +194,7 @@ _FREE_FORM: frozenset[type] = frozenset(cls for cls in EVENT_TYPES if free_field
 # scan, three comparisons after the decode instead.
 _PLAIN: frozenset[type] = frozenset(
     cls for cls in EVENT_TYPES
-    if not holds(msgspec.inspect.type_info(cls),
+    if not holds(struct_info(cls),
                  (msgspec.inspect.AnyType, msgspec.inspect.IntType,
                   msgspec.inspect.FloatType), skip=_ENVELOPE_INTS))
 
@@ -341,7 +348,7 @@ def _fast_check(cls: type[Event], skip: frozenset[str] = frozenset()
 def _fast_code(cls: type[Event], skip: frozenset[str]) -> str | None:
     """The source of :func:`_fast_check`'s function (None: a type it does not cover)."""
     terms = []
-    for field in msgspec.inspect.type_info(cls).fields:  # type: ignore[attr-defined]
+    for field in struct_info(cls).fields:
         term = _term(field.type, f"e.{field.name}", field.name)
         if term is not None and field.name in skip:
             continue
