@@ -129,3 +129,37 @@ def test_show_of_a_sqlite_store_loads_no_other_store_and_no_catalog_decoder(
     assert "engine.store.door" not in modules
     assert "engine.store.blocks" in modules  # (the check above looked at its decoders)
     assert built == []
+
+
+def test_the_console_script_runs_its_command_with_the_collector_on() -> None:
+    """engine.launch holds the cyclic collector while the command loads; the command
+    itself runs with it on, what loading made frozen (engine.startup_gc). A program
+    calling engine.cli.main itself (as these tests do) is left as it was."""
+    code = (
+        "import gc, json, sys\n"
+        "from engine.cli import tail\n"
+        "seen = []\n"
+        "def run(self, args):\n"
+        "    seen.append([gc.isenabled(), gc.get_freeze_count() > 0])\n"
+        "    return 0\n"
+        "tail.TailCommand.run = run\n"
+        "from engine import launch\n"
+        "sys.argv = ['convlog', 'tail', 'sqlite:///:memory:']\n"
+        "rc = launch.main()\n"
+        "print(json.dumps([rc, seen, gc.isenabled()]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [0, [[True, True]], True], \
+        done.stderr
+
+
+def test_a_direct_call_of_the_cli_leaves_the_collector_alone() -> None:
+    import gc  # noqa: PLC0415
+
+    from engine.cli.app import main  # noqa: PLC0415
+
+    frozen = gc.get_freeze_count()
+    assert main(["--version"]) == 0
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen
