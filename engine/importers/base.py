@@ -71,18 +71,27 @@ def stable_uuid(time_ms: int, *key: str) -> str:
 def stable_uuid_joined(time_ms: int, joined: str) -> str:
     """:func:`stable_uuid` of a key already joined with ``"\\x1f"`` (an importer that
     derives many ids from one prefix joins it once)."""
-    d = _blake2b(joined.encode(), digest_size=10).digest()
-    # 48 bits of time and the version nibble (the same for every event of a line: its
-    # text made once), 12 bits of the digest, the variant 0b10 and 62 more bits (the
-    # digest's first 80 bits as one number: its top 12 and its low 62).
+    return uuid_text(time_head(time_ms), _blake2b(joined.encode(), digest_size=10).digest())
+
+
+def time_head(time_ms: int) -> str:
+    """The first 15 characters of every :func:`stable_uuid` of ``time_ms``: 48 bits of
+    time and the version nibble (the same for every event of a line: made once)."""
     head = _TIME_HEADS.get(time_ms)
     if head is None:
         t = time_ms & _LOW48 if time_ms > 0 else 0
         head = f"{t >> 16:08x}-{t & 0xFFFF:04x}-7"
         if len(_TIME_HEADS) < _TIME_HEADS_KEPT:
             _TIME_HEADS[time_ms] = head
-    h = d.hex()
-    return f"{head}{h[:3]}-{_VARIANT[d[2]]}{h[6:8]}-{h[8:]}"
+    return head
+
+
+def uuid_text(head: str, d: bytes) -> str:
+    """The id whose first characters are ``head`` (:func:`time_head`) and whose other
+    bits are the 10-byte digest ``d``'s: 12 bits of it, the variant 0b10 and 62 more
+    bits (its first 80 bits as one number: its top 12 and its low 62). Each byte's hex
+    from a table, not the digest's hex cut into slices (each slice a new string)."""
+    return f"{head}{_HEX2[d[0]]}{_HEX1[d[1] >> 4]}-{_VARIANT[d[2]]}{_HEX2[d[3]]}-{d[4:].hex()}"
 
 
 _blake2b = hashlib.blake2b
@@ -90,6 +99,8 @@ _TIME_HEADS: dict[int, str] = {}  # time_ms -> the id's first 15 characters
 _TIME_HEADS_KEPT: Final = 100_000
 # The variant bits over a digest byte's low six, as text (formatted once, not per id).
 _VARIANT: Final = tuple(f"{0x80 | b & 0x3F:02x}" for b in range(256))
+_HEX2: Final = tuple(f"{b:02x}" for b in range(256))
+_HEX1: Final = tuple(f"{b:x}" for b in range(16))
 
 
 def stable_part_id(*key: str) -> str:

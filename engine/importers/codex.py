@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -46,7 +46,8 @@ from engine.importers.base import (
     shape_error,
     stable_part_id,
     stable_uuid,
-    stable_uuid_joined,
+    time_head,
+    uuid_text,
 )
 
 FORMAT: Final = "codex"
@@ -68,6 +69,9 @@ _blake2b: Final = hashlib.blake2b
 
 
 _UNSET: Final = msgspec.UNSET
+# An event's count within its line, as the bytes its id hashes (a line makes a few).
+_COUNTED: Final = 64
+_COUNTS: Final = tuple(str(n).encode() for n in range(_COUNTED))
 
 
 class _Payload(msgspec.Struct):
@@ -185,7 +189,11 @@ class _Rollout:
         self.lenient = lenient
         self.max_line = max_line
         self.seen: set[bytes] = set()
-        self.key = ""  # FORMAT, sid and line joined: the line's event ids' key prefix
+        # The line's hashed id prefixes, made by its first add() and _pid(): a copier of
+        # the BLAKE2b state of FORMAT, sid and line (with the id's time head), and of sid
+        # and line.
+        self.line_ids: tuple[Callable[[], Any], str] | None = None
+        self.line_parts: Callable[[], Any] | None = None
         self.recognised = 0  # lines shaped like a rollout's
         self.events: list[Event] = []  # the own events of the session being written
         self.s = _State()
@@ -213,7 +221,7 @@ class _Rollout:
         s = self.s
         for number, record in self._records():
             s.line, s.count = number, 0
-            self.key = ""  # the line's id key prefix, made by the first event's add()
+            self.line_ids = self.line_parts = None  # the line's id prefixes (add, _pid)
             if record.__class__ is _Line:  # the envelope every rollout has
                 stamp, kind, payload, ordinal = (record.timestamp, record.type, record.payload,
                                                  record.ordinal)
@@ -356,17 +364,35 @@ class _Rollout:
 
     def add(self, e: Event) -> None:
         s = self.s
-        s.count += 1
-        key = self.key
-        if not key:  # stable_uuid(time, FORMAT, sid, line, count), the prefix joined once
-            key = self.key = f"{FORMAT}\x1f{s.sid}\x1f{s.line}\x1f"
-        eid = stable_uuid_joined(s.time, key + str(s.count))
-        self.events.append(msgspec.structs.replace(e, id=eid, time=s.time))
+        s.count = count = s.count + 1
+        ids = self.line_ids
+        if ids is None:
+            # stable_uuid(time, FORMAT, sid, line, count): the line's prefix hashed once,
+            # its state copied for each event's count (BLAKE2b hashes a stream: the same
+            # digest as of the joined key), the id's time head made once.
+            ids = self.line_ids = (_blake2b(f"{FORMAT}\x1f{s.sid}\x1f{s.line}\x1f".encode(),
+                                            digest_size=10).copy, time_head(s.time))
+        h = ids[0]()
+        h.update(_COUNTS[count] if count < _COUNTED else str(count).encode())
+        self.events.append(msgspec.structs.replace(e, id=uuid_text(ids[1], h.digest()),
+                                                   time=s.time))
+
+    def _pid(self, *key: str) -> str:
+        """``stable_part_id(sid, line, *key)``: the line's prefix hashed once (as add)."""
+        parts = self.line_parts
+        if parts is None:
+            s = self.s
+            parts = self.line_parts = _blake2b(f"{s.sid}\x1f{s.line}".encode(),
+                                               digest_size=13).copy
+        h = parts()
+        if key:
+            h.update(("\x1f" + "\x1f".join(key)).encode())
+        return "prt_" + h.hexdigest()
 
     def _ids(self, what: str) -> tuple[str, str]:
         s = self.s
         return (stable_uuid(s.time, FORMAT, s.sid, "message", str(s.line), what),
-                stable_part_id(s.sid, str(s.line), what, str(s.count)))
+                self._pid(what, str(s.count)))
 
     def _part_meta(self, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
         meta: dict[str, Any] = {}
@@ -414,7 +440,7 @@ class _Rollout:
         mid, _ = self._ids("user")
         self.add(ev.MessageStarted(message_id=mid, role="user", system=s.instructions))
         for i, (kind, value) in enumerate(blocks):
-            pid = stable_part_id(s.sid, str(s.line), "user", str(i))
+            pid = self._pid("user", str(i))
             if kind in ("unknown", "refusal"):
                 self.report.note(f"user content {value if kind == 'unknown' else kind!r}: "
                                  "not mapped", s.line)
@@ -465,7 +491,7 @@ class _Rollout:
                     if k == "unknown":
                         self.report.note(f"assistant content {text!r}: not mapped", s.line)
                         continue
-                    pid = stable_part_id(s.sid, str(s.line), "text", str(i))
+                    pid = self._pid("text", str(i))
                     extra = {"openai": {"item_id": p.id}} if p.id else {}
                     phase = _present(p, ("end_turn", "phase"))
                     self.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(text),
@@ -519,17 +545,15 @@ class _Rollout:
             self.report.note(f"response_item type {kind!r}: not mapped", s.line)
 
     def _reasoning(self, p: _Payload) -> None:
-        s = self.s
         summary = [str(x.get("text", "")) for x in p.summary or [] if isinstance(x, dict)]
         content = [str(x.get("text", "")) for x in p.content or [] if isinstance(x, dict)]
-        openai: dict[str, Any] = {"item_id": p.id or "rs_" + stable_part_id(
-            s.sid, str(s.line))[4:], "summary": summary}
+        openai: dict[str, Any] = {"item_id": p.id or "rs_" + self._pid()[4:], "summary": summary}
         if p.encrypted_content:
             openai["encrypted_content"] = p.encrypted_content
         if content:
             openai["content"] = content
         mid = self._assistant()
-        pid = stable_part_id(s.sid, str(s.line), "reasoning")
+        pid = self._pid("reasoning")
         self.add(ev.ReasoningAdded(message_id=mid, part_id=pid, text="\n\n".join(summary),
                                    metadata={"openai": openai, **(self._part_meta() or {})}))
         self.add(ev.PartEnded(message_id=mid, part_id=pid))
@@ -571,7 +595,7 @@ class _Rollout:
             self.report.note(f"call id {call!r} repeats: the repeat is not mapped", s.line)
             return
         mid = self._assistant()
-        pid = stable_part_id(s.sid, str(s.line), "call")
+        pid = self._pid("call")
         extra = _present(p, ("execution", "id", "namespace", "status", "type"))
         self.add(ev.ToolAdded(message_id=mid, part_id=pid, call_id=call, tool=name, input=args,
                               raw=raw, metadata=self._part_meta(extra)))
@@ -605,7 +629,7 @@ class _Rollout:
             self.report.note(f"call id {call!r} repeats: the repeat is not mapped", s.line)
             return
         mid = self._assistant()
-        pid = stable_part_id(s.sid, str(s.line), "call")
+        pid = self._pid("call")
         self.add(ev.ToolAdded(message_id=mid, part_id=pid, call_id=call, tool="image_generation",
                               input={"revised_prompt": prompt} if isinstance(prompt, str) else {},
                               metadata=self._part_meta({"type": "image_generation_call",
@@ -619,7 +643,7 @@ class _Rollout:
             self.add(ev.ToolCompleted(
                 message_id=mid, part_id=pid, output=prompt if isinstance(prompt, str) and prompt
                 else "image generated", attachments=[ev.Attachment(
-                    part_id=stable_part_id(s.sid, str(s.line), "image"), mime="image/png",
+                    part_id=self._pid("image"), mime="image/png",
                     url=url)]))
         else:
             s.tools[call] = (mid, pid)
@@ -676,7 +700,7 @@ class _Rollout:
         self.add(ev.MessageStarted(message_id=mid, role="user"))
         self.add(ev.CompactionAdded(message_id=mid, part_id=pid))
         if summary:
-            tid = stable_part_id(s.sid, str(s.line), "summary")
+            tid = self._pid("summary")
             self.add(ev.TextAdded(message_id=mid, part_id=tid, text=summary, synthetic=True))
             self.add(ev.PartEnded(message_id=mid, part_id=tid))
         if payload.encrypted_content:
@@ -763,7 +787,7 @@ class _Rollout:
             self._reasoning(_Payload(summary=[{"type": "summary_text", "text": text}]))
         else:  # AgentMessage, Plan
             mid = self._assistant()
-            pid = stable_part_id(s.sid, str(s.line), "turn_item")
+            pid = self._pid("turn_item")
             self.add(ev.TextAdded(message_id=mid, part_id=pid, text=text,
                                   metadata=self._part_meta({"turn_item": kind})))
             self.add(ev.PartEnded(message_id=mid, part_id=pid))
