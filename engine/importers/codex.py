@@ -395,6 +395,8 @@ class _Rollout:
                 self._pid(what, str(s.count)))
 
     def _part_meta(self, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        if self.s.meta is None:  # (nearly every part: no session_meta to carry)
+            return {"codex": {**extra}} if extra else None
         meta: dict[str, Any] = {}
         if self.s.meta is not None:
             meta["session_meta"], self.s.meta = self.s.meta, None
@@ -546,7 +548,8 @@ class _Rollout:
 
     def _reasoning(self, p: _Payload) -> None:
         summary = [str(x.get("text", "")) for x in p.summary or [] if isinstance(x, dict)]
-        content = [str(x.get("text", "")) for x in p.content or [] if isinstance(x, dict)]
+        content = [str(x.get("text", "")) for x in p.content
+                   if isinstance(x, dict)] if p.content else []
         openai: dict[str, Any] = {"item_id": p.id or "rs_" + self._pid()[4:], "summary": summary}
         if p.encrypted_content:
             openai["encrypted_content"] = p.encrypted_content
@@ -554,8 +557,11 @@ class _Rollout:
             openai["content"] = content
         mid = self._assistant()
         pid = self._pid("reasoning")
+        metadata = {"openai": openai}
+        if self.s.meta is not None:
+            metadata.update(self._part_meta() or {})
         self.add(ev.ReasoningAdded(message_id=mid, part_id=pid, text="\n\n".join(summary),
-                                   metadata={"openai": openai, **(self._part_meta() or {})}))
+                                   metadata=metadata))
         self.add(ev.PartEnded(message_id=mid, part_id=pid))
 
     def _call(self, kind: str, p: _Payload) -> None:
