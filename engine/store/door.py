@@ -266,8 +266,9 @@ def _term(t: msgspec.inspect.Type, value: str, name: str, depth: int = 2) -> str
     if _plain(t):
         return f"{value}.__class__ is str"
     if type(t) is mi.IntType and (t.gt, t.ge, t.lt, t.le, t.multiple_of) == unbounded:
-        low = "0" if name == "time" else "INT_MIN"
-        return f"({value}.__class__ is int and {low} <= {value} <= INT_MAX)"
+        # The bounds as literals (constants in the compiled code, not two global lookups).
+        low = "0" if name == "time" else str(INT_MIN)
+        return f"({value}.__class__ is int and {low} <= {value} <= {INT_MAX})"
     if type(t) is mi.BoolType:
         return f"{value}.__class__ is bool"
     if type(t) is mi.FloatType and (t.gt, t.ge, t.lt, t.le, t.multiple_of) == unbounded:
@@ -279,20 +280,21 @@ def _term(t: msgspec.inspect.Type, value: str, name: str, depth: int = 2) -> str
             and (t.min_length, t.max_length) == (None, None)):
         # A JSON object: of strings only (a tool's input, often), or of exact JSON values
         # within the depth bound (what first_problem finds nothing in: json_only).
-        return (f"({value}.__class__ is dict and (strings_only({value}) "
-                f"or json_only([{value}], {depth})))")
+        return f"({value}.__class__ is dict and json_object({value}, {depth}))"
     if (type(t) is mi.DictType and _plain(t.key_type)
             and (t.min_length, t.max_length) == (None, None)):
         key, item = f"k{depth}", f"x{depth}"
         inner = _term(t.value_type, item, "", depth + 1)
+        # (An empty one without the generator all() would make.)
         return None if inner is None else (
-            f"({value}.__class__ is dict and all({key}.__class__ is str and {inner} "
-            f"for {key}, {item} in {value}.items()))")
+            f"({value}.__class__ is dict and (not {value} or all({key}.__class__ is str "
+            f"and {inner} for {key}, {item} in {value}.items())))")
     if type(t) is mi.ListType and (t.min_length, t.max_length) == (None, None):
         item = f"x{depth}"
         inner = _term(t.item_type, item, "", depth + 1)
         return None if inner is None else (
-            f"({value}.__class__ is list and all({inner} for {item} in {value}))")
+            f"({value}.__class__ is list and (not {value} or all({inner} for {item} in "
+            f"{value})))")
     if type(t) is mi.StructType:
         # A nested struct of exactly its class, each field by its own term.
         terms = []
@@ -319,6 +321,17 @@ def _term(t: msgspec.inspect.Type, value: str, name: str, depth: int = 2) -> str
 
 # The nested struct classes the short proofs compare with (by name in the compiled code).
 _NESTED: dict[str, type] = {}
+
+
+def json_object(d: dict[Any, Any], depth: int) -> bool:
+    """``strings_only(d) or json_only([d], depth)``, the same verdict: one pass over the
+    items while they are strings (a tool's input, often), the walk from the first
+    other value on (instead of two sets built first, which a dict of nested metadata
+    always failed)."""
+    for k, v in d.items():
+        if k.__class__ is not str or v.__class__ is not str:
+            return json_only([d], depth)
+    return True
 
 
 def strings_only(d: dict[Any, Any]) -> bool:
@@ -362,8 +375,8 @@ def _fast_code(cls: type[Event], skip: frozenset[str]) -> str | None:
 
 def _compile(code: str) -> Callable[[Event], bool]:
     check: Callable[[Event], bool] = eval(
-        code, {"INT_MIN": INT_MIN, "INT_MAX": INT_MAX, "strings_only": strings_only,
-               "json_only": json_only, "isfinite": math.isfinite, **_NESTED})
+        code, {"INT_MIN": INT_MIN, "INT_MAX": INT_MAX, "json_object": json_object,
+               "isfinite": math.isfinite, **_NESTED})
     return check
 
 
