@@ -38,14 +38,18 @@ def settle_heap() -> None:
     gc.set_threshold(YOUNG_THRESHOLD, middle, old)
 
 
-def background_priority() -> bool:
-    """This process (the recorder) as a batch process: a full share of the CPU, but a
-    wake-up never preempts the forwarder, the client or the upstream. False where
-    the platform has no such policy."""
-    batch = getattr(os, "SCHED_BATCH", None)
-    if batch is None:
-        return False
-    with contextlib.suppress(OSError):
-        os.sched_setscheduler(0, batch, os.sched_param(0))
-        return True
-    return False
+def background_priority() -> str | None:
+    """This process (the recorder) as an idle process (``SCHED_IDLE``): it runs on a
+    core only when nothing else wants it, and any other process waking on that
+    core takes it at once; so its work can never delay the forwarder, the client
+    or the upstream. Where that policy is missing (or refused), a batch process
+    (``SCHED_BATCH``: a full share of the CPU, but a wake-up never preempts).
+    Returns the policy's name, or None where the platform has neither."""
+    for name in ("SCHED_IDLE", "SCHED_BATCH"):
+        policy = getattr(os, name, None)
+        if policy is None:
+            continue
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, policy, os.sched_param(0))
+            return name
+    return None

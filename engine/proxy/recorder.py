@@ -362,12 +362,21 @@ class Recorder:
     def _note_gap(self, account: JSON) -> None:
         """One ``transcript.noted`` line in the recording-gaps session: the calls the
         proxy forwarded while no recorder ran are not in the log, and it says so."""
-        text = (f"recording gap: the recorder stopped at {account.get('since')} and a "
-                f"new one took over at {account.get('until')}; "
-                f"{account.get('unrecorded_calls', 0)} call(s) that started in between "
-                "were forwarded but not recorded; "
-                f"{account.get('cut_calls', 0)} call(s) in flight when it stopped are "
-                "recorded only up to its last commit (their answers left open)")
+        if account.get("reason") == "behind":
+            text = (f"recording gap: the recorder fell behind at {account.get('since')} "
+                    f"(more than {account.get('limit_bytes')} bytes waited for it) and "
+                    f"caught up at {account.get('until')}; "
+                    f"{account.get('unrecorded_calls', 0)} call(s) that started in "
+                    "between were forwarded but not recorded; "
+                    f"{account.get('cut_calls', 0)} call(s) in flight are recorded only "
+                    "up to the gap (their answers ended with its error)")
+        else:
+            text = (f"recording gap: the recorder stopped at {account.get('since')} and "
+                    f"a new one took over at {account.get('until')}; "
+                    f"{account.get('unrecorded_calls', 0)} call(s) that started in "
+                    "between were forwarded but not recorded; "
+                    f"{account.get('cut_calls', 0)} call(s) in flight when it stopped are "
+                    "recorded only up to its last commit (their answers left open)")
         try:
             session = self._new_session(GAPS_KEY, None)
             if session.version == 0:

@@ -147,14 +147,14 @@ def test_the_forwarder_settles_its_heap_after_start_up() -> None:
     assert out == ["True", str(YOUNG_THRESHOLD)]
 
 
-@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="no SCHED_BATCH here")
-def test_the_recorder_child_is_a_batch_process(tmp_path: Path) -> None:
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="no SCHED_IDLE here")
+def test_the_recorder_child_is_an_idle_process(tmp_path: Path) -> None:
     recorder = RecorderProcess(f"sqlite:///{tmp_path / 'p.db'}")
     recorder.start()
     try:
         assert recorder.pid is not None
-        assert os.sched_getscheduler(recorder.pid) == os.SCHED_BATCH
-        assert os.sched_getscheduler(0) != os.SCHED_BATCH  # the forwarder's is not
+        assert os.sched_getscheduler(recorder.pid) == os.SCHED_IDLE
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the forwarder's is not
     finally:
         recorder.stop()
 
