@@ -10,34 +10,18 @@ the rest waits in memory and is written when the pipe can take it: the
 forwarder never waits for the recorder.
 
 The child reads the pipe and records the jobs in order. It commits in windows:
-woken by the first job after a commit, it records what is there, then sleeps
-:data:`COMMIT_STEP` at a time, recording what came meanwhile, until the call
-ends (the recorder commits a call's events when it ends) or
-:data:`COMMIT_WINDOW` is over, and commits what waits as one append
-(:meth:`Recorder.commit`). A streamed answer's chunks thus cost the child one
-wake-up per step and one store transaction per call (or per window of a long
-answer) instead of one of each per chunk, and the forwarder's two cores are
-left to the traffic. A sync is answered, and a stop obeyed, only after a commit.
-
-The child is an idle process (``SCHED_IDLE`` on Linux: it runs only on a core
-nothing else wants, and is preempted by any other process that wakes), so its
-work never delays the forwarder, the client or the upstream. What it has not
-read waits in the pipe (1 MiB), then in the forwarder's memory; once the pipe is
-full the forwarder makes the child a batch process (``SCHED_BATCH``: a full
-share of the CPU) until it has read everything, so a busy machine cannot starve
-it. If the backlog still passes :data:`BACKLOG_LIMIT` (64 MiB), the calls'
-copies are dropped instead of queued: a recording gap. Once the recorder has
-caught up, each call the gap cut is ended in the log with :data:`BEHIND_ERROR`,
-the calls that started during it are not recorded, and the gap's account is
-logged (``proxy.recording_gap``, an error, ``reason=behind``) and noted in the
-recording-gaps session, as for a dead recorder below. The client's traffic is
-never held up by any of it.
+woken by the first job after a commit, it records what is there, sleeps
+:data:`COMMIT_WINDOW`, records what came meanwhile and commits it all as one
+append (:meth:`Recorder.commit`). A streamed answer's chunks thus cost the
+child one wake-up and one store transaction per window instead of one per
+chunk, and the forwarder's two cores are left to the traffic. A sync is
+answered, and a stop obeyed, only after a commit.
 
 If the proxy dies (``kill -9``), the pipe ends: the child records everything
 already written to it, commits, ends the calls in flight as broken (``the
 proxy stopped``) and exits: nothing the forwarder handed over is lost. If the
 recorder dies (``kill -9`` of the child), what it had recorded but not
-committed (at most one window: the events of the last ``COMMIT_WINDOW``) and
+committed (at most one window: the chunks of the last ``COMMIT_WINDOW``) and
 what was still in the pipe are lost; everything committed before stays and
 the log verifies. The forwarder's next write fails: it logs
 ``proxy.recorder_lost`` (an error), forwards on unrecorded (the client's traffic
@@ -79,15 +63,12 @@ _READY = "ready"
 _FRAME = struct.Struct(">BII")  # kind, call id, payload length
 _PICKLED = 255
 _PIPE_SIZE = 1 << 20  # the most an unprivileged process may ask for
-# The most a streamed answer's events wait, in memory, to be committed (seconds):
-# a call's events are committed when it ends, or when they have waited this long.
-# Each commit is a store transaction (with SQLite's fsync, 0.5-1 ms of CPU): a
-# 20 ms window made a short streamed answer two or three of them, and a long one
-# 50 a second of stream; now a short answer is one, a long one ten a second.
+# How long the child gathers jobs before it commits them (seconds): the most a
+# streamed answer's events wait, in memory, to be committed. Each commit is a
+# store transaction (with SQLite's fsync, 0.5-1 ms of CPU): 20 ms made a
+# streamed answer two or three of them a call in the benchmark, 50 a second of
+# stream; 100 ms makes it about one a call, ten a second of stream.
 COMMIT_WINDOW = 0.1
-# How long the child sleeps between two looks at the pipe while a call's events
-# wait (seconds): it wakes once per step, not once per chunk.
-COMMIT_STEP = 0.02
 _DRAIN_READS = 8
 # How long after a recorder's death the next one is started (seconds), and the
 # most that wait grows to while starts keep failing (a store that is down).
@@ -498,12 +479,8 @@ def _child(store_url: str, key_file: str | None, jobs: Any, acks: Any) -> None:
             ended = not data
             buffer += data
             stop = _record(recorder, buffer, acks)
-            began = time.monotonic()
-            # Let the rest of the burst come, a step at a time, until the call ends
-            # (the recorder commits it then) or the window is over.
-            while (not ended and not stop and recorder.uncommitted
-                   and time.monotonic() - began < COMMIT_WINDOW):
-                time.sleep(COMMIT_STEP)
+            if not ended and not stop and recorder.uncommitted:
+                time.sleep(COMMIT_WINDOW)  # let the rest of the burst come
                 more, ended = _drain(fd)
                 buffer += more
                 stop = _record(recorder, buffer, acks)

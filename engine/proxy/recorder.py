@@ -358,8 +358,6 @@ class Recorder:
         if live.branch is not None and (live.branch.session.waiting
                                         or self._uncommitted is live):
             self._uncommitted = live  # its events wait for the group's commit
-            if op == END:
-                self.commit()  # the call is over: nothing more joins its group
 
     def _note_gap(self, account: JSON) -> None:
         """One ``transcript.noted`` line in the recording-gaps session: the calls the
