@@ -15,7 +15,23 @@ woken by the first job after a commit, it records what is there, sleeps
 append (:meth:`Recorder.commit`). A streamed answer's chunks thus cost the
 child one wake-up and one store transaction per window instead of one per
 chunk, and the forwarder's two cores are left to the traffic. A sync is
-answered, and a stop obeyed, only after a commit.
+answered, and a stop obeyed, only after a commit. (Committing a call's events
+as soon as it ended, tried on 2026-11-29, saved no CPU over the 100 ms window
+and put each commit, its fsync included, at the moment the next call starts.)
+
+The child is an idle process (``SCHED_IDLE`` on Linux: it runs only on a core
+nothing else wants, and is preempted by any other process that wakes), so its
+work never delays the forwarder, the client or the upstream. What it has not
+read waits in the pipe (1 MiB), then in the forwarder's memory; once the pipe is
+full the forwarder makes the child a batch process (``SCHED_BATCH``: a full
+share of the CPU) until it has read everything, so a busy machine cannot starve
+it. If the backlog still passes :data:`BACKLOG_LIMIT` (64 MiB), the calls'
+copies are dropped instead of queued: a recording gap. Once the recorder has
+caught up, each call the gap cut is ended in the log with :data:`BEHIND_ERROR`,
+the calls that started during it are not recorded, and the gap's account is
+logged (``proxy.recording_gap``, an error, ``reason=behind``) and noted in the
+recording-gaps session, as for a dead recorder below. The client's traffic is
+never held up by any of it.
 
 If the proxy dies (``kill -9``), the pipe ends: the child records everything
 already written to it, commits, ends the calls in flight as broken (``the
@@ -67,7 +83,7 @@ _PIPE_SIZE = 1 << 20  # the most an unprivileged process may ask for
 # streamed answer's events wait, in memory, to be committed. Each commit is a
 # store transaction (with SQLite's fsync, 0.5-1 ms of CPU): 20 ms made a
 # streamed answer two or three of them a call in the benchmark, 50 a second of
-# stream; 100 ms makes it about one a call, ten a second of stream.
+# stream; 100 ms makes it one or two a call, ten a second of stream.
 COMMIT_WINDOW = 0.1
 _DRAIN_READS = 8
 # How long after a recorder's death the next one is started (seconds), and the

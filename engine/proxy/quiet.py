@@ -11,9 +11,11 @@ forwarder's slow first bytes came from pauses outside its code:
   path makes no reference cycles (a test checks it), so the start-up heap is
   frozen out of every collection and collections are made rare;
 - the recorder waking on the pipe: as an ordinary process, a woken recorder may
-  preempt the client or the upstream on the core it lands on. As a batch
-  process (``SCHED_BATCH``) it keeps its full share of the CPU but never
-  preempts on waking.
+  preempt the client or the upstream on the core it lands on. As an idle
+  process (``SCHED_IDLE``) it never does, and is itself preempted by any of
+  them waking; :mod:`engine.proxy.process` makes it a batch process
+  (``SCHED_BATCH``: a full share of the CPU) while it is behind, so that it
+  cannot be starved.
 """
 
 from __future__ import annotations

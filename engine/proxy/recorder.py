@@ -43,6 +43,7 @@ from engine.adapters.gemini import GeminiIngest
 from engine.adapters.ingest import ProviderStreamError, StreamError, StreamIngest
 from engine.adapters.openai_chat import OpenAIChatIngest
 from engine.adapters.openai_responses import OpenAIResponsesIngest
+from engine.errors import UnknownSession
 from engine.ids import part_id, uuid7
 from engine.importers.base import stable_uuid
 from engine.logging import get_logger
@@ -616,8 +617,13 @@ class Recorder:
     def _new_session(self, key: str | None, parent: str | None) -> GroupedSession:
         assert self.store is not None
         sid = stable_uuid(0, "convlog-proxy", key) if key is not None else uuid7()
-        if key is not None and any(s.id == sid for s in self.store.sessions()):
-            return open_grouped(self.store, sid)  # the proxy restarted
+        if key is not None:
+            try:  # one lookup, not a listing of every session
+                self.store.session_info(sid)
+            except UnknownSession:
+                pass
+            else:
+                return open_grouped(self.store, sid)  # the proxy restarted
         self.store.create_session(sid, created=_now(), parent=parent)
         return open_grouped(self.store, sid)
 
