@@ -21,7 +21,9 @@ and put each commit, its fsync included, at the moment the next call starts.)
 
 The child is an idle process (``SCHED_IDLE`` on Linux: it runs only on a core
 nothing else wants, and is preempted by any other process that wakes), so its
-work never delays the forwarder, the client or the upstream. What it has not
+work never delays the forwarder, the client or the upstream; where it could not
+be moved back from that policy it is a batch process
+(:func:`engine.proxy.quiet.background_priority`). What it has not
 read waits in the pipe (1 MiB), then in the forwarder's memory; once the pipe is
 full the forwarder makes the child a batch process (``SCHED_BATCH``: a full
 share of the CPU) until it has read everything, so a busy machine cannot starve

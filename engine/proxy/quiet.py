@@ -44,10 +44,13 @@ def background_priority() -> str | None:
     """This process (the recorder) as an idle process (``SCHED_IDLE``): it runs on a
     core only when nothing else wants it, and any other process waking on that
     core takes it at once; so its work can never delay the forwarder, the client
-    or the upstream. Where that policy is missing (or refused), a batch process
+    or the upstream. Only if it may leave that policy again (the forwarder makes a
+    recorder that falls behind a batch process: see :mod:`engine.proxy.process`);
+    otherwise, and where that policy is missing or refused, a batch process
     (``SCHED_BATCH``: a full share of the CPU, but a wake-up never preempts).
     Returns the policy's name, or None where the platform has neither."""
-    for name in ("SCHED_IDLE", "SCHED_BATCH"):
+    names = ("SCHED_IDLE", "SCHED_BATCH") if _may_leave_idle() else ("SCHED_BATCH",)
+    for name in names:
         policy = getattr(os, name, None)
         if policy is None:
             continue
@@ -55,3 +58,37 @@ def background_priority() -> str | None:
             os.sched_setscheduler(0, policy, os.sched_param(0))
             return name
     return None
+
+
+# CAP_SYS_NICE's bit in a capability mask (linux/capability.h).
+_CAP_SYS_NICE = 23
+
+
+def _may_leave_idle() -> bool:
+    """Whether this process could be moved from ``SCHED_IDLE`` back to a normal policy:
+    Linux allows it with ``CAP_SYS_NICE``, or when the process's nice value is within
+    its ``RLIMIT_NICE`` (by default it is not: an ordinary user's idle process stays
+    idle for good)."""
+    try:
+        import resource  # noqa: PLC0415 - Unix only
+
+        limit = resource.getrlimit(resource.RLIMIT_NICE)[0]
+        nice = os.getpriority(os.PRIO_PROCESS, 0)
+        infinity = resource.RLIM_INFINITY
+    except (ImportError, AttributeError, OSError, ValueError):
+        return False
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            caps = next((line.split()[1] for line in status if line.startswith("CapEff:")),
+                        "0")
+    except OSError:
+        caps = "0"
+    return may_leave_idle(limit, nice, int(caps, 16), infinity=infinity)
+
+
+def may_leave_idle(limit: int, nice: int, effective_caps: int, *, infinity: int) -> bool:
+    """The kernel's rule for leaving ``SCHED_IDLE`` (``can_nice``): ``20 - nice`` within
+    the ``RLIMIT_NICE`` soft limit, or ``CAP_SYS_NICE`` among the effective capabilities."""
+    if effective_caps >> _CAP_SYS_NICE & 1:
+        return True
+    return limit == infinity or 20 - nice <= limit

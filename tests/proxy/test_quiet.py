@@ -20,7 +20,7 @@ import pytest
 
 from engine.proxy import forward as fw
 from engine.proxy.process import RecorderProcess
-from engine.proxy.quiet import YOUNG_THRESHOLD
+from engine.proxy.quiet import YOUNG_THRESHOLD, _may_leave_idle, may_leave_idle
 from engine.proxy.recorder import CHUNK, END, REQUEST, RESPONSE
 from tests.proxy import scripts
 from tests.proxy.clients import ROOT
@@ -153,10 +153,24 @@ def test_the_recorder_child_is_an_idle_process(tmp_path: Path) -> None:
     recorder.start()
     try:
         assert recorder.pid is not None
-        assert os.sched_getscheduler(recorder.pid) == os.SCHED_IDLE
+        expected = os.SCHED_IDLE if _may_leave_idle() else os.SCHED_BATCH
+        assert os.sched_getscheduler(recorder.pid) == expected
         assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the forwarder's is not
     finally:
         recorder.stop()
+
+
+def test_an_idle_recorder_only_where_it_may_leave_idle_again() -> None:
+    """An ordinary user's process (no CAP_SYS_NICE, the default RLIMIT_NICE of 0)
+    could never be moved from SCHED_IDLE back to a normal policy: a recorder that
+    falls behind could not be given a full share, so it stays a batch process."""
+    inf = -1
+    assert not may_leave_idle(0, 0, 0, infinity=inf)  # an ordinary user
+    assert may_leave_idle(0, 0, 1 << 23, infinity=inf)  # CAP_SYS_NICE
+    assert may_leave_idle(20, 0, 0, infinity=inf)  # RLIMIT_NICE allows nice 0
+    assert not may_leave_idle(19, 0, 0, infinity=inf)
+    assert may_leave_idle(1, 19, 0, infinity=inf)  # a process at nice 19
+    assert may_leave_idle(inf, 0, 0, infinity=inf)
 
 
 def _wait(predicate: Any, timeout: float = 10.0) -> bool:
