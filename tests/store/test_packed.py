@@ -8,7 +8,7 @@ import zlib
 from collections.abc import Sequence
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import pytest
@@ -481,3 +481,41 @@ def test_a_bulk_read_reads_time_steps_at_and_past_the_near_bound_alike(
     assert_runs_join(packed.unpack_runs(data, "s", 1, ids=False), events, ids=False)
     block, near = packed._open_near(data)
     assert near == all(-NEAR <= s <= NEAR for s in block.times)
+
+
+def _kind_by_fields(cls: type[Event]) -> tuple[str, Any]:
+    """A kind's bare field and blank event as derived from ``msgspec.structs.fields``
+    (every annotation evaluated): what ``packed._Kind`` derived before it evaluated
+    only the annotations it reads."""
+    fields = msgspec.structs.fields(cls)
+    body = [f for f in fields if f.name not in packed._ENVELOPE]
+    bare = body[0].name if len(body) == 1 and body[0].required and body[0].type is str else ""
+    names = {f.name for f in fields}
+    ids = {n: "" for n in ("message_id", "part_id") if n in names}
+    plain: dict[str, type] = {"session_id": str, "actor": str, "seq": int, "time": int,
+                              "v": int, **dict.fromkeys(ids, str)}
+    declared = {f.name: f.type for f in fields}
+    if any(declared.get(n) is not t for n, t in plain.items()):
+        return bare, None
+    try:
+        return bare, msgspec.convert(ids, cls)
+    except msgspec.ValidationError:
+        return bare, None
+
+
+class _OddBody(ev.PartEvent, frozen=True, kw_only=True, tag="test.odd-body"):
+    note: str = ""  # one string field, but not required: not a bare kind
+
+
+class _OddTime(ev.Event, frozen=True, kw_only=True, tag="test.odd-time"):
+    time: Annotated[int, msgspec.Meta(ge=0)] = 0  # a constrained envelope field: no blank
+
+
+@pytest.mark.parametrize("cls", [*ev.EVENT_TYPES, _OddBody, _OddTime], ids=tag_of)
+def test_a_kind_reads_its_fields_as_msgspec_declares_them(cls: type[Event]) -> None:
+    kind = packed._Kind(cls)
+    bare, blank = _kind_by_fields(cls)
+    assert kind.bare == bare
+    assert (kind.make is None) == (not bare)
+    assert kind.blank == blank
+    assert type(kind.blank) is type(blank)
