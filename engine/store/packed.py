@@ -776,8 +776,11 @@ def _run_spans(block: _Block, table: list[_Entry], stop: int | None = None
 
 def _run_codes(table: list[_Entry]) -> bytes:
     """The local codes of a payload's kinds whose consecutive events form runs."""
-    return bytes(i for i, (make, shape, _, kind) in enumerate(table)
-                 if kind.cls in RUN_KINDS and make is not None and shape == 2)
+    return bytes(i for i, (make, shape, default_actor, kind) in enumerate(table)
+                 if kind.cls in RUN_KINDS and make is not None and shape == 2
+                 # a run stands for deltas with the kind's own default actor: a row
+                 # that says another (damage) is read event by event, as unpack does
+                 and default_actor == kind.default_actor)
 
 
 @functools.lru_cache(maxsize=256)

@@ -566,3 +566,29 @@ def test_a_key_that_is_no_string_is_refused_by_the_bulk_read_wherever_it_is(wher
     with pytest.raises(EventDecodeError):
         packed.unpack(data, "s", 1)
     _bulk_reads_as_unpack(data)
+
+
+def test_deltas_whose_kind_row_names_another_default_actor_are_read_as_events() -> None:
+    """Found by the damaged-payload fuzz (on the tree before this test too): a flipped
+    byte in the default actor of the kind table's text.delta row; unpack gives the
+    delta with the actor as written, and the bulk read gave a run, which stands for
+    deltas with the kind's own default actor."""
+    sid = "019b76da-a801-7005-8c2c-d958d8744d16"
+    events: list[Event] = [
+        ev.TextAdded(text="", session_id=sid, seq=1, time=1767225600000, actor="assistant",
+                     message_id="", part_id="", id="019b76da-a800-7000-b8dd-3dd0579a321c"),
+        ev.TextDelta(delta="", session_id=sid, seq=2, time=0, actor="assistant",
+                     message_id="", part_id="", id="019b76da-a800-7001-b8dd-3dd0579a321d"),
+    ]
+    cols = msgspec.msgpack.decode(packed.pack(events, sid, 1)[1:])
+    assert cols[3][1] == 0  # the delta carries no flag: a run, were its row not damaged
+    cols[0] = [[tag, "`ssistant" if tag == "text.delta" else actor, bare, shape]
+               for tag, actor, bare, shape in cols[0]]
+    data = bytes((packed.FORMAT,)) + msgspec.msgpack.encode(cols)
+    packed._last.clear()
+    assert packed.unpack(data, sid, 1)[1].actor == "`ssistant"
+    for ids in (True, False):
+        items = packed.unpack_runs(data, sid, 1, ids=ids)
+        delta = items[1]
+        assert not isinstance(delta, Run)
+        assert delta.actor == "`ssistant"
