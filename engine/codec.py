@@ -26,13 +26,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
 from engine import events as _events
 from engine.errors import EventDecodeError, UnknownSchemaVersion
 from engine.events import AnyEvent, Event
+
+_T_co = TypeVar("_T_co", covariant=True)
 
 # --------------------------------------------------------------------------- values msgpack lacks
 
@@ -121,28 +123,33 @@ def json_loads(data: bytes | str) -> Any:
     return json.loads(data, parse_constant=_no_constant)
 
 
-class _OnFirstUse:
+class _Decodes(Protocol[_T_co]):
+    def decode(self, buf: Any, /) -> _T_co: ...
+
+
+class OnFirstUse(Generic[_T_co]):
     """A typed decoder built by its first ``decode``: building one over the whole event
     catalog evaluates every event class's annotations (a tenth of ``convlog``'s start),
     which a command that decodes no event by itself (``show`` from snapshots) never needs.
     The first call replaces ``decode`` with the decoder's own, so later calls cost what
-    a plain decoder's do."""
+    a plain decoder's do. Every typed decoder a module would build at import is one of
+    these (the stores' block and column decoders too)."""
 
-    def __init__(self, make: Callable[[], Any]) -> None:
+    def __init__(self, make: Callable[[], _Decodes[_T_co]]) -> None:
         self._make = make
 
-    def decode(self, data: Any) -> Any:
-        decode: Callable[[Any], Any] = self._make().decode
+    def decode(self, data: Any) -> _T_co:
+        decode: Callable[[Any], _T_co] = self._make().decode
         self.decode = decode  # type: ignore[method-assign,assignment]
         return decode(data)
 
 
 _json_enc = msgspec.json.Encoder()
-_json_dec = _OnFirstUse(lambda: msgspec.json.Decoder(AnyEvent))
-_json_list_dec = _OnFirstUse(lambda: msgspec.json.Decoder(list[AnyEvent]))
+_json_dec = OnFirstUse(lambda: msgspec.json.Decoder(AnyEvent))
+_json_list_dec = OnFirstUse(lambda: msgspec.json.Decoder(list[AnyEvent]))
 _mp_enc = msgspec.msgpack.Encoder()
-_mp_dec = _OnFirstUse(lambda: msgspec.msgpack.Decoder(AnyEvent, ext_hook=ext_hook))
-_mp_list_dec = _OnFirstUse(lambda: msgspec.msgpack.Decoder(list[AnyEvent], ext_hook=ext_hook))
+_mp_dec = OnFirstUse(lambda: msgspec.msgpack.Decoder(AnyEvent, ext_hook=ext_hook))
+_mp_list_dec = OnFirstUse(lambda: msgspec.msgpack.Decoder(list[AnyEvent], ext_hook=ext_hook))
 _any_mp_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)
 
 

@@ -6,9 +6,15 @@ format, ``docs/events.md`` and the transition tables all derive from it.
 Every event carries the envelope fields of :class:`Event`. ``id``, ``session_id``,
 ``seq`` and ``time`` may be left empty by a writer of raw events: the log fills
 them in when it appends (``seq`` is always assigned by the log).
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here, on purpose: msgspec reads each
+struct's annotations whenever it builds a decoder or a type description, and a
+string annotation is evaluated again each time, once per class of the MRO (the
+envelope's fields once for every event type). The door's tables, the typed
+decoders and the snapshot codec's fingerprint spent most of their build in that;
+with the annotations already objects it is a dictionary read
+(docs/performance.md, "Start-up, second pass"; tests/engine/test_events_annotations.py).
+"""
 
 from typing import Any, ClassVar, Final, Literal, get_args
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 import sys
 
 from engine.interrupts import hold_interrupts, release_interrupts
+from engine.startup_gc import hold_collector, release_collector
 
 INTERRUPTED = 130  # engine.cli.exits.INTERRUPTED, which cannot be imported before the try
 
 def main() -> int:
     hold_interrupts()
+    hold_collector()  # until the command is loaded (engine.startup_gc)
     try:
         try:
             from engine.cli import main as run  # noqa: PLC0415 - the import is what is guarded
@@ -25,6 +27,7 @@ def main() -> int:
             code = run()
         finally:
             release_interrupts()  # a SIGINT still held is answered below
+            release_collector()
         return code
     except KeyboardInterrupt:
         print("convlog: interrupted", file=sys.stderr)

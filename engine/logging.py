@@ -9,7 +9,6 @@ import: modules take their logger at import, and most runs (a read command,
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import Any
 
@@ -25,6 +24,8 @@ def configure(level: str = "warning", *, json: bool = False) -> None:
 
 
 def _apply(level: str, json: bool) -> None:
+    import logging  # noqa: PLC0415 - only for the level's number, when structlog loads
+
     import structlog  # noqa: PLC0415 - see the module's docstring
 
     renderer: structlog.typing.Processor = (

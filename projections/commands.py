@@ -14,7 +14,6 @@ from engine.cli import args as cli_args
 from engine.cli.output import Progress
 from engine.codec import to_builtins
 from engine.events import MessageStarted, tag_of
-from engine.mailbox_credentials import redacted
 from engine.store import DEFAULT_URL, open_store
 from engine.store.base import Store
 from projections.text import render_event, render_messages, render_state
@@ -67,6 +66,9 @@ class ShowCommand:
                 print(f"convlog show: --at {seq} is outside 0..{version}", file=sys.stderr)
                 return EXIT_USAGE
             if args.view == "events":
+                # (its hashing and secrets modules only for this branch)
+                from engine.mailbox_credentials import redacted  # noqa: PLC0415
+
                 progress = Progress("show")
                 # Progress is for output going to a file: on the terminal the events
                 # themselves show it.

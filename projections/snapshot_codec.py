@@ -5,7 +5,7 @@ was read back through cattrs, field by field and union by union: about a third o
 an ``at(seq)`` on a short tail went into that. Format 3 writes each view as the
 array of its attribute values in declaration order, a tagged view (a part, a tool
 state, a message info) led by its tag. The encoder and the decoder of every view
-class are compiled once, at import, from the views' attrs declarations, so reading
+class are compiled once, on first use, from the views' attrs declarations, so reading
 a chunk is one msgpack decode plus one constructor call per view, and the chunk is
 about half as large.
 
@@ -23,6 +23,7 @@ numbers, JSON metadata, tool input) is written as is.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import types
 import typing
@@ -186,16 +187,42 @@ def _describe_struct(t: Any, seen: frozenset[type] = frozenset()) -> str:
     return f"{t.__name__}[{config.tag}]({','.join(parts)})"
 
 
-_compiler = _Compiler()
-_top = _compiler.compile(v.WithParts)
-_scope = _compiler.finish()
-_encode_view: Callable[[v.WithParts], list[Any]] = _scope[f"E{_top}"]
-_decode_view: Callable[[list[Any], str | None], v.WithParts] = _scope[f"D{_top}"]
-
 FORMAT: Final = 3
 # What the positions mean: every view class reachable from WithParts, in order.
-FINGERPRINT: Final = hashlib.blake2b(
-    f"{FORMAT};{';'.join(_compiler.described)}".encode(), digest_size=8).digest()
+# FINGERPRINT (bytes) is computed on first read (module __getattr__ below).
+FINGERPRINT: bytes
+_module = globals()
+
+
+# The codec is compiled on first use, not at import: the walk over the views'
+# declarations (their annotations evaluated) is needed for FINGERPRINT, which the
+# preview check reads, but the generated functions only when a chunk is written or
+# read; a `show` printed from stored previews never runs them.
+@functools.cache
+def _walked() -> tuple[_Compiler, str]:
+    compiler = _Compiler()
+    top = compiler.compile(v.WithParts)
+    # A value set before the first walk (a test's monkeypatch) stays.
+    _module.setdefault("FINGERPRINT", hashlib.blake2b(
+        f"{FORMAT};{';'.join(compiler.described)}".encode(), digest_size=8).digest())
+    return compiler, top
+
+
+@functools.cache
+def _functions() -> tuple[Callable[[v.WithParts], list[Any]],
+                          Callable[[list[Any], str | None], v.WithParts]]:
+    compiler, top = _walked()
+    scope = compiler.finish()
+    return scope[f"E{top}"], scope[f"D{top}"]
+
+
+def __getattr__(name: str) -> bytes:
+    if name == "FINGERPRINT":
+        _walked()
+        fingerprint: bytes = _module["FINGERPRINT"]
+        return fingerprint
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _enc = msgspec.msgpack.Encoder()  # through engine.codec.packb: big ints, lone surrogates
 _dec = msgspec.msgpack.Decoder(tuple[bytes, list[Any]], ext_hook=ext_hook)
@@ -205,7 +232,8 @@ _HEAD: Final = b"\x92"
 
 def encode_chunk(message: v.WithParts) -> bytes:
     """The message as format 3 chunk bytes (uncompressed)."""
-    return packb((FINGERPRINT, _encode_view(message)), _enc)
+    encode_view = _functions()[0]  # sets FINGERPRINT
+    return packb((_module["FINGERPRINT"], encode_view(message)), _enc)
 
 
 def is_chunk(data: bytes) -> bool:
@@ -217,10 +245,11 @@ def decode_chunk(data: bytes, session_id: str | None = None) -> v.WithParts:
     """The message of a format 3 chunk; its structural session ids become ``session_id``
     when given (a fork reading its parent's chunk). Raises :class:`StaleChunk`."""
     try:
+        decode_view = _functions()[1]  # sets FINGERPRINT
         fingerprint, body = _dec.decode(data)
-        if fingerprint != FINGERPRINT:
+        if fingerprint != _module["FINGERPRINT"]:
             raise StaleChunk("written against other views")
-        return _decode_view(body, session_id)
+        return decode_view(body, session_id)
     except StaleChunk:
         raise
     except (msgspec.DecodeError, msgspec.ValidationError, LookupError, TypeError,

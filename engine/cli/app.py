@@ -34,6 +34,7 @@ from engine.errors import (
     UnknownSession,
 )
 from engine.interrupts import release_interrupts
+from engine.startup_gc import release_collector
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -252,7 +253,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if reconfigure is not None and getattr(sys.stdout, "errors", "") == "strict":
         reconfigure(errors=_register_output_errors())
     import sqlite3  # noqa: PLC0415 - the lines below need them; --help does not
-    import traceback  # noqa: PLC0415
 
     import msgspec  # noqa: PLC0415
 
@@ -264,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = f"convlog {command.name}"
     try:
         release_interrupts()  # held by engine.launch while the command loaded
+        release_collector()  # likewise (engine.startup_gc)
         return command.run(args)
     except BrokenPipeError:
         silence_stdout()
@@ -281,6 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exits.CORRUPT.code
     except Exception as exc:  # a bug, unless the store is damaged: still one line
         if args.verbose or args.log_level == "debug":
+            import traceback  # noqa: PLC0415 - only for a bug's report
+
             traceback.print_exc()
         damage = damage_behind(args)
         if damage is not None:

@@ -41,7 +41,7 @@ def decode(raw: bytes) -> Any:
         raise msgspec.DecodeError("JSON nested too deeply") from None
 
 
-_PROGRESS_EVERY: Final = 1 << 14  # lines between two progress reports
+PROGRESS_EVERY: Final = 1 << 14  # lines between two progress reports
 
 # Set by the CLI to show progress on large files: called with (path, bytes read, size).
 PROGRESS: ContextVar[Callable[[str, int, int], None] | None] = ContextVar(
@@ -71,18 +71,27 @@ def stable_uuid(time_ms: int, *key: str) -> str:
 def stable_uuid_joined(time_ms: int, joined: str) -> str:
     """:func:`stable_uuid` of a key already joined with ``"\\x1f"`` (an importer that
     derives many ids from one prefix joins it once)."""
-    d = _blake2b(joined.encode(), digest_size=10).digest()
-    # 48 bits of time and the version nibble (the same for every event of a line: its
-    # text made once), 12 bits of the digest, the variant 0b10 and 62 more bits (the
-    # digest's first 80 bits as one number: its top 12 and its low 62).
+    return uuid_text(time_head(time_ms), _blake2b(joined.encode(), digest_size=10).digest())
+
+
+def time_head(time_ms: int) -> str:
+    """The first 15 characters of every :func:`stable_uuid` of ``time_ms``: 48 bits of
+    time and the version nibble (the same for every event of a line: made once)."""
     head = _TIME_HEADS.get(time_ms)
     if head is None:
         t = time_ms & _LOW48 if time_ms > 0 else 0
         head = f"{t >> 16:08x}-{t & 0xFFFF:04x}-7"
         if len(_TIME_HEADS) < _TIME_HEADS_KEPT:
             _TIME_HEADS[time_ms] = head
-    h = d.hex()
-    return f"{head}{h[:3]}-{_VARIANT[d[2]]}{h[6:8]}-{h[8:]}"
+    return head
+
+
+def uuid_text(head: str, d: bytes) -> str:
+    """The id whose first characters are ``head`` (:func:`time_head`) and whose other
+    bits are the 10-byte digest ``d``'s: 12 bits of it, the variant 0b10 and 62 more
+    bits (its first 80 bits as one number: its top 12 and its low 62). Each byte's hex
+    from a table, not the digest's hex cut into slices (each slice a new string)."""
+    return f"{head}{_HEX2[d[0]]}{_HEX1[d[1] >> 4]}-{_VARIANT[d[2]]}{_HEX2[d[3]]}-{d[4:].hex()}"
 
 
 _blake2b = hashlib.blake2b
@@ -90,6 +99,8 @@ _TIME_HEADS: dict[int, str] = {}  # time_ms -> the id's first 15 characters
 _TIME_HEADS_KEPT: Final = 100_000
 # The variant bits over a digest byte's low six, as text (formatted once, not per id).
 _VARIANT: Final = tuple(f"{0x80 | b & 0x3F:02x}" for b in range(256))
+_HEX2: Final = tuple(f"{b:02x}" for b in range(256))
+_HEX1: Final = tuple(f"{b:x}" for b in range(16))
 
 
 def stable_part_id(*key: str) -> str:
@@ -283,7 +294,9 @@ def json_lines(path: Path, report: ImportReport, *, lenient: bool = False,
     listed in ``report.skipped``. ``decoder`` (an importer's line Struct decoder,
     falling back to :func:`decode` for other shapes) gives a dict or a
     ``msgspec.Struct`` per object line; a line it cannot decode is read as
-    :func:`decode` reads it (a lone surrogate mended into a dict).
+    :func:`decode` reads it (a lone surrogate mended into a dict). Each line is
+    judged by :func:`read_line` (an importer with a loop of its own calls it for
+    every line its own fast path does not take).
     """
     name = str(path)
     progress = PROGRESS.get()
@@ -298,32 +311,57 @@ def json_lines(path: Path, report: ImportReport, *, lenient: bool = False,
                     progress(name, size, size)
                 return
             number += 1
-            if progress and not number % _PROGRESS_EVERY:
+            if progress and not number % PROGRESS_EVERY:
                 progress(name, f.tell(), size)
-            if len(raw) > max_line and not raw.endswith(b"\n"):
-                while chunk := f.readline(1 << 20):  # skip the rest without keeping it
-                    if chunk.endswith(b"\n"):
-                        break
-                _bad(report, name, number, f"a line over {max_line} bytes", lenient)
-                continue
-            if raw[0] in _BLANK and not raw.strip():  # (strip copies: only when it may be blank)
-                continue
-            try:
-                value = decoder(raw)
-            except msgspec.DecodeError as exc:
-                # msgspec's message varies ("truncated" when the lone half ends a string)
-                if (value := mended_line(raw)) is not None:
-                    report.note(LONE_SURROGATE, number)
+            if raw[-1] == 10 and raw[0] not in _BLANK:  # a whole line, not blank: decode it
+                try:
+                    value = decoder(raw)
+                except msgspec.DecodeError:
+                    value = None  # read_line decodes it again and says why
+                if value.__class__ is dict or isinstance(value, msgspec.Struct):
                     yield number, value
                     continue
-                last = not raw.endswith(b"\n") and not f.peek(1)[:1]
-                why = ("a truncated final line" if last else f"invalid JSON ({exc})")
-                _bad(report, name, number, why, lenient)
-                continue
-            if not isinstance(value, dict | msgspec.Struct):
-                _bad(report, name, number, "a line that is not a JSON object", lenient)
-                continue
-            yield number, value
+            value = read_line(f, raw, number, name=name, report=report, lenient=lenient,
+                              max_line=max_line, decoder=decoder)
+            if value is not SKIPPED:
+                yield number, value
+
+
+SKIPPED: Final = object()  # read_line's answer for a blank line or one skipped (--lenient)
+
+
+def read_line(f: io.BufferedReader, raw: bytes, number: int, *, name: str,
+              report: ImportReport, lenient: bool, max_line: int,
+              decoder: Callable[[bytes], Any]) -> Any:
+    """What :func:`json_lines` makes of line ``number``, ``raw`` as
+    ``f.readline(max_line + 1)`` read it: its value, or :data:`SKIPPED` (a blank
+    line, or a bad one under ``lenient``); a bad line otherwise raises
+    ImportInputError. The rest of a line over ``max_line`` bytes is read from ``f``
+    without being kept; ``f`` tells whether a line that ends without a newline is
+    the last."""
+    if len(raw) > max_line and not raw.endswith(b"\n"):
+        while chunk := f.readline(1 << 20):  # skip the rest without keeping it
+            if chunk.endswith(b"\n"):
+                break
+        _bad(report, name, number, f"a line over {max_line} bytes", lenient)
+        return SKIPPED
+    if raw[0] in _BLANK and not raw.strip():  # (strip copies: only when it may be blank)
+        return SKIPPED
+    try:
+        value = decoder(raw)
+    except msgspec.DecodeError as exc:
+        # msgspec's message varies ("truncated" when the lone half ends a string)
+        if (value := mended_line(raw)) is not None:
+            report.note(LONE_SURROGATE, number)
+            return value
+        last = not raw.endswith(b"\n") and not f.peek(1)[:1]
+        why = ("a truncated final line" if last else f"invalid JSON ({exc})")
+        _bad(report, name, number, why, lenient)
+        return SKIPPED
+    if not isinstance(value, dict | msgspec.Struct):
+        _bad(report, name, number, "a line that is not a JSON object", lenient)
+        return SKIPPED
+    return value
 
 
 _BLANK: Final = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.strip() strips

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,22 +27,27 @@ from engine.collector import collector_paused
 from engine.events import Event
 from engine.importers.base import (
     MAX_LINE,
+    PROGRESS,
+    PROGRESS_EVERY,
     SHAPE_ERRORS,
+    SKIPPED,
     ImportInputError,
     ImportReport,
     Plan,
     PlannedSession,
+    check_text,
     decode,
-    json_lines,
     loads,
     mended_line,
     ms_of,
     open_binary,
+    read_line,
     seal,
     shape_error,
     stable_part_id,
     stable_uuid,
-    stable_uuid_joined,
+    time_head,
+    uuid_text,
 )
 
 FORMAT: Final = "codex"
@@ -57,10 +62,16 @@ _EMPTY_OUTPUT: Final = "(no output)"
 
 
 def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode(), digest_size=12).digest()
+    return _blake2b(text.encode(), digest_size=12).digest()
+
+
+_blake2b: Final = hashlib.blake2b
 
 
 _UNSET: Final = msgspec.UNSET
+# An event's count within its line, as the bytes its id hashes (a line makes a few).
+_COUNTED: Final = 64
+_COUNTS: Final = tuple(str(n).encode() for n in range(_COUNTED))
 
 
 class _Payload(msgspec.Struct):
@@ -178,7 +189,11 @@ class _Rollout:
         self.lenient = lenient
         self.max_line = max_line
         self.seen: set[bytes] = set()
-        self.key = ""  # FORMAT, sid and line joined: the line's event ids' key prefix
+        # The line's hashed id prefixes, made by its first add() and _pid(): a copier of
+        # the BLAKE2b state of FORMAT, sid and line (with the id's time head), and of sid
+        # and line.
+        self.line_ids: tuple[Callable[[], Any], str] | None = None
+        self.line_parts: Callable[[], Any] | None = None
         self.recognised = 0  # lines shaped like a rollout's
         self.events: list[Event] = []  # the own events of the session being written
         self.s = _State()
@@ -199,16 +214,14 @@ class _Rollout:
             self.events)
 
     def run(self) -> list[PlannedSession]:
-        for text in _visible_texts(self.path, self.max_line):
-            self.seen.add(_digest(text))
+        self.seen = _visible_digests(self.path, self.max_line)
         first_time = 0
         # Lines written together share their timestamp: the last one's time is reused.
         last_stamp, last_ms = None, 0
         s = self.s
-        for number, record in json_lines(self.path, self.report, lenient=self.lenient,
-                                         max_line=self.max_line, decoder=_decode_line):
+        for number, record in self._records():
             s.line, s.count = number, 0
-            self.key = ""  # the line's id key prefix, made by the first event's add()
+            self.line_ids = self.line_parts = None  # the line's id prefixes (add, _pid)
             if record.__class__ is _Line:  # the envelope every rollout has
                 stamp, kind, payload, ordinal = (record.timestamp, record.type, record.payload,
                                                  record.ordinal)
@@ -259,6 +272,42 @@ class _Rollout:
         if self.s.title:
             main.title, main.title_source = self.s.title, f"{FORMAT} thread_name"
         return [main, *self.forks[1:], *([self.current] if self.current else [])]
+
+    def _records(self) -> Iterator[tuple[int, Any]]:
+        """:func:`json_lines` with ``_decode_line``: the same lines, numbers, values and
+        errors. A line that starts with ``{``, ends with a newline and decodes into the
+        envelope with a :class:`_Payload` (every line of a rollout but its metadata) is
+        decoded here, in the loop; any other goes through :func:`read_line`, as
+        json_lines reads it (a call and a test less per line)."""
+        name, report, lenient, max_line = str(self.path), self.report, self.lenient, self.max_line
+        progress = PROGRESS.get()
+        decode_line, whole = _LINE.decode, _WHOLE
+        with open_binary(self.path) as f:
+            check_text(self.path, f.peek(4096)[:4096])
+            size = self.path.stat().st_size if progress else 0
+            readline, limit = f.readline, max_line + 1
+            number = 0
+            while raw := readline(limit):
+                number += 1
+                if progress and not number % PROGRESS_EVERY:
+                    progress(name, f.tell(), size)
+                if raw[-1] == 10 and raw[0] == 123:  # b"\n", b"{": not blank, not cut
+                    try:
+                        line = decode_line(raw)
+                    except (msgspec.DecodeError, RecursionError):
+                        pass  # read_line decodes it again, as _decode_line does
+                    else:
+                        kind = line.type
+                        if (line.payload.__class__ is _Payload and kind.__class__ is str
+                                and kind not in whole):
+                            yield number, line
+                            continue
+                value = read_line(f, raw, number, name=name, report=report, lenient=lenient,
+                                  max_line=max_line, decoder=_decode_line)
+                if value is not SKIPPED:
+                    yield number, value
+            if progress:
+                progress(name, size, size)
 
     def _rollback(self, p: _Payload) -> None:
         """``thread_rolled_back {num_turns}``: Codex drops the last turns from the thread
@@ -315,19 +364,39 @@ class _Rollout:
 
     def add(self, e: Event) -> None:
         s = self.s
-        s.count += 1
-        key = self.key
-        if not key:  # stable_uuid(time, FORMAT, sid, line, count), the prefix joined once
-            key = self.key = f"{FORMAT}\x1f{s.sid}\x1f{s.line}\x1f"
-        eid = stable_uuid_joined(s.time, key + str(s.count))
-        self.events.append(msgspec.structs.replace(e, id=eid, time=s.time))
+        s.count = count = s.count + 1
+        ids = self.line_ids
+        if ids is None:
+            # stable_uuid(time, FORMAT, sid, line, count): the line's prefix hashed once,
+            # its state copied for each event's count (BLAKE2b hashes a stream: the same
+            # digest as of the joined key), the id's time head made once.
+            ids = self.line_ids = (_blake2b(f"{FORMAT}\x1f{s.sid}\x1f{s.line}\x1f".encode(),
+                                            digest_size=10).copy, time_head(s.time))
+        h = ids[0]()
+        h.update(_COUNTS[count] if count < _COUNTED else str(count).encode())
+        self.events.append(msgspec.structs.replace(e, id=uuid_text(ids[1], h.digest()),
+                                                   time=s.time))
+
+    def _pid(self, *key: str) -> str:
+        """``stable_part_id(sid, line, *key)``: the line's prefix hashed once (as add)."""
+        parts = self.line_parts
+        if parts is None:
+            s = self.s
+            parts = self.line_parts = _blake2b(f"{s.sid}\x1f{s.line}".encode(),
+                                               digest_size=13).copy
+        h = parts()
+        if key:
+            h.update(("\x1f" + "\x1f".join(key)).encode())
+        return "prt_" + h.hexdigest()
 
     def _ids(self, what: str) -> tuple[str, str]:
         s = self.s
         return (stable_uuid(s.time, FORMAT, s.sid, "message", str(s.line), what),
-                stable_part_id(s.sid, str(s.line), what, str(s.count)))
+                self._pid(what, str(s.count)))
 
     def _part_meta(self, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        if self.s.meta is None:  # (nearly every part: no session_meta to carry)
+            return {"codex": {**extra}} if extra else None
         meta: dict[str, Any] = {}
         if self.s.meta is not None:
             meta["session_meta"], self.s.meta = self.s.meta, None
@@ -373,7 +442,7 @@ class _Rollout:
         mid, _ = self._ids("user")
         self.add(ev.MessageStarted(message_id=mid, role="user", system=s.instructions))
         for i, (kind, value) in enumerate(blocks):
-            pid = stable_part_id(s.sid, str(s.line), "user", str(i))
+            pid = self._pid("user", str(i))
             if kind in ("unknown", "refusal"):
                 self.report.note(f"user content {value if kind == 'unknown' else kind!r}: "
                                  "not mapped", s.line)
@@ -424,7 +493,7 @@ class _Rollout:
                     if k == "unknown":
                         self.report.note(f"assistant content {text!r}: not mapped", s.line)
                         continue
-                    pid = stable_part_id(s.sid, str(s.line), "text", str(i))
+                    pid = self._pid("text", str(i))
                     extra = {"openai": {"item_id": p.id}} if p.id else {}
                     phase = _present(p, ("end_turn", "phase"))
                     self.add(ev.TextAdded(message_id=mid, part_id=pid, text=str(text),
@@ -478,19 +547,21 @@ class _Rollout:
             self.report.note(f"response_item type {kind!r}: not mapped", s.line)
 
     def _reasoning(self, p: _Payload) -> None:
-        s = self.s
         summary = [str(x.get("text", "")) for x in p.summary or [] if isinstance(x, dict)]
-        content = [str(x.get("text", "")) for x in p.content or [] if isinstance(x, dict)]
-        openai: dict[str, Any] = {"item_id": p.id or "rs_" + stable_part_id(
-            s.sid, str(s.line))[4:], "summary": summary}
+        content = [str(x.get("text", "")) for x in p.content
+                   if isinstance(x, dict)] if p.content else []
+        openai: dict[str, Any] = {"item_id": p.id or "rs_" + self._pid()[4:], "summary": summary}
         if p.encrypted_content:
             openai["encrypted_content"] = p.encrypted_content
         if content:
             openai["content"] = content
         mid = self._assistant()
-        pid = stable_part_id(s.sid, str(s.line), "reasoning")
+        pid = self._pid("reasoning")
+        metadata = {"openai": openai}
+        if self.s.meta is not None:
+            metadata.update(self._part_meta() or {})
         self.add(ev.ReasoningAdded(message_id=mid, part_id=pid, text="\n\n".join(summary),
-                                   metadata={"openai": openai, **(self._part_meta() or {})}))
+                                   metadata=metadata))
         self.add(ev.PartEnded(message_id=mid, part_id=pid))
 
     def _call(self, kind: str, p: _Payload) -> None:
@@ -530,7 +601,7 @@ class _Rollout:
             self.report.note(f"call id {call!r} repeats: the repeat is not mapped", s.line)
             return
         mid = self._assistant()
-        pid = stable_part_id(s.sid, str(s.line), "call")
+        pid = self._pid("call")
         extra = _present(p, ("execution", "id", "namespace", "status", "type"))
         self.add(ev.ToolAdded(message_id=mid, part_id=pid, call_id=call, tool=name, input=args,
                               raw=raw, metadata=self._part_meta(extra)))
@@ -564,7 +635,7 @@ class _Rollout:
             self.report.note(f"call id {call!r} repeats: the repeat is not mapped", s.line)
             return
         mid = self._assistant()
-        pid = stable_part_id(s.sid, str(s.line), "call")
+        pid = self._pid("call")
         self.add(ev.ToolAdded(message_id=mid, part_id=pid, call_id=call, tool="image_generation",
                               input={"revised_prompt": prompt} if isinstance(prompt, str) else {},
                               metadata=self._part_meta({"type": "image_generation_call",
@@ -578,7 +649,7 @@ class _Rollout:
             self.add(ev.ToolCompleted(
                 message_id=mid, part_id=pid, output=prompt if isinstance(prompt, str) and prompt
                 else "image generated", attachments=[ev.Attachment(
-                    part_id=stable_part_id(s.sid, str(s.line), "image"), mime="image/png",
+                    part_id=self._pid("image"), mime="image/png",
                     url=url)]))
         else:
             s.tools[call] = (mid, pid)
@@ -635,7 +706,7 @@ class _Rollout:
         self.add(ev.MessageStarted(message_id=mid, role="user"))
         self.add(ev.CompactionAdded(message_id=mid, part_id=pid))
         if summary:
-            tid = stable_part_id(s.sid, str(s.line), "summary")
+            tid = self._pid("summary")
             self.add(ev.TextAdded(message_id=mid, part_id=tid, text=summary, synthetic=True))
             self.add(ev.PartEnded(message_id=mid, part_id=tid))
         if payload.encrypted_content:
@@ -722,7 +793,7 @@ class _Rollout:
             self._reasoning(_Payload(summary=[{"type": "summary_text", "text": text}]))
         else:  # AgentMessage, Plan
             mid = self._assistant()
-            pid = stable_part_id(s.sid, str(s.line), "turn_item")
+            pid = self._pid("turn_item")
             self.add(ev.TextAdded(message_id=mid, part_id=pid, text=text,
                                   metadata=self._part_meta({"turn_item": kind})))
             self.add(ev.PartEnded(message_id=mid, part_id=pid))
@@ -806,20 +877,23 @@ class _SeenLine(msgspec.Struct):
 _PASS_ONE: Final = msgspec.json.Decoder(_SeenLine)
 
 
-def _visible_texts(path: Path, max_line: int) -> Iterator[str]:
-    """Pass one: the visible texts of response items; other lines are not even decoded."""
+def _visible_digests(path: Path, max_line: int) -> set[bytes]:
+    """Pass one: the digests (:func:`_digest`) of the visible texts of response items;
+    other lines are not even decoded."""
+    seen: set[bytes] = set()
+    add = seen.add
     with open_binary(path) as f:
         while raw := f.readline(max_line + 1):
             if b"response_item" not in raw:
                 continue
             try:
-                seen = _PASS_ONE.decode(raw)
+                line = _PASS_ONE.decode(raw)
             except (msgspec.DecodeError, RecursionError):
-                seen = None  # another shape, or no JSON: read as pass two reads it
-            if seen is not None:
-                if seen.type != "response_item" or seen.payload is None:
+                line = None  # another shape, or no JSON: read as pass two reads it
+            if line is not None:
+                if line.type != "response_item" or line.payload is None:
                     continue
-                payload: Any = seen.payload
+                payload: Any = line.payload
             else:
                 try:
                     record = decode(raw)
@@ -834,11 +908,13 @@ def _visible_texts(path: Path, max_line: int) -> Iterator[str]:
                 texts = _visible(payload)
             except SHAPE_ERRORS:
                 continue  # pass two names the line
-            yield from texts
+            for text in texts:  # _digest, inlined
+                add(_blake2b(text.encode(), digest_size=12).digest())
             if len(raw) > max_line and not raw.endswith(b"\n"):
                 while chunk := f.readline(1 << 20):
                     if chunk.endswith(b"\n"):
                         break
+    return seen
 
 
 def _blocks(content: Any) -> list[tuple[str, Any]]:

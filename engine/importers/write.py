@@ -141,6 +141,9 @@ def _batch(plan: Plan, planned: PlannedSession, shared: list[Event],
     # an int in range: then the door's short proof skips it (admit_all's ``stamped``);
     # anything else leaves the whole batch to the proof of every field.
     vouched = planned.id.__class__ is str
+    sid, created = planned.id, planned.created
+    replace, versions, actors = msgspec.structs.replace, SCHEMA_VERSION, DEFAULT_ACTOR
+    started = ev.MessageStarted
     for raw in planned.events:
         eid = raw.id
         if not eid or eid in ids or eid in seen:
@@ -148,10 +151,15 @@ def _batch(plan: Plan, planned: PlannedSession, shared: list[Event],
                                    f"event id {eid!r} is not unique in the import")
         seen.add(eid)
         seq += 1
-        e = _stamp(plan, planned, raw, seq)
-        time = e.time
+        # _stamp, inlined (it runs for every event of the import)
+        cls = raw.__class__
+        if raw.v != versions[cls]:
+            _stamp(plan, planned, raw, seq)  # raises, naming the schema version
+        time = raw.time or created
+        actor = raw.actor or (cls is started and raw.role) or actors[cls]  # type: ignore[attr-defined]
+        e = replace(raw, session_id=sid, seq=seq, time=time, actor=actor)
         if vouched and not (eid.__class__ is str and time.__class__ is int
-                            and 0 <= time <= INT_MAX and e.actor.__class__ is str):
+                            and 0 <= time <= INT_MAX and actor.__class__ is str):
             vouched = False
         append(e)
     mine = lc.apply_batch(stamped)  # a repeat (a no-op) is left out, later seqs moved up

@@ -15,7 +15,25 @@ woken by the first job after a commit, it records what is there, sleeps
 append (:meth:`Recorder.commit`). A streamed answer's chunks thus cost the
 child one wake-up and one store transaction per window instead of one per
 chunk, and the forwarder's two cores are left to the traffic. A sync is
-answered, and a stop obeyed, only after a commit.
+answered, and a stop obeyed, only after a commit. (Committing a call's events
+as soon as it ended, tried on 2026-11-29, saved no CPU over the 100 ms window
+and put each commit, its fsync included, at the moment the next call starts.)
+
+The child is an idle process (``SCHED_IDLE`` on Linux: it runs only on a core
+nothing else wants, and is preempted by any other process that wakes), so its
+work never delays the forwarder, the client or the upstream; where it could not
+be moved back from that policy it is a batch process
+(:func:`engine.proxy.quiet.background_priority`). What it has not
+read waits in the pipe (1 MiB), then in the forwarder's memory; once the pipe is
+full the forwarder makes the child a batch process (``SCHED_BATCH``: a full
+share of the CPU) until it has read everything, so a busy machine cannot starve
+it. If the backlog still passes :data:`BACKLOG_LIMIT` (64 MiB), the calls'
+copies are dropped instead of queued: a recording gap. Once the recorder has
+caught up, each call the gap cut is ended in the log with :data:`BEHIND_ERROR`,
+the calls that started during it are not recorded, and the gap's account is
+logged (``proxy.recording_gap``, an error, ``reason=behind``) and noted in the
+recording-gaps session, as for a dead recorder below. The client's traffic is
+never held up by any of it.
 
 If the proxy dies (``kill -9``), the pipe ends: the child records everything
 already written to it, commits, ends the calls in flight as broken (``the
@@ -64,13 +82,23 @@ _FRAME = struct.Struct(">BII")  # kind, call id, payload length
 _PICKLED = 255
 _PIPE_SIZE = 1 << 20  # the most an unprivileged process may ask for
 # How long the child gathers jobs before it commits them (seconds): the most a
-# streamed answer's events wait, in memory, to be committed.
-COMMIT_WINDOW = 0.02
+# streamed answer's events wait, in memory, to be committed. Each commit is a
+# store transaction (with SQLite's fsync, 0.5-1 ms of CPU): 20 ms made a
+# streamed answer two or three of them a call in the benchmark, 50 a second of
+# stream; 100 ms makes it one or two a call, ten a second of stream.
+COMMIT_WINDOW = 0.1
 _DRAIN_READS = 8
 # How long after a recorder's death the next one is started (seconds), and the
 # most that wait grows to while starts keep failing (a store that is down).
 RESTART_BACKOFF = 0.2
 RESTART_BACKOFF_MAX = 30.0
+# The most the forwarder keeps in memory for a recorder that is behind (bytes, on
+# top of the pipe's 1 MiB). Past it, the calls' copies are dropped instead: a
+# recording gap, logged and recorded as such once the recorder has caught up.
+BACKLOG_LIMIT = 64 << 20
+# The error a call cut by such a gap is ended with in the log.
+BEHIND_ERROR = ("recording gap: the recorder fell behind and the rest of this call was "
+                "not recorded (the client got all of it)")
 
 log = get_logger("convlog.proxy")
 
@@ -142,6 +170,15 @@ class _Gap:
         self.restarts = 0  # failed starts
 
 
+class _Behind:
+    """A recording gap while the recorder is behind (the backlog at its limit)."""
+
+    def __init__(self) -> None:
+        self.since = time.time()
+        self.cut: set[int] = set()  # calls handed over whose later copies were dropped
+        self.unrecorded = 0  # calls that started during it (never handed over)
+
+
 class RecorderProcess:
     """The :class:`Recorder` API (``start``, ``put``, ``sync``, ``stop``) over a child
     process, started again when it dies."""
@@ -152,6 +189,10 @@ class RecorderProcess:
         self._child: _Child | None = None
         self._fd = -1
         self._backlog: list[memoryview] = []
+        self._waiting = 0  # bytes in the backlog
+        self._behind: _Behind | None = None
+        self._dropping: set[int] = set()  # calls whose copies are dropped until their end
+        self._policy: int | None = None  # the child's scheduling policy, when idle
         self._waiting_loop: asyncio.AbstractEventLoop | None = None
         self._broken = False
         self._tokens = itertools.count(1)
@@ -174,7 +215,16 @@ class RecorderProcess:
             self._waiting_loop = None
         self._child, self._fd = child, child.fd
         self._backlog.clear()
+        self._waiting = 0
+        self._behind = None
+        self._dropping.clear()
         self._broken = False
+        self._policy = None
+        idle = getattr(os, "SCHED_IDLE", None)
+        pid = child.process.pid
+        with contextlib.suppress(OSError, AttributeError):
+            if idle is not None and pid is not None and os.sched_getscheduler(pid) == idle:
+                self._policy = idle
 
     @property
     def pid(self) -> int | None:
@@ -184,13 +234,29 @@ class RecorderProcess:
 
     def put(self, job: tuple[Any, ...]) -> None:
         op = job[0]
+        call = job[1] if op <= END else None  # a call's copy (not sync, stop, gap)
+        if call is not None and call in self._dropping:  # cut or never handed over
+            if op == END:
+                self._dropping.discard(call)
+                self._open.discard(call)
+            return
+        data = memoryview(frame(job))
+        if call is not None and not self._broken:
+            if (self._behind is None and self._backlog
+                    and self._waiting + len(data) > BACKLOG_LIMIT):
+                self._behind = _Behind()  # a gap begins
+                log.error("proxy.recorder_behind", waiting_bytes=self._waiting,
+                          limit_bytes=BACKLOG_LIMIT)
+            if self._behind is not None:
+                self._drop(op, call)
+                return
         if op == REQUEST:
             self._open.add(job[1])
         elif op == END:
             self._open.discard(job[1])
         if self._broken and not self._take_over(op):
             return  # a gap: forwarded, not recorded
-        self._write(memoryview(frame(job)))
+        self._write(data)
 
     def _take_over(self, op: int) -> bool:
         """In a gap: let a restarted recorder take over (the gap's account first).
@@ -215,6 +281,7 @@ class RecorderProcess:
             return
         if self._backlog:
             self._backlog.append(data)
+            self._waiting += len(data)
             return
         try:
             written = os.write(self._fd, data)
@@ -224,8 +291,55 @@ class RecorderProcess:
             self._lost(exc)
             return
         if written < len(data):
-            self._backlog.append(data[written:])
+            rest = data[written:]
+            self._backlog.append(rest)
+            self._waiting += len(rest)
+            self._urge(behind=True)
             self._wait_writable()
+
+    # ------------------------------------------------------------------ a recorder behind
+
+    def _urge(self, *, behind: bool) -> None:
+        """An idle recorder (``SCHED_IDLE``: it runs only on a core nothing else wants)
+        that fills the pipe gets a full share of the CPU (``SCHED_BATCH``) until it
+        has read everything waiting, then goes back to idle: the traffic keeps the
+        cores while the recorder keeps up, and a busy machine cannot starve it."""
+        pid = self._child.process.pid if self._child is not None else None
+        policy = getattr(os, "SCHED_BATCH", None) if behind else self._policy
+        if self._policy is None or pid is None or policy is None:
+            return
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(pid, policy, os.sched_param(0))
+
+    def _drop(self, op: int, call: int) -> None:
+        """A call's copy not handed over (the recorder is behind, past the limit)."""
+        behind = self._behind
+        assert behind is not None
+        if op == REQUEST:  # never handed over: none of it is recorded
+            behind.unrecorded += 1
+            self._dropping.add(call)
+            return
+        if call in self._open:  # recorded up to here: ended with the gap's error
+            behind.cut.add(call)
+        if op == END:
+            self._open.discard(call)
+        else:
+            self._dropping.add(call)
+
+    def _caught_up(self) -> None:
+        """The backlog is in the pipe again: the gap ends. Each call it cut is ended
+        with :data:`BEHIND_ERROR`, and its account is recorded and logged."""
+        behind, self._behind = self._behind, None
+        if behind is None:
+            return
+        account = {"since": _iso(behind.since), "until": _iso(time.time()),
+                   "reason": "behind", "unrecorded_calls": behind.unrecorded,
+                   "cut_calls": len(behind.cut), "limit_bytes": BACKLOG_LIMIT}
+        self.gaps.append(account)
+        log.error("proxy.recording_gap", **account)
+        for call in sorted(behind.cut):
+            self._write(memoryview(frame((END, call, BEHIND_ERROR))))
+        self._write(memoryview(frame((GAP, 0, account))))
 
     def _wait_writable(self) -> None:
         try:
@@ -247,10 +361,15 @@ class RecorderProcess:
             except OSError as exc:
                 self._lost(exc)
                 return
+            self._waiting -= written
             if written < len(data):
                 self._backlog[0] = data[written:]
                 return
             self._backlog.pop(0)
+        if not self._backlog and not self._broken:
+            self._urge(behind=False)
+            if self._behind is not None:
+                self._caught_up()
 
     def _flush(self) -> None:
         """The event loop's call when the pipe can take more."""
@@ -275,6 +394,9 @@ class RecorderProcess:
             return
         self._broken = True
         self._backlog.clear()
+        self._waiting = 0
+        self._behind = None  # the restart's gap accounts for everything from here
+        self._dropping.clear()
         # An error, not a warning: nothing is recorded until a new recorder runs,
         # and the default log level (error) must show it.
         log.error("proxy.recorder_lost", error=repr(exc)[:500])

@@ -27,6 +27,7 @@ failed), and the call's later chunks are ignored.
 
 from __future__ import annotations
 
+import bisect
 import json
 import queue
 import threading
@@ -42,11 +43,12 @@ from engine.adapters.gemini import GeminiIngest
 from engine.adapters.ingest import ProviderStreamError, StreamError, StreamIngest
 from engine.adapters.openai_chat import OpenAIChatIngest
 from engine.adapters.openai_responses import OpenAIResponsesIngest
+from engine.errors import UnknownSession
 from engine.ids import part_id, uuid7
 from engine.importers.base import stable_uuid
 from engine.logging import get_logger
 from engine.proxy import context as ctx
-from engine.proxy.conversation import Entry, conversation, entries, extends, system_text
+from engine.proxy.conversation import Entry, conversation, entries, system_text
 from engine.proxy.decode import decoder
 from engine.proxy.errors import message_error
 from engine.proxy.grouping import GroupedSession, open_grouped
@@ -131,6 +133,58 @@ class Branch:
 
     session: GroupedSession
     calls: list[CallRecord] = attrs.Factory(list)
+    order: int = 0  # its place among its group's branches
+    group: Group | None = None  # the group it is in
+
+
+@attrs.define
+class Group:
+    """The branches of one session key (a client's session header, or every call of a
+    provider without one), and their calls indexed by conversation: the call a
+    request continues is found by looking its conversation's prefixes up, not by
+    comparing it with every call recorded (a benchmark or an agent that retries the
+    same request forks a branch per call, and the group grows with the run)."""
+
+    branches: list[Branch] = attrs.Factory(list)
+    # a call's entry hashes -> (branch order, call index, branch), in that order
+    calls: dict[tuple[int, ...], list[tuple[int, int, Branch]]] = attrs.Factory(dict)
+    lengths: set[int] = attrs.Factory(set)  # the lengths of those keys
+
+    def add_branch(self, branch: Branch) -> Branch:
+        branch.order, branch.group = len(self.branches), self
+        self.branches.append(branch)
+        for i, call in enumerate(branch.calls):
+            self.index(branch, i, call)
+        return branch
+
+    def add_call(self, branch: Branch, call: CallRecord) -> None:
+        branch.calls.append(call)
+        self.index(branch, len(branch.calls) - 1, call)
+
+    def index(self, branch: Branch, i: int, call: CallRecord) -> None:
+        if not call.entries:  # continues nothing: never a base
+            return
+        bisect.insort(self.calls.setdefault(call.entries, []), (branch.order, i, branch),
+                      key=_position)
+        self.lengths.add(len(call.entries))
+
+    def continued(self, new: tuple[int, ...]) -> tuple[Branch, int] | None:
+        """The recorded call whose conversation ``new`` extends: the longest; among
+        calls as long, the first (in branch, then call order) that is its branch's
+        latest, else the first."""
+        for length in sorted((n for n in self.lengths if n <= len(new)), reverse=True):
+            found = self.calls.get(new[:length])
+            if not found:
+                continue
+            for _, i, branch in found:
+                if i == len(branch.calls) - 1:
+                    return branch, i
+            return found[0][2], found[0][1]
+        return None
+
+
+def _position(item: tuple[int, int, Branch]) -> tuple[int, int]:
+    return item[0], item[1]
 
 
 @attrs.define
@@ -172,7 +226,7 @@ class Recorder:
                                         daemon=True)
         self._live: dict[int, Live] = {}
         self._uncommitted: Live | None = None  # the one call whose events wait for commit()
-        self._groups: dict[str, list[Branch]] = {}
+        self._groups: dict[str, Group] = {}
         self._started = threading.Event()
         self._open_error: BaseException | None = None
 
@@ -309,12 +363,21 @@ class Recorder:
     def _note_gap(self, account: JSON) -> None:
         """One ``transcript.noted`` line in the recording-gaps session: the calls the
         proxy forwarded while no recorder ran are not in the log, and it says so."""
-        text = (f"recording gap: the recorder stopped at {account.get('since')} and a "
-                f"new one took over at {account.get('until')}; "
-                f"{account.get('unrecorded_calls', 0)} call(s) that started in between "
-                "were forwarded but not recorded; "
-                f"{account.get('cut_calls', 0)} call(s) in flight when it stopped are "
-                "recorded only up to its last commit (their answers left open)")
+        if account.get("reason") == "behind":
+            text = (f"recording gap: the recorder fell behind at {account.get('since')} "
+                    f"(more than {account.get('limit_bytes')} bytes waited for it) and "
+                    f"caught up at {account.get('until')}; "
+                    f"{account.get('unrecorded_calls', 0)} call(s) that started in "
+                    "between were forwarded but not recorded; "
+                    f"{account.get('cut_calls', 0)} call(s) in flight are recorded only "
+                    "up to the gap (their answers ended with its error)")
+        else:
+            text = (f"recording gap: the recorder stopped at {account.get('since')} and "
+                    f"a new one took over at {account.get('until')}; "
+                    f"{account.get('unrecorded_calls', 0)} call(s) that started in "
+                    "between were forwarded but not recorded; "
+                    f"{account.get('cut_calls', 0)} call(s) in flight when it stopped are "
+                    "recorded only up to its last commit (their answers left open)")
         try:
             session = self._new_session(GAPS_KEY, None)
             if session.version == 0:
@@ -366,14 +429,19 @@ class Recorder:
             body = {"raw": live.body.decode("utf-8", errors="replace")}
         live.request = body
         self.calls += 1
-        branch, base = self._branch_for(live, body)
+        # The request's conversation, normalized once for grouping and the context.
+        items = conversation(provider, body)
+        normalized = entries(provider, items)
+        hashes = _hashes(normalized)
+        branch, base = self._branch_for(live, body, hashes)
         live.branch = branch
         if base is not None and base.pending is not None:
             keep = base.items
             self._settle(branch.session, base.pending,
-                         tool_results(provider, conversation(provider, body)[keep:]))
+                         tool_results(provider, items[keep:]))
             base.pending = None
-        live.record = self._context(live, branch, base, body)
+        live.record = self._context(live, branch, base, body, items=items,
+                                    normalized=normalized, hashes=hashes)
         encoding = headers.get("content-encoding", "")
         if encoding:
             live.decode = decoder(encoding)
@@ -446,9 +514,9 @@ class Recorder:
     # ------------------------------------------------------------------ what the call is
 
     def _context(self, live: Live, branch: Branch, base: CallRecord | None,
-                 body: JSON) -> CallRecord:
+                 body: JSON, *, items: list[Any], normalized: list[Entry],
+                 hashes: tuple[int, ...]) -> CallRecord:
         provider = live.route.provider
-        items = conversation(provider, body)
         delta_base = base if base is not None and base.request is not None else None
         keep = delta_base.items if delta_base is not None else 0
         record: JSON = {
@@ -469,7 +537,6 @@ class Recorder:
         batch: list[ev.Event] = [ev.MessageStarted(
             message_id=message_id, role="user", model=model,
             system=system_text(provider, body), metadata={ctx.KEY: record})]
-        normalized = entries(provider, items)
         newest = normalized[-1] if normalized else None
         text = "\n\n".join(k[1] for k in newest.keys if k[0] == "text") if newest else ""
         if newest is not None and not newest.assistant and text:
@@ -479,16 +546,16 @@ class Recorder:
         batch.append(ev.MessageCompleted(message_id=message_id))
         start = session.version  # counting what waits for the group's commit
         session.record(batch)
-        call = CallRecord(message_id, body, len(items), _hashes(normalized), start,
-                          session.version)
+        call = CallRecord(message_id, body, len(items), hashes, start, session.version)
         if branch.calls:
             branch.calls[-1].request = None  # no longer a base: the new call is
-        branch.calls.append(call)
+        assert branch.group is not None
+        branch.group.add_call(branch, call)
         return call
 
-    def _branch_for(self, live: Live, body: JSON) -> tuple[Branch, CallRecord | None]:
+    def _branch_for(self, live: Live, body: JSON, new: tuple[int, ...]
+                    ) -> tuple[Branch, CallRecord | None]:
         provider = live.route.provider
-        new = _hashes(entries(provider, conversation(provider, body)))
         key, parent_key = session_keys(live.headers)
         # A call without tools in a named session is a side call (OpenCode's title,
         # a summary): it goes to a child session, so the named session stays the
@@ -498,24 +565,21 @@ class Recorder:
             main = self._named(key, parent_key)
             key = f"{key}#side"
         group_key = key or f"anonymous:{provider}"
-        branches = self._groups.setdefault(group_key, [])
-        best: tuple[tuple[int, bool], Branch, int] | None = None
-        for branch in branches:
-            for i, call in enumerate(branch.calls):
-                if call.entries and extends(call.entries, new):
-                    rank = (len(call.entries), i == len(branch.calls) - 1)
-                    if best is None or rank > best[0]:
-                        best = (rank, branch, i)
+        group = self._groups.get(group_key)
+        if group is None:
+            group = self._groups[group_key] = Group()
+        branches = group.branches
         assert self.store is not None
+        best = group.continued(new)
         if best is not None:
-            _, origin, i = best
+            origin, i = best
             call = origin.calls[i]
             if len(new) > len(call.entries):  # carries the conversation on
                 if i == len(origin.calls) - 1:
                     return origin, call
-                return self._fork(branches, origin, call.end_seq, i + 1), call
+                return self._fork(group, origin, call.end_seq, i + 1), call
             # The same conversation again (a retry, a regeneration): a sibling answer.
-            forked = self._fork(branches, origin, call.start_seq, i)
+            forked = self._fork(group, origin, call.start_seq, i)
             return forked, forked.calls[-1] if forked.calls else None
         if main is not None:
             session = self._new_session(None, main.session.id)
@@ -525,37 +589,41 @@ class Recorder:
             session = self._new_session(None, branches[0].session.id)
         elif key is not None:
             parents = self._groups.get(parent_key) if parent_key else None
-            session = self._new_session(key, parents[0].session.id if parents else None)
+            session = self._new_session(
+                key, parents.branches[0].session.id if parents else None)
         else:  # no header, a conversation nothing recorded holds: a new session
             session = self._new_session(None, None)
-        branch = Branch(session)
-        branches.append(branch)
-        return branch, None
+        return group.add_branch(Branch(session)), None
 
     def _named(self, key: str, parent_key: str | None) -> Branch:
         """The named session's main branch, opened (with no call yet) if needed."""
-        branches = self._groups.setdefault(key, [])
-        if not branches:
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = Group()
+        if not group.branches:
             parents = self._groups.get(parent_key) if parent_key else None
-            branches.append(Branch(self._new_session(
-                key, parents[0].session.id if parents else None)))
-        return branches[0]
+            group.add_branch(Branch(self._new_session(
+                key, parents.branches[0].session.id if parents else None)))
+        return group.branches[0]
 
-    @staticmethod
-    def _fork(branches: list[Branch], origin: Branch, at: int, keep: int) -> Branch:
+    def _fork(self, group: Group, origin: Branch, at: int, keep: int) -> Branch:
         """A new branch: ``origin``'s session forked at seq ``at``, holding its first
         ``keep`` calls."""
         session = origin.session.fork(at)
         assert isinstance(session, GroupedSession)
-        forked = Branch(session, [attrs.evolve(c) for c in origin.calls[:keep]])
-        branches.append(forked)
-        return forked
+        return group.add_branch(Branch(session, [attrs.evolve(c)
+                                                 for c in origin.calls[:keep]]))
 
     def _new_session(self, key: str | None, parent: str | None) -> GroupedSession:
         assert self.store is not None
         sid = stable_uuid(0, "convlog-proxy", key) if key is not None else uuid7()
-        if key is not None and any(s.id == sid for s in self.store.sessions()):
-            return open_grouped(self.store, sid)  # the proxy restarted
+        if key is not None:
+            try:  # one lookup, not a listing of every session
+                self.store.session_info(sid)
+            except UnknownSession:
+                pass
+            else:
+                return open_grouped(self.store, sid)  # the proxy restarted
         self.store.create_session(sid, created=_now(), parent=parent)
         return open_grouped(self.store, sid)
 

@@ -19,7 +19,16 @@ class SSEParser:
         self._data: list[str] = []
 
     def feed(self, chunk: bytes) -> Iterator[tuple[str, str]]:
-        buf = self._buf + chunk
+        buf = self._buf + chunk if self._buf else chunk
+        if b"\r" not in buf:  # lines end with LF alone (every provider's stream): split
+            lines = buf.split(b"\n")
+            self._buf = lines.pop()  # the line not ended yet
+            line_event = self._line
+            for raw in lines:
+                event = line_event(raw.decode("utf-8", errors="replace"))
+                if event is not None:
+                    yield event
+            return
         start = 0
         n = len(buf)
         while True:

@@ -39,6 +39,7 @@ import msgspec
 
 from engine.codec import (
     UNENCODABLE,
+    OnFirstUse,
     canonical,
     canonical_encoder,
     ext_hook,
@@ -84,9 +85,11 @@ class _BlockIn(msgspec.Struct, array_like=True):
 
 
 _enc = msgspec.msgpack.Encoder()
-_head_dec = msgspec.msgpack.Decoder(_BlockIn)
-# ext_hook: integers past 64 bits and lone surrogates (engine.codec.escaped).
-_typed_dec = msgspec.msgpack.Decoder(list[AnyEvent], ext_hook=ext_hook)
+_head_dec = OnFirstUse(lambda: msgspec.msgpack.Decoder(_BlockIn))
+# ext_hook: integers past 64 bits and lone surrogates (engine.codec.escaped). The typed
+# decoders are built on first use: building one evaluates every event class's
+# annotations, which a read from stored snapshots never needs.
+_typed_dec = OnFirstUse(lambda: msgspec.msgpack.Decoder(list[AnyEvent], ext_hook=ext_hook))
 _raw_list_dec = msgspec.msgpack.Decoder(list[msgspec.Raw])
 _any_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)
 
@@ -406,7 +409,7 @@ def _decode_evolving(events: bytes | memoryview) -> list[AnyEvent]:
 # short range reads hit the same block repeatedly. Keyed by the stored bytes
 # themselves, so it can never answer for other bytes (a swap of the tuple is atomic).
 _last_opened: list[tuple[bytes, int, list[msgspec.Raw]]] = []
-_one_dec = msgspec.msgpack.Decoder(AnyEvent, ext_hook=ext_hook)
+_one_dec = OnFirstUse(lambda: msgspec.msgpack.Decoder(AnyEvent, ext_hook=ext_hook))
 
 
 def _one(raw: msgspec.Raw) -> AnyEvent:

@@ -48,10 +48,17 @@ from typing import Any
 
 import msgspec
 
-from engine.codec import UNENCODABLE, canonical, canonical_encoder, ext_hook, typed_fallback
+from engine.codec import (
+    UNENCODABLE,
+    OnFirstUse,
+    canonical,
+    canonical_encoder,
+    ext_hook,
+    typed_fallback,
+)
 from engine.errors import InvalidEvent
 from engine.events import EVENT_TYPES, AnyEvent, Event
-from engine.store.freeform import free_fields, holds
+from engine.store.freeform import free_fields, holds, struct_info
 
 INT_MIN = -(1 << 63)
 INT_MAX = (1 << 63) - 1
@@ -59,7 +66,7 @@ INT_MAX = (1 << 63) - 1
 # input, far below what decoding on a deep call stack could not take.
 MAX_DEPTH = 100
 
-_typed = msgspec.msgpack.Decoder(AnyEvent, ext_hook=ext_hook)
+_typed = OnFirstUse(lambda: msgspec.msgpack.Decoder(AnyEvent, ext_hook=ext_hook))
 _canonical_encode = canonical_encoder.encode  # what canonical() calls, without the call
 # msgpack uint64 with the top bit set (>= 2**63); any float64 (rare in events: a
 # walk then looks for an infinity).
@@ -187,7 +194,7 @@ _FREE_FORM: frozenset[type] = frozenset(cls for cls in EVENT_TYPES if free_field
 # scan, three comparisons after the decode instead.
 _PLAIN: frozenset[type] = frozenset(
     cls for cls in EVENT_TYPES
-    if not holds(msgspec.inspect.type_info(cls),
+    if not holds(struct_info(cls),
                  (msgspec.inspect.AnyType, msgspec.inspect.IntType,
                   msgspec.inspect.FloatType), skip=_ENVELOPE_INTS))
 
@@ -259,8 +266,9 @@ def _term(t: msgspec.inspect.Type, value: str, name: str, depth: int = 2) -> str
     if _plain(t):
         return f"{value}.__class__ is str"
     if type(t) is mi.IntType and (t.gt, t.ge, t.lt, t.le, t.multiple_of) == unbounded:
-        low = "0" if name == "time" else "INT_MIN"
-        return f"({value}.__class__ is int and {low} <= {value} <= INT_MAX)"
+        # The bounds as literals (constants in the compiled code, not two global lookups).
+        low = "0" if name == "time" else str(INT_MIN)
+        return f"({value}.__class__ is int and {low} <= {value} <= {INT_MAX})"
     if type(t) is mi.BoolType:
         return f"{value}.__class__ is bool"
     if type(t) is mi.FloatType and (t.gt, t.ge, t.lt, t.le, t.multiple_of) == unbounded:
@@ -272,20 +280,21 @@ def _term(t: msgspec.inspect.Type, value: str, name: str, depth: int = 2) -> str
             and (t.min_length, t.max_length) == (None, None)):
         # A JSON object: of strings only (a tool's input, often), or of exact JSON values
         # within the depth bound (what first_problem finds nothing in: json_only).
-        return (f"({value}.__class__ is dict and (strings_only({value}) "
-                f"or json_only([{value}], {depth})))")
+        return f"({value}.__class__ is dict and json_object({value}, {depth}))"
     if (type(t) is mi.DictType and _plain(t.key_type)
             and (t.min_length, t.max_length) == (None, None)):
         key, item = f"k{depth}", f"x{depth}"
         inner = _term(t.value_type, item, "", depth + 1)
+        # (An empty one without the generator all() would make.)
         return None if inner is None else (
-            f"({value}.__class__ is dict and all({key}.__class__ is str and {inner} "
-            f"for {key}, {item} in {value}.items()))")
+            f"({value}.__class__ is dict and (not {value} or all({key}.__class__ is str "
+            f"and {inner} for {key}, {item} in {value}.items())))")
     if type(t) is mi.ListType and (t.min_length, t.max_length) == (None, None):
         item = f"x{depth}"
         inner = _term(t.item_type, item, "", depth + 1)
         return None if inner is None else (
-            f"({value}.__class__ is list and all({inner} for {item} in {value}))")
+            f"({value}.__class__ is list and (not {value} or all({inner} for {item} in "
+            f"{value})))")
     if type(t) is mi.StructType:
         # A nested struct of exactly its class, each field by its own term.
         terms = []
@@ -312,6 +321,17 @@ def _term(t: msgspec.inspect.Type, value: str, name: str, depth: int = 2) -> str
 
 # The nested struct classes the short proofs compare with (by name in the compiled code).
 _NESTED: dict[str, type] = {}
+
+
+def json_object(d: dict[Any, Any], depth: int) -> bool:
+    """``strings_only(d) or json_only([d], depth)``, the same verdict: one pass over the
+    items while they are strings (a tool's input, often), the walk from the first
+    other value on (instead of two sets built first, which a dict of nested metadata
+    always failed)."""
+    for k, v in d.items():
+        if k.__class__ is not str or v.__class__ is not str:
+            return json_only([d], depth)
+    return True
 
 
 def strings_only(d: dict[Any, Any]) -> bool:
@@ -341,7 +361,7 @@ def _fast_check(cls: type[Event], skip: frozenset[str] = frozenset()
 def _fast_code(cls: type[Event], skip: frozenset[str]) -> str | None:
     """The source of :func:`_fast_check`'s function (None: a type it does not cover)."""
     terms = []
-    for field in msgspec.inspect.type_info(cls).fields:  # type: ignore[attr-defined]
+    for field in struct_info(cls).fields:
         term = _term(field.type, f"e.{field.name}", field.name)
         if term is not None and field.name in skip:
             continue
@@ -355,8 +375,8 @@ def _fast_code(cls: type[Event], skip: frozenset[str]) -> str | None:
 
 def _compile(code: str) -> Callable[[Event], bool]:
     check: Callable[[Event], bool] = eval(
-        code, {"INT_MIN": INT_MIN, "INT_MAX": INT_MAX, "strings_only": strings_only,
-               "json_only": json_only, "isfinite": math.isfinite, **_NESTED})
+        code, {"INT_MIN": INT_MIN, "INT_MAX": INT_MAX, "json_object": json_object,
+               "isfinite": math.isfinite, **_NESTED})
     return check
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import msgspec
 
+from engine.codec import OnFirstUse
 from engine.errors import CorruptLog, StoreError
 from engine.store.base import check_chain, newer_store
 from engine.store.chain import Chain
@@ -77,7 +78,7 @@ class Txn(msgspec.Struct):
     done: bool = False
 
 
-_txn_dec = msgspec.json.Decoder(Txn)
+_txn_dec = OnFirstUse(lambda: msgspec.json.Decoder(Txn))  # built on first use
 
 
 def read_txn(root: Path) -> Txn | None:

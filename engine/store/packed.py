@@ -43,13 +43,15 @@ import base64
 import binascii
 import functools
 import re
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, islice
 from typing import Any, Final
 
 import msgspec
+from msgspec import NODEFAULT
 
-from engine.codec import ext_hook, packb, typed_fallback
+from engine.codec import OnFirstUse, ext_hook, packb, typed_fallback
 from engine.errors import EventDecodeError
 from engine.events import EVENT_BY_TAG, EVENT_TYPES, AnyEvent, Event, tag_of
 from engine.store.columns import (
@@ -98,10 +100,11 @@ assert JsonBlock.__struct_config__.tag == FORMAT
 
 _enc = msgspec.msgpack.Encoder()
 # ext_hook: integers past 64 bits and lone surrogates (engine.codec.escaped).
-_block_dec = msgspec.msgpack.Decoder(_Block, ext_hook=ext_hook)
-_near_block_dec = msgspec.msgpack.Decoder(NearBlock, ext_hook=ext_hook)
+# The typed decoders are built on first use (a read from stored snapshots needs none).
+_block_dec = OnFirstUse(lambda: msgspec.msgpack.Decoder(_Block, ext_hook=ext_hook))
+_near_block_dec = OnFirstUse(lambda: msgspec.msgpack.Decoder(NearBlock, ext_hook=ext_hook))
 _json_enc = msgspec.json.Encoder()
-_json_block_dec = msgspec.json.Decoder(_JsonBlock)
+_json_block_dec = OnFirstUse(lambda: msgspec.json.Decoder(_JsonBlock))
 _any_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)
 
 
@@ -118,21 +121,50 @@ class _Kind:
         self.cls = cls
         self.tag = tag_of(cls)
         self.default_actor = cls.default_actor
-        names = set(cls.__struct_fields__)
+        names = cls.__struct_fields__
         self.has_msg = "message_id" in names
         self.has_part = "part_id" in names
         self.shape = 2 if self.has_part else 1 if self.has_msg else 0
-        fields = msgspec.structs.fields(cls)  # (slow: it evaluates the annotations)
-        body = [f for f in fields if f.name not in _ENVELOPE]
+        defaults = cls.__struct_defaults__
+        # As msgspec.structs.fields reads them (the last fields have defaults), but
+        # without evaluating every annotation of the class and its bases: that took
+        # most of a kind's first use in a fresh process (a compile per annotation).
+        body = [(name, default) for name, default in zip(
+            names, (NODEFAULT,) * (len(names) - len(defaults)) + defaults, strict=True)
+            if name not in _ENVELOPE]
         bare = ""
-        if (len(body) == 1 and body[0].required and body[0].type is str):
-            bare = body[0].name
+        if len(body) == 1 and body[0][1] is NODEFAULT and _declared(cls, body[0][0]) is str:
+            bare = body[0][0]
         self.bare = bare
         self.make = _maker(cls, bare) if bare else None
-        self.blank = _blank(cls, self.shape, {f.name: f.type for f in fields})
+        self.blank = _blank(cls, self.shape)
 
 
-def _blank(cls: type[Event], shape: int, declared: dict[str, Any]) -> Event | None:
+# The declared type of each (class that declares it, field name): evaluated once.
+_DECLARED: dict[tuple[type, str], Any] = {}
+
+
+def _declared(cls: type[Event], name: str) -> Any:
+    """The declared type of ``cls``'s field ``name``, as ``msgspec.structs.fields`` gives
+    it, evaluating that one annotation only (events are declared with postponed
+    annotations: strings from the catalog's source, never from data)."""
+    for klass in cls.__mro__:
+        annotations = vars(klass).get("__annotations__")
+        if annotations and name in annotations:
+            break
+    else:
+        raise KeyError(name)
+    key = (klass, name)
+    found = _DECLARED.get(key, _DECLARED)
+    if found is _DECLARED:
+        found = annotations[name]
+        if isinstance(found, str):
+            found = eval(found, vars(sys.modules[klass.__module__]), dict(vars(klass)))
+        _DECLARED[key] = found
+    return found
+
+
+def _blank(cls: type[Event], shape: int) -> Event | None:
     """The event of ``cls`` whose fields are all defaults (a NO_BODY event's), with
     empty ids: a bulk read fills in the envelope and the ids by ``structs.replace``,
     which is what the typed conversion of the same map gives, in a tenth of its time.
@@ -142,7 +174,11 @@ def _blank(cls: type[Event], shape: int, declared: dict[str, Any]) -> Event | No
            else {"message_id": ""} if shape == 1 else {})
     plain = {"session_id": str, "actor": str, "seq": int, "time": int, "v": int,
              **dict.fromkeys(ids, str)}
-    if any(declared.get(name) is not t for name, t in plain.items()):
+    try:
+        plain_types = all(_declared(cls, name) is t for name, t in plain.items())
+    except KeyError:  # (not a field of the class)
+        return None
+    if not plain_types:
         return None  # a constrained field: only the conversion checks its value
     try:
         return msgspec.convert(ids, cls)
@@ -303,7 +339,7 @@ class _PackedJson(msgspec.Struct, forbid_unknown_fields=True):
     packed: str
 
 
-_packed_json_dec = msgspec.json.Decoder(_PackedJson)
+_packed_json_dec = OnFirstUse(lambda: msgspec.json.Decoder(_PackedJson))
 
 
 def _columns(events: Sequence[Event], session_id: str, first_seq: int) -> _Block:
@@ -740,8 +776,11 @@ def _run_spans(block: _Block, table: list[_Entry], stop: int | None = None
 
 def _run_codes(table: list[_Entry]) -> bytes:
     """The local codes of a payload's kinds whose consecutive events form runs."""
-    return bytes(i for i, (make, shape, _, kind) in enumerate(table)
-                 if kind.cls in RUN_KINDS and make is not None and shape == 2)
+    return bytes(i for i, (make, shape, default_actor, kind) in enumerate(table)
+                 if kind.cls in RUN_KINDS and make is not None and shape == 2
+                 # a run stands for deltas with the kind's own default actor: a row
+                 # that says another (damage) is read event by event, as unpack does
+                 and default_actor == kind.default_actor)
 
 
 @functools.lru_cache(maxsize=256)

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import msgspec
 
-from engine.codec import ext_hook
+from engine.codec import OnFirstUse, ext_hook
 from engine.errors import EventDecodeError
 from engine.events import AnyEvent
 from engine.store import columns, packed
@@ -41,7 +41,7 @@ from engine.store.packed import (
 )
 from engine.store.runs import Run
 
-_lazy_dec = msgspec.msgpack.Decoder(LazyBlock)
+_lazy_dec = OnFirstUse(lambda: msgspec.msgpack.Decoder(LazyBlock))  # built on first use
 _body_dec = msgspec.msgpack.Decoder(ext_hook=ext_hook)  # big ints, lone surrogates
 # Per flag bit: a translation of the flags column to 1 where the bit is set, else 0.
 _BIT: Final = {bit: bytes(1 if i & bit else 0 for i in range(256))

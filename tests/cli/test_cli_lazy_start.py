@@ -82,8 +82,11 @@ def test_an_unknown_command_is_a_usage_error_naming_the_choices() -> None:
 def test_show_of_a_sqlite_store_loads_no_other_store_and_no_catalog_decoder(
         tmp_path: object) -> None:
     """`show` from a SQLite store's snapshots: the JSONL and memory stores' modules stay
-    unloaded (engine.store names them lazily), and no decoder over the whole event
-    catalog is built (engine.codec builds its on first use)."""
+    unloaded (engine.store names them lazily), the door is not imported, no typed
+    decoder of any engine module is built (the event catalog's, the blocks' and the
+    packed columns' are built on first use) and the snapshot chunk codec is not
+    compiled (its functions are compiled on first use; the preview check needs only
+    its fingerprint)."""
     from pathlib import Path  # noqa: PLC0415
 
     from benchmarks.workload import record  # noqa: PLC0415
@@ -99,8 +102,21 @@ def test_show_of_a_sqlite_store_loads_no_other_store_and_no_catalog_decoder(
         "import engine.codec as codec\n"
         "from engine.cli.app import main as run\n"
         f"rc = run(['show', 'sqlite:///{path}', '--at', '300'])\n"
-        "built = [n for n in ('_mp_dec', '_json_dec', '_mp_list_dec', '_json_list_dec')\n"
-        "         if 'decode' in vars(getattr(codec, n))]\n"
+        "built = [f'{m}.{n}' for m in sorted(sys.modules) if m.startswith('engine.')\n"
+        "         for n, v in vars(sys.modules[m]).items()\n"
+        "         if isinstance(v, codec.OnFirstUse) and 'decode' in vars(v)]\n"
+        "import msgspec\n"
+        "from engine.events import AnyEvent\n"
+        "from engine.store.columns import Block, JsonBlock, LazyBlock, NearBlock\n"
+        "costly = (AnyEvent, list[AnyEvent], Block, NearBlock, LazyBlock, JsonBlock)\n"
+        "built += [f'{m}.{n}' for m in sorted(sys.modules)\n"
+        "          if m.startswith(('engine.', 'projections.'))\n"
+        "          for n, v in vars(sys.modules[m]).items()\n"
+        "          if isinstance(v, msgspec.msgpack.Decoder | msgspec.json.Decoder)\n"
+        "          and v.type in costly]\n"
+        "from projections import snapshot_codec\n"
+        "if snapshot_codec._functions.cache_info().currsize:\n"
+        "    built.append('projections.snapshot_codec._functions')\n"
         "print(json.dumps([rc, sorted(sys.modules), built]), file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -110,4 +126,40 @@ def test_show_of_a_sqlite_store_loads_no_other_store_and_no_catalog_decoder(
     assert "session " in done.stdout
     assert not [m for m in modules if m.startswith(("engine.store.jsonl.", "engine.store.memory"))
                 or m in ("engine.store.jsonl", "engine.store.jsonl_lines")]
+    assert "engine.store.door" not in modules
+    assert "engine.store.blocks" in modules  # (the check above looked at its decoders)
     assert built == []
+
+
+def test_the_console_script_runs_its_command_with_the_collector_on() -> None:
+    """engine.launch holds the cyclic collector while the command loads; the command
+    itself runs with it on, what loading made frozen (engine.startup_gc). A program
+    calling engine.cli.main itself (as these tests do) is left as it was."""
+    code = (
+        "import gc, json, sys\n"
+        "from engine.cli import tail\n"
+        "seen = []\n"
+        "def run(self, args):\n"
+        "    seen.append([gc.isenabled(), gc.get_freeze_count() > 0])\n"
+        "    return 0\n"
+        "tail.TailCommand.run = run\n"
+        "from engine import launch\n"
+        "sys.argv = ['convlog', 'tail', 'sqlite:///:memory:']\n"
+        "rc = launch.main()\n"
+        "print(json.dumps([rc, seen, gc.isenabled()]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [0, [[True, True]], True], \
+        done.stderr
+
+
+def test_a_direct_call_of_the_cli_leaves_the_collector_alone() -> None:
+    import gc  # noqa: PLC0415
+
+    from engine.cli.app import main  # noqa: PLC0415
+
+    frozen = gc.get_freeze_count()
+    assert main(["--version"]) == 0
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen

@@ -55,3 +55,19 @@ def test_pairs_set_each_proxied_call_against_its_direct_neighbour() -> None:
     assert added[PER_CHUNK] == [0.9, 1.8, 2.7, 3.6]
     assert floor[FIRST_BYTE] == [3 - 2]  # the direct calls side by side, no proxy
     assert floor[PER_CHUNK] == [0.3 - 0.2]
+
+
+def test_the_recorder_benchmark_runs_and_finds_the_same_log_in_one_tree() -> None:
+    """benchmarks/proxy_recorder.py: the ids' randomness and the clocks fixed, one
+    tree run twice records the same bytes (what its comparison of two trees rests
+    on), for both workloads."""
+    out = subprocess.run(
+        [sys.executable, "benchmarks/proxy_recorder.py", ".", ".", "--calls", "4",
+         "--repeats", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True).stdout
+    lines = out.splitlines()
+    assert lines[-1] == "same log in every tree"
+    digests = re.findall(r"(bench|agent) .* CPU per call +\d+ us .*; (\d+) events, digest "
+                         r"([0-9a-f]{16})", out)
+    assert [d[0] for d in digests] == ["bench", "bench", "agent", "agent"]
+    assert all(int(d[1]) > 0 for d in digests)

@@ -20,7 +20,7 @@ import pytest
 
 from engine.proxy import forward as fw
 from engine.proxy.process import RecorderProcess
-from engine.proxy.quiet import YOUNG_THRESHOLD
+from engine.proxy.quiet import YOUNG_THRESHOLD, _may_leave_idle, may_leave_idle
 from engine.proxy.recorder import CHUNK, END, REQUEST, RESPONSE
 from tests.proxy import scripts
 from tests.proxy.clients import ROOT
@@ -147,16 +147,30 @@ def test_the_forwarder_settles_its_heap_after_start_up() -> None:
     assert out == ["True", str(YOUNG_THRESHOLD)]
 
 
-@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="no SCHED_BATCH here")
-def test_the_recorder_child_is_a_batch_process(tmp_path: Path) -> None:
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="no SCHED_IDLE here")
+def test_the_recorder_child_is_an_idle_process(tmp_path: Path) -> None:
     recorder = RecorderProcess(f"sqlite:///{tmp_path / 'p.db'}")
     recorder.start()
     try:
         assert recorder.pid is not None
-        assert os.sched_getscheduler(recorder.pid) == os.SCHED_BATCH
-        assert os.sched_getscheduler(0) != os.SCHED_BATCH  # the forwarder's is not
+        expected = os.SCHED_IDLE if _may_leave_idle() else os.SCHED_BATCH
+        assert os.sched_getscheduler(recorder.pid) == expected
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the forwarder's is not
     finally:
         recorder.stop()
+
+
+def test_an_idle_recorder_only_where_it_may_leave_idle_again() -> None:
+    """An ordinary user's process (no CAP_SYS_NICE, the default RLIMIT_NICE of 0)
+    could never be moved from SCHED_IDLE back to a normal policy: a recorder that
+    falls behind could not be given a full share, so it stays a batch process."""
+    inf = -1
+    assert not may_leave_idle(0, 0, 0, infinity=inf)  # an ordinary user
+    assert may_leave_idle(0, 0, 1 << 23, infinity=inf)  # CAP_SYS_NICE
+    assert may_leave_idle(20, 0, 0, infinity=inf)  # RLIMIT_NICE allows nice 0
+    assert not may_leave_idle(19, 0, 0, infinity=inf)
+    assert may_leave_idle(1, 19, 0, infinity=inf)  # a process at nice 19
+    assert may_leave_idle(inf, 0, 0, infinity=inf)
 
 
 def _wait(predicate: Any, timeout: float = 10.0) -> bool:

@@ -66,3 +66,13 @@ def test_a_time_whose_bytes_look_like_a_bin_header_takes_no_full_walk(
     monkeypatch.setattr(door, "first_problem", calls.append)
     admit(event)
     assert calls == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.dictionaries(st.one_of(st.text(max_size=4), st.integers(0, 3)),
+                             st.one_of(st.text(max_size=4), _VALUE), max_size=4),
+       depth=st.integers(1, MAX_DEPTH + 2))
+def test_json_object_is_strings_only_or_the_walk(value: dict[Any, Any], depth: int) -> None:
+    # The short proofs' one call for a JSON object field: the verdict of the two it joins.
+    assert door.json_object(value, depth) == (door.strings_only(value)
+                                              or json_only([value], depth))

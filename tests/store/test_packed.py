@@ -8,7 +8,7 @@ import zlib
 from collections.abc import Sequence
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import pytest
@@ -319,6 +319,24 @@ def _column_index(flags: bytes, at: int, bit: int) -> int:
     return sum(1 for f in flags[:at] if f & bit)
 
 
+_ODD_KEYS = st.one_of(st.integers(-3, 3), st.none(), st.booleans(), st.binary(max_size=2),
+                     st.floats(allow_nan=False))
+
+
+def _maps_in(value: Any) -> list[dict[Any, Any]]:
+    """Every map inside ``value`` (a decoded column), at any depth."""
+    found: list[dict[Any, Any]] = []
+    stack = [value]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            found.append(x)
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return found
+
+
 def _damage(cols: list[Any], data: st.DataObject) -> None:
     """One change to decoded columns (of either format: format 1 has no ``text`` and
     ``lens``) that keeps them well-formed msgpack."""
@@ -354,8 +372,14 @@ def _damage(cols: list[Any], data: st.DataObject) -> None:
         col.append(data.draw(_ODD_VALUES))
     else:
         at = data.draw(st.integers(0, len(col) - 1))
-        how = data.draw(st.sampled_from(["drop", "repeat", "append", "replace", "envelope"]))
-        if how == "drop":
+        how = data.draw(st.sampled_from(["drop", "repeat", "append", "replace", "envelope",
+                                         "key", "key"]))
+        if how == "key" and (nested := _maps_in(col)):
+            # a map anywhere in the column (a body, a typed or a free-form value in it)
+            # gains a key that is not a string: no canonical bytes exist for it
+            inner = data.draw(st.sampled_from(nested))
+            inner[data.draw(_ODD_KEYS)] = data.draw(_ODD_VALUES)
+        elif how == "drop":
             del col[at]
         elif how == "repeat":  # a value of the right type, one too many
             col.insert(at, col[at])
@@ -481,3 +505,90 @@ def test_a_bulk_read_reads_time_steps_at_and_past_the_near_bound_alike(
     assert_runs_join(packed.unpack_runs(data, "s", 1, ids=False), events, ids=False)
     block, near = packed._open_near(data)
     assert near == all(-NEAR <= s <= NEAR for s in block.times)
+
+
+def _kind_by_fields(cls: type[Event]) -> tuple[str, Any]:
+    """A kind's bare field and blank event as derived from ``msgspec.structs.fields``
+    (every annotation evaluated): what ``packed._Kind`` derived before it evaluated
+    only the annotations it reads."""
+    fields = msgspec.structs.fields(cls)
+    body = [f for f in fields if f.name not in packed._ENVELOPE]
+    bare = body[0].name if len(body) == 1 and body[0].required and body[0].type is str else ""
+    names = {f.name for f in fields}
+    ids = {n: "" for n in ("message_id", "part_id") if n in names}
+    plain: dict[str, type] = {"session_id": str, "actor": str, "seq": int, "time": int,
+                              "v": int, **dict.fromkeys(ids, str)}
+    declared = {f.name: f.type for f in fields}
+    if any(declared.get(n) is not t for n, t in plain.items()):
+        return bare, None
+    try:
+        return bare, msgspec.convert(ids, cls)
+    except msgspec.ValidationError:
+        return bare, None
+
+
+class _OddBody(ev.PartEvent, frozen=True, kw_only=True, tag="test.odd-body"):
+    note: str = ""  # one string field, but not required: not a bare kind
+
+
+class _OddTime(ev.Event, frozen=True, kw_only=True, tag="test.odd-time"):
+    time: Annotated[int, msgspec.Meta(ge=0)] = 0  # a constrained envelope field: no blank
+
+
+@pytest.mark.parametrize("cls", [*ev.EVENT_TYPES, _OddBody, _OddTime], ids=tag_of)
+def test_a_kind_reads_its_fields_as_msgspec_declares_them(cls: type[Event]) -> None:
+    kind = packed._Kind(cls)
+    bare, blank = _kind_by_fields(cls)
+    assert kind.bare == bare
+    assert (kind.make is None) == (not bare)
+    assert kind.blank == blank
+    assert type(kind.blank) is type(blank)
+
+
+@pytest.mark.parametrize("where", ["top", "typed", "typed-nested", "free", "free-nested"])
+def test_a_key_that_is_no_string_is_refused_by_the_bulk_read_wherever_it_is(where: str) -> None:
+    """Each place a body can hold a map (a typed value, which msgspec's conversion
+    checks, or a free-form one, which it does not): the bulk read refuses a key that
+    is not a string as the event-by-event read does."""
+    e = ev.StepFinished(message_id="m", part_id="p", reason="stop", cost=0.5,
+                        tokens=ev.Tokens(input=1, output=2, cache=ev.CacheTokens(read=3)),
+                        session_id="s", seq=1, time=1, actor="assistant")
+    t = ev.ToolStarted(message_id="m", part_id="p2", input={"a": [{"b": 1}]},
+                       metadata={"k": "v"}, session_id="s", seq=2, time=2, actor="assistant")
+    cols = msgspec.msgpack.decode(packed.pack([e, t], "s", 1)[1:])
+    bodies = cols[_COLUMNS.index("bodies")]
+    target = {"top": bodies[0], "typed": bodies[0]["tokens"],
+              "typed-nested": bodies[0]["tokens"]["cache"], "free": bodies[1]["input"],
+              "free-nested": bodies[1]["input"]["a"][0]}[where]
+    target[7] = 1
+    data = bytes((packed.FORMAT,)) + msgspec.msgpack.encode(cols)
+    packed._last.clear()
+    with pytest.raises(EventDecodeError):
+        packed.unpack(data, "s", 1)
+    _bulk_reads_as_unpack(data)
+
+
+def test_deltas_whose_kind_row_names_another_default_actor_are_read_as_events() -> None:
+    """Found by the damaged-payload fuzz (on the tree before this test too): a flipped
+    byte in the default actor of the kind table's text.delta row; unpack gives the
+    delta with the actor as written, and the bulk read gave a run, which stands for
+    deltas with the kind's own default actor."""
+    sid = "019b76da-a801-7005-8c2c-d958d8744d16"
+    events: list[Event] = [
+        ev.TextAdded(text="", session_id=sid, seq=1, time=1767225600000, actor="assistant",
+                     message_id="", part_id="", id="019b76da-a800-7000-b8dd-3dd0579a321c"),
+        ev.TextDelta(delta="", session_id=sid, seq=2, time=0, actor="assistant",
+                     message_id="", part_id="", id="019b76da-a800-7001-b8dd-3dd0579a321d"),
+    ]
+    cols = msgspec.msgpack.decode(packed.pack(events, sid, 1)[1:])
+    assert cols[3][1] == 0  # the delta carries no flag: a run, were its row not damaged
+    cols[0] = [[tag, "`ssistant" if tag == "text.delta" else actor, bare, shape]
+               for tag, actor, bare, shape in cols[0]]
+    data = bytes((packed.FORMAT,)) + msgspec.msgpack.encode(cols)
+    packed._last.clear()
+    assert packed.unpack(data, sid, 1)[1].actor == "`ssistant"
+    for ids in (True, False):
+        items = packed.unpack_runs(data, sid, 1, ids=ids)
+        delta = items[1]
+        assert not isinstance(delta, Run)
+        assert delta.actor == "`ssistant"
