@@ -208,6 +208,23 @@ def test_a_flipped_range_row_block_link_or_payload_is_caught(
         assert fast.code in (EXIT_CORRUPT, EXIT_UNREADABLE), (damage, fast)
 
 
+def test_a_huge_count_in_the_id_index_is_reported_without_reading_that_many(
+        pristine: Path, tmp_path: Path) -> None:
+    """A flipped high bit of an id run's count (2**39 events) is damage named at once:
+    deep verify used to build a list of that many positions first (found hanging a CI
+    run through the property above)."""
+    path = tmp_path / "s.db"
+    shutil.copy(pristine, path)
+    db = _sqlite(path)
+    rowid, count = db.execute("SELECT rowid, count FROM ids ORDER BY rowid LIMIT 1").fetchone()
+    db.execute("UPDATE ids SET count = ? WHERE rowid = ?", (count ^ (1 << 39), rowid))
+    db.close()
+    deep = run_cli(["verify", f"sqlite:///{path}"])
+    deep.assert_clean()
+    assert deep.code == EXIT_CORRUPT, deep
+    assert "counts" in deep.out + deep.err, deep
+
+
 def test_a_block_link_stops_a_forger_without_the_key(tmp_path: Path) -> None:
     """Editing a sealed block and re-chaining it without the key breaks its link."""
     key = b"0123456789abcdef-secret"
